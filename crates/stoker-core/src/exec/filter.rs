@@ -1,0 +1,48 @@
+//! `filter(predicate)`: keeps the elements the predicate accepts.
+
+use std::sync::Arc;
+
+use crate::element::Element;
+use crate::error::Result;
+use crate::exec::{catch_panic, BoxIter, ElementIter};
+use crate::op::{OpCtx, Predicate};
+use crate::options::ErrorPolicy;
+use crate::stats::StageStats;
+
+pub struct FilterIter {
+    input: BoxIter,
+    predicate: Arc<dyn Predicate>,
+    policy: ErrorPolicy,
+    stats: Arc<StageStats>,
+}
+
+impl FilterIter {
+    pub fn new(
+        input: BoxIter,
+        predicate: Arc<dyn Predicate>,
+        policy: ErrorPolicy,
+        stats: Arc<StageStats>,
+    ) -> Self {
+        FilterIter {
+            input,
+            predicate,
+            policy,
+            stats,
+        }
+    }
+}
+
+impl ElementIter for FilterIter {
+    fn next(&mut self) -> Result<Option<Element>> {
+        while let Some(e) = self.stats.pull(&mut self.input)? {
+            let ctx = OpCtx {
+                policy: self.policy,
+                stats: &self.stats,
+            };
+            if catch_panic(&self.stats.name, || self.predicate.test(&e, &ctx))? {
+                return Ok(Some(e));
+            }
+        }
+        Ok(None)
+    }
+}

@@ -1,0 +1,65 @@
+//! Sequential `map`: applies a chain of ops in the calling thread.
+
+use std::sync::Arc;
+
+use crate::element::Element;
+use crate::error::Result;
+use crate::exec::{catch_panic, BoxIter, ElementIter};
+use crate::op::{Op, OpCtx};
+use crate::options::ErrorPolicy;
+use crate::stats::StageStats;
+
+/// The ops of one map stage, applied in order.
+pub type OpChain = Arc<[Arc<dyn Op>]>;
+
+/// Applies `ops` to `element`; `Ok(None)` when an op skipped it.
+pub fn apply_chain(
+    ops: &[Arc<dyn Op>],
+    element: Element,
+    policy: ErrorPolicy,
+    stats: &StageStats,
+) -> Result<Option<Element>> {
+    let ctx = OpCtx { policy, stats };
+    let mut e = element;
+    for op in ops {
+        match op.apply(e, &ctx)? {
+            Some(next) => e = next,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(e))
+}
+
+pub struct MapIter {
+    input: BoxIter,
+    ops: OpChain,
+    policy: ErrorPolicy,
+    stats: Arc<StageStats>,
+}
+
+impl MapIter {
+    pub fn new(input: BoxIter, ops: OpChain, policy: ErrorPolicy, stats: Arc<StageStats>) -> Self {
+        MapIter {
+            input,
+            ops,
+            policy,
+            stats,
+        }
+    }
+}
+
+impl ElementIter for MapIter {
+    fn next(&mut self) -> Result<Option<Element>> {
+        loop {
+            let Some(e) = self.stats.pull(&mut self.input)? else {
+                return Ok(None);
+            };
+            let out = catch_panic(&self.stats.name, || {
+                apply_chain(&self.ops, e, self.policy, &self.stats)
+            })?;
+            if let Some(out) = out {
+                return Ok(Some(out));
+            }
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! The executor: one iterator type per pipeline operator.
+//!
+//! Iterators are pull-based, like tf.data's: each stage's `next` pulls from its input.
+//! Asynchronous stages ([`prefetch`], [`parallel_map`], parallel [`interleave`]) run their
+//! work on threads they own and hand results through bounded channels; dropping such an
+//! iterator closes its channels and joins its threads, so stopping early never leaks a thread
+//! or hangs.
+
+pub mod batch;
+pub mod enumerate;
+pub mod filter;
+pub mod interleave;
+pub mod map;
+pub mod memory_cache;
+pub mod parallel_map;
+pub mod prefetch;
+pub mod repeat;
+pub mod shard;
+pub mod shuffle;
+pub mod slices;
+pub mod take_skip;
+pub mod zip;
+
+use crate::element::Element;
+use crate::error::{Error, Result};
+
+/// An iterator over elements; `Ok(None)` is the end.
+pub trait ElementIter: Send {
+    fn next(&mut self) -> Result<Option<Element>>;
+}
+
+pub type BoxIter = Box<dyn ElementIter>;
+
+/// Makes a fresh iterator over some dataset (for `repeat`, `cache` and `interleave`).
+pub type MakeIter = Box<dyn FnMut() -> Result<BoxIter> + Send>;
+
+/// An iterator over a fixed list of results, for tests and tiny sources.
+pub struct VecIter {
+    items: std::vec::IntoIter<Result<Element>>,
+}
+
+impl VecIter {
+    pub fn boxed(items: Vec<Result<Element>>) -> BoxIter {
+        Box::new(VecIter {
+            items: items.into_iter(),
+        })
+    }
+}
+
+impl ElementIter for VecIter {
+    fn next(&mut self) -> Result<Option<Element>> {
+        self.items.next().transpose()
+    }
+}
+
+/// The message of a caught panic.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic payload".to_string()
+    }
+}
+
+/// Runs `f`, turning a panic into [`Error::WorkerPanic`] for stage `step`.
+pub(crate) fn catch_panic<T>(step: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(payload) => Err(Error::WorkerPanic {
+            step: step.to_string(),
+            message: panic_message(payload.as_ref()),
+        }),
+    }
+}
+
+/// Wraps an iterator so that it ends for good after its first error or end.
+pub struct Fused {
+    inner: Option<BoxIter>,
+}
+
+impl Fused {
+    pub fn wrap(inner: BoxIter) -> BoxIter {
+        Box::new(Fused { inner: Some(inner) })
+    }
+}
+
+impl ElementIter for Fused {
+    fn next(&mut self) -> Result<Option<Element>> {
+        let Some(inner) = self.inner.as_mut() else {
+            return Ok(None);
+        };
+        let r = inner.next();
+        if !matches!(r, Ok(Some(_))) {
+            // Drop the inner pipeline now: its threads stop at once.
+            self.inner = None;
+        }
+        r
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    use super::*;
+    use crate::dtype::DType;
+    use crate::element::names;
+    use crate::tensor::Tensor;
+
+    /// Elements `{"x": i}` for i in range.
+    pub fn ints(range: std::ops::Range<i64>) -> BoxIter {
+        let n = names(&["x"]);
+        VecIter::boxed(
+            range
+                .map(|i| {
+                    Ok(Element::new(
+                        n.clone(),
+                        vec![Tensor::from_slice(DType::I64, vec![], &[i]).unwrap()],
+                    ))
+                })
+                .collect(),
+        )
+    }
+
+    pub fn value(e: &Element) -> i64 {
+        e.tensors[0].typed::<i64>().unwrap()[0]
+    }
+
+    pub fn drain(mut it: BoxIter) -> Vec<i64> {
+        let mut out = Vec::new();
+        while let Some(e) = it.next().unwrap() {
+            out.extend_from_slice(e.tensors[0].typed::<i64>().unwrap());
+        }
+        out
+    }
+}

@@ -1,0 +1,306 @@
+//! Parallel `map`: worker threads apply the op chain; results come back in input order
+//! (`deterministic`, the default) or as soon as they are ready.
+//!
+//! Ordered mode: a feeder thread pulls the input and, for each element, sends a one-shot
+//! result slot to the consumer (in order, through a bounded channel: this bounds the elements
+//! in flight) and the element with the slot's sender to the workers. The consumer waits on the
+//! slots in order.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+
+use crate::element::Element;
+use crate::error::{Error, Result};
+use crate::exec::map::{apply_chain, OpChain};
+use crate::exec::{catch_panic, BoxIter, ElementIter};
+use crate::options::ErrorPolicy;
+use crate::stats::StageStats;
+
+type Outcome = Result<Option<Element>>;
+type Slot = Receiver<Outcome>;
+
+enum Output {
+    Ordered(Receiver<Slot>),
+    Unordered(Receiver<Outcome>),
+}
+
+pub struct ParallelMap {
+    output: Option<Output>,
+    threads: Vec<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    stats: Arc<StageStats>,
+    capacity: usize,
+    done: bool,
+}
+
+pub struct ParallelMapConfig {
+    pub workers: usize,
+    /// Elements in flight beyond the ones being worked on.
+    pub buffer: usize,
+    pub deterministic: bool,
+    pub policy: ErrorPolicy,
+}
+
+impl ParallelMap {
+    pub fn spawn(
+        mut input: BoxIter,
+        ops: OpChain,
+        config: ParallelMapConfig,
+        stats: Arc<StageStats>,
+    ) -> Result<ParallelMap> {
+        let workers = config.workers.max(1);
+        let capacity = config.buffer.max(workers);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (work_tx, work_rx) = bounded::<(Element, Sender<Outcome>)>(workers);
+        let mut threads = Vec::with_capacity(workers + 1);
+        let spawn_err = |e| Error::io("spawning a map worker thread", e);
+
+        // Unordered mode: every worker sends straight to one result channel.
+        let (result_tx, result_rx) = bounded::<Outcome>(capacity);
+        for w in 0..workers {
+            let work_rx = work_rx.clone();
+            let ops = Arc::clone(&ops);
+            let st = Arc::clone(&stats);
+            let policy = config.policy;
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("stoker-map-{w}"))
+                    .spawn(move || {
+                        for (element, reply) in work_rx {
+                            let t = Instant::now();
+                            let out = catch_panic(&st.name, || {
+                                apply_chain(&ops, element, policy, &st)
+                            });
+                            st.add_busy(t.elapsed());
+                            let t = Instant::now();
+                            if reply.send(out).is_err() {
+                                break;
+                            }
+                            st.add_blocked_output(t.elapsed());
+                        }
+                    })
+                    .map_err(spawn_err)?,
+            );
+        }
+        drop(work_rx);
+
+        let output;
+        let feeder_stop = Arc::clone(&stop);
+        let st = Arc::clone(&stats);
+        if config.deterministic {
+            drop(result_rx);
+            drop(result_tx);
+            let (order_tx, order_rx) = bounded::<Slot>(capacity);
+            output = Output::Ordered(order_rx);
+            threads.push(
+                std::thread::Builder::new()
+                    .name("stoker-map-feed".into())
+                    .spawn(move || {
+                        while !feeder_stop.load(Ordering::Relaxed) {
+                            let (slot_tx, slot_rx) = bounded::<Outcome>(1);
+                            match catch_panic(&st.name, || st.pull(&mut input)) {
+                                Ok(Some(e)) => {
+                                    if order_tx.send(slot_rx).is_err()
+                                        || work_tx.send((e, slot_tx)).is_err()
+                                    {
+                                        break;
+                                    }
+                                }
+                                Ok(None) => break,
+                                Err(err) => {
+                                    let _ = slot_tx.send(Err(err));
+                                    let _ = order_tx.send(slot_rx);
+                                    break;
+                                }
+                            }
+                        }
+                    })
+                    .map_err(spawn_err)?,
+            );
+        } else {
+            // Each work item carries a sender of the shared result channel; the channel closes
+            // once the feeder and every in-flight item have dropped theirs.
+            output = Output::Unordered(result_rx);
+            threads.push(
+                std::thread::Builder::new()
+                    .name("stoker-map-feed".into())
+                    .spawn(move || {
+                        while !feeder_stop.load(Ordering::Relaxed) {
+                            match catch_panic(&st.name, || st.pull(&mut input)) {
+                                Ok(Some(e)) => {
+                                    if work_tx.send((e, result_tx.clone())).is_err() {
+                                        break;
+                                    }
+                                }
+                                Ok(None) => break,
+                                Err(err) => {
+                                    let _ = result_tx.send(Err(err));
+                                    break;
+                                }
+                            }
+                        }
+                    })
+                    .map_err(spawn_err)?,
+            );
+        }
+        stats.set_workers(workers);
+        Ok(ParallelMap {
+            output: Some(output),
+            threads,
+            stop,
+            stats,
+            capacity,
+            done: false,
+        })
+    }
+}
+
+impl ElementIter for ParallelMap {
+    fn next(&mut self) -> Result<Option<Element>> {
+        while !self.done {
+            // `None`: the stream ended (every sender is gone).
+            let outcome: Option<Outcome> = match self.output.as_ref() {
+                None => None,
+                Some(Output::Ordered(order)) => {
+                    self.stats.sample_buffer(order.len(), self.capacity);
+                    order.recv().ok().map(|slot| {
+                        slot.recv().unwrap_or_else(|_| {
+                            Err(Error::WorkerPanic {
+                                step: self.stats.name.clone(),
+                                message: "a worker thread ended without a result".into(),
+                            })
+                        })
+                    })
+                }
+                Some(Output::Unordered(results)) => {
+                    self.stats.sample_buffer(results.len(), self.capacity);
+                    results.recv().ok()
+                }
+            };
+            match outcome {
+                None => self.done = true,
+                Some(Ok(Some(e))) => {
+                    self.stats.add_elements(1);
+                    return Ok(Some(e));
+                }
+                // An element skipped under the skip policy: go on.
+                Some(Ok(None)) => {}
+                Some(Err(e)) => {
+                    self.done = true;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl Drop for ParallelMap {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        drop(self.output.take());
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+    use crate::element::Schema;
+    use crate::exec::testutil::*;
+    use crate::op::{Op, OpCtx};
+    use crate::tensor::Tensor;
+
+    #[derive(Debug)]
+    struct Square {
+        panic_at: Option<i64>,
+    }
+    impl Op for Square {
+        fn name(&self) -> &str {
+            "square"
+        }
+        fn output_schema(&self, input: &Schema) -> Result<Schema> {
+            Ok(input.clone())
+        }
+        fn apply(&self, e: Element, _: &OpCtx<'_>) -> Result<Option<Element>> {
+            let v = value(&e);
+            if Some(v) == self.panic_at {
+                panic!("boom at {v}");
+            }
+            if v % 2 == 0 {
+                // Vary the work so that results finish out of order.
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            let t = Tensor::from_slice(DType::I64, vec![], &[v * v])?;
+            Ok(Some(Element::new(e.names.clone(), vec![t])))
+        }
+        fn spec(&self) -> Result<serde_json::Value> {
+            Ok(serde_json::json!({"op": "square"}))
+        }
+    }
+
+    fn pm(n: i64, deterministic: bool, panic_at: Option<i64>) -> ParallelMap {
+        let ops: OpChain = Arc::from(vec![Arc::new(Square { panic_at }) as Arc<dyn Op>]);
+        ParallelMap::spawn(
+            ints(0..n),
+            ops,
+            ParallelMapConfig {
+                workers: 3,
+                buffer: 8,
+                deterministic,
+                policy: ErrorPolicy::Raise,
+            },
+            Arc::new(StageStats::new("map", "map")),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn ordered_results_in_input_order() {
+        let want: Vec<i64> = (0..200).map(|i| i * i).collect();
+        assert_eq!(drain(Box::new(pm(200, true, None))), want);
+    }
+
+    #[test]
+    fn unordered_results_are_the_same_set() {
+        let mut got = drain(Box::new(pm(200, false, None)));
+        got.sort();
+        let want: Vec<i64> = (0..200).map(|i| i * i).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn worker_panic_becomes_an_error_and_drop_does_not_hang() {
+        let mut it = pm(1000, true, Some(5));
+        let mut seen = 0;
+        let err = loop {
+            match it.next() {
+                Ok(Some(_)) => seen += 1,
+                Ok(None) => panic!("ended without the panic"),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(seen, 5);
+        assert!(
+            matches!(&err, Error::WorkerPanic { message, .. } if message.contains("boom at 5")),
+            "{err}"
+        );
+        assert!(it.next().unwrap().is_none());
+    }
+
+    #[test]
+    fn early_drop_joins_threads() {
+        for det in [true, false] {
+            let mut it = pm(1_000_000, det, None);
+            it.next().unwrap().unwrap();
+            drop(it);
+        }
+    }
+}

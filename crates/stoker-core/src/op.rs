@@ -1,0 +1,46 @@
+//! Native and user-supplied transformations of elements.
+
+use std::fmt::Debug;
+
+use crate::element::{Element, Schema};
+use crate::error::Result;
+use crate::options::ErrorPolicy;
+use crate::stats::StageStats;
+
+/// What an op may use while it runs.
+pub struct OpCtx<'a> {
+    pub policy: ErrorPolicy,
+    pub stats: &'a StageStats,
+}
+
+/// A transformation of one element (or of one batch, for element-wise ops).
+pub trait Op: Send + Sync + Debug {
+    /// Short name used in errors and stats, e.g. `parse_example`.
+    fn name(&self) -> &str;
+
+    /// The schema this op produces from `input`; fails when the op cannot work on it, so
+    /// that a wrong pipeline fails when it is built.
+    fn output_schema(&self, input: &Schema) -> Result<Schema>;
+
+    /// Transforms one element. `Ok(None)` drops it (a bad record under the `skip` policy,
+    /// counted in `ctx.stats`).
+    fn apply(&self, input: Element, ctx: &OpCtx<'_>) -> Result<Option<Element>>;
+
+    /// True when the op works row by row on any number of leading dimensions, so that
+    /// `batch` then `op` gives the same result as `op` then `batch`. The planner uses this to
+    /// move the op after the batch, where it runs once per batch instead of once per element.
+    fn elementwise(&self) -> bool {
+        false
+    }
+
+    /// A serialisable description (`{"op": "...", ...}`), or an error for ops that cannot be
+    /// saved (Python functions).
+    fn spec(&self) -> Result<serde_json::Value>;
+}
+
+/// A test of one element, for `filter`.
+pub trait Predicate: Send + Sync + Debug {
+    fn name(&self) -> &str;
+    fn test(&self, element: &Element, ctx: &OpCtx<'_>) -> Result<bool>;
+    fn spec(&self) -> Result<serde_json::Value>;
+}

@@ -1,0 +1,33 @@
+//! Options that apply to a whole pipeline.
+
+use serde::{Deserialize, Serialize};
+
+/// What to do with a bad record (corrupt framing, unparsable content).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ErrorPolicy {
+    /// Stop with an error naming the file, record and offset (the default).
+    #[default]
+    Raise,
+    /// Skip the record, count it in the stage's stats and go on.
+    Skip,
+}
+
+/// Pipeline-wide options.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PipelineOptions {
+    #[serde(default)]
+    pub on_bad_record: ErrorPolicy,
+    /// Worker threads the pipeline may keep busy (its CPU budget); default: all cores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
+}
+
+impl PipelineOptions {
+    /// The CPU budget in threads.
+    pub fn threads(&self) -> usize {
+        self.threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .max(1)
+    }
+}

@@ -1,0 +1,232 @@
+//! Always-on per-stage counters. Cheap enough to keep on: a few relaxed atomic adds per element.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::element::Element;
+use crate::error::Result;
+use crate::exec::BoxIter;
+
+/// Counters of one pipeline stage, accumulated over every iteration of the pipeline.
+#[derive(Debug, Default)]
+pub struct StageStats {
+    pub name: String,
+    pub kind: String,
+    elements: AtomicU64,
+    busy_ns: AtomicU64,
+    wait_input_ns: AtomicU64,
+    blocked_output_ns: AtomicU64,
+    python_ns: AtomicU64,
+    python_calls: AtomicU64,
+    skipped: AtomicU64,
+    buffer_len: AtomicU64,
+    buffer_capacity: AtomicU64,
+    buffer_fill_sum: AtomicU64,
+    buffer_samples: AtomicU64,
+    workers: AtomicU64,
+    last_skip: Mutex<Option<String>>,
+}
+
+/// A copy of a stage's counters at one moment.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct StageSnapshot {
+    pub name: String,
+    pub kind: String,
+    pub elements: u64,
+    /// Seconds spent on this stage's own work (summed over its worker threads).
+    pub busy_s: f64,
+    /// Seconds spent waiting for the input stage to hand over an element.
+    pub wait_input_s: f64,
+    /// Seconds producers spent blocked because this stage's output buffer was full.
+    pub blocked_output_s: f64,
+    /// Seconds spent inside Python functions (included in `busy_s`).
+    pub python_s: f64,
+    pub python_calls: u64,
+    /// Bad records skipped under the `skip` policy.
+    pub skipped: u64,
+    pub last_skip_reason: Option<String>,
+    /// Elements in the output buffer when last looked at, its capacity, and its mean fill (0..1).
+    pub buffer_len: u64,
+    pub buffer_capacity: u64,
+    pub buffer_fill_mean: Option<f64>,
+    pub workers: u64,
+}
+
+fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl StageStats {
+    pub fn new(name: impl Into<String>, kind: impl Into<String>) -> StageStats {
+        StageStats {
+            name: name.into(),
+            kind: kind.into(),
+            ..StageStats::default()
+        }
+    }
+
+    pub fn add_elements(&self, n: u64) {
+        self.elements.fetch_add(n, Relaxed);
+    }
+    pub fn add_busy(&self, d: Duration) {
+        self.busy_ns.fetch_add(ns(d), Relaxed);
+    }
+    pub fn add_wait_input(&self, d: Duration) {
+        self.wait_input_ns.fetch_add(ns(d), Relaxed);
+    }
+    pub fn add_blocked_output(&self, d: Duration) {
+        self.blocked_output_ns.fetch_add(ns(d), Relaxed);
+    }
+    pub fn add_python(&self, d: Duration) {
+        self.python_ns.fetch_add(ns(d), Relaxed);
+        self.python_calls.fetch_add(1, Relaxed);
+    }
+    pub fn set_workers(&self, n: usize) {
+        self.workers.store(n as u64, Relaxed);
+    }
+
+    /// Counts one skipped bad record and keeps its reason.
+    pub fn add_skip(&self, reason: impl Into<String>) {
+        self.skipped.fetch_add(1, Relaxed);
+        if let Ok(mut last) = self.last_skip.lock() {
+            *last = Some(reason.into());
+        }
+    }
+
+    /// Records the current fill of this stage's output buffer.
+    pub fn sample_buffer(&self, len: usize, capacity: usize) {
+        self.buffer_len.store(len as u64, Relaxed);
+        self.buffer_capacity.store(capacity as u64, Relaxed);
+        if capacity > 0 {
+            self.buffer_fill_sum
+                .fetch_add((len * 1_000_000 / capacity) as u64, Relaxed);
+            self.buffer_samples.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Pulls one element from `input`, counting the time as waiting for input.
+    pub fn pull(&self, input: &mut BoxIter) -> Result<Option<Element>> {
+        let t = Instant::now();
+        let r = input.next();
+        self.add_wait_input(t.elapsed());
+        r
+    }
+
+    pub fn elements(&self) -> u64 {
+        self.elements.load(Relaxed)
+    }
+    pub fn skipped(&self) -> u64 {
+        self.skipped.load(Relaxed)
+    }
+    fn wait_input_ns(&self) -> u64 {
+        self.wait_input_ns.load(Relaxed)
+    }
+
+    pub fn snapshot(&self) -> StageSnapshot {
+        let s = |a: &AtomicU64| a.load(Relaxed) as f64 / 1e9;
+        let samples = self.buffer_samples.load(Relaxed);
+        StageSnapshot {
+            name: self.name.clone(),
+            kind: self.kind.clone(),
+            elements: self.elements.load(Relaxed),
+            busy_s: s(&self.busy_ns),
+            wait_input_s: s(&self.wait_input_ns),
+            blocked_output_s: s(&self.blocked_output_ns),
+            python_s: s(&self.python_ns),
+            python_calls: self.python_calls.load(Relaxed),
+            skipped: self.skipped.load(Relaxed),
+            last_skip_reason: self.last_skip.lock().ok().and_then(|l| l.clone()),
+            buffer_len: self.buffer_len.load(Relaxed),
+            buffer_capacity: self.buffer_capacity.load(Relaxed),
+            buffer_fill_mean: (samples > 0)
+                .then(|| self.buffer_fill_sum.load(Relaxed) as f64 / samples as f64 / 1e6),
+            workers: self.workers.load(Relaxed),
+        }
+    }
+}
+
+/// The stages of one pipeline, in the order data flows (sources first).
+#[derive(Debug, Default)]
+pub struct StatsRegistry {
+    stages: Mutex<Vec<(u64, Arc<StageStats>)>>,
+}
+
+impl StatsRegistry {
+    pub fn new() -> Arc<StatsRegistry> {
+        Arc::new(StatsRegistry::default())
+    }
+
+    /// The stats of stage `key`, created on first use so that counters add up across epochs.
+    pub fn stage(&self, key: u64, name: &str, kind: &str) -> Arc<StageStats> {
+        let mut stages = self.stages.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, s)) = stages.iter().find(|(k, _)| *k == key) {
+            return Arc::clone(s);
+        }
+        let s = Arc::new(StageStats::new(name, kind));
+        stages.push((key, Arc::clone(&s)));
+        s
+    }
+
+    pub fn snapshot(&self) -> Vec<StageSnapshot> {
+        let stages = self.stages.lock().unwrap_or_else(|e| e.into_inner());
+        stages.iter().map(|(_, s)| s.snapshot()).collect()
+    }
+
+    /// Total bad records skipped by all stages.
+    pub fn skipped(&self) -> u64 {
+        let stages = self.stages.lock().unwrap_or_else(|e| e.into_inner());
+        stages.iter().map(|(_, s)| s.skipped()).sum()
+    }
+}
+
+/// Wraps a synchronous stage: counts its elements and its busy time (time in `next` minus
+/// the time it spent waiting for its input).
+pub struct Metered {
+    inner: BoxIter,
+    stats: Arc<StageStats>,
+}
+
+impl Metered {
+    pub fn wrap(inner: BoxIter, stats: Arc<StageStats>) -> BoxIter {
+        Box::new(Metered { inner, stats })
+    }
+}
+
+impl crate::exec::ElementIter for Metered {
+    fn next(&mut self) -> Result<Option<Element>> {
+        let wait_before = self.stats.wait_input_ns();
+        let t = Instant::now();
+        let r = self.inner.next();
+        let total = ns(t.elapsed());
+        let waited = self.stats.wait_input_ns().saturating_sub(wait_before);
+        self.stats
+            .busy_ns
+            .fetch_add(total.saturating_sub(waited), Relaxed);
+        if let Ok(Some(_)) = &r {
+            self.stats.add_elements(1);
+        }
+        r
+    }
+}
+
+/// Wraps the input of a stage that does not meter its own pulls: time in `next` is counted
+/// as that stage's waiting for input.
+pub struct WaitMeter {
+    inner: BoxIter,
+    stats: Arc<StageStats>,
+}
+
+impl WaitMeter {
+    pub fn wrap(inner: BoxIter, stats: Arc<StageStats>) -> BoxIter {
+        Box::new(WaitMeter { inner, stats })
+    }
+}
+
+impl crate::exec::ElementIter for WaitMeter {
+    fn next(&mut self) -> Result<Option<Element>> {
+        self.stats.pull(&mut self.inner)
+    }
+}

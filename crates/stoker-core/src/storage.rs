@@ -1,0 +1,138 @@
+//! Aligned, pooled byte buffers that back dense tensors.
+//!
+//! Buffers are 16-byte aligned (so any dtype can be viewed in place) and, when taken from a
+//! [`BufferPool`], go back to it when the last tensor viewing them is dropped — batch buffers
+//! are reused instead of being allocated (and page-faulted) again for every batch.
+
+use std::sync::{Arc, Mutex, Weak};
+
+/// A heap buffer of `len` bytes, 16-byte aligned.
+pub struct Storage {
+    words: Vec<u128>,
+    len: usize,
+    pool: Option<Weak<BufferPool>>,
+}
+
+impl Storage {
+    /// A zero-filled buffer of `len` bytes.
+    pub fn zeroed(len: usize) -> Storage {
+        Storage {
+            words: vec![0u128; len.div_ceil(16)],
+            len,
+            pool: None,
+        }
+    }
+
+    /// A buffer holding a copy of `bytes`.
+    pub fn copy_from(bytes: &[u8]) -> Storage {
+        let mut s = Storage::zeroed(bytes.len());
+        s.as_bytes_mut().copy_from_slice(bytes);
+        s
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &bytemuck::cast_slice::<u128, u8>(&self.words)[..self.len]
+    }
+
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        &mut bytemuck::cast_slice_mut::<u128, u8>(&mut self.words)[..self.len]
+    }
+}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take().and_then(|p| p.upgrade()) {
+            pool.give_back(std::mem::take(&mut self.words));
+        }
+    }
+}
+
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Storage({} bytes)", self.len)
+    }
+}
+
+/// Keeps a few freed buffers for reuse by buffers of the same size.
+#[derive(Debug)]
+pub struct BufferPool {
+    free: Mutex<Vec<Vec<u128>>>,
+    max_kept: usize,
+}
+
+impl BufferPool {
+    pub fn new(max_kept: usize) -> Arc<BufferPool> {
+        Arc::new(BufferPool {
+            free: Mutex::new(Vec::new()),
+            max_kept,
+        })
+    }
+
+    /// A buffer of `len` bytes. Its content is unspecified (old data of a reused buffer): the
+    /// caller overwrites every byte.
+    pub fn take(self: &Arc<Self>, len: usize) -> Storage {
+        let words_needed = len.div_ceil(16);
+        let reused = {
+            let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+            free.iter()
+                .position(|w| w.len() == words_needed)
+                .map(|i| free.swap_remove(i))
+        };
+        let words = reused.unwrap_or_else(|| vec![0u128; words_needed]);
+        Storage {
+            words,
+            len,
+            pool: Some(Arc::downgrade(self)),
+        }
+    }
+
+    fn give_back(&self, words: Vec<u128>) {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        if free.len() < self.max_kept {
+            free.push(words);
+        }
+    }
+
+    /// Number of buffers waiting for reuse.
+    pub fn idle(&self) -> usize {
+        self.free.lock().map(|f| f.len()).unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pooled_buffers_are_reused() {
+        let pool = BufferPool::new(2);
+        let mut a = pool.take(100);
+        a.as_bytes_mut()[0] = 7;
+        let ptr = a.as_bytes().as_ptr();
+        drop(a);
+        assert_eq!(pool.idle(), 1);
+        let b = pool.take(100);
+        assert_eq!(b.as_bytes().as_ptr(), ptr);
+        assert_eq!(pool.idle(), 0);
+        // A different size does not take it.
+        drop(b);
+        let c = pool.take(5000);
+        assert_eq!(pool.idle(), 1);
+        assert_eq!(c.len(), 5000);
+    }
+
+    #[test]
+    fn alignment_is_16() {
+        let s = Storage::zeroed(3);
+        assert_eq!(s.as_bytes().as_ptr() as usize % 16, 0);
+        assert_eq!(s.len(), 3);
+    }
+}

@@ -1,0 +1,81 @@
+//! Helpers shared by the ops: finding the input field, placing the output field.
+
+use std::sync::Arc;
+
+use stoker_core::element::{Element, FieldSpec, Names, Schema};
+use stoker_core::{DType, Error, Result, Tensor};
+
+/// The input field's spec (`None` when the schema is dynamic), checking its dtype.
+pub fn input_spec<'a>(
+    schema: &'a Schema,
+    op: &str,
+    field: &str,
+    accepts: impl Fn(DType) -> bool,
+    wanted: &str,
+) -> Result<Option<&'a FieldSpec>> {
+    let spec = schema.lookup(op, field)?;
+    if let Some(f) = spec {
+        if !accepts(f.dtype) {
+            return Err(Error::schema(
+                op,
+                format!("field '{field}' is {}, expected {wanted}", f.dtype),
+            ));
+        }
+    }
+    Ok(spec)
+}
+
+/// The schema with `name` replaced by (or, if new, extended with) `spec`.
+pub fn with_field(schema: &Schema, spec: FieldSpec) -> Schema {
+    if schema.dynamic {
+        return schema.clone();
+    }
+    let mut out = schema.clone();
+    match out.fields.iter_mut().find(|f| f.name == spec.name) {
+        Some(f) => *f = spec,
+        None => out.fields.push(spec),
+    }
+    out
+}
+
+/// The element with field `name` replaced by (or, if new, extended with) `tensor`.
+pub fn put(mut element: Element, name: &str, tensor: Tensor) -> Element {
+    if let Some(i) = element.index(name) {
+        element.tensors[i] = tensor;
+        return element;
+    }
+    let mut names: Vec<Arc<str>> = element.names.iter().cloned().collect();
+    names.push(Arc::from(name));
+    element.tensors.push(tensor);
+    Element::new(Names::from(names), element.tensors)
+}
+
+/// The output name: `output` if given, else the input field's name.
+pub fn out_name<'a>(field: &'a str, output: &'a Option<String>) -> &'a str {
+    output.as_deref().unwrap_or(field)
+}
+
+/// Resolves a possibly negative axis against `rank`.
+pub fn resolve_axis(op: &str, axis: i64, rank: usize) -> Result<usize> {
+    let r = rank as i64;
+    let a = if axis < 0 { axis + r } else { axis };
+    if a < 0 || a >= r {
+        return Err(Error::invalid(
+            op,
+            format!("axis {axis} is out of range for a tensor of rank {rank}"),
+        ));
+    }
+    Ok(a as usize)
+}
+
+/// A dense tensor of `shape` filled by `fill`, written in place into fresh storage.
+pub fn build<T: bytemuck::Pod>(
+    dtype: DType,
+    shape: Vec<usize>,
+    fill: impl FnOnce(&mut [T]) -> Result<()>,
+) -> Result<Tensor> {
+    let n: usize = shape.iter().product();
+    let mut storage = stoker_core::storage::Storage::zeroed(n * std::mem::size_of::<T>());
+    fill(bytemuck::cast_slice_mut(storage.as_bytes_mut()))?;
+    Tensor::from_storage(dtype, shape, storage)
+}

@@ -1,0 +1,20 @@
+//! Native ops. Each works on one element and, when it is element-wise, on a whole batch
+//! (any number of leading dimensions), so the planner can run it once per batch.
+//!
+//! Every op names its input field and its output field (by default the same name, replacing
+//! the input), and checks its input schema when the pipeline is built.
+
+mod fields;
+pub mod numeric;
+
+pub mod cast;
+pub mod decode_raw;
+pub mod gather_channels;
+pub mod parse_example;
+pub mod rescale;
+pub mod slice;
+pub mod spec;
+pub mod unflatten;
+pub mod unpack_bits;
+
+pub use spec::OpSpec;

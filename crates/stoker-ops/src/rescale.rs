@@ -1,0 +1,108 @@
+//! `rescale(field, divisor, scale, offset)`: `y = (x / divisor) * scale + offset` in float32
+//! (or float64). The division is a true division, so `rescale(x, divisor=255)` equals
+//! TensorFlow's `tf.cast(x, tf.float32) / 255.0` bit for bit.
+
+use serde::{Deserialize, Serialize};
+use stoker_core::element::{Element, FieldSpec, Schema};
+use stoker_core::op::{Op, OpCtx};
+use stoker_core::{DType, Error, Result};
+
+use crate::fields::{build, input_spec, out_name, put, with_field};
+use crate::numeric::{is_numeric, to_f64};
+use crate::spec::OpSpec;
+
+const OP: &str = "rescale";
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Rescale {
+    pub field: String,
+    #[serde(default = "one")]
+    pub divisor: f64,
+    #[serde(default = "one")]
+    pub scale: f64,
+    #[serde(default)]
+    pub offset: f64,
+    #[serde(default = "f32_dtype")]
+    pub dtype: DType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+fn f32_dtype() -> DType {
+    DType::F32
+}
+
+impl Op for Rescale {
+    fn name(&self) -> &str {
+        OP
+    }
+
+    fn output_schema(&self, input: &Schema) -> Result<Schema> {
+        if !matches!(self.dtype, DType::F32 | DType::F64) {
+            return Err(Error::schema(OP, "the output dtype must be float32 or float64"));
+        }
+        if self.divisor == 0.0 {
+            return Err(Error::schema(OP, "divisor is 0"));
+        }
+        let Some(f) = input_spec(input, OP, &self.field, is_numeric, "a numeric type")? else {
+            return Ok(input.clone());
+        };
+        Ok(with_field(input, FieldSpec::new(out_name(&self.field, &self.output), self.dtype, f.shape.clone())))
+    }
+
+    fn elementwise(&self) -> bool {
+        true
+    }
+
+    fn apply(&self, input: Element, _ctx: &OpCtx<'_>) -> Result<Option<Element>> {
+        let i = input.require(OP, &self.field)?;
+        let t = &input.tensors[i];
+        let shape = t.shape().to_vec();
+        let identity_affine = self.scale == 1.0 && self.offset == 0.0;
+        let out = match (t.dtype(), self.dtype) {
+            (DType::U8, DType::F32) => {
+                let src = t.typed::<u8>().ok_or_else(|| Error::internal("u8 view"))?;
+                let (div, scale, offset) = (self.divisor as f32, self.scale as f32, self.offset as f32);
+                build::<f32>(DType::F32, shape, |out| {
+                    if identity_affine {
+                        for (d, &s) in out.iter_mut().zip(src) {
+                            *d = f32::from(s) / div;
+                        }
+                    } else {
+                        for (d, &s) in out.iter_mut().zip(src) {
+                            *d = (f32::from(s) / div) * scale + offset;
+                        }
+                    }
+                    Ok(())
+                })?
+            }
+            (_, DType::F32) => {
+                let src = to_f64(OP, t)?;
+                let (div, scale, offset) = (self.divisor as f32, self.scale as f32, self.offset as f32);
+                build::<f32>(DType::F32, shape, |out| {
+                    for (d, &s) in out.iter_mut().zip(&src) {
+                        *d = (s as f32 / div) * scale + offset;
+                    }
+                    Ok(())
+                })?
+            }
+            _ => {
+                let src = to_f64(OP, t)?;
+                build::<f64>(DType::F64, shape, |out| {
+                    for (d, &s) in out.iter_mut().zip(&src) {
+                        *d = (s / self.divisor) * self.scale + self.offset;
+                    }
+                    Ok(())
+                })?
+            }
+        };
+        Ok(Some(put(input, out_name(&self.field, &self.output), out)))
+    }
+
+    fn spec(&self) -> Result<serde_json::Value> {
+        OpSpec::Rescale(self.clone()).to_json()
+    }
+}

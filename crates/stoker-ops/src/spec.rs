@@ -1,0 +1,52 @@
+//! Serialisable descriptions of the native ops (for spec files and `save_spec`).
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use stoker_core::op::Op;
+use stoker_core::{Error, Result};
+
+use crate::cast::Cast;
+use crate::decode_raw::DecodeRaw;
+use crate::gather_channels::GatherChannels;
+use crate::parse_example::ParseExample;
+use crate::rescale::Rescale;
+use crate::slice::Slice;
+use crate::unflatten::Unflatten;
+use crate::unpack_bits::UnpackBits;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum OpSpec {
+    ParseExample(ParseExample),
+    DecodeRaw(DecodeRaw),
+    UnpackBits(UnpackBits),
+    GatherChannels(GatherChannels),
+    Cast(Cast),
+    Rescale(Rescale),
+    Slice(Slice),
+    Unflatten(Unflatten),
+}
+
+impl OpSpec {
+    pub fn to_json(&self) -> Result<serde_json::Value> {
+        serde_json::to_value(self).map_err(|e| Error::Spec(e.to_string()))
+    }
+
+    pub fn from_json(value: &serde_json::Value) -> Result<OpSpec> {
+        serde_json::from_value(value.clone()).map_err(|e| Error::Spec(format!("bad op {value}: {e}")))
+    }
+
+    pub fn build(self) -> Result<Arc<dyn Op>> {
+        Ok(match self {
+            OpSpec::ParseExample(p) => Arc::new(ParseExample::new(p.key, p.features)?),
+            OpSpec::DecodeRaw(o) => Arc::new(o),
+            OpSpec::UnpackBits(o) => Arc::new(o),
+            OpSpec::GatherChannels(o) => Arc::new(o),
+            OpSpec::Cast(o) => Arc::new(o),
+            OpSpec::Rescale(o) => Arc::new(o),
+            OpSpec::Slice(o) => Arc::new(o),
+            OpSpec::Unflatten(o) => Arc::new(o),
+        })
+    }
+}

@@ -1,0 +1,35 @@
+//! stoker: an input-pipeline engine for ML training.
+//!
+//! Build a [`Plan`] (the dataset graph; every step is checked against its input's schema),
+//! then run it as a [`Pipeline`]:
+//!
+//! ```no_run
+//! use stoker::{Plan, Pipeline};
+//! use stoker_formats::Compression;
+//!
+//! let plan = Plan::tfrecord(vec!["data/*.tfrecord".into()], Compression::None, true, 4)?
+//!     .shuffle(10_000, Some(0), true)?
+//!     .batch(512, true)?
+//!     .prefetch(stoker::AUTOTUNE)?;
+//! let pipeline = Pipeline::new(&plan)?;
+//! let mut it = pipeline.iter()?;
+//! while let Some(batch) = it.next()? {
+//!     let _records = batch.get("record");
+//! }
+//! # Ok::<(), stoker_core::Error>(())
+//! ```
+
+pub mod build;
+pub mod disk_cache;
+pub mod element_codec;
+pub mod pipeline;
+pub mod plan;
+pub mod planner;
+pub mod sources;
+pub mod spec;
+
+pub use pipeline::Pipeline;
+pub use plan::{Plan, Step, AUTOTUNE};
+pub use stoker_core as core;
+pub use stoker_formats as formats;
+pub use stoker_ops as ops;

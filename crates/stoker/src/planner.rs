@@ -1,0 +1,67 @@
+//! Rewrites a plan into one that computes the same elements faster.
+//!
+//! Two rewrites, both visible in `explain()`:
+//! - consecutive native `map`s with the same parallelism are fused into one stage;
+//! - a `map` of element-wise native ops right before a `batch` is moved after it, so the ops
+//!   run once per batch (vectorised) instead of once per element. This is only done when
+//!   it cannot change the result: every op is element-wise, the map's input has fixed shapes
+//!   (so it can be batched), and bad records raise (under the `skip` policy a batched op
+//!   would drop rows and change the batch sizes).
+
+use stoker_core::{ErrorPolicy, Result};
+
+use crate::plan::{Plan, Step};
+
+pub fn optimize(plan: &Plan) -> Result<Plan> {
+    let policy = plan.options().on_bad_record;
+    rewrite(plan, policy)
+}
+
+fn rewrite(plan: &Plan, policy: ErrorPolicy) -> Result<Plan> {
+    let inputs: Vec<Plan> = plan.step().inputs().into_iter().map(|p| rewrite(p, policy)).collect::<Result<_>>()?;
+    let changed = inputs.iter().zip(plan.step().inputs()).any(|(a, b)| a.id() != b.id());
+    let step = if changed { plan.step().with_inputs(inputs) } else { plan.step().clone() };
+
+    match &step {
+        Step::Batch { input, batch_size, drop_remainder } => {
+            if let Step::Map { input: x, ops, num_parallel_calls, deterministic } = input.step() {
+                // Batching the map's input must be possible: every field of a fixed shape.
+                let stackable = !x.schema().dynamic
+                    && x.schema().fields.iter().all(|f| f.shape.iter().all(Option::is_some));
+                if policy == ErrorPolicy::Raise && stackable && ops.iter().all(|o| o.elementwise()) {
+                    let batched = Plan::new(Step::Batch {
+                        input: x.clone(),
+                        batch_size: *batch_size,
+                        drop_remainder: *drop_remainder,
+                    })?;
+                    return Plan::new(Step::Map {
+                        input: batched,
+                        ops: ops.clone(),
+                        num_parallel_calls: *num_parallel_calls,
+                        deterministic: *deterministic,
+                    });
+                }
+            }
+        }
+        Step::Map { input, ops, num_parallel_calls, deterministic } => {
+            if let Step::Map { input: x, ops: first, num_parallel_calls: p0, deterministic: d0 } = input.step() {
+                if p0 == num_parallel_calls && d0 == deterministic {
+                    let mut fused = first.clone();
+                    fused.extend(ops.iter().cloned());
+                    return Plan::new(Step::Map {
+                        input: x.clone(),
+                        ops: fused,
+                        num_parallel_calls: *num_parallel_calls,
+                        deterministic: *deterministic,
+                    });
+                }
+            }
+        }
+        _ => {}
+    }
+    if changed {
+        Plan::new(step)
+    } else {
+        Ok(plan.clone())
+    }
+}

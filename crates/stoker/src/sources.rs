@@ -1,0 +1,187 @@
+//! Sources: file lists and globs, TFRecord files, ranges, and the openers that `interleave`
+//! uses to turn one input element (e.g. a file name) into a dataset.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use stoker_core::element::{names, Element, FieldSpec, Names, Schema};
+use stoker_core::exec::{BoxIter, ElementIter};
+use stoker_core::{DType, Error, ErrorPolicy, Result, StageStats, Tensor};
+use stoker_formats::{Compression, TfRecordIter};
+
+use crate::build::BuildCtx;
+
+/// Turns one element into a dataset, for `interleave`.
+pub trait Opener: Send + Sync + Debug {
+    fn output_schema(&self, input: &Schema) -> Result<Schema>;
+    fn open(&self, element: &Element, ctx: &BuildCtx, stats: &Arc<StageStats>) -> Result<BoxIter>;
+    /// A serialisable description, or an error for openers that cannot be saved.
+    fn spec(&self) -> Result<serde_json::Value>;
+}
+
+/// Expands glob patterns (sorted) and checks that literal paths exist.
+pub fn expand_files(step: &str, patterns: &[String]) -> Result<Vec<String>> {
+    let mut files = Vec::new();
+    for p in patterns {
+        if p.contains(['*', '?', '[']) {
+            let paths = glob::glob(p).map_err(|e| Error::schema(step, format!("bad glob '{p}': {e}")))?;
+            let mut matched: Vec<String> = paths
+                .filter_map(|r| r.ok())
+                .filter(|p| p.is_file())
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect();
+            if matched.is_empty() {
+                return Err(Error::io(
+                    p.clone(),
+                    std::io::Error::new(std::io::ErrorKind::NotFound, "no files match this pattern"),
+                ));
+            }
+            matched.sort();
+            files.extend(matched);
+        } else {
+            match std::fs::metadata(p) {
+                Ok(m) if m.is_file() => files.push(p.clone()),
+                Ok(_) => {
+                    return Err(Error::io(
+                        p.clone(),
+                        std::io::Error::new(std::io::ErrorKind::InvalidInput, "is not a file"),
+                    ))
+                }
+                Err(e) => return Err(Error::io(p.clone(), e)),
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// The file name held by an element with one scalar string field.
+pub fn file_name_of(step: &str, element: &Element) -> Result<String> {
+    let [t] = element.tensors.as_slice() else {
+        return Err(Error::invalid(step, "expected elements with exactly one field (a file name)"));
+    };
+    let value = t
+        .bytes_data()
+        .filter(|_| t.shape().is_empty())
+        .and_then(|b| b.values.first())
+        .ok_or_else(|| Error::invalid(step, "expected a scalar string file name"))?;
+    String::from_utf8(value.to_vec()).map_err(|_| Error::invalid(step, "file name is not UTF-8"))
+}
+
+/// Opens each input file name as a TFRecord file.
+#[derive(Debug, Clone)]
+pub struct TfRecordOpener {
+    pub compression: Compression,
+    pub verify_crc: bool,
+}
+
+impl TfRecordOpener {
+    pub fn open_path(&self, path: &str, policy: ErrorPolicy, stats: &Arc<StageStats>) -> Result<BoxIter> {
+        Ok(Box::new(TfRecordIter::open(
+            path,
+            self.compression,
+            self.verify_crc,
+            policy,
+            Arc::clone(stats),
+        )?))
+    }
+}
+
+impl Opener for TfRecordOpener {
+    fn output_schema(&self, input: &Schema) -> Result<Schema> {
+        if !input.dynamic {
+            let ok = matches!(input.fields.as_slice(), [f] if f.dtype == DType::Bytes && f.shape.is_empty());
+            if !ok {
+                return Err(Error::schema(
+                    "interleave(TFRecordDataset)",
+                    format!("expected a dataset of file names (one scalar string), got {input}"),
+                ));
+            }
+        }
+        Ok(Schema::new(vec![FieldSpec::fixed(TfRecordIter::FIELD, DType::Bytes, &[])]))
+    }
+
+    fn open(&self, element: &Element, ctx: &BuildCtx, stats: &Arc<StageStats>) -> Result<BoxIter> {
+        let path = file_name_of("TFRecordDataset", element)?;
+        self.open_path(&path, ctx.options.on_bad_record, stats)
+    }
+
+    fn spec(&self) -> Result<serde_json::Value> {
+        Ok(serde_json::json!({
+            "source": "tfrecord",
+            "compression_type": self.compression.name(),
+            "verify_crc": self.verify_crc,
+        }))
+    }
+}
+
+/// Reads files one after the other.
+pub struct FilesIter {
+    files: std::vec::IntoIter<String>,
+    current: Option<BoxIter>,
+    opener: TfRecordOpener,
+    policy: ErrorPolicy,
+    stats: Arc<StageStats>,
+}
+
+impl FilesIter {
+    pub fn new(files: Vec<String>, opener: TfRecordOpener, policy: ErrorPolicy, stats: Arc<StageStats>) -> Self {
+        FilesIter {
+            files: files.into_iter(),
+            current: None,
+            opener,
+            policy,
+            stats,
+        }
+    }
+}
+
+impl ElementIter for FilesIter {
+    fn next(&mut self) -> Result<Option<Element>> {
+        loop {
+            if let Some(cur) = self.current.as_mut() {
+                if let Some(e) = cur.next()? {
+                    return Ok(Some(e));
+                }
+                self.current = None;
+            }
+            match self.files.next() {
+                Some(f) => self.current = Some(self.opener.open_path(&f, self.policy, &self.stats)?),
+                None => return Ok(None),
+            }
+        }
+    }
+}
+
+/// `range(start, stop, step)` as int64 scalars.
+pub struct RangeIter {
+    next: i64,
+    stop: i64,
+    step: i64,
+    names: Names,
+}
+
+impl RangeIter {
+    pub fn new(start: i64, stop: i64, step: i64) -> Self {
+        RangeIter {
+            next: start,
+            stop,
+            step,
+            names: names(&["value"]),
+        }
+    }
+}
+
+impl ElementIter for RangeIter {
+    fn next(&mut self) -> Result<Option<Element>> {
+        let more = if self.step > 0 { self.next < self.stop } else { self.next > self.stop };
+        if !more {
+            return Ok(None);
+        }
+        let v = self.next;
+        self.next = self.next.saturating_add(self.step);
+        Ok(Some(Element::new(
+            self.names.clone(),
+            vec![Tensor::from_slice(DType::I64, vec![], &[v])?],
+        )))
+    }
+}
