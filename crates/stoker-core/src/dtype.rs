@@ -1,10 +1,11 @@
 //! Element types of tensors.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The type of a tensor's elements. `Bytes` tensors hold variable-length byte strings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+/// Serialised by its NumPy name (`float32`, `string`, ...); any spelling [`DType::parse`]
+/// accepts is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DType {
     Bool,
     U8,
@@ -68,6 +69,19 @@ impl DType {
 
     pub fn is_float(self) -> bool {
         matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+    }
+}
+
+impl Serialize for DType {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for DType {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<DType, D::Error> {
+        let name = String::deserialize(d)?;
+        DType::parse(&name).ok_or_else(|| serde::de::Error::custom(format!("unknown dtype '{name}'")))
     }
 }
 

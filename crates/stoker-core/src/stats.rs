@@ -148,7 +148,7 @@ impl StageStats {
     }
 }
 
-/// The stages of one pipeline, in the order data flows (sources first).
+/// The stages of one pipeline, sink first (the order `explain` prints them).
 #[derive(Debug, Default)]
 pub struct StatsRegistry {
     stages: Mutex<Vec<(u64, Arc<StageStats>)>>,

@@ -12,6 +12,7 @@ pub mod decode_raw;
 pub mod gather_channels;
 pub mod parse_example;
 pub mod rescale;
+pub mod select;
 pub mod slice;
 pub mod spec;
 pub mod unflatten;

@@ -11,6 +11,7 @@ use crate::decode_raw::DecodeRaw;
 use crate::gather_channels::GatherChannels;
 use crate::parse_example::ParseExample;
 use crate::rescale::Rescale;
+use crate::select::Select;
 use crate::slice::Slice;
 use crate::unflatten::Unflatten;
 use crate::unpack_bits::UnpackBits;
@@ -24,6 +25,7 @@ pub enum OpSpec {
     GatherChannels(GatherChannels),
     Cast(Cast),
     Rescale(Rescale),
+    Select(Select),
     Slice(Slice),
     Unflatten(Unflatten),
 }
@@ -45,6 +47,7 @@ impl OpSpec {
             OpSpec::GatherChannels(o) => Arc::new(o),
             OpSpec::Cast(o) => Arc::new(o),
             OpSpec::Rescale(o) => Arc::new(o),
+            OpSpec::Select(o) => Arc::new(o),
             OpSpec::Slice(o) => Arc::new(o),
             OpSpec::Unflatten(o) => Arc::new(o),
         })

@@ -1,0 +1,76 @@
+"""stoker: keeps accelerators fed.
+
+An input-pipeline engine for ML training with tf.data's API: a Rust engine that reads,
+parses, shuffles, batches, caches and prefetches on worker threads without the GIL, and hands
+batches to NumPy without copying.
+
+    import stoker as sk
+    ds = (sk.TFRecordDataset("data/*.tfrecord", num_parallel_reads=sk.AUTOTUNE)
+            .shuffle(10_000, seed=0)
+            .batch(512, drop_remainder=True)
+            .map(sk.ops.parse_example({"s": sk.FixedLenFeature([], sk.int64)}))
+            .prefetch(sk.AUTOTUNE))
+    for batch in ds:
+        ...
+"""
+
+from . import datasets, errors, io, ops
+from ._dtypes import (
+    bfloat16,
+    bool_,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    string,
+    uint8,
+)
+from ._stoker import __version__
+from .dataset import AUTOTUNE, Dataset, TensorSpec, TFRecordDataset
+from .errors import (
+    CorruptRecordError,
+    InternalError,
+    InvalidArgumentError,
+    InvalidRecordError,
+    SchemaError,
+    SpecError,
+    StokerError,
+    WorkerPanicError,
+)
+from .ops import FixedLenFeature, VarLenFeature
+
+__all__ = [
+    "AUTOTUNE",
+    "Dataset",
+    "TFRecordDataset",
+    "TensorSpec",
+    "FixedLenFeature",
+    "VarLenFeature",
+    "ops",
+    "io",
+    "errors",
+    "datasets",
+    "StokerError",
+    "CorruptRecordError",
+    "InvalidRecordError",
+    "SchemaError",
+    "InvalidArgumentError",
+    "WorkerPanicError",
+    "SpecError",
+    "InternalError",
+    "bool_",
+    "uint8",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "string",
+    "__version__",
+]

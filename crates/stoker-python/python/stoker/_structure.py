@@ -1,0 +1,95 @@
+"""Nested structures (dicts, tuples, single arrays) over the engine's flat named fields.
+
+The engine sees an element as flat ``(name, tensor)`` pairs; names are paths: ``"image"``,
+``"0"``, ``"1/label"``. A *template* is the user's structure with field names at its leaves.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence, Tuple, Union
+
+Template = Union[str, Dict[str, "Template"], Tuple["Template", ...]]
+
+
+def flatten(value: Any, prefix: str = "") -> Tuple[Template, List[Tuple[str, Any]]]:
+    """Splits a structure into its template and its ``(name, leaf)`` pairs."""
+    if isinstance(value, dict):
+        items: List[Tuple[str, Any]] = []
+        tmpl: Dict[str, Template] = {}
+        for k, v in value.items():
+            if not isinstance(k, str) or "/" in k:
+                raise TypeError(f"dict keys must be strings without '/', got {k!r}")
+            t, sub = flatten(v, f"{prefix}{k}/")
+            tmpl[k] = t
+            items.extend(sub)
+        return tmpl, items
+    if isinstance(value, tuple):
+        items = []
+        parts = []
+        for i, v in enumerate(value):
+            t, sub = flatten(v, f"{prefix}{i}/")
+            parts.append(t)
+            items.extend(sub)
+        return tuple(parts), items
+    name = prefix[:-1] if prefix else "value"
+    return name, [(name, value)]
+
+
+def leaves(template: Template) -> List[str]:
+    if isinstance(template, str):
+        return [template]
+    if isinstance(template, dict):
+        return [n for t in template.values() for n in leaves(t)]
+    return [n for t in template for n in leaves(t)]
+
+
+def pack(template: Template, by_name: Dict[str, Any]) -> Any:
+    if isinstance(template, str):
+        return by_name[template]
+    if isinstance(template, dict):
+        return {k: pack(t, by_name) for k, t in template.items()}
+    return tuple(pack(t, by_name) for t in template)
+
+
+def prefixed(template: Template, prefix: str) -> Template:
+    if isinstance(template, str):
+        return prefix + template
+    if isinstance(template, dict):
+        return {k: prefixed(t, prefix) for k, t in template.items()}
+    return tuple(prefixed(t, prefix) for t in template)
+
+
+def after_native_ops(template: Template, names: Sequence[str]) -> Template:
+    """The structure after native ops changed the field set to ``names``.
+
+    Unchanged fields keep their place; a dict structure drops removed fields and gains new ones
+    as keys; any other structure becomes a flat dict of the fields.
+    """
+    old = leaves(template)
+    if list(old) == list(names):
+        return template
+    if isinstance(template, dict) and all("/" not in n for n in names):
+        kept = {k: v for k, v in template.items() if isinstance(v, str) and v in names}
+        if len(kept) == len(template):
+            for n in names:
+                if n not in old:
+                    kept[n] = n
+            return kept
+    return {n: n for n in names}
+
+
+class Dynamic:
+    """The structure after a Python function: known once the function has run."""
+
+    def __init__(self) -> None:
+        self.template: Template | None = None
+
+
+def pack_element(template: Union[Template, Dynamic], names: Sequence[str], arrays: List[Any]) -> Any:
+    tmpl = template.template if isinstance(template, Dynamic) else template
+    by_name = dict(zip(names, arrays))
+    if tmpl is not None and sorted(leaves(tmpl)) == sorted(names):
+        return pack(tmpl, by_name)
+    if len(names) == 1 and names[0] == "value":
+        return arrays[0]
+    return by_name

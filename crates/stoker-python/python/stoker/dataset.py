@@ -1,0 +1,369 @@
+"""``Dataset``: tf.data's API over stoker's Rust engine."""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+from . import _stoker
+from ._structure import Dynamic, Template, after_native_ops, flatten, pack_element, prefixed
+from .ops import NativeOp
+
+AUTOTUNE: int = _stoker.AUTOTUNE
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class TensorSpec(NamedTuple):
+    """What one field of every element looks like. ``None`` dimensions vary."""
+
+    name: str
+    dtype: str
+    shape: Tuple[Optional[int], ...]
+
+
+def _paths(filenames: Union[PathLike, Sequence[PathLike]]) -> List[str]:
+    if isinstance(filenames, (str, os.PathLike)):
+        return [os.fspath(filenames)]
+    return [os.fspath(f) for f in filenames]
+
+
+def _is_tfrecord_factory(fn: Any) -> Optional[Dict[str, Any]]:
+    """The keyword arguments if ``fn`` is ``TFRecordDataset`` (or a partial of it)."""
+    if fn is TFRecordDataset:
+        return {}
+    if isinstance(fn, functools.partial) and fn.func is TFRecordDataset and not fn.args:
+        return dict(fn.keywords)
+    return None
+
+
+class Dataset:
+    """A pipeline of elements, built step by step like ``tf.data.Dataset``.
+
+    Every step is checked when it is added (a wrong pipeline raises ``SchemaError`` naming the
+    step); nothing runs until you iterate. Iterating yields the element structure (a dict, a
+    tuple or a single value) of NumPy arrays that share the engine's buffers (no copy).
+    """
+
+    def __init__(self, plan: Any, structure: Union[Template, Dynamic]) -> None:
+        self._plan = plan
+        self._structure = structure
+
+    # ---------------------------------------------------------------- sources
+    @staticmethod
+    def range(*args: int) -> "Dataset":
+        """``range(stop)``, ``range(start, stop)`` or ``range(start, stop, step)`` as int64."""
+        if len(args) == 1:
+            start, stop, step = 0, args[0], 1
+        elif len(args) == 2:
+            start, stop, step = args[0], args[1], 1
+        elif len(args) == 3:
+            start, stop, step = args
+        else:
+            raise TypeError("range takes 1 to 3 integers")
+        return Dataset(_stoker.Plan.range(int(start), int(stop), int(step)), "value")
+
+    @staticmethod
+    def from_tensor_slices(tensors: Any) -> "Dataset":
+        """Elements are the rows (first axis) of the given arrays: one array, or a dict/tuple
+        of them. The arrays are copied once, into the engine."""
+        template, pairs = flatten(tensors)
+        if not pairs:
+            raise ValueError("from_tensor_slices needs at least one array")
+        names = [n for n, _ in pairs]
+        plan = _stoker.Plan.from_arrays(names, [a for _, a in pairs])
+        return Dataset(plan, template)
+
+    @staticmethod
+    def from_npz(path: PathLike) -> "Dataset":
+        """The rows of every array of an ``.npz`` file, as a dict keyed by array name."""
+        plan = _stoker.Plan.from_npz(os.fspath(path))
+        return Dataset(plan, {n: n for n, _, _ in plan.schema()})
+
+    @staticmethod
+    def from_npy(path: PathLike) -> "Dataset":
+        """The rows of a ``.npy`` array."""
+        return Dataset(_stoker.Plan.from_npz(os.fspath(path), "value"), "value")
+
+    @staticmethod
+    def list_files(file_pattern: Union[PathLike, Sequence[PathLike]], shuffle: Optional[bool] = None, seed: Optional[int] = None) -> "Dataset":
+        """File names matching the glob pattern(s). As in tf.data, shuffled by default (a new
+        order each epoch; reproducible with ``seed``); ``shuffle=False`` gives sorted order."""
+        plan = _stoker.Plan.list_files(_paths(file_pattern), True if shuffle is None else bool(shuffle), seed)
+        return Dataset(plan, "filename")
+
+    @staticmethod
+    def zip(datasets: Union[Tuple["Dataset", ...], Dict[str, "Dataset"]]) -> "Dataset":
+        """One element from each dataset, as a tuple (or dict); ends with the shortest."""
+        if isinstance(datasets, dict):
+            keys = list(datasets)
+            parts = [datasets[k] for k in keys]
+            prefixes = [f"{k}/" for k in keys]
+            structure: Template = {k: prefixed(_known(d), p) for k, d, p in zip(keys, parts, prefixes)}
+        else:
+            parts = list(datasets)
+            prefixes = [f"{i}/" for i in range(len(parts))]
+            structure = tuple(prefixed(_known(d), p) for d, p in zip(parts, prefixes))
+        plan = _stoker.Plan.zip([d._plan for d in parts], prefixes)
+        return Dataset(plan, structure)
+
+    @staticmethod
+    def load_spec(path: PathLike) -> "Dataset":
+        """A pipeline from a spec file written by ``save_spec`` (or by hand; JSON or TOML)."""
+        plan = _stoker.Plan.load_spec(os.fspath(path))
+        return Dataset(plan, _structure_of(plan))
+
+    # ------------------------------------------------------------- transforms
+    def shuffle(self, buffer_size: int, seed: Optional[int] = None, reshuffle_each_iteration: bool = True) -> "Dataset":
+        """Shuffles with a buffer of ``buffer_size`` elements (tf.data's algorithm). With a
+        ``seed`` the order is reproducible; each epoch gets a new order unless
+        ``reshuffle_each_iteration=False``."""
+        return Dataset(self._plan.shuffle(int(buffer_size), seed, reshuffle_each_iteration), self._structure)
+
+    def map(
+        self,
+        map_func: Union[NativeOp, Sequence[NativeOp], Callable[..., Any]],
+        num_parallel_calls: Optional[int] = None,
+        deterministic: Optional[bool] = None,
+    ) -> "Dataset":
+        """Applies native ops (``stoker.ops``; a list runs as one stage) or a Python function.
+
+        A Python function receives NumPy arrays (a tuple element is passed as separate
+        arguments, as in tf.data) and returns arrays; it runs on worker threads and holds the
+        GIL only while it runs. ``num_parallel_calls`` (an int or ``AUTOTUNE``) runs it on
+        several threads; results stay in order unless ``deterministic=False``.
+        """
+        det = True if deterministic is None else bool(deterministic)
+        npc = None if num_parallel_calls is None else int(num_parallel_calls)
+        if isinstance(map_func, NativeOp) or (isinstance(map_func, (list, tuple)) and all(isinstance(o, NativeOp) for o in map_func)):
+            ops = [map_func] if isinstance(map_func, NativeOp) else list(map_func)
+            plan = self._plan.map([o.spec for o in ops], npc, det)
+            schema = plan.schema()
+            if schema is None:
+                structure: Union[Template, Dynamic] = Dynamic()
+            else:
+                structure = after_native_ops(_known(self), [n for n, _, _ in schema])
+            return Dataset(plan, structure)
+        if not callable(map_func):
+            raise TypeError("map takes stoker.ops native ops (or a list of them) or a Python function")
+        out = Dynamic()
+        adapter = _adapter(map_func, self._structure, out)
+        return Dataset(self._plan.map([adapter], npc, det), out)
+
+    def batch(self, batch_size: int, drop_remainder: bool = False) -> "Dataset":
+        """Stacks ``batch_size`` consecutive elements; the last batch may be smaller unless
+        ``drop_remainder``. Written straight into pooled buffers."""
+        return Dataset(self._plan.batch(int(batch_size), bool(drop_remainder)), self._structure)
+
+    def interleave(
+        self,
+        map_func: Callable[..., "Dataset"],
+        cycle_length: Optional[int] = None,
+        block_length: Optional[int] = None,
+        num_parallel_calls: Optional[int] = None,
+        deterministic: Optional[bool] = None,
+    ) -> "Dataset":
+        """Opens ``map_func(element)`` for ``cycle_length`` elements at a time and takes
+        ``block_length`` elements from each in turn (tf.data's order). With
+        ``num_parallel_calls`` every open dataset reads ahead on its own thread; the order
+        stays the same. ``map_func=stoker.TFRecordDataset`` runs entirely in Rust."""
+        block = 1 if block_length is None else int(block_length)
+        cycle = None if cycle_length in (None, AUTOTUNE) else int(cycle_length)  # type: ignore[arg-type]
+        npc = None if num_parallel_calls is None else int(num_parallel_calls)
+        kwargs = _is_tfrecord_factory(map_func)
+        if kwargs is not None:
+            plan = self._plan.interleave_tfrecord(
+                kwargs.get("compression_type") or "",
+                bool(kwargs.get("verify_crc", True)),
+                cycle,
+                block,
+                npc,
+            )
+            return Dataset(plan, "record")
+        out = Dynamic()
+        structure = self._structure
+
+        def open_dataset(flat: Dict[str, Any]) -> Any:
+            args = pack_element(structure, list(flat), list(flat.values()))
+            ds = map_func(*args) if isinstance(args, tuple) else map_func(args)
+            if not isinstance(ds, Dataset):
+                raise TypeError(f"interleave's function must return a stoker.Dataset, got {type(ds).__name__}")
+            out.template = _known(ds)
+            return ds._plan
+
+        open_dataset.__name__ = getattr(map_func, "__name__", "interleave_fn")
+        return Dataset(self._plan.interleave(open_dataset, cycle, block, npc), out)
+
+    def filter(self, predicate: Callable[..., Any]) -> "Dataset":
+        """Keeps the elements for which the Python ``predicate`` is true."""
+        structure = self._structure
+
+        def test(flat: Dict[str, Any]) -> Any:
+            args = pack_element(structure, list(flat), list(flat.values()))
+            return predicate(*args) if isinstance(args, tuple) else predicate(args)
+
+        test.__name__ = getattr(predicate, "__name__", "predicate")
+        return Dataset(self._plan.filter(test), self._structure)
+
+    def take(self, count: int) -> "Dataset":
+        """The first ``count`` elements (all of them if ``count`` is -1)."""
+        if count < 0:
+            return self
+        return Dataset(self._plan.take(int(count)), self._structure)
+
+    def skip(self, count: int) -> "Dataset":
+        """All but the first ``count`` elements (none if ``count`` is -1)."""
+        if count < 0:
+            return Dataset(self._plan.take(0), self._structure)
+        return Dataset(self._plan.skip(int(count)), self._structure)
+
+    def repeat(self, count: Optional[int] = None) -> "Dataset":
+        """Repeats ``count`` times, or forever (``None`` or -1)."""
+        c = None if count is None or count < 0 else int(count)
+        return Dataset(self._plan.repeat(c), self._structure)
+
+    def cache(self, filename: PathLike = "") -> "Dataset":
+        """Caches elements in memory (``filename=""``) or in a file. The first complete pass
+        fills the cache; later passes are served from it — from memory without copying, as
+        read-only arrays."""
+        name = os.fspath(filename)
+        return Dataset(self._plan.cache(name or None), self._structure)
+
+    def prefetch(self, buffer_size: int) -> "Dataset":
+        """Runs the pipeline ahead on a thread into a buffer of ``buffer_size`` elements
+        (``AUTOTUNE``: stoker chooses)."""
+        return Dataset(self._plan.prefetch(int(buffer_size)), self._structure)
+
+    def shard(self, num_shards: int, index: int) -> "Dataset":
+        """Every ``num_shards``-th element, starting at ``index``."""
+        return Dataset(self._plan.shard(int(num_shards), int(index)), self._structure)
+
+    def enumerate(self, start: int = 0) -> "Dataset":
+        """``(index, element)`` pairs."""
+        structure: Template = ("0", prefixed(_known(self), "1/"))
+        return Dataset(self._plan.enumerate(int(start), "0", "1/"), structure)
+
+    def with_options(self, on_bad_record: Optional[str] = None, threads: Optional[int] = None) -> "Dataset":
+        """Pipeline-wide options.
+
+        ``on_bad_record``: ``"raise"`` (default) stops with an error naming the file, record and
+        offset; ``"skip"`` skips the bad record, counts it in ``stats()`` and goes on.
+        ``threads``: the CPU budget (worker threads); default all cores.
+        """
+        return Dataset(self._plan.with_options(on_bad_record, threads), self._structure)
+
+    def ignore_errors(self) -> "Dataset":
+        """Skips bad records (``with_options(on_bad_record="skip")``); they are counted in
+        ``stats()``."""
+        return self.with_options(on_bad_record="skip")
+
+    # -------------------------------------------------------------------- run
+    def __iter__(self) -> Iterator[Any]:
+        it = self._plan.iterate()
+        structure = self._structure
+        try:
+            for names, arrays in it:
+                yield pack_element(structure, names, arrays)
+        finally:
+            it.close()
+
+    def as_numpy_iterator(self) -> Iterator[Any]:
+        """Same as iterating (elements already are NumPy arrays); for tf.data users."""
+        return iter(self)
+
+    @property
+    def element_spec(self) -> Any:
+        """The structure of ``TensorSpec`` s every element has (``None`` before a Python
+        function has run, when it is not known)."""
+        schema = self._plan.schema()
+        if schema is None:
+            return None
+        specs = {n: TensorSpec(n, d, tuple(s)) for n, d, s in schema}
+        structure = self._structure.template if isinstance(self._structure, Dynamic) else self._structure
+        if structure is None:
+            return specs
+        return pack_element(structure, list(specs), list(specs.values()))
+
+    def stats(self) -> List[Dict[str, Any]]:
+        """Per-stage counters, accumulated over every iteration: elements, busy time, time
+        waiting for input, time blocked on a full buffer, buffer fill, Python time, skipped
+        bad records."""
+        return self._plan.stats()
+
+    def explain(self) -> str:
+        """The pipeline as stoker runs it (after its rewrites), sink first, with schemas."""
+        return self._plan.explain()
+
+    def save_spec(self, path: PathLike) -> None:
+        """Writes the pipeline as a spec file (TOML if the name ends in ``.toml``, else JSON)
+        that ``stoker bench`` and ``Dataset.load_spec`` read. Python functions and in-memory
+        arrays cannot be saved (``SpecError``)."""
+        self._plan.save_spec(os.fspath(path))
+
+    def spec(self) -> Dict[str, Any]:
+        """The spec document ``save_spec`` would write."""
+        return self._plan.spec()
+
+    def __repr__(self) -> str:
+        return f"<stoker.Dataset element_spec={self.element_spec!r}>"
+
+
+def _known(ds: Dataset) -> Template:
+    s = ds._structure
+    if isinstance(s, Dynamic):
+        if s.template is not None:
+            return s.template
+        schema = ds._plan.schema()
+        if schema is None:
+            raise ValueError("the structure of this dataset is only known after its Python function has run")
+        return {n: n for n, _, _ in schema}
+    return s
+
+
+def _structure_of(plan: Any) -> Template:
+    schema = plan.schema()
+    if schema is None:
+        return {}
+    names = [n for n, _, _ in schema]
+    if len(names) == 1 and "/" not in names[0]:
+        return names[0]
+    return {n: n for n in names}
+
+
+def _adapter(fn: Callable[..., Any], structure: Union[Template, Dynamic], out: Dynamic) -> Callable[[Dict[str, Any]], List[Tuple[str, Any]]]:
+    def call(flat: Dict[str, Any]) -> List[Tuple[str, Any]]:
+        args = pack_element(structure, list(flat), list(flat.values()))
+        result = fn(*args) if isinstance(args, tuple) else fn(args)
+        template, pairs = flatten(result)
+        out.template = template
+        return pairs
+
+    call.__name__ = getattr(fn, "__name__", "map_fn")
+    return call
+
+
+def TFRecordDataset(
+    filenames: Union[PathLike, Sequence[PathLike], Dataset],
+    compression_type: Optional[str] = None,
+    buffer_size: Optional[int] = None,
+    num_parallel_reads: Optional[int] = None,
+    verify_crc: bool = True,
+) -> Dataset:
+    """The records of TFRecord files (paths or glob patterns, or a Dataset of file names).
+
+    ``compression_type``: None, ``"GZIP"`` or ``"ZLIB"``. Every record's masked CRC32C is
+    checked unless ``verify_crc=False``. ``num_parallel_reads`` (an int or ``AUTOTUNE``) reads
+    that many files at once, interleaving their records in tf.data's deterministic order.
+    ``buffer_size`` is accepted for compatibility (reads are buffered in 1 MiB chunks).
+    """
+    del buffer_size
+    if isinstance(filenames, Dataset):
+        n = 1 if num_parallel_reads is None else int(num_parallel_reads)
+        cycle = None if n == AUTOTUNE else max(n, 1)  # None: as many as the CPU budget
+        parallel = None if n == 1 else n
+        plan = filenames._plan.interleave_tfrecord(compression_type or "", verify_crc, cycle, 1, parallel)
+        return Dataset(plan, "record")
+    reads = 1 if num_parallel_reads is None else int(num_parallel_reads)
+    plan = _stoker.Plan.tfrecord(_paths(filenames), compression_type or "", verify_crc, reads)
+    return Dataset(plan, "record")

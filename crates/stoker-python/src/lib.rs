@@ -1,0 +1,23 @@
+//! The `stoker._stoker` extension module. The Python package `stoker` wraps it.
+
+mod convert;
+mod errors;
+mod io;
+mod iter;
+mod plan;
+mod py_ops;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<plan::PyPlan>()?;
+    m.add_class::<iter::PyIter>()?;
+    m.add_class::<io::TFRecordWriter>()?;
+    m.add_class::<convert::TensorBuffer>()?;
+    m.add_function(wrap_pyfunction!(io::serialize_example, m)?)?;
+    m.add_function(wrap_pyfunction!(io::parse_example_proto, m)?)?;
+    m.add("AUTOTUNE", stoker::AUTOTUNE)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,262 @@
+//! `stoker._stoker.Plan`: the dataset graph as the Python `Dataset` builds it.
+
+use std::sync::{Arc, Mutex};
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use stoker::plan::{Plan, Step};
+use stoker::sources::{Opener, TfRecordOpener};
+use stoker::Pipeline;
+use stoker_core::exec::memory_cache::MemoryCache;
+use stoker_core::op::Op;
+use stoker_core::{ErrorPolicy, PipelineOptions};
+use stoker_formats::Compression;
+use stoker_ops::OpSpec;
+
+use crate::convert::py_to_tensor;
+use crate::errors::IntoPyResult;
+use crate::iter::PyIter;
+use crate::py_ops::{PyFuncOp, PyOpener, PyPredicate};
+
+#[pyclass(frozen, name = "Plan", module = "stoker._stoker")]
+pub struct PyPlan {
+    pub plan: Plan,
+    /// Made on first use and kept, so that stats add up over every iteration.
+    pipeline: Mutex<Option<Arc<Pipeline>>>,
+}
+
+impl PyPlan {
+    fn wrap(plan: Plan) -> PyPlan {
+        PyPlan { plan, pipeline: Mutex::new(None) }
+    }
+
+    fn then(&self, py: Python<'_>, step: Step) -> PyResult<PyPlan> {
+        Ok(PyPlan::wrap(Plan::new(step).py(py)?))
+    }
+
+    pub fn pipeline(&self, py: Python<'_>) -> PyResult<Arc<Pipeline>> {
+        let mut guard = self.pipeline.lock().map_err(|_| PyValueError::new_err("pipeline lock poisoned"))?;
+        if let Some(p) = guard.as_ref() {
+            return Ok(Arc::clone(p));
+        }
+        let p = Arc::new(Pipeline::new(&self.plan).py(py)?);
+        *guard = Some(Arc::clone(&p));
+        Ok(p)
+    }
+}
+
+fn json_to_py<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    py.import("json")?.call_method1("loads", (v.to_string(),))
+}
+
+fn py_to_json(obj: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
+    let s: String = obj.py().import("json")?.call_method1("dumps", (obj,))?.extract()?;
+    serde_json::from_str(&s).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// A native op from its spec dict, or a Python callable.
+fn op_of(py: Python<'_>, item: &Bound<'_, PyAny>) -> PyResult<Arc<dyn Op>> {
+    if item.cast::<PyDict>().is_ok() {
+        let spec = OpSpec::from_json(&py_to_json(item)?).py(py)?;
+        return spec.build().py(py);
+    }
+    if item.is_callable() {
+        return Ok(Arc::new(PyFuncOp::new(py, item.clone().unbind())));
+    }
+    Err(PyTypeError::new_err(format!(
+        "map takes native ops (stoker.ops.*) or Python functions, got {}",
+        item.get_type().name()?
+    )))
+}
+
+#[pymethods]
+impl PyPlan {
+    #[staticmethod]
+    fn range(py: Python<'_>, start: i64, stop: i64, step: i64) -> PyResult<PyPlan> {
+        Ok(PyPlan::wrap(Plan::new(Step::Range { start, stop, step }).py(py)?))
+    }
+
+    #[staticmethod]
+    fn from_arrays(py: Python<'_>, names: Vec<String>, arrays: Vec<Bound<'_, PyAny>>) -> PyResult<PyPlan> {
+        let columns = names
+            .iter()
+            .zip(&arrays)
+            .map(|(n, a)| py_to_tensor(a, &format!("from_tensor_slices: '{n}'")))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(PyPlan::wrap(Plan::new(Step::Slices { names, columns }).py(py)?))
+    }
+
+    #[staticmethod]
+    #[pyo3(signature = (path, name=None))]
+    fn from_npz(py: Python<'_>, path: &str, name: Option<String>) -> PyResult<PyPlan> {
+        let path = path.to_string();
+        let plan = py.detach(move || Plan::from_npz(&path, name)).py(py)?;
+        Ok(PyPlan::wrap(plan))
+    }
+
+    #[staticmethod]
+    #[pyo3(signature = (patterns, shuffle, seed=None))]
+    fn list_files(py: Python<'_>, patterns: Vec<String>, shuffle: bool, seed: Option<u64>) -> PyResult<PyPlan> {
+        Ok(PyPlan::wrap(Plan::list_files(patterns, shuffle, seed).py(py)?))
+    }
+
+    #[staticmethod]
+    fn tfrecord(
+        py: Python<'_>,
+        patterns: Vec<String>,
+        compression_type: &str,
+        verify_crc: bool,
+        num_parallel_reads: i64,
+    ) -> PyResult<PyPlan> {
+        let compression = Compression::parse(compression_type).py(py)?;
+        Ok(PyPlan::wrap(Plan::tfrecord(patterns, compression, verify_crc, num_parallel_reads).py(py)?))
+    }
+
+    /// Interleaves TFRecord files named by this dataset's elements.
+    fn interleave_tfrecord(
+        &self,
+        py: Python<'_>,
+        compression_type: &str,
+        verify_crc: bool,
+        cycle_length: Option<usize>,
+        block_length: usize,
+        num_parallel_calls: Option<i64>,
+    ) -> PyResult<PyPlan> {
+        let opener: Arc<dyn Opener> = Arc::new(TfRecordOpener {
+            compression: Compression::parse(compression_type).py(py)?,
+            verify_crc,
+        });
+        self.then(py, Step::Interleave { input: self.plan.clone(), opener, cycle_length, block_length, num_parallel_calls })
+    }
+
+    fn interleave(
+        &self,
+        py: Python<'_>,
+        func: Py<PyAny>,
+        cycle_length: Option<usize>,
+        block_length: usize,
+        num_parallel_calls: Option<i64>,
+    ) -> PyResult<PyPlan> {
+        let opener: Arc<dyn Opener> = Arc::new(PyOpener::new(py, func));
+        self.then(py, Step::Interleave { input: self.plan.clone(), opener, cycle_length, block_length, num_parallel_calls })
+    }
+
+    #[staticmethod]
+    fn load_spec(py: Python<'_>, path: &str) -> PyResult<PyPlan> {
+        Ok(PyPlan::wrap(stoker::spec::load(path).py(py)?))
+    }
+
+    #[staticmethod]
+    fn from_spec_json(py: Python<'_>, text: &str) -> PyResult<PyPlan> {
+        let doc: serde_json::Value = serde_json::from_str(text).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok(PyPlan::wrap(stoker::spec::from_spec(&doc).py(py)?))
+    }
+
+    #[pyo3(signature = (buffer_size, seed=None, reshuffle_each_iteration=true))]
+    fn shuffle(&self, py: Python<'_>, buffer_size: usize, seed: Option<u64>, reshuffle_each_iteration: bool) -> PyResult<PyPlan> {
+        Ok(PyPlan::wrap(self.plan.shuffle(buffer_size, seed, reshuffle_each_iteration).py(py)?))
+    }
+
+    fn map(&self, py: Python<'_>, ops: Vec<Bound<'_, PyAny>>, num_parallel_calls: Option<i64>, deterministic: bool) -> PyResult<PyPlan> {
+        let ops = ops.iter().map(|o| op_of(py, o)).collect::<PyResult<Vec<_>>>()?;
+        Ok(PyPlan::wrap(self.plan.map(ops, num_parallel_calls, deterministic).py(py)?))
+    }
+
+    fn batch(&self, py: Python<'_>, batch_size: usize, drop_remainder: bool) -> PyResult<PyPlan> {
+        Ok(PyPlan::wrap(self.plan.batch(batch_size, drop_remainder).py(py)?))
+    }
+
+    fn filter(&self, py: Python<'_>, predicate: Py<PyAny>) -> PyResult<PyPlan> {
+        let predicate = Arc::new(PyPredicate::new(py, predicate));
+        self.then(py, Step::Filter { input: self.plan.clone(), predicate })
+    }
+
+    fn take(&self, py: Python<'_>, count: u64) -> PyResult<PyPlan> {
+        self.then(py, Step::Take { input: self.plan.clone(), count })
+    }
+
+    fn skip(&self, py: Python<'_>, count: u64) -> PyResult<PyPlan> {
+        self.then(py, Step::Skip { input: self.plan.clone(), count })
+    }
+
+    #[pyo3(signature = (count=None))]
+    fn repeat(&self, py: Python<'_>, count: Option<u64>) -> PyResult<PyPlan> {
+        self.then(py, Step::Repeat { input: self.plan.clone(), count })
+    }
+
+    #[pyo3(signature = (filename=None))]
+    fn cache(&self, py: Python<'_>, filename: Option<String>) -> PyResult<PyPlan> {
+        self.then(py, Step::Cache { input: self.plan.clone(), filename, memory: MemoryCache::new() })
+    }
+
+    fn prefetch(&self, py: Python<'_>, buffer_size: i64) -> PyResult<PyPlan> {
+        Ok(PyPlan::wrap(self.plan.prefetch(buffer_size).py(py)?))
+    }
+
+    fn shard(&self, py: Python<'_>, num_shards: u64, index: u64) -> PyResult<PyPlan> {
+        self.then(py, Step::Shard { input: self.plan.clone(), num_shards, index })
+    }
+
+    #[staticmethod]
+    fn zip(py: Python<'_>, plans: Vec<PyRef<'_, PyPlan>>, prefixes: Vec<String>) -> PyResult<PyPlan> {
+        let inputs = plans.iter().map(|p| p.plan.clone()).collect();
+        Ok(PyPlan::wrap(Plan::new(Step::Zip { inputs, prefixes }).py(py)?))
+    }
+
+    fn enumerate(&self, py: Python<'_>, start: i64, index_name: String, prefix: String) -> PyResult<PyPlan> {
+        self.then(py, Step::Enumerate { input: self.plan.clone(), start, index_name, prefix })
+    }
+
+    #[pyo3(signature = (on_bad_record=None, threads=None))]
+    fn with_options(&self, py: Python<'_>, on_bad_record: Option<&str>, threads: Option<usize>) -> PyResult<PyPlan> {
+        let on_bad_record = match on_bad_record {
+            None | Some("raise") => ErrorPolicy::Raise,
+            Some("skip") => ErrorPolicy::Skip,
+            Some(other) => return Err(PyValueError::new_err(format!("on_bad_record must be 'raise' or 'skip', not '{other}'"))),
+        };
+        if threads == Some(0) {
+            return Err(PyValueError::new_err("threads must be at least 1"));
+        }
+        self.then(py, Step::WithOptions { input: self.plan.clone(), options: PipelineOptions { on_bad_record, threads } })
+    }
+
+    /// `[(name, dtype, shape)]`, shape dims `None` when unknown; `None` for a dynamic schema.
+    fn schema<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
+        let s = self.plan.schema();
+        if s.dynamic {
+            return Ok(None);
+        }
+        let items = s
+            .fields
+            .iter()
+            .map(|f| (f.name.clone(), f.dtype.name(), f.shape.clone()))
+            .collect::<Vec<_>>();
+        Ok(Some(PyList::new(py, items)?))
+    }
+
+    fn explain(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(self.pipeline(py)?.explain())
+    }
+
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let snapshot = self.pipeline(py)?.stats();
+        let v = serde_json::to_value(snapshot).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        json_to_py(py, &v)
+    }
+
+    fn spec<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let v = stoker::spec::to_spec(&self.plan).py(py)?;
+        json_to_py(py, &v)
+    }
+
+    fn save_spec(&self, py: Python<'_>, path: &str) -> PyResult<()> {
+        stoker::spec::save(&self.plan, path).py(py)
+    }
+
+    fn iterate(&self, py: Python<'_>) -> PyResult<PyIter> {
+        let pipeline = self.pipeline(py)?;
+        let driver = py.detach(|| pipeline.start()).py(py)?;
+        Ok(PyIter::new(driver))
+    }
+}

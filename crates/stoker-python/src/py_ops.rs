@@ -1,0 +1,185 @@
+//! Python functions as pipeline steps: `map`, `filter` and `interleave` callables.
+//!
+//! They run on the engine's worker threads and take the GIL only while the function runs;
+//! their time is counted apart in the stage's stats (`python_s`).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use stoker::build::BuildCtx;
+use stoker::sources::Opener;
+use stoker_core::element::{Element, Names, Schema};
+use stoker_core::exec::BoxIter;
+use stoker_core::op::{Op, OpCtx, Predicate};
+use stoker_core::{Error, Result, StageStats, StatsRegistry};
+
+use crate::convert::{py_to_tensor, tensor_to_py};
+use crate::errors::from_pyerr;
+use crate::plan::PyPlan;
+
+/// The element as a dict `{name: array}`.
+pub fn element_to_dict<'py>(py: Python<'py>, e: &Element) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (n, t) in e.names.iter().zip(&e.tensors) {
+        d.set_item(n.as_ref(), tensor_to_py(py, t)?)?;
+    }
+    Ok(d)
+}
+
+/// An element from a sequence of `(name, array)` pairs.
+fn pairs_to_element(obj: &Bound<'_, PyAny>, step: &str) -> PyResult<Element> {
+    let mut names = Vec::new();
+    let mut tensors = Vec::new();
+    for item in obj.try_iter()? {
+        let item = item?;
+        let (name, value): (String, Bound<'_, PyAny>) = item.extract()?;
+        tensors.push(py_to_tensor(&value, &format!("{step}: output '{name}'"))?);
+        names.push(Arc::<str>::from(name));
+    }
+    Ok(Element::new(Names::from(names), tensors))
+}
+
+fn call_name(py: Python<'_>, f: &Py<PyAny>) -> String {
+    f.bind(py)
+        .getattr("__name__")
+        .and_then(|n| n.extract::<String>())
+        .unwrap_or_else(|_| "<python function>".to_string())
+}
+
+/// `map(fn)`: the adapter takes `{name: array}` and returns `[(name, array), ...]`.
+#[derive(Debug)]
+pub struct PyFuncOp {
+    func: Py<PyAny>,
+    name: String,
+}
+
+impl PyFuncOp {
+    pub fn new(py: Python<'_>, func: Py<PyAny>) -> PyFuncOp {
+        let name = call_name(py, &func);
+        PyFuncOp { func, name }
+    }
+}
+
+impl Op for PyFuncOp {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn output_schema(&self, _input: &Schema) -> Result<Schema> {
+        // Known only once the function has run.
+        Ok(Schema::dynamic())
+    }
+
+    fn apply(&self, input: Element, ctx: &OpCtx<'_>) -> Result<Option<Element>> {
+        Python::attach(|py| {
+            let t = Instant::now();
+            let r = element_to_dict(py, &input)
+                .and_then(|d| self.func.bind(py).call1((d,)))
+                .and_then(|out| pairs_to_element(&out, &self.name));
+            ctx.stats.add_python(t.elapsed());
+            r.map(Some).map_err(from_pyerr)
+        })
+    }
+
+    fn spec(&self) -> Result<serde_json::Value> {
+        Err(Error::Spec(format!(
+            "map with the Python function '{}' cannot be saved in a spec; use native ops (stoker.ops)",
+            self.name
+        )))
+    }
+}
+
+/// `filter(predicate)`.
+#[derive(Debug)]
+pub struct PyPredicate {
+    func: Py<PyAny>,
+    name: String,
+}
+
+impl PyPredicate {
+    pub fn new(py: Python<'_>, func: Py<PyAny>) -> PyPredicate {
+        let name = call_name(py, &func);
+        PyPredicate { func, name }
+    }
+}
+
+impl Predicate for PyPredicate {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn test(&self, element: &Element, ctx: &OpCtx<'_>) -> Result<bool> {
+        Python::attach(|py| {
+            let t = Instant::now();
+            let r = element_to_dict(py, element)
+                .and_then(|d| self.func.bind(py).call1((d,)))
+                .and_then(|v| v.is_truthy());
+            ctx.stats.add_python(t.elapsed());
+            r.map_err(from_pyerr)
+        })
+    }
+
+    fn spec(&self) -> Result<serde_json::Value> {
+        Err(Error::Spec(format!("filter with the Python function '{}' cannot be saved in a spec", self.name)))
+    }
+}
+
+/// `interleave(fn)`: the adapter takes `{name: array}` and returns a `Plan`.
+#[derive(Debug)]
+pub struct PyOpener {
+    func: Py<PyAny>,
+    name: String,
+}
+
+impl PyOpener {
+    pub fn new(py: Python<'_>, func: Py<PyAny>) -> PyOpener {
+        let name = call_name(py, &func);
+        PyOpener { func, name }
+    }
+}
+
+impl Opener for PyOpener {
+    fn output_schema(&self, _input: &Schema) -> Result<Schema> {
+        Ok(Schema::dynamic())
+    }
+
+    fn open(&self, element: &Element, ctx: &BuildCtx, stats: &Arc<StageStats>) -> Result<BoxIter> {
+        let plan = Python::attach(|py| {
+            let t = Instant::now();
+            let r = element_to_dict(py, element)
+                .and_then(|d| self.func.bind(py).call1((d,)))
+                .and_then(|p| Ok(p.cast::<PyPlan>().map_err(PyErr::from)?.get().plan.clone()));
+            stats.add_python(t.elapsed());
+            r.map_err(from_pyerr)
+        })?;
+        // Each opened dataset gets its own stats, so that the pipeline's list stays short.
+        let child = BuildCtx { options: ctx.options.clone(), stats: StatsRegistry::new() };
+        stoker::build::iterate(&plan, &child)
+    }
+
+    fn spec(&self) -> Result<serde_json::Value> {
+        Err(Error::Spec(format!(
+            "interleave with the Python function '{}' cannot be saved; interleave stoker.TFRecordDataset instead",
+            self.name
+        )))
+    }
+}
+
+/// `(names, arrays)` of an element, for the Python side to pack into its structure.
+pub fn element_to_py<'py>(py: Python<'py>, e: &Element, names_cache: &mut Option<(Names, Py<PyTuple>)>) -> PyResult<Bound<'py, PyTuple>> {
+    let names = match names_cache {
+        Some((n, t)) if Arc::ptr_eq(n, &e.names) => t.bind(py).clone(),
+        _ => {
+            let t = PyTuple::new(py, e.names.iter().map(|n| n.as_ref()))?;
+            *names_cache = Some((e.names.clone(), t.clone().unbind()));
+            t
+        }
+    };
+    let arrays = PyList::empty(py);
+    for t in &e.tensors {
+        arrays.append(tensor_to_py(py, t)?)?;
+    }
+    PyTuple::new(py, [names.into_any(), arrays.into_any()])
+}
