@@ -1,0 +1,52 @@
+//! `stoker`: run a pipeline spec alone and measure it (`bench`), look into TFRecord files
+//! (`inspect`), print the plan stoker runs (`explain`).
+
+mod bench;
+mod inspect;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "stoker", version, about = "stoker: keeps accelerators fed")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a pipeline spec (TOML or JSON, as written by `Dataset.save_spec`) and report its
+    /// throughput and per-stage counters.
+    Bench(bench::Args),
+    /// Count and CRC-check the records of TFRecord files and show the first Example's features.
+    Inspect(inspect::Args),
+    /// Print the plan of a spec as stoker runs it (after its rewrites), with schemas.
+    Explain {
+        /// The spec file.
+        spec: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Bench(args) => bench::run(&args),
+        Command::Inspect(args) => inspect::run(&args),
+        Command::Explain { spec } => explain(&spec),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("stoker: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn explain(spec: &str) -> anyhow::Result<ExitCode> {
+    let plan = stoker::spec::load(spec)?;
+    print!("{}", stoker::Pipeline::new(&plan)?.explain());
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,83 @@
+"""The reference workloads as stoker pipelines (see ``examples/`` and ``bench/``).
+
+W1 chess-tfrecord: packed chess positions in TFRecord → shuffle → batch → parse → unpack bits
+→ board planes with signed channel reordering, flags and a tanh score.
+W4 mnist-small: 28x28 uint8 images → /255 → batch(128) → cache → prefetch.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from . import ops
+from ._dtypes import float32, int64, string, uint8
+from .dataset import AUTOTUNE, Dataset, TFRecordDataset
+from .ops import FixedLenFeature
+
+#: W1's board channel order; ``-c`` means channel ``c`` negated (the opponent's pieces).
+CHESS_CHANNELS = [0, 4, 8, 12, 16, 20, -1, -5, -9, -13, -17, -21, 2, 6, 10, 14, 18, 22, -3, -7, -11, -15, -19, -23]
+SCORE_A, SCORE_K, SCORE_B = 0.75, 600.0, 30.0
+
+
+def chess_ops() -> List[ops.NativeOp]:
+    """W1's parsing and unpacking, all native: parse → decode_raw → unpack_bits → board
+    (8, 8, 24) with signed channels, flags (10,), is_mate, s."""
+    indices, signs = ops.signed_channels(CHESS_CHANNELS)
+    return [
+        ops.parse_example({"d": FixedLenFeature([], string), "s": FixedLenFeature([], int64)}),
+        ops.decode_raw("d", uint8),
+        ops.unpack_bits("d", output="bits"),
+        ops.slice("bits", 0, 1536, output="board"),
+        ops.unflatten("board", (8, 8, 24)),
+        ops.gather_channels("board", indices, signs, dtype=float32),
+        ops.slice("bits", 1536, 1546, output="flags"),
+        ops.cast("flags", float32),
+        ops.slice("bits", 1546, 1547, output="is_mate"),
+        ops.select(["board", "flags", "is_mate", "s"]),
+    ]
+
+
+def chess_score(batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """W1's combined score, vectorised over a batch, in float32."""
+    a, k, b = np.float32(SCORE_A), np.float32(SCORE_K), np.float32(SCORE_B)
+    s = batch["s"].astype(np.float32)
+    mate = batch["is_mate"].reshape(s.shape).astype(np.float32)
+    plain = a * np.tanh(s / k)
+    mate_score = np.sign(s) * (a + (np.float32(1) - a) / (b - np.float32(1)) * np.maximum(np.float32(0), b - np.abs(s)))
+    score = (np.float32(1) - mate) * plain + mate * mate_score
+    return {"board": batch["board"], "flags": batch["flags"], "score": score.astype(np.float32)}
+
+
+def chess_pipeline(
+    files: Sequence[str],
+    seed: Optional[int] = 0,
+    batch_size: int = 512,
+    shuffle_buffer: int = 10_000,
+    threads: Optional[int] = None,
+    num_parallel_reads: int = AUTOTUNE,
+) -> Dataset:
+    """W1 end to end. ``shuffle_buffer=0`` leaves the order as read (for golden tests)."""
+    ds = TFRecordDataset(list(files), num_parallel_reads=num_parallel_reads)
+    if threads is not None:
+        ds = ds.with_options(threads=threads)
+    if shuffle_buffer:
+        ds = ds.shuffle(shuffle_buffer, seed=seed)
+    ds = ds.batch(batch_size, drop_remainder=True)
+    ds = ds.map(chess_ops(), num_parallel_calls=AUTOTUNE)
+    ds = ds.map(chess_score)
+    return ds.prefetch(AUTOTUNE)
+
+
+def mnist_pipeline(x: np.ndarray, y: np.ndarray, batch_size: int = 128, threads: Optional[int] = None) -> Dataset:
+    """W4: rescale to float32 / 255 → batch → cache → prefetch. The second epoch on is served
+    from the cache."""
+    ds = Dataset.from_tensor_slices((x, y))
+    if threads is not None:
+        ds = ds.with_options(threads=threads)
+    ds = ds.map(ops.rescale("0", divisor=255.0))
+    return ds.batch(batch_size).cache().prefetch(AUTOTUNE)
+
+
+__all__ = ["CHESS_CHANNELS", "chess_ops", "chess_score", "chess_pipeline", "mnist_pipeline"]

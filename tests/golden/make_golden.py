@@ -1,0 +1,442 @@
+#!/usr/bin/env python3
+"""Regenerates stoker's golden fixtures with TensorFlow itself.
+
+Run from the repository root:
+
+    /opt/venvs/tf/bin/python tests/golden/make_golden.py
+
+Everything is written next to this script. The output is deterministic: data comes from
+``np.random.default_rng(2026)``, .npz archives are written with fixed zip timestamps and JSON
+with sorted keys, so re-running reproduces the files byte for byte (same TF/numpy versions).
+
+At the end, if ``import stoker`` works, it also checks that TensorFlow reads files written by
+``stoker.io.TFRecordWriter`` / ``stoker.io.serialize_example`` (plain, GZIP and ZLIB) and exits
+non-zero if it does not.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+import tempfile
+import zipfile
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SEED = 2026
+
+
+def out(name: str) -> str:
+    return os.path.join(HERE, name)
+
+
+def save_npz(path: str, **arrays: np.ndarray) -> None:
+    """Like np.savez_compressed, but byte-deterministic (fixed zip timestamps, sorted names)."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for key in sorted(arrays):
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, np.asarray(arrays[key]), allow_pickle=False)
+            info = zipfile.ZipInfo(key + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, buf.getvalue())
+
+
+def bytes_feature(values):
+    return tf.train.Feature(bytes_list=tf.train.BytesList(value=list(values)))
+
+
+def int64_feature(values):
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+
+def float_feature(values):
+    return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
+
+
+def make_example(features: dict) -> bytes:
+    # deterministic=True: map entries sorted by key (otherwise the order can vary run to run).
+    ex = tf.train.Example(features=tf.train.Features(feature=features))
+    return ex.SerializeToString(deterministic=True)
+
+
+# --------------------------------------------------------------------------------------------
+# W1: "chess" records
+# --------------------------------------------------------------------------------------------
+
+W1_N = 70
+W1_BATCH = 16
+W1_D_LEN = 194
+W1_A, W1_K, W1_B = 0.75, 600.0, 30.0
+# Gather order on the last (channel) axis; the second and fourth groups are negated.
+W1_CHANNELS = [0, 4, 8, 12, 16, 20, 1, 5, 9, 13, 17, 21, 2, 6, 10, 14, 18, 22, 3, 7, 11, 15, 19, 23]
+W1_SIGNS = [1] * 6 + [-1] * 6 + [1] * 6 + [-1] * 6
+
+
+def w1_data(rng: np.random.Generator):
+    d = rng.integers(0, 256, size=(W1_N, W1_D_LEN), dtype=np.uint8)
+    big = rng.integers(-3000, 3001, size=W1_N)
+    small = rng.integers(-40, 41, size=W1_N)
+    s = np.where(rng.random(W1_N) < 0.5, big, small).astype(np.int64)
+    # Pin edge values of the score formula: sign(0) = 0, |s| = B, |s| > B, extremes.
+    s[:10] = [0, 30, -30, 31, -31, 1, -1, 40, 3000, -3000]
+    return d, s
+
+
+def w1_map(serialized):
+    parsed = tf.io.parse_example(
+        serialized,
+        {
+            "d": tf.io.FixedLenFeature([], tf.string),
+            "s": tf.io.FixedLenFeature([], tf.int64),
+        },
+    )
+    x = tf.io.decode_raw(parsed["d"], tf.uint8)  # (16, 194)
+    pw = tf.constant([128, 64, 32, 16, 8, 4, 2, 1], dtype=tf.int32)
+    bits = (tf.cast(x, tf.int32)[:, :, None] // pw) % 2  # (16, 194, 8), MSB first
+    bits = tf.reshape(bits, (W1_BATCH, W1_D_LEN * 8))  # (16, 1552)
+    board = tf.reshape(bits[:, :1536], (W1_BATCH, 8, 8, 24))
+    # Gather + negate in int32, then cast: negated zeros stay +0.0 (no -0.0 in the output).
+    board = tf.gather(board, W1_CHANNELS, axis=-1) * tf.constant(W1_SIGNS, dtype=tf.int32)
+    board = tf.cast(board, tf.float32)
+    flags = tf.cast(bits[:, 1536:1546], tf.float32)
+    is_mate = tf.cast(bits[:, 1546], tf.float32)
+
+    s = tf.cast(parsed["s"], tf.float32)
+    one = tf.constant(1.0, tf.float32)
+    zero = tf.constant(0.0, tf.float32)
+    A = tf.constant(W1_A, tf.float32)
+    K = tf.constant(W1_K, tf.float32)
+    B = tf.constant(W1_B, tf.float32)
+    slope = (one - A) / (B - one)  # float32 op: 0.25f / 29.0f
+    not_mate_score = (one - is_mate) * A * tf.math.tanh(s / K)
+    mate_score = is_mate * tf.math.sign(s) * (A + slope * tf.math.maximum(zero, B - tf.math.abs(s)))
+    score = not_mate_score + mate_score
+    return {"board": board, "flags": flags, "score": score, "s": parsed["s"], "d_bytes": x}
+
+
+def eigen_tanh_f32(x: np.ndarray) -> np.ndarray:
+    """Bit-exact numpy model of tf.math.tanh on float32 (CPU, TF 2.21 x86-64 wheel).
+
+    TF does not use a correctly rounded tanh: it uses Eigen's fast 9/8 rational approximation
+    (ptanh_float, EIGEN_FAST_MATH, no FMA), which is off by up to a couple of ULPs. Every step
+    below is one float32 operation (multiply, then add; no fused multiply-add).
+    """
+    f = np.float32
+    c = f(7.90738964080810547)
+    x = np.clip(np.asarray(x, f), -c, c).astype(f)
+    alpha = [f(1.394553628e-8), f(2.102733560e-5), f(3.520756727e-3), f(1.340216100e-1)]
+    beta = [f(8.015776984e-7), f(3.326951409e-4), f(2.597254514e-2), f(4.673548340e-1), f(1.0)]
+    x2 = x * x
+    x3 = x2 * x
+    p = np.full_like(x, alpha[0])
+    for a in alpha[1:]:
+        p = p * x2 + a
+    q = np.full_like(x, beta[0])
+    for b in beta[1:]:
+        q = q * x2 + b
+    return ((x3 * p + x) / q).astype(f)
+
+
+def w1_numpy_reference(d: np.ndarray, s: np.ndarray) -> dict:
+    """Independent numpy recomputation of w1_map (must agree bit for bit)."""
+    f = np.float32
+    bits = np.unpackbits(d, axis=1).astype(np.int32)  # MSB first
+    board = bits[:, :1536].reshape(-1, 8, 8, 24)[..., W1_CHANNELS] * np.array(W1_SIGNS, np.int32)
+    m = bits[:, 1546].astype(f)
+    sf = s.astype(f)
+    A, K, B = f(W1_A), f(W1_K), f(W1_B)
+    slope = (f(1) - A) / (B - f(1))
+    score = (f(1) - m) * A * eigen_tanh_f32(sf / K) + \
+        m * np.sign(sf) * (A + slope * np.maximum(f(0), B - np.abs(sf)))
+    return {"board": board.astype(f), "flags": bits[:, 1536:1546].astype(f), "score": score}
+
+
+def make_w1(rng: np.random.Generator) -> None:
+    d, s = w1_data(rng)
+    records = [
+        make_example({"d": bytes_feature([d[i].tobytes()]), "s": int64_feature([int(s[i])])})
+        for i in range(W1_N)
+    ]
+    files = {
+        None: out("w1_chess_plain.tfrecord"),
+        "GZIP": out("w1_chess_gzip.tfrecord"),
+        "ZLIB": out("w1_chess_zlib.tfrecord"),
+    }
+    for ctype, path in files.items():
+        with tf.io.TFRecordWriter(path, options=tf.io.TFRecordOptions(compression_type=ctype)) as w:
+            for r in records:
+                w.write(r)
+    # Sanity: all three files decode to the same records.
+    for ctype, path in files.items():
+        got = [t.numpy() for t in tf.data.TFRecordDataset(path, compression_type=ctype or "")]
+        assert got == records, f"{path}: read-back mismatch"
+
+    ds = (
+        tf.data.TFRecordDataset(files[None])
+        .batch(W1_BATCH, drop_remainder=True)
+        .map(w1_map)
+    )
+    batches = list(ds.as_numpy_iterator())
+    assert len(batches) == W1_N // W1_BATCH == 4
+    res = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+    n = len(batches) * W1_BATCH
+    assert res["board"].shape == (n, 8, 8, 24) and res["board"].dtype == np.float32
+    assert res["flags"].shape == (n, 10) and res["flags"].dtype == np.float32
+    assert res["score"].shape == (n,) and res["score"].dtype == np.float32
+    assert res["s"].dtype == np.int64 and np.array_equal(res["s"], s[:n])
+    assert res["d_bytes"].dtype == np.uint8 and np.array_equal(res["d_bytes"], d[:n])
+    assert not np.signbit(res["board"][res["board"] == 0]).any()
+    ref = w1_numpy_reference(d[:n], s[:n])
+    for k in ("board", "flags", "score"):
+        assert ref[k].dtype == res[k].dtype and np.array_equal(ref[k], res[k]), f"w1 {k}: numpy model differs"
+    # tf.math.tanh != correctly rounded tanh: record how far (for the README / stoker tolerances).
+    sf = (s[:n].astype(np.float32) / np.float32(W1_K))
+    n_diff = int((eigen_tanh_f32(sf) != np.tanh(sf)).sum())
+    print(f"  w1: TF tanh differs from np.tanh (float32) in {n_diff}/{n} scores' inputs")
+    save_npz(out("w1_expected.npz"), **res)
+
+
+# --------------------------------------------------------------------------------------------
+# W4: "mnist-small" (map -> batch -> cache, second epoch)
+# --------------------------------------------------------------------------------------------
+
+W4_N = 300
+
+
+def make_w4(rng: np.random.Generator) -> None:
+    # MNIST-like: ~80% zero pixels, the rest uniform in 1..255 (keeps the fixtures small).
+    x = rng.integers(1, 256, size=(W4_N, 28, 28), dtype=np.uint8)
+    x[rng.random((W4_N, 28, 28)) < 0.8] = 0
+    x[0, 0, :8] = [0, 1, 2, 127, 128, 253, 254, 255]  # a few pinned values
+    y = rng.integers(0, 10, size=W4_N).astype(np.int64)
+    save_npz(out("w4_input.npz"), x=x, y=y)
+
+    ds = (
+        tf.data.Dataset.from_tensor_slices((x, y))
+        .map(lambda x, y: (tf.cast(x, tf.float32) / 255.0, y))
+        .batch(128)
+        .cache()
+    )
+    for _ in ds:  # epoch 1: fills the cache
+        pass
+    xs, ys, sizes = [], [], []
+    for bx, by in ds.as_numpy_iterator():  # epoch 2: served from the cache
+        xs.append(bx)
+        ys.append(by)
+        sizes.append(len(bx))
+    ex, ey = np.concatenate(xs), np.concatenate(ys)
+    assert sizes == [128, 128, 44]
+    assert ex.dtype == np.float32 and ex.shape == (W4_N, 28, 28)
+    assert ey.dtype == np.int64 and np.array_equal(ey, y)
+    # `/ 255.0` is a true (IEEE, correctly rounded) float32 division, not x * (1/255).
+    assert np.array_equal(ex, x.astype(np.float32) / np.float32(255.0))
+    save_npz(out("w4_expected.npz"), x=ex, y=ey, batch_sizes=np.array(sizes, dtype=np.int64))
+
+
+# --------------------------------------------------------------------------------------------
+# Feature-parsing coverage
+# --------------------------------------------------------------------------------------------
+
+FEATURE_SPEC = {
+    "name": {"kind": "fixed", "dtype": "string", "shape": [], "default": None},
+    "ids": {"kind": "fixed", "dtype": "int64", "shape": [3], "default": None},
+    "mat": {"kind": "fixed", "dtype": "float32", "shape": [2, 2], "default": None},
+    "weight": {"kind": "fixed", "dtype": "float32", "shape": [], "default": -1.0},
+    "tags": {"kind": "varlen", "dtype": "int64", "default": None},
+    "vals": {"kind": "varlen", "dtype": "float32", "default": None},
+    "words": {"kind": "varlen", "dtype": "string", "default": None},
+}
+
+_TF_DTYPES = {"string": tf.string, "int64": tf.int64, "float32": tf.float32}
+
+
+def tf_spec(spec: dict) -> dict:
+    res = {}
+    for k, v in spec.items():
+        dt = _TF_DTYPES[v["dtype"]]
+        if v["kind"] == "fixed":
+            res[k] = tf.io.FixedLenFeature(v["shape"], dt, default_value=v["default"])
+        else:
+            res[k] = tf.io.VarLenFeature(dt)
+    return res
+
+
+def feature_examples() -> list:
+    """Six examples; None = the feature is absent from that example."""
+    I64_MAX, I64_MIN = 2**63 - 1, -(2**63)
+    rows = [
+        dict(name=b"alpha", ids=[1, 2, 3], mat=[0.1, 0.2, 0.3, 0.4], weight=0.5,
+             tags=[7, 8, 9], vals=[1.5, -2.25], words=[b"hello", b"world"]),
+        dict(name=b"", ids=[-1, 0, 2**40], mat=[1.0, -1.0, 0.0, -0.0], weight=None,
+             tags=[], vals=[0.1], words=[b"\x00\xff", b""]),
+        dict(name=b"\xde\xad\xbe\xef", ids=[I64_MAX, I64_MIN, 42],
+             mat=[3.4028234663852886e38, 1e-45, -1e-38, 1.0 / 3.0], weight=0.1,
+             tags=[100], vals=None, words=[b"a"]),
+        dict(name="café".encode(), ids=[5, 5, 5], mat=[2.5, 2.5, -2.5, 1e10], weight=None,
+             tags=[1, 2, 3, 4, 5], vals=[3.0, 4.0, 5.0, 6.0], words=[]),
+        dict(name=b"epsilon", ids=[0, 0, 0], mat=[1e-7, 7.0, 8.0, 9.0], weight=2.0,
+             tags=[-5, 0], vals=[-0.0, 1e-20, 123456.789], words=[b"x y z", b"\n"]),
+        dict(name=b"zeta", ids=[-7, -8, -9], mat=[0.5, 0.25, 0.125, 0.0625], weight=1e-3,
+             tags=[0, 0], vals=[2.0], words=[b"last"]),
+    ]
+    kinds = {"name": bytes_feature, "ids": int64_feature, "mat": float_feature,
+             "weight": float_feature, "tags": int64_feature, "vals": float_feature,
+             "words": bytes_feature}
+    serialized = []
+    for r in rows:
+        feats = {}
+        for k, v in r.items():
+            if v is None:
+                continue
+            if k in ("name", "weight"):
+                v = [v]
+            feats[k] = kinds[k](v)
+        serialized.append(make_example(feats))
+    return serialized
+
+
+def to_json_value(arr, dtype: str):
+    """A numpy value -> nested lists; bytes as hex strings, float32 as exact Python floats."""
+    a = np.asarray(arr)
+    if dtype == "string":
+        return np.vectorize(lambda b: bytes(b).hex(), otypes=[object])(a).tolist() if a.ndim else bytes(a.item()).hex()
+    if dtype == "float32":
+        assert a.dtype == np.float32, a.dtype
+        return a.astype(np.float64).tolist()  # float32 -> float64 is exact
+    assert a.dtype == np.int64, a.dtype
+    return a.tolist()
+
+
+def make_features() -> None:
+    serialized = feature_examples()
+    with tf.io.TFRecordWriter(out("features.tfrecord")) as w:
+        for r in serialized:
+            w.write(r)
+    spec = tf_spec(FEATURE_SPEC)
+    recs = [t.numpy() for t in tf.data.TFRecordDataset(out("features.tfrecord"))]
+    assert recs == serialized
+
+    single = []
+    for r in recs:
+        p = tf.io.parse_single_example(r, spec)
+        row = {}
+        for k, v in FEATURE_SPEC.items():
+            t = p[k].values if v["kind"] == "varlen" else p[k]
+            row[k] = to_json_value(t.numpy(), v["dtype"])
+        single.append(row)
+
+    p = tf.io.parse_example(tf.constant(recs), spec)
+    batched = {}
+    for k, v in FEATURE_SPEC.items():
+        t = tf.sparse.to_dense(p[k]) if v["kind"] == "varlen" else p[k]
+        batched[k] = to_json_value(t.numpy(), v["dtype"])
+
+    doc = {"spec": FEATURE_SPEC, "single": single, "batched": batched}
+    with open(out("features_expected.json"), "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+# --------------------------------------------------------------------------------------------
+# Read-back check: does TensorFlow read files that stoker wrote?
+# --------------------------------------------------------------------------------------------
+
+
+def check_stoker_written() -> bool:
+    try:
+        import stoker  # noqa: F401
+        import stoker.io as sio
+    except Exception as e:  # not built / not installed yet
+        print(f"stoker not importable: skipped read-back check ({type(e).__name__}: {e})")
+        return True
+
+    rng = np.random.default_rng(SEED + 1)
+    n = 20
+    examples = []
+    for i in range(n):
+        k = i % 4 + 1
+        examples.append({
+            "b": bytes(rng.integers(0, 256, size=i, dtype=np.uint8)),            # bytes
+            "bl": [b"w%d" % j for j in range(k)] + [b"\x00\xff"],                # list of bytes
+            "i": int(rng.integers(-(2**62), 2**62)),                              # int
+            "il": [int(v) for v in rng.integers(-1000, 1000, size=k)] + [2**63 - 1, -(2**63)],
+            "ia": rng.integers(-(2**40), 2**40, size=k + 2, dtype=np.int64),      # np int array
+            "f": float(rng.standard_normal()),                                    # float (f64)
+            "fl": [float(v) for v in rng.standard_normal(k)] + [0.1, -0.0],      # list of floats
+            "fa": rng.standard_normal(k + 1).astype(np.float32),                  # np f32 array
+        })
+    kinds = {"b": "bytes", "bl": "bytes", "i": "int64", "il": "int64", "ia": "int64",
+             "f": "float", "fl": "float", "fa": "float"}
+    tf_dt = {"bytes": tf.string, "int64": tf.int64, "float": tf.float32}
+    spec = {k: tf.io.VarLenFeature(tf_dt[v]) for k, v in kinds.items()}
+
+    def expected(kind, v):
+        vals = v if isinstance(v, (list, np.ndarray)) else [v]
+        if kind == "bytes":
+            return [bytes(x) for x in vals]
+        if kind == "int64":
+            return np.asarray(vals, dtype=np.int64)
+        return np.asarray(vals, dtype=np.float64).astype(np.float32)
+
+    ok_all = True
+    with tempfile.TemporaryDirectory(prefix="stoker_golden_") as tmp:
+        for ctype in (None, "GZIP", "ZLIB"):
+            label = ctype or "NONE"
+            path = os.path.join(tmp, f"stoker_{label}.tfrecord")
+            problems = []
+            try:
+                written = []
+                with sio.TFRecordWriter(path, compression_type=ctype) as w:
+                    for ex in examples:
+                        rec = sio.serialize_example(ex)
+                        written.append(bytes(rec))
+                        w.write(rec)
+                read = [t.numpy() for t in tf.data.TFRecordDataset(path, compression_type=ctype or "")]
+                if read != written:
+                    problems.append(f"records differ (wrote {len(written)}, TF read {len(read)})")
+                for idx, (ex, rec) in enumerate(zip(examples, read)):
+                    p = tf.io.parse_single_example(rec, spec)
+                    for k, kind in kinds.items():
+                        got = p[k].values.numpy()
+                        want = expected(kind, ex[k])
+                        if kind == "bytes":
+                            good = list(got) == want
+                        else:
+                            good = got.dtype == want.dtype and np.array_equal(got, want) and \
+                                np.array_equal(np.signbit(got), np.signbit(want))
+                        if not good:
+                            problems.append(f"example {idx} feature {k!r}: TF got {got!r}, expected {want!r}")
+            except Exception as e:
+                problems.append(f"{type(e).__name__}: {e}")
+            if problems:
+                ok_all = False
+                print(f"stoker read-back [{label}]: FAIL")
+                for msg in problems[:10]:
+                    print("   ", msg)
+            else:
+                print(f"stoker read-back [{label}]: OK ({n} examples, bytes/int64/float lists)")
+    return ok_all
+
+
+def main() -> int:
+    print(f"TensorFlow {tf.__version__}, numpy {np.__version__}")
+    rng = np.random.default_rng(SEED)
+    make_w1(rng)
+    make_w4(rng)
+    make_features()
+    for name in sorted(os.listdir(HERE)):
+        if name.endswith((".tfrecord", ".npz", ".json")):
+            print(f"  {name:28s} {os.path.getsize(out(name)):8d} bytes")
+    return 0 if check_stoker_written() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
