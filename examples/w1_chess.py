@@ -19,13 +19,13 @@ import argparse
 import glob
 import os
 import time
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import stoker
 from stoker import workloads
 
 
-def build_pipeline(files: Sequence[str], seed: int = 0, threads: Optional[int] = None) -> stoker.Dataset:
+def build_pipeline(files: Sequence[str], seed: int = 0, threads: int | None = None) -> stoker.Dataset:
     return workloads.chess_pipeline(files, seed=seed, threads=threads)
 
 

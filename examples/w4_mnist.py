@@ -13,15 +13,13 @@ The pipeline itself is `stoker.workloads.mnist_pipeline`:
 from __future__ import annotations
 
 import time
-from typing import Optional
 
 import numpy as np
-
 import stoker
 from stoker import workloads
 
 
-def build_pipeline(x: np.ndarray, y: np.ndarray, threads: Optional[int] = None) -> stoker.Dataset:
+def build_pipeline(x: np.ndarray, y: np.ndarray, threads: int | None = None) -> stoker.Dataset:
     return workloads.mnist_pipeline(x, y, threads=threads)
 
 
@@ -31,7 +29,7 @@ def main() -> None:
     print(ds.explain())
     for epoch in range(3):
         t, n = time.perf_counter(), 0
-        for images, labels in ds:
+        for _images, labels in ds:
             n += len(labels)
         secs = time.perf_counter() - t
         print(f"epoch {epoch + 1}: {n} examples in {secs * 1e3:.1f} ms, {n / secs:,.0f} examples/s")

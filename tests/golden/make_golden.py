@@ -426,12 +426,25 @@ def check_stoker_written() -> bool:
     return ok_all
 
 
+def make_interleave() -> None:
+    """interleave order: Dataset.range(4).interleave(lambda i: range(10i, 10i+i+1), c, b)."""
+    orders = []
+    for cycle, block in [(1, 1), (2, 1), (2, 2), (3, 1), (3, 2)]:
+        ds = tf.data.Dataset.range(4).interleave(
+            lambda i: tf.data.Dataset.range(10 * i, 10 * i + i + 1), cycle_length=cycle, block_length=block
+        )
+        orders.append({"cycle_length": cycle, "block_length": block, "order": [int(v) for v in ds]})
+    with open(out("interleave_expected.json"), "w") as f:
+        json.dump(orders, f, sort_keys=True, indent=1)
+
+
 def main() -> int:
     print(f"TensorFlow {tf.__version__}, numpy {np.__version__}")
     rng = np.random.default_rng(SEED)
     make_w1(rng)
     make_w4(rng)
     make_features()
+    make_interleave()
     for name in sorted(os.listdir(HERE)):
         if name.endswith((".tfrecord", ".npz", ".json")):
             print(f"  {name:28s} {os.path.getsize(out(name)):8d} bytes")

@@ -34,7 +34,10 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if let Some(t) = args.threads {
         let mut options = plan.options();
         options.threads = Some(t);
-        plan = stoker::Plan::new(stoker::Step::WithOptions { input: plan, options })?;
+        plan = stoker::Plan::new(stoker::Step::WithOptions {
+            input: plan,
+            options,
+        })?;
     }
     let pipeline = Pipeline::new(&plan)?;
     let limit = match (args.seconds, args.batches) {
@@ -53,7 +56,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let (mut elements, mut examples) = (0u64, 0u64);
     let mut ended = false;
     loop {
-        if args.batches.is_some_and(|b| elements >= b) || limit.is_some_and(|l| start.elapsed() >= l) {
+        if args.batches.is_some_and(|b| elements >= b)
+            || limit.is_some_and(|l| start.elapsed() >= l)
+        {
             break;
         }
         match it.next()? {
@@ -61,9 +66,18 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 elements += 1;
                 // Examples: the first dimension of a batched element, else 1.
                 let batch_dim = e.tensors.first().and_then(|t| t.shape().first().copied());
-                let batched = pipeline.plan().schema().fields.first().is_some_and(|f| !f.shape.is_empty())
+                let batched = pipeline
+                    .plan()
+                    .schema()
+                    .fields
+                    .first()
+                    .is_some_and(|f| !f.shape.is_empty())
                     && batch_dim.is_some();
-                examples += if batched { batch_dim.unwrap_or(1) as u64 } else { 1 };
+                examples += if batched {
+                    batch_dim.unwrap_or(1) as u64
+                } else {
+                    1
+                };
             }
             None => {
                 ended = true;
@@ -93,9 +107,23 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_text(spec: &str, secs: f64, elements: u64, examples: u64, ended: bool, stages: &[StageSnapshot]) {
-    println!("{spec}: {elements} elements, {examples} examples in {secs:.2} s{}", if ended { " (dataset ended)" } else { "" });
-    println!("  {:.1} elements/s, {:.0} examples/s", elements as f64 / secs, examples as f64 / secs);
+fn print_text(
+    spec: &str,
+    secs: f64,
+    elements: u64,
+    examples: u64,
+    ended: bool,
+    stages: &[StageSnapshot],
+) {
+    println!(
+        "{spec}: {elements} elements, {examples} examples in {secs:.2} s{}",
+        if ended { " (dataset ended)" } else { "" }
+    );
+    println!(
+        "  {:.1} elements/s, {:.0} examples/s",
+        elements as f64 / secs,
+        examples as f64 / secs
+    );
     println!();
     println!(
         "  {:<60} {:>10} {:>9} {:>9} {:>9} {:>8} {:>8}",

@@ -46,8 +46,12 @@ fn describe(kind: &Kind) -> Value {
             let lens: Vec<usize> = l.value.iter().take(4).map(|b| b.len()).collect();
             json!({"type": "bytes_list", "values": l.value.len(), "first_lengths": lens})
         }
-        Kind::FloatList(l) => json!({"type": "float_list", "values": l.value.len(), "first": l.value.iter().take(4).collect::<Vec<_>>()}),
-        Kind::Int64List(l) => json!({"type": "int64_list", "values": l.value.len(), "first": l.value.iter().take(4).collect::<Vec<_>>()}),
+        Kind::FloatList(l) => {
+            json!({"type": "float_list", "values": l.value.len(), "first": l.value.iter().take(4).collect::<Vec<_>>()})
+        }
+        Kind::Int64List(l) => {
+            json!({"type": "int64_list", "values": l.value.len(), "first": l.value.iter().take(4).collect::<Vec<_>>()})
+        }
     }
 }
 
@@ -71,7 +75,14 @@ fn inspect_file(path: &str, compression: &str) -> anyhow::Result<Value> {
                                 .map(|f| {
                                     f.feature
                                         .iter()
-                                        .map(|(k, v)| (k.clone(), v.kind.as_ref().map_or(json!({"type": "empty"}), describe)))
+                                        .map(|(k, v)| {
+                                            (
+                                                k.clone(),
+                                                v.kind
+                                                    .as_ref()
+                                                    .map_or(json!({"type": "empty"}), describe),
+                                            )
+                                        })
                                         .collect()
                                 })
                                 .unwrap_or_default();
@@ -119,7 +130,11 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             print_text(r);
         }
     }
-    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn print_text(r: &Value) {
@@ -133,16 +148,37 @@ fn print_text(r: &Value) {
     }
     println!(
         "{file}: {} records, {} payload bytes, compression {}, {}",
-        r["records"], r["payload_bytes"], r["compression"].as_str().unwrap_or("?"),
-        if r["crc_ok"] == json!(true) { "all CRCs ok".to_string() } else { format!("ERROR {}", r["error"].as_str().unwrap_or("")) }
+        r["records"],
+        r["payload_bytes"],
+        r["compression"].as_str().unwrap_or("?"),
+        if r["crc_ok"] == json!(true) {
+            "all CRCs ok".to_string()
+        } else {
+            format!("ERROR {}", r["error"].as_str().unwrap_or(""))
+        }
     );
     match r["first_record"].get("example").and_then(Value::as_object) {
         Some(features) => {
-            println!("  first record: tf.train.Example with {} features", features.len());
+            println!(
+                "  first record: tf.train.Example with {} features",
+                features.len()
+            );
             for (name, d) in features {
-                let first = d.get("first").or_else(|| d.get("first_lengths")).map(|v| v.to_string()).unwrap_or_default();
-                let label = if d.get("first_lengths").is_some() { "lengths" } else { "first" };
-                println!("    {name}: {}[{}] {label} {first}", d["type"].as_str().unwrap_or("?"), d["values"]);
+                let first = d
+                    .get("first")
+                    .or_else(|| d.get("first_lengths"))
+                    .map(|v| v.to_string())
+                    .unwrap_or_default();
+                let label = if d.get("first_lengths").is_some() {
+                    "lengths"
+                } else {
+                    "first"
+                };
+                println!(
+                    "    {name}: {}[{}] {label} {first}",
+                    d["type"].as_str().unwrap_or("?"),
+                    d["values"]
+                );
             }
         }
         None => {

@@ -81,7 +81,8 @@ impl Serialize for DType {
 impl<'de> Deserialize<'de> for DType {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<DType, D::Error> {
         let name = String::deserialize(d)?;
-        DType::parse(&name).ok_or_else(|| serde::de::Error::custom(format!("unknown dtype '{name}'")))
+        DType::parse(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown dtype '{name}'")))
     }
 }
 

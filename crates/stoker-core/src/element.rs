@@ -143,7 +143,10 @@ impl Schema {
     }
 
     pub fn names(&self) -> Names {
-        self.fields.iter().map(|f| Arc::from(f.name.as_str())).collect()
+        self.fields
+            .iter()
+            .map(|f| Arc::from(f.name.as_str()))
+            .collect()
     }
 
     pub fn describe(&self) -> String {
@@ -172,7 +175,10 @@ impl Schema {
         }
         for (f, t) in self.fields.iter().zip(&element.tensors) {
             let shape_ok = f.shape.len() == t.shape().len()
-                && f.shape.iter().zip(t.shape()).all(|(a, b)| a.is_none_or(|a| a == *b));
+                && f.shape
+                    .iter()
+                    .zip(t.shape())
+                    .all(|(a, b)| a.is_none_or(|a| a == *b));
             if f.dtype != t.dtype() || !shape_ok {
                 return Err(Error::invalid(
                     step,

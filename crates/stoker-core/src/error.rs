@@ -2,6 +2,8 @@
 
 use std::io;
 
+use crate::tensor::Origin;
+
 /// What went wrong, and where.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -23,16 +25,8 @@ pub enum Error {
     },
 
     /// A record's content does not parse as expected (bad protobuf, wrong feature type, ...).
-    #[error("{op}: {location}: {reason}")]
-    InvalidRecord {
-        op: String,
-        /// File, record and byte offset when known, otherwise the element's index in its batch.
-        location: String,
-        reason: String,
-        file: Option<String>,
-        record: Option<u64>,
-        offset: Option<u64>,
-    },
+    #[error("{}: {}: {}", .0.op, .0.location, .0.reason)]
+    InvalidRecord(Box<RecordProblem>),
 
     /// A pipeline that cannot work, found when it is built.
     #[error("pipeline step '{step}': {message}")]
@@ -61,6 +55,18 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// What is wrong with one record's content, and where the record came from.
+#[derive(Debug)]
+pub struct RecordProblem {
+    pub op: String,
+    /// File, record and byte offset when known, otherwise the element's place in its input.
+    pub location: String,
+    pub reason: String,
+    pub file: Option<String>,
+    pub record: Option<u64>,
+    pub offset: Option<u64>,
+}
+
 impl Error {
     pub fn io(path: impl Into<String>, source: io::Error) -> Error {
         Error::Io {
@@ -83,15 +89,30 @@ impl Error {
         }
     }
 
+    /// Op `op` cannot use value `index` of its input, which came from `origin` if known.
+    pub fn invalid_record(
+        op: &str,
+        origin: Option<&Origin>,
+        index: usize,
+        reason: String,
+    ) -> Error {
+        Error::InvalidRecord(Box::new(RecordProblem {
+            op: op.to_string(),
+            location: origin
+                .map_or_else(|| format!("value {index} of the input"), |o| o.to_string()),
+            reason,
+            file: origin.map(|o| o.file.to_string()),
+            record: origin.map(|o| o.record),
+            offset: origin.map(|o| o.offset),
+        }))
+    }
+
     pub fn internal(message: impl Into<String>) -> Error {
         Error::Internal(message.into())
     }
 
     /// True for errors about one bad record, which the `skip` policy may skip and count.
     pub fn is_bad_record(&self) -> bool {
-        matches!(
-            self,
-            Error::CorruptRecord { .. } | Error::InvalidRecord { .. }
-        )
+        matches!(self, Error::CorruptRecord { .. } | Error::InvalidRecord(_))
     }
 }

@@ -100,9 +100,8 @@ impl StageStats {
     pub fn sample_buffer(&self, len: usize, capacity: usize) {
         self.buffer_len.store(len as u64, Relaxed);
         self.buffer_capacity.store(capacity as u64, Relaxed);
-        if capacity > 0 {
-            self.buffer_fill_sum
-                .fetch_add((len * 1_000_000 / capacity) as u64, Relaxed);
+        if let Some(fill) = (len * 1_000_000).checked_div(capacity) {
+            self.buffer_fill_sum.fetch_add(fill as u64, Relaxed);
             self.buffer_samples.fetch_add(1, Relaxed);
         }
     }

@@ -50,7 +50,10 @@ impl BytesData {
 
 #[derive(Clone)]
 enum Data {
-    Dense { storage: Arc<Storage>, offset: usize },
+    Dense {
+        storage: Arc<Storage>,
+        offset: usize,
+    },
     Bytes(Arc<BytesData>),
 }
 
@@ -76,7 +79,9 @@ impl Tensor {
         offset: usize,
     ) -> Result<Tensor> {
         let Some(size) = dtype.size() else {
-            return Err(Error::internal("a bytes tensor cannot view a dense storage"));
+            return Err(Error::internal(
+                "a bytes tensor cannot view a dense storage",
+            ));
         };
         let need = shape.iter().product::<usize>() * size;
         if offset + need > storage.len() {
@@ -114,7 +119,11 @@ impl Tensor {
     }
 
     /// A bytes tensor; `origins` is empty or has one entry per value.
-    pub fn from_bytes(shape: Vec<usize>, values: Vec<Bytes>, origins: Vec<Origin>) -> Result<Tensor> {
+    pub fn from_bytes(
+        shape: Vec<usize>,
+        values: Vec<Bytes>,
+        origins: Vec<Origin>,
+    ) -> Result<Tensor> {
         if shape.iter().product::<usize>() != values.len() {
             return Err(Error::internal(format!(
                 "shape {shape:?} does not hold {} byte strings",
@@ -205,9 +214,7 @@ impl Tensor {
     pub fn is_exclusive(&self) -> bool {
         match &self.data {
             Data::Dense { storage, offset } => {
-                Arc::strong_count(storage) == 1
-                    && *offset == 0
-                    && storage.len() == self.nbytes()
+                Arc::strong_count(storage) == 1 && *offset == 0 && storage.len() == self.nbytes()
             }
             Data::Bytes(b) => Arc::strong_count(b) == 1,
         }
@@ -306,7 +313,11 @@ mod tests {
         };
         let t = Tensor::from_bytes(
             vec![3],
-            vec![Bytes::from_static(b"a"), Bytes::from_static(b"bb"), Bytes::new()],
+            vec![
+                Bytes::from_static(b"a"),
+                Bytes::from_static(b"bb"),
+                Bytes::new(),
+            ],
             vec![o(0), o(1), o(2)],
         )
         .unwrap();

@@ -130,7 +130,10 @@ mod tests {
     #[test]
     fn round_trip() {
         let ex = Example::with_features([
-            ("d".to_string(), Feature::bytes(vec![Bytes::from_static(b"xyz")])),
+            (
+                "d".to_string(),
+                Feature::bytes(vec![Bytes::from_static(b"xyz")]),
+            ),
             ("s".to_string(), Feature::int64s(vec![-5, 7])),
             ("f".to_string(), Feature::floats(vec![0.5])),
         ]);

@@ -41,7 +41,9 @@ fn read_array<R: Read>(path: &str, npy: NpyFile<R>) -> Result<Tensor> {
     if npy.order() == Order::Fortran {
         return Err(Error::invalid(
             "npy",
-            format!("{path}: Fortran-ordered arrays are not supported; save np.ascontiguousarray(a)"),
+            format!(
+                "{path}: Fortran-ordered arrays are not supported; save np.ascontiguousarray(a)"
+            ),
         ));
     }
     let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();

@@ -48,9 +48,9 @@ impl RecordReader {
             Compression::Gzip => Box::new(MultiGzDecoder::new(io::BufReader::with_capacity(
                 CHUNK, src,
             ))),
-            Compression::Zlib => Box::new(ZlibDecoder::new(io::BufReader::with_capacity(
-                CHUNK, src,
-            ))),
+            Compression::Zlib => {
+                Box::new(ZlibDecoder::new(io::BufReader::with_capacity(CHUNK, src)))
+            }
         };
         RecordReader {
             src,
@@ -81,8 +81,9 @@ impl RecordReader {
                 match self.src.read(&mut self.buf[old..]) {
                     Ok(n) => break n,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) if e.kind() == io::ErrorKind::InvalidInput
-                        || e.kind() == io::ErrorKind::InvalidData =>
+                    Err(e)
+                        if e.kind() == io::ErrorKind::InvalidInput
+                            || e.kind() == io::ErrorKind::InvalidData =>
                     {
                         self.buf.truncate(old);
                         return Err(self.corrupt(format!("compressed stream is damaged: {e}")));
@@ -248,7 +249,12 @@ mod tests {
     #[test]
     fn origins_count_records_and_offsets() {
         let bytes = encoded(&[b"abc", b"defgh"], Compression::None);
-        let mut r = RecordReader::new("f.tfrecord", io::Cursor::new(bytes), Compression::None, true);
+        let mut r = RecordReader::new(
+            "f.tfrecord",
+            io::Cursor::new(bytes),
+            Compression::None,
+            true,
+        );
         let (_, o0) = r.next_record().unwrap().unwrap();
         let (_, o1) = r.next_record().unwrap().unwrap();
         assert_eq!((o0.record, o0.offset), (0, 0));

@@ -23,7 +23,10 @@ pub struct RecordWriter<W: Write> {
 impl RecordWriter<BufWriter<File>> {
     pub fn create(path: impl AsRef<Path>, compression: Compression) -> io::Result<Self> {
         let file = File::create(path)?;
-        Ok(RecordWriter::new(BufWriter::with_capacity(1 << 20, file), compression))
+        Ok(RecordWriter::new(
+            BufWriter::with_capacity(1 << 20, file),
+            compression,
+        ))
     }
 }
 

@@ -32,7 +32,14 @@ impl Op for Cast {
         let Some(f) = input_spec(input, OP, &self.field, is_numeric, "a numeric type")? else {
             return Ok(input.clone());
         };
-        Ok(with_field(input, FieldSpec::new(out_name(&self.field, &self.output), self.dtype, f.shape.clone())))
+        Ok(with_field(
+            input,
+            FieldSpec::new(
+                out_name(&self.field, &self.output),
+                self.dtype,
+                f.shape.clone(),
+            ),
+        ))
     }
 
     fn elementwise(&self) -> bool {

@@ -52,9 +52,12 @@ impl Op for DecodeRaw {
     fn apply(&self, input: Element, _ctx: &OpCtx<'_>) -> Result<Option<Element>> {
         let i = input.require(OP, &self.field)?;
         let t = &input.tensors[i];
-        let data = t
-            .bytes_data()
-            .ok_or_else(|| Error::invalid(OP, format!("field '{}' is {}, expected string", self.field, t.dtype())))?;
+        let data = t.bytes_data().ok_or_else(|| {
+            Error::invalid(
+                OP,
+                format!("field '{}' is {}, expected string", self.field, t.dtype()),
+            )
+        })?;
         let size = self
             .dtype
             .size()
@@ -62,26 +65,26 @@ impl Op for DecodeRaw {
         let width = data.values.first().map_or(0, |v| v.len());
         for (row, v) in data.values.iter().enumerate() {
             if v.len() != width || v.len() % size != 0 {
-                let place = data.origin(row).map_or_else(|| format!("value {row}"), |o| o.to_string());
                 let reason = if v.len() % size != 0 {
-                    format!("{} bytes is not a whole number of {} values", v.len(), self.dtype)
+                    format!(
+                        "{} bytes is not a whole number of {} values",
+                        v.len(),
+                        self.dtype
+                    )
                 } else {
                     format!("{} bytes, but the first value of the batch has {width}; all must have the same length", v.len())
                 };
-                return Err(Error::InvalidRecord {
-                    op: OP.into(),
-                    location: place,
-                    reason,
-                    file: data.origin(row).map(|o| o.file.to_string()),
-                    record: data.origin(row).map(|o| o.record),
-                    offset: data.origin(row).map(|o| o.offset),
-                });
+                return Err(Error::invalid_record(OP, data.origin(row), row, reason));
             }
         }
         let mut shape = t.shape().to_vec();
         shape.push(width / size);
         let mut storage = stoker_core::storage::Storage::zeroed(data.values.len() * width);
-        for (dst, v) in storage.as_bytes_mut().chunks_exact_mut(width.max(1)).zip(&data.values) {
+        for (dst, v) in storage
+            .as_bytes_mut()
+            .chunks_exact_mut(width.max(1))
+            .zip(&data.values)
+        {
             dst.copy_from_slice(v);
             if !self.little_endian && size > 1 {
                 for word in dst.chunks_exact_mut(size) {

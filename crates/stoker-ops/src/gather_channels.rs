@@ -33,7 +33,14 @@ fn f32_dtype() -> DType {
 impl GatherChannels {
     fn check(&self) -> Result<()> {
         if !self.signs.is_empty() && self.signs.len() != self.indices.len() {
-            return Err(Error::schema(OP, format!("{} signs for {} indices", self.signs.len(), self.indices.len())));
+            return Err(Error::schema(
+                OP,
+                format!(
+                    "{} signs for {} indices",
+                    self.signs.len(),
+                    self.indices.len()
+                ),
+            ));
         }
         if self.signs.iter().any(|&s| s != 1 && s != -1) {
             return Err(Error::schema(OP, "signs must be +1 or -1"));
@@ -64,14 +71,25 @@ impl Op for GatherChannels {
             Some(last) => {
                 if let (Some(c), Some(&max)) = (*last, self.indices.iter().max()) {
                     if max >= c {
-                        return Err(Error::schema(OP, format!("index {max} is out of range for {c} channels")));
+                        return Err(Error::schema(
+                            OP,
+                            format!("index {max} is out of range for {c} channels"),
+                        ));
                     }
                 }
                 *last = Some(self.indices.len());
             }
-            None => return Err(Error::schema(OP, format!("field '{}' is a scalar", self.field))),
+            None => {
+                return Err(Error::schema(
+                    OP,
+                    format!("field '{}' is a scalar", self.field),
+                ))
+            }
         }
-        Ok(with_field(input, FieldSpec::new(out_name(&self.field, &self.output), self.dtype, shape)))
+        Ok(with_field(
+            input,
+            FieldSpec::new(out_name(&self.field, &self.output), self.dtype, shape),
+        ))
     }
 
     fn elementwise(&self) -> bool {
@@ -82,10 +100,16 @@ impl Op for GatherChannels {
         self.check()?;
         let i = input.require(OP, &self.field)?;
         let t = &input.tensors[i];
-        let channels = *t.shape().last().ok_or_else(|| Error::invalid(OP, "input is a scalar"))?;
+        let channels = *t
+            .shape()
+            .last()
+            .ok_or_else(|| Error::invalid(OP, "input is a scalar"))?;
         if let Some(&max) = self.indices.iter().max() {
             if max >= channels {
-                return Err(Error::invalid(OP, format!("index {max} is out of range for {channels} channels")));
+                return Err(Error::invalid(
+                    OP,
+                    format!("index {max} is out of range for {channels} channels"),
+                ));
             }
         }
         let m = self.indices.len();
@@ -94,14 +118,18 @@ impl Op for GatherChannels {
             *last = m;
         }
         let out = match (t.dtype(), self.dtype) {
-            // The common case (bit planes to float) without going through f64.
+            // The common case (bit planes to float) without going through f64. The sign is
+            // applied in integers, as TensorFlow does, so a negated 0 is +0.0, not -0.0.
             (DType::U8, DType::F32) => {
                 let src = t.typed::<u8>().ok_or_else(|| Error::internal("u8 view"))?;
-                let signs: Vec<f32> = (0..m).map(|j| f32::from(self.sign(j))).collect();
+                let signs: Vec<i16> = (0..m).map(|j| i16::from(self.sign(j))).collect();
                 build::<f32>(DType::F32, shape, |out| {
-                    for (dst, row) in out.chunks_exact_mut(m.max(1)).zip(src.chunks_exact(channels.max(1))) {
+                    for (dst, row) in out
+                        .chunks_exact_mut(m.max(1))
+                        .zip(src.chunks_exact(channels.max(1)))
+                    {
                         for ((d, &c), &s) in dst.iter_mut().zip(&self.indices).zip(&signs) {
-                            *d = s * f32::from(row[c]);
+                            *d = f32::from(s * i16::from(row[c]));
                         }
                     }
                     Ok(())
@@ -109,10 +137,13 @@ impl Op for GatherChannels {
             }
             _ => {
                 let src = to_f64(OP, t)?;
+                let integer_input = !t.dtype().is_float();
                 let mut v = Vec::with_capacity(src.len() / channels.max(1) * m);
                 for row in src.chunks_exact(channels.max(1)) {
                     for (j, &c) in self.indices.iter().enumerate() {
-                        v.push(f64::from(self.sign(j)) * row[c]);
+                        let x = f64::from(self.sign(j)) * row[c];
+                        // Integers have no -0: keep TensorFlow's +0.0 for a negated 0.
+                        v.push(if integer_input && x == 0.0 { 0.0 } else { x });
                     }
                 }
                 from_f64(self.dtype, shape, &v)?

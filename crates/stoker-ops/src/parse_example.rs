@@ -122,16 +122,25 @@ impl ParseExample {
         let bad = |what: &str| {
             Error::schema(
                 OP,
-                format!("feature '{}': default_value {what} for a {dtype} feature", f.name),
+                format!(
+                    "feature '{}': default_value {what} for a {dtype} feature",
+                    f.name
+                ),
             )
         };
         let resolved = match (dtype, default) {
             (DType::I64, DefaultValue::Int(v)) => Resolved::I64(v.clone()),
-            (DType::F32, DefaultValue::Int(v)) => Resolved::F32(v.iter().map(|&x| x as f32).collect()),
-            (DType::F32, DefaultValue::Float(v)) => Resolved::F32(v.iter().map(|&x| x as f32).collect()),
-            (DType::Bytes, DefaultValue::Bytes(v)) => {
-                Resolved::Bytes(v.iter().map(|s| Bytes::from(s.clone().into_bytes())).collect())
+            (DType::F32, DefaultValue::Int(v)) => {
+                Resolved::F32(v.iter().map(|&x| x as f32).collect())
             }
+            (DType::F32, DefaultValue::Float(v)) => {
+                Resolved::F32(v.iter().map(|&x| x as f32).collect())
+            }
+            (DType::Bytes, DefaultValue::Bytes(v)) => Resolved::Bytes(
+                v.iter()
+                    .map(|s| Bytes::from(s.clone().into_bytes()))
+                    .collect(),
+            ),
             _ => return Err(bad("has the wrong type")),
         };
         let len = match &resolved {
@@ -149,7 +158,9 @@ impl ParseExample {
         } else if len == 1 {
             Ok(Some(broadcast(resolved)))
         } else {
-            Err(bad(&format!("has {len} values, the shape {shape:?} needs {numel}")))
+            Err(bad(&format!(
+                "has {len} values, the shape {shape:?} needs {numel}"
+            )))
         }
     }
 
@@ -180,19 +191,12 @@ impl ParseExample {
             .iter()
             .filter(|n| n.as_ref() != key)
             .cloned()
-            .chain(self.features.iter().map(|f| std::sync::Arc::from(f.name.as_str())))
+            .chain(
+                self.features
+                    .iter()
+                    .map(|f| std::sync::Arc::from(f.name.as_str())),
+            )
             .collect()
-    }
-}
-
-fn bad_record(origin: Option<&Origin>, row: usize, reason: String) -> Error {
-    Error::InvalidRecord {
-        op: OP.into(),
-        location: origin.map_or_else(|| format!("element {row} of the input"), |o| o.to_string()),
-        reason,
-        file: origin.map(|o| o.file.to_string()),
-        record: origin.map(|o| o.record),
-        offset: origin.map(|o| o.offset),
     }
 }
 
@@ -212,16 +216,27 @@ impl Op for ParseExample {
         if spec.dtype != DType::Bytes {
             return Err(Error::schema(
                 OP,
-                format!("field '{key}' is {}, expected serialized Examples (string)", spec.dtype),
+                format!(
+                    "field '{key}' is {}, expected serialized Examples (string)",
+                    spec.dtype
+                ),
             ));
         }
         if spec.shape.len() > 1 {
             return Err(Error::schema(
                 OP,
-                format!("field '{key}' has rank {}; parse scalars or a batch (rank 1)", spec.shape.len()),
+                format!(
+                    "field '{key}' has rank {}; parse scalars or a batch (rank 1)",
+                    spec.shape.len()
+                ),
             ));
         }
-        let mut fields: Vec<FieldSpec> = input.fields.iter().filter(|f| f.name != key).cloned().collect();
+        let mut fields: Vec<FieldSpec> = input
+            .fields
+            .iter()
+            .filter(|f| f.name != key)
+            .cloned()
+            .collect();
         for f in &self.features {
             if fields.iter().any(|g| g.name == f.name) {
                 return Err(Error::schema(
@@ -261,12 +276,20 @@ impl Op for ParseExample {
         let ki = input.require(OP, &key)?;
         let serialized = &input.tensors[ki];
         let data = serialized.bytes_data().ok_or_else(|| {
-            Error::invalid(OP, format!("field '{key}' is {}, expected string", serialized.dtype()))
+            Error::invalid(
+                OP,
+                format!("field '{key}' is {}, expected string", serialized.dtype()),
+            )
         })?;
         let batched = match serialized.shape().len() {
             0 => false,
             1 => true,
-            r => return Err(Error::invalid(OP, format!("field '{key}' has rank {r}; expected 0 or 1"))),
+            r => {
+                return Err(Error::invalid(
+                    OP,
+                    format!("field '{key}' has rank {r}; expected 0 or 1"),
+                ))
+            }
         };
 
         // Decode and check every row first: a bad row raises, or is dropped under `skip`.
@@ -287,7 +310,7 @@ impl Op for ParseExample {
                     examples.push(ex);
                 }
                 Err(reason) => {
-                    let err = bad_record(data.origin(row), row, reason);
+                    let err = Error::invalid_record(OP, data.origin(row), row, reason);
                     if ctx.policy == ErrorPolicy::Skip {
                         ctx.stats.add_skip(err.to_string());
                     } else {
@@ -316,9 +339,18 @@ impl Op for ParseExample {
         }
         let origins: Vec<Option<&Origin>> = kept_rows.iter().map(|&r| data.origin(r)).collect();
         for (f, default) in self.features.iter().zip(&defaults) {
-            tensors.push(fill_feature(f, default.as_ref(), &examples, &origins, batched)?);
+            tensors.push(fill_feature(
+                f,
+                default.as_ref(),
+                &examples,
+                &origins,
+                batched,
+            )?);
         }
-        Ok(Some(Element::new(self.output_names(&input.names, &key), tensors)))
+        Ok(Some(Element::new(
+            self.output_names(&input.names, &key),
+            tensors,
+        )))
     }
 
     fn spec(&self) -> Result<serde_json::Value> {
@@ -360,7 +392,9 @@ impl ParseExample {
 fn check_type(name: &str, dtype: DType, k: &Kind) -> Result<(), String> {
     let ok = matches!(
         (dtype, k),
-        (DType::I64, Kind::Int64List(_)) | (DType::F32, Kind::FloatList(_)) | (DType::Bytes, Kind::BytesList(_))
+        (DType::I64, Kind::Int64List(_))
+            | (DType::F32, Kind::FloatList(_))
+            | (DType::Bytes, Kind::BytesList(_))
     );
     if ok {
         Ok(())
@@ -375,7 +409,10 @@ fn check_type(name: &str, dtype: DType, k: &Kind) -> Result<(), String> {
 
 /// Rows `rows` of `t` along the first axis, copied into a new tensor.
 fn select_rows(t: &Tensor, rows: &[usize]) -> Result<Tensor> {
-    let parts = rows.iter().map(|&r| t.rows(r, 1)).collect::<Result<Vec<_>>>()?;
+    let parts = rows
+        .iter()
+        .map(|&r| t.rows(r, 1))
+        .collect::<Result<Vec<_>>>()?;
     let mut shape = t.shape().to_vec();
     shape[0] = rows.len();
     if let Some(bd) = t.bytes_data() {
@@ -394,7 +431,11 @@ fn select_rows(t: &Tensor, rows: &[usize]) -> Result<Tensor> {
     for p in &parts {
         raw.extend_from_slice(p.raw().unwrap_or_default());
     }
-    Tensor::from_storage(t.dtype(), shape, stoker_core::storage::Storage::copy_from(&raw))
+    Tensor::from_storage(
+        t.dtype(),
+        shape,
+        stoker_core::storage::Storage::copy_from(&raw),
+    )
 }
 
 fn fill_feature(
@@ -452,7 +493,10 @@ fn fill_feature(
             }
         }
         FeatureKind::VarLen { dtype } => {
-            let lens: Vec<usize> = examples.iter().map(|ex| values(f, ex).map_or(0, Kind::len)).collect();
+            let lens: Vec<usize> = examples
+                .iter()
+                .map(|ex| values(f, ex).map_or(0, Kind::len))
+                .collect();
             let width = lens.iter().copied().max().unwrap_or(0);
             let out_shape = if batched { vec![n, width] } else { vec![width] };
             match dtype {

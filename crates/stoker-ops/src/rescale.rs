@@ -42,7 +42,10 @@ impl Op for Rescale {
 
     fn output_schema(&self, input: &Schema) -> Result<Schema> {
         if !matches!(self.dtype, DType::F32 | DType::F64) {
-            return Err(Error::schema(OP, "the output dtype must be float32 or float64"));
+            return Err(Error::schema(
+                OP,
+                "the output dtype must be float32 or float64",
+            ));
         }
         if self.divisor == 0.0 {
             return Err(Error::schema(OP, "divisor is 0"));
@@ -50,7 +53,14 @@ impl Op for Rescale {
         let Some(f) = input_spec(input, OP, &self.field, is_numeric, "a numeric type")? else {
             return Ok(input.clone());
         };
-        Ok(with_field(input, FieldSpec::new(out_name(&self.field, &self.output), self.dtype, f.shape.clone())))
+        Ok(with_field(
+            input,
+            FieldSpec::new(
+                out_name(&self.field, &self.output),
+                self.dtype,
+                f.shape.clone(),
+            ),
+        ))
     }
 
     fn elementwise(&self) -> bool {
@@ -65,7 +75,8 @@ impl Op for Rescale {
         let out = match (t.dtype(), self.dtype) {
             (DType::U8, DType::F32) => {
                 let src = t.typed::<u8>().ok_or_else(|| Error::internal("u8 view"))?;
-                let (div, scale, offset) = (self.divisor as f32, self.scale as f32, self.offset as f32);
+                let (div, scale, offset) =
+                    (self.divisor as f32, self.scale as f32, self.offset as f32);
                 build::<f32>(DType::F32, shape, |out| {
                     if identity_affine {
                         for (d, &s) in out.iter_mut().zip(src) {
@@ -81,7 +92,8 @@ impl Op for Rescale {
             }
             (_, DType::F32) => {
                 let src = to_f64(OP, t)?;
-                let (div, scale, offset) = (self.divisor as f32, self.scale as f32, self.offset as f32);
+                let (div, scale, offset) =
+                    (self.divisor as f32, self.scale as f32, self.offset as f32);
                 build::<f32>(DType::F32, shape, |out| {
                     for (d, &s) in out.iter_mut().zip(&src) {
                         *d = (s as f32 / div) * scale + offset;

@@ -44,7 +44,11 @@ impl Op for Select {
         if tensors.is_empty() {
             return Err(Error::invalid(OP, "select needs at least one field"));
         }
-        let names: Names = self.fields.iter().map(|n| std::sync::Arc::from(n.as_str())).collect();
+        let names: Names = self
+            .fields
+            .iter()
+            .map(|n| std::sync::Arc::from(n.as_str()))
+            .collect();
         Ok(Some(Element::new(names, tensors)))
     }
 

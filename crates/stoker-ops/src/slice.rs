@@ -35,20 +35,30 @@ impl Op for Slice {
 
     fn output_schema(&self, input: &Schema) -> Result<Schema> {
         if self.stop < self.start {
-            return Err(Error::schema(OP, format!("stop {} < start {}", self.stop, self.start)));
+            return Err(Error::schema(
+                OP,
+                format!("stop {} < start {}", self.stop, self.start),
+            ));
         }
         let Some(f) = input_spec(input, OP, &self.field, is_numeric, "a numeric type")? else {
             return Ok(input.clone());
         };
-        let a = resolve_axis(OP, self.axis, f.shape.len()).map_err(|e| Error::schema(OP, e.to_string()))?;
+        let a = resolve_axis(OP, self.axis, f.shape.len())
+            .map_err(|e| Error::schema(OP, e.to_string()))?;
         let mut shape = f.shape.clone();
         if let Some(d) = shape[a] {
             if self.stop > d {
-                return Err(Error::schema(OP, format!("stop {} is past the axis length {d}", self.stop)));
+                return Err(Error::schema(
+                    OP,
+                    format!("stop {} is past the axis length {d}", self.stop),
+                ));
             }
         }
         shape[a] = Some(self.stop - self.start);
-        Ok(with_field(input, FieldSpec::new(out_name(&self.field, &self.output), f.dtype, shape)))
+        Ok(with_field(
+            input,
+            FieldSpec::new(out_name(&self.field, &self.output), f.dtype, shape),
+        ))
     }
 
     fn elementwise(&self) -> bool {
@@ -58,18 +68,31 @@ impl Op for Slice {
     fn apply(&self, input: Element, _ctx: &OpCtx<'_>) -> Result<Option<Element>> {
         let i = input.require(OP, &self.field)?;
         let t = &input.tensors[i];
-        let raw = t.raw().ok_or_else(|| Error::invalid(OP, "bytes tensors cannot be sliced"))?;
+        let raw = t
+            .raw()
+            .ok_or_else(|| Error::invalid(OP, "bytes tensors cannot be sliced"))?;
         let a = resolve_axis(OP, self.axis, t.shape().len())?;
         let dim = t.shape()[a];
         if self.stop > dim || self.stop < self.start {
-            return Err(Error::invalid(OP, format!("{}..{} is out of range for length {dim}", self.start, self.stop)));
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "{}..{} is out of range for length {dim}",
+                    self.start, self.stop
+                ),
+            ));
         }
         let size = t.dtype().size().unwrap_or(1);
         let inner: usize = t.shape()[a + 1..].iter().product::<usize>() * size;
         let outer: usize = t.shape()[..a].iter().product();
         let take = (self.stop - self.start) * inner;
         let mut storage = Storage::zeroed(outer * take);
-        for (o, dst) in storage.as_bytes_mut().chunks_exact_mut(take.max(1)).enumerate().take(outer) {
+        for (o, dst) in storage
+            .as_bytes_mut()
+            .chunks_exact_mut(take.max(1))
+            .enumerate()
+            .take(outer)
+        {
             let src = o * dim * inner + self.start * inner;
             dst.copy_from_slice(&raw[src..src + take]);
         }

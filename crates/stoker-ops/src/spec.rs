@@ -36,7 +36,8 @@ impl OpSpec {
     }
 
     pub fn from_json(value: &serde_json::Value) -> Result<OpSpec> {
-        serde_json::from_value(value.clone()).map_err(|e| Error::Spec(format!("bad op {value}: {e}")))
+        serde_json::from_value(value.clone())
+            .map_err(|e| Error::Spec(format!("bad op {value}: {e}")))
     }
 
     pub fn build(self) -> Result<Arc<dyn Op>> {

@@ -34,17 +34,24 @@ impl Op for Unflatten {
         let Some(f) = input_spec(input, OP, &self.field, |_| true, "any type")? else {
             return Ok(input.clone());
         };
-        let a = resolve_axis(OP, self.axis, f.shape.len()).map_err(|e| Error::schema(OP, e.to_string()))?;
+        let a = resolve_axis(OP, self.axis, f.shape.len())
+            .map_err(|e| Error::schema(OP, e.to_string()))?;
         let want: usize = self.shape.iter().product();
         if let Some(d) = f.shape[a] {
             if d != want {
-                return Err(Error::schema(OP, format!("axis of length {d} cannot become {:?}", self.shape)));
+                return Err(Error::schema(
+                    OP,
+                    format!("axis of length {d} cannot become {:?}", self.shape),
+                ));
             }
         }
         let mut shape = f.shape[..a].to_vec();
         shape.extend(self.shape.iter().map(|&d| Some(d)));
         shape.extend_from_slice(&f.shape[a + 1..]);
-        Ok(with_field(input, FieldSpec::new(out_name(&self.field, &self.output), f.dtype, shape)))
+        Ok(with_field(
+            input,
+            FieldSpec::new(out_name(&self.field, &self.output), f.dtype, shape),
+        ))
     }
 
     fn elementwise(&self) -> bool {
@@ -57,7 +64,14 @@ impl Op for Unflatten {
         let a = resolve_axis(OP, self.axis, t.shape().len())?;
         let want: usize = self.shape.iter().product();
         if t.shape()[a] != want {
-            return Err(Error::invalid(OP, format!("axis of length {} cannot become {:?}", t.shape()[a], self.shape)));
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "axis of length {} cannot become {:?}",
+                    t.shape()[a],
+                    self.shape
+                ),
+            ));
         }
         let mut shape = t.shape()[..a].to_vec();
         shape.extend_from_slice(&self.shape);

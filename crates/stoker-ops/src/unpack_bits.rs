@@ -50,9 +50,17 @@ impl Op for UnpackBits {
         let mut shape = f.shape.clone();
         match shape.last_mut() {
             Some(last) => *last = last.map(|k| 8 * k),
-            None => return Err(Error::schema(OP, format!("field '{}' is a scalar; unpack a vector", self.field))),
+            None => {
+                return Err(Error::schema(
+                    OP,
+                    format!("field '{}' is a scalar; unpack a vector", self.field),
+                ))
+            }
         }
-        Ok(with_field(input, FieldSpec::new(out_name(&self.field, &self.output), DType::U8, shape)))
+        Ok(with_field(
+            input,
+            FieldSpec::new(out_name(&self.field, &self.output), DType::U8, shape),
+        ))
     }
 
     fn elementwise(&self) -> bool {
@@ -65,7 +73,17 @@ impl Op for UnpackBits {
         let bytes = t
             .typed::<u8>()
             .filter(|_| t.dtype() == DType::U8 && !t.shape().is_empty())
-            .ok_or_else(|| Error::invalid(OP, format!("field '{}' must be a uint8 vector, got {} {:?}", self.field, t.dtype(), t.shape())))?;
+            .ok_or_else(|| {
+                Error::invalid(
+                    OP,
+                    format!(
+                        "field '{}' must be a uint8 vector, got {} {:?}",
+                        self.field,
+                        t.dtype(),
+                        t.shape()
+                    ),
+                )
+            })?;
         let mut shape = t.shape().to_vec();
         if let Some(last) = shape.last_mut() {
             *last *= 8;
@@ -88,7 +106,13 @@ impl Op for UnpackBits {
 mod tests {
     #[test]
     fn msb_first() {
-        assert_eq!(super::BITS[0b1000_0001].to_le_bytes(), [1, 0, 0, 0, 0, 0, 0, 1]);
-        assert_eq!(super::BITS[0b0100_0000].to_le_bytes(), [0, 1, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            super::BITS[0b1000_0001].to_le_bytes(),
+            [1, 0, 0, 0, 0, 0, 0, 1]
+        );
+        assert_eq!(
+            super::BITS[0b0100_0000].to_le_bytes(),
+            [0, 1, 0, 0, 0, 0, 0, 0]
+        );
     }
 }

@@ -32,11 +32,14 @@ pub fn tensor_to_py<'py>(py: Python<'py>, t: &Tensor) -> PyResult<Bound<'py, PyA
             .iter()
             .map(|x| x.to_f32())
             .collect();
-        let f = Tensor::from_slice(DType::F32, t.shape().to_vec(), &v).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let f = Tensor::from_slice(DType::F32, t.shape().to_vec(), &v)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
         return tensor_to_py(py, &f);
     }
     let writable = t.is_exclusive();
-    let (storage, offset) = t.storage().ok_or_else(|| PyValueError::new_err("dense tensor without storage"))?;
+    let (storage, offset) = t
+        .storage()
+        .ok_or_else(|| PyValueError::new_err("dense tensor without storage"))?;
     let descr = PyArrayDescr::new(py, t.dtype().name())?;
     let mut dims: Vec<npy_intp> = t.shape().iter().map(|&d| d as npy_intp).collect();
     let data = storage.as_bytes()[offset..].as_ptr() as *mut c_void;
@@ -44,7 +47,12 @@ pub fn tensor_to_py<'py>(py: Python<'py>, t: &Tensor) -> PyResult<Bound<'py, PyA
     if writable {
         flags |= npyffi::flags::NPY_ARRAY_WRITEABLE;
     }
-    let owner = Bound::new(py, TensorBuffer { _storage: Arc::clone(storage) })?;
+    let owner = Bound::new(
+        py,
+        TensorBuffer {
+            _storage: Arc::clone(storage),
+        },
+    )?;
     // SAFETY: `data` points into `storage`, which holds at least the tensor's bytes from `offset`
     // (checked when the tensor was made) and is 16-byte aligned. The array gets `owner` as its
     // base object, which keeps the storage alive (and unmoved: it is never reallocated) for the
@@ -77,7 +85,10 @@ pub fn tensor_to_py<'py>(py: Python<'py>, t: &Tensor) -> PyResult<Bound<'py, PyA
 /// Scalars as `bytes`, anything else as a NumPy object array of `bytes` (as tf.data's
 /// `as_numpy_iterator` does).
 fn bytes_to_py<'py>(py: Python<'py>, t: &Tensor) -> PyResult<Bound<'py, PyAny>> {
-    let values = &t.bytes_data().ok_or_else(|| PyValueError::new_err("bytes tensor without values"))?.values;
+    let values = &t
+        .bytes_data()
+        .ok_or_else(|| PyValueError::new_err("bytes tensor without values"))?
+        .values;
     if t.shape().is_empty() {
         return Ok(PyBytes::new(py, values.first().map_or(&[][..], |v| v.as_ref())).into_any());
     }
@@ -110,16 +121,29 @@ fn dtype_of(kind: u8, size: usize) -> Option<DType> {
 pub fn py_to_tensor(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Tensor> {
     let py = obj.py();
     let np = py.import("numpy")?;
-    let mut arr = np.call_method1("ascontiguousarray", (obj,))?;
+    let c_order = pyo3::types::PyDict::new(py);
+    c_order.set_item("order", "C")?;
+    // `asarray(order="C")` keeps 0-d arrays 0-d (`ascontiguousarray` would make them 1-d).
+    let mut arr = np.call_method("asarray", (obj,), Some(&c_order))?;
     let kind = arr.getattr("dtype")?.getattr("kind")?.extract::<String>()?;
     if matches!(kind.as_str(), "O" | "S" | "U") {
         return strings_to_tensor(&arr, what);
     }
-    if arr.getattr("dtype")?.getattr("byteorder")?.extract::<String>()? == ">" {
-        arr = arr.call_method1("astype", (arr.getattr("dtype")?.call_method1("newbyteorder", ("=",))?,))?;
-        arr = np.call_method1("ascontiguousarray", (arr,))?;
+    if arr
+        .getattr("dtype")?
+        .getattr("byteorder")?
+        .extract::<String>()?
+        == ">"
+    {
+        arr = arr.call_method1(
+            "astype",
+            (arr.getattr("dtype")?.call_method1("newbyteorder", ("=",))?,),
+        )?;
+        arr = np.call_method("asarray", (arr,), Some(&c_order))?;
     }
-    let arr = arr.cast_into::<PyUntypedArray>().map_err(|_| PyTypeError::new_err(format!("{what}: not an array")))?;
+    let arr = arr
+        .cast_into::<PyUntypedArray>()
+        .map_err(|_| PyTypeError::new_err(format!("{what}: not an array")))?;
     let descr = arr.dtype();
     let dtype = dtype_of(descr.kind(), descr.itemsize()).ok_or_else(|| {
         PyTypeError::new_err(format!(
@@ -132,9 +156,11 @@ pub fn py_to_tensor(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Tensor> {
     let storage = if nbytes == 0 {
         Storage::zeroed(0)
     } else {
-        // SAFETY: `ascontiguousarray` made `arr` C-contiguous with native byte order; its data
+        // SAFETY: `asarray(order="C")` made `arr` C-contiguous with native byte order; its data
         // pointer is valid for `nbytes` bytes while we hold the GIL and a reference to it.
-        let bytes = unsafe { std::slice::from_raw_parts((*arr.as_array_ptr()).fields.data as *const u8, nbytes) };
+        let bytes = unsafe {
+            std::slice::from_raw_parts((*arr.as_array_ptr()).fields.data as *const u8, nbytes)
+        };
         Storage::copy_from(bytes)
     };
     Tensor::from_storage(dtype, shape, storage).map_err(|e| PyValueError::new_err(e.to_string()))

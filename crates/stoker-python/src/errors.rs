@@ -31,29 +31,57 @@ fn make(py: Python<'_>, class: &str, message: String, attrs: &[(&str, Py<PyAny>)
 /// The Python exception for an engine error.
 pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
     let msg = e.to_string();
-    let obj = |v: Option<String>| v.into_pyobject(py).map(|b| b.unbind()).unwrap_or_else(|_| py.None());
-    let num = |v: Option<u64>| v.into_pyobject(py).map(|b| b.unbind()).unwrap_or_else(|_| py.None());
+    let obj = |v: Option<String>| {
+        v.into_pyobject(py)
+            .map(|b| b.unbind())
+            .unwrap_or_else(|_| py.None())
+    };
+    let num = |v: Option<u64>| {
+        v.into_pyobject(py)
+            .map(|b| b.unbind())
+            .unwrap_or_else(|_| py.None())
+    };
     match e {
         Error::External(boxed) => match boxed.downcast::<PyErr>() {
             Ok(err) => *err,
             Err(other) => PyRuntimeError::new_err(other.to_string()),
         },
-        Error::Io { path, source } => PyOSError::new_err((errno_of(&source), source.to_string(), path)),
-        Error::CorruptRecord { file, record, offset, .. } => make(
+        Error::Io { path, source } => {
+            PyOSError::new_err((errno_of(&source), source.to_string(), path))
+        }
+        Error::CorruptRecord {
+            file,
+            record,
+            offset,
+            ..
+        } => make(
             py,
             "CorruptRecordError",
             msg,
-            &[("file", obj(Some(file))), ("record", num(Some(record))), ("offset", num(Some(offset)))],
+            &[
+                ("file", obj(Some(file))),
+                ("record", num(Some(record))),
+                ("offset", num(Some(offset))),
+            ],
         ),
-        Error::InvalidRecord { op, file, record, offset, .. } => make(
+        Error::InvalidRecord(p) => make(
             py,
             "InvalidRecordError",
             msg,
-            &[("op", obj(Some(op))), ("file", obj(file)), ("record", num(record)), ("offset", num(offset))],
+            &[
+                ("op", obj(Some(p.op))),
+                ("file", obj(p.file)),
+                ("record", num(p.record)),
+                ("offset", num(p.offset)),
+            ],
         ),
         Error::Schema { step, .. } => make(py, "SchemaError", msg, &[("step", obj(Some(step)))]),
-        Error::InvalidArgument { op, .. } => make(py, "InvalidArgumentError", msg, &[("op", obj(Some(op)))]),
-        Error::WorkerPanic { step, .. } => make(py, "WorkerPanicError", msg, &[("step", obj(Some(step)))]),
+        Error::InvalidArgument { op, .. } => {
+            make(py, "InvalidArgumentError", msg, &[("op", obj(Some(op)))])
+        }
+        Error::WorkerPanic { step, .. } => {
+            make(py, "WorkerPanicError", msg, &[("step", obj(Some(step)))])
+        }
         Error::Spec(_) => make(py, "SpecError", msg, &[]),
         Error::Internal(_) => make(py, "InternalError", msg, &[]),
     }

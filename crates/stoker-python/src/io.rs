@@ -20,7 +20,11 @@ pub struct TFRecordWriter {
 }
 
 fn io_err(path: &str, e: std::io::Error) -> PyErr {
-    PyOSError::new_err((e.raw_os_error().unwrap_or(5), e.to_string(), path.to_string()))
+    PyOSError::new_err((
+        e.raw_os_error().unwrap_or(5),
+        e.to_string(),
+        path.to_string(),
+    ))
 }
 
 #[pymethods]
@@ -30,17 +34,28 @@ impl TFRecordWriter {
     fn new(py: Python<'_>, path: String, compression_type: Option<&str>) -> PyResult<Self> {
         let compression = Compression::parse(compression_type.unwrap_or("")).py(py)?;
         let w = RecordWriter::create(&path, compression).map_err(|e| io_err(&path, e))?;
-        Ok(TFRecordWriter { path, inner: Mutex::new(Some(w)) })
+        Ok(TFRecordWriter {
+            path,
+            inner: Mutex::new(Some(w)),
+        })
     }
 
     fn write(&self, record: &[u8]) -> PyResult<()> {
-        let mut g = self.inner.lock().map_err(|_| PyValueError::new_err("writer lock poisoned"))?;
-        let w = g.as_mut().ok_or_else(|| PyValueError::new_err(format!("{}: the writer is closed", self.path)))?;
+        let mut g = self
+            .inner
+            .lock()
+            .map_err(|_| PyValueError::new_err("writer lock poisoned"))?;
+        let w = g
+            .as_mut()
+            .ok_or_else(|| PyValueError::new_err(format!("{}: the writer is closed", self.path)))?;
         w.write(record).map_err(|e| io_err(&self.path, e))
     }
 
     fn flush(&self) -> PyResult<()> {
-        let mut g = self.inner.lock().map_err(|_| PyValueError::new_err("writer lock poisoned"))?;
+        let mut g = self
+            .inner
+            .lock()
+            .map_err(|_| PyValueError::new_err("writer lock poisoned"))?;
         if let Some(w) = g.as_mut() {
             w.flush().map_err(|e| io_err(&self.path, e))?;
         }
@@ -48,7 +63,10 @@ impl TFRecordWriter {
     }
 
     fn close(&self) -> PyResult<()> {
-        let mut g = self.inner.lock().map_err(|_| PyValueError::new_err("writer lock poisoned"))?;
+        let mut g = self
+            .inner
+            .lock()
+            .map_err(|_| PyValueError::new_err("writer lock poisoned"))?;
         if let Some(w) = g.take() {
             w.finish().map_err(|e| io_err(&self.path, e))?;
         }
@@ -59,7 +77,12 @@ impl TFRecordWriter {
         slf
     }
 
-    fn __exit__(&self, _t: Option<Bound<'_, PyAny>>, _v: Option<Bound<'_, PyAny>>, _tb: Option<Bound<'_, PyAny>>) -> PyResult<bool> {
+    fn __exit__(
+        &self,
+        _t: Option<Bound<'_, PyAny>>,
+        _v: Option<Bound<'_, PyAny>>,
+        _tb: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
         self.close()?;
         Ok(false)
     }
@@ -75,17 +98,24 @@ fn feature_of(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Feature> {
                     "bytes" => Ok(Feature::bytes(bytes_list(name, &values)?)),
                     "int64" => Ok(Feature::int64s(values.extract::<Vec<i64>>()?)),
                     "float" => Ok(Feature::floats(values.extract::<Vec<f32>>()?)),
-                    other => Err(PyValueError::new_err(format!("feature '{name}': unknown kind '{other}'"))),
+                    other => Err(PyValueError::new_err(format!(
+                        "feature '{name}': unknown kind '{other}'"
+                    ))),
                 };
             }
         }
     }
     let py = value.py();
     if value.cast::<PyBytes>().is_ok() || value.cast::<PyString>().is_ok() {
-        return Ok(Feature::bytes(bytes_list(name, &PyList::new(py, [value])?.into_any())?));
+        return Ok(Feature::bytes(bytes_list(
+            name,
+            &PyList::new(py, [value])?.into_any(),
+        )?));
     }
     let np = py.import("numpy")?;
-    let arr = np.call_method1("asarray", (value,))?.call_method0("ravel")?;
+    let arr = np
+        .call_method1("asarray", (value,))?
+        .call_method0("ravel")?;
     let kind: String = arr.getattr("dtype")?.getattr("kind")?.extract()?;
     if arr.len()? == 0 {
         return Err(PyValueError::new_err(format!(
@@ -93,10 +123,23 @@ fn feature_of(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Feature> {
         )));
     }
     match kind.as_str() {
-        "b" | "i" | "u" => Ok(Feature::int64s(arr.call_method1("astype", ("int64",))?.call_method0("tolist")?.extract()?)),
-        "f" => Ok(Feature::floats(arr.call_method1("astype", ("float32",))?.call_method0("tolist")?.extract()?)),
-        "S" | "U" | "O" => Ok(Feature::bytes(bytes_list(name, &arr.call_method0("tolist")?)?)),
-        _ => Err(PyTypeError::new_err(format!("feature '{name}': values of dtype kind '{kind}' cannot be stored"))),
+        "b" | "i" | "u" => Ok(Feature::int64s(
+            arr.call_method1("astype", ("int64",))?
+                .call_method0("tolist")?
+                .extract()?,
+        )),
+        "f" => Ok(Feature::floats(
+            arr.call_method1("astype", ("float32",))?
+                .call_method0("tolist")?
+                .extract()?,
+        )),
+        "S" | "U" | "O" => Ok(Feature::bytes(bytes_list(
+            name,
+            &arr.call_method0("tolist")?,
+        )?)),
+        _ => Err(PyTypeError::new_err(format!(
+            "feature '{name}': values of dtype kind '{kind}' cannot be stored"
+        ))),
     }
 }
 
@@ -109,7 +152,9 @@ fn bytes_list(name: &str, values: &Bound<'_, PyAny>) -> PyResult<Vec<Bytes>> {
         } else if let Ok(s) = v.cast::<PyString>() {
             out.push(Bytes::from(s.to_str()?.as_bytes().to_vec()));
         } else {
-            return Err(PyTypeError::new_err(format!("feature '{name}': bytes_list values must be bytes or str")));
+            return Err(PyTypeError::new_err(format!(
+                "feature '{name}': bytes_list values must be bytes or str"
+            )));
         }
     }
     Ok(out)
@@ -117,7 +162,10 @@ fn bytes_list(name: &str, values: &Bound<'_, PyAny>) -> PyResult<Vec<Bytes>> {
 
 /// Serialises `{name: value}` as a `tf.train.Example`.
 #[pyfunction]
-pub fn serialize_example<'py>(py: Python<'py>, features: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyBytes>> {
+pub fn serialize_example<'py>(
+    py: Python<'py>,
+    features: &Bound<'py, PyDict>,
+) -> PyResult<Bound<'py, PyBytes>> {
     let mut map = Vec::with_capacity(features.len());
     for (k, v) in features.iter() {
         let name: String = k.extract()?;
@@ -136,7 +184,10 @@ pub fn parse_example_proto<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<
     if let Some(f) = ex.features {
         for (name, feature) in f.feature {
             let value = match feature.kind {
-                Some(Kind::BytesList(l)) => ("bytes", PyList::new(py, l.value.iter().map(|b| PyBytes::new(py, b)))?.into_any()),
+                Some(Kind::BytesList(l)) => (
+                    "bytes",
+                    PyList::new(py, l.value.iter().map(|b| PyBytes::new(py, b)))?.into_any(),
+                ),
                 Some(Kind::FloatList(l)) => ("float", PyList::new(py, l.value)?.into_any()),
                 Some(Kind::Int64List(l)) => ("int64", PyList::new(py, l.value)?.into_any()),
                 None => ("none", PyList::empty(py).into_any()),

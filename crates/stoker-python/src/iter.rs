@@ -21,7 +21,10 @@ pub struct PyIter {
 
 impl PyIter {
     pub fn new(driver: Prefetch) -> PyIter {
-        PyIter { driver: Some(driver), names: None }
+        PyIter {
+            driver: Some(driver),
+            names: None,
+        }
     }
 }
 
@@ -39,7 +42,9 @@ impl PyIter {
             };
             match py.detach(|| driver.poll(Duration::from_millis(50))) {
                 Poll::Pending => py.check_signals()?,
-                Poll::Ready(Ok(Some(e))) => return element_to_py(py, &e, &mut self.names).map(Some),
+                Poll::Ready(Ok(Some(e))) => {
+                    return element_to_py(py, &e, &mut self.names).map(Some)
+                }
                 Poll::Ready(Ok(None)) => {
                     self.close(py);
                     return Ok(None);

@@ -28,7 +28,10 @@ pub struct PyPlan {
 
 impl PyPlan {
     fn wrap(plan: Plan) -> PyPlan {
-        PyPlan { plan, pipeline: Mutex::new(None) }
+        PyPlan {
+            plan,
+            pipeline: Mutex::new(None),
+        }
     }
 
     fn then(&self, py: Python<'_>, step: Step) -> PyResult<PyPlan> {
@@ -36,7 +39,10 @@ impl PyPlan {
     }
 
     pub fn pipeline(&self, py: Python<'_>) -> PyResult<Arc<Pipeline>> {
-        let mut guard = self.pipeline.lock().map_err(|_| PyValueError::new_err("pipeline lock poisoned"))?;
+        let mut guard = self
+            .pipeline
+            .lock()
+            .map_err(|_| PyValueError::new_err("pipeline lock poisoned"))?;
         if let Some(p) = guard.as_ref() {
             return Ok(Arc::clone(p));
         }
@@ -51,7 +57,11 @@ fn json_to_py<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<'py
 }
 
 fn py_to_json(obj: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
-    let s: String = obj.py().import("json")?.call_method1("dumps", (obj,))?.extract()?;
+    let s: String = obj
+        .py()
+        .import("json")?
+        .call_method1("dumps", (obj,))?
+        .extract()?;
     serde_json::from_str(&s).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
@@ -74,17 +84,25 @@ fn op_of(py: Python<'_>, item: &Bound<'_, PyAny>) -> PyResult<Arc<dyn Op>> {
 impl PyPlan {
     #[staticmethod]
     fn range(py: Python<'_>, start: i64, stop: i64, step: i64) -> PyResult<PyPlan> {
-        Ok(PyPlan::wrap(Plan::new(Step::Range { start, stop, step }).py(py)?))
+        Ok(PyPlan::wrap(
+            Plan::new(Step::Range { start, stop, step }).py(py)?,
+        ))
     }
 
     #[staticmethod]
-    fn from_arrays(py: Python<'_>, names: Vec<String>, arrays: Vec<Bound<'_, PyAny>>) -> PyResult<PyPlan> {
+    fn from_arrays(
+        py: Python<'_>,
+        names: Vec<String>,
+        arrays: Vec<Bound<'_, PyAny>>,
+    ) -> PyResult<PyPlan> {
         let columns = names
             .iter()
             .zip(&arrays)
             .map(|(n, a)| py_to_tensor(a, &format!("from_tensor_slices: '{n}'")))
             .collect::<PyResult<Vec<_>>>()?;
-        Ok(PyPlan::wrap(Plan::new(Step::Slices { names, columns }).py(py)?))
+        Ok(PyPlan::wrap(
+            Plan::new(Step::Slices { names, columns }).py(py)?,
+        ))
     }
 
     #[staticmethod]
@@ -97,8 +115,15 @@ impl PyPlan {
 
     #[staticmethod]
     #[pyo3(signature = (patterns, shuffle, seed=None))]
-    fn list_files(py: Python<'_>, patterns: Vec<String>, shuffle: bool, seed: Option<u64>) -> PyResult<PyPlan> {
-        Ok(PyPlan::wrap(Plan::list_files(patterns, shuffle, seed).py(py)?))
+    fn list_files(
+        py: Python<'_>,
+        patterns: Vec<String>,
+        shuffle: bool,
+        seed: Option<u64>,
+    ) -> PyResult<PyPlan> {
+        Ok(PyPlan::wrap(
+            Plan::list_files(patterns, shuffle, seed).py(py)?,
+        ))
     }
 
     #[staticmethod]
@@ -110,7 +135,9 @@ impl PyPlan {
         num_parallel_reads: i64,
     ) -> PyResult<PyPlan> {
         let compression = Compression::parse(compression_type).py(py)?;
-        Ok(PyPlan::wrap(Plan::tfrecord(patterns, compression, verify_crc, num_parallel_reads).py(py)?))
+        Ok(PyPlan::wrap(
+            Plan::tfrecord(patterns, compression, verify_crc, num_parallel_reads).py(py)?,
+        ))
     }
 
     /// Interleaves TFRecord files named by this dataset's elements.
@@ -127,7 +154,16 @@ impl PyPlan {
             compression: Compression::parse(compression_type).py(py)?,
             verify_crc,
         });
-        self.then(py, Step::Interleave { input: self.plan.clone(), opener, cycle_length, block_length, num_parallel_calls })
+        self.then(
+            py,
+            Step::Interleave {
+                input: self.plan.clone(),
+                opener,
+                cycle_length,
+                block_length,
+                num_parallel_calls,
+            },
+        )
     }
 
     fn interleave(
@@ -139,7 +175,16 @@ impl PyPlan {
         num_parallel_calls: Option<i64>,
     ) -> PyResult<PyPlan> {
         let opener: Arc<dyn Opener> = Arc::new(PyOpener::new(py, func));
-        self.then(py, Step::Interleave { input: self.plan.clone(), opener, cycle_length, block_length, num_parallel_calls })
+        self.then(
+            py,
+            Step::Interleave {
+                input: self.plan.clone(),
+                opener,
+                cycle_length,
+                block_length,
+                num_parallel_calls,
+            },
+        )
     }
 
     #[staticmethod]
@@ -149,45 +194,102 @@ impl PyPlan {
 
     #[staticmethod]
     fn from_spec_json(py: Python<'_>, text: &str) -> PyResult<PyPlan> {
-        let doc: serde_json::Value = serde_json::from_str(text).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let doc: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| PyValueError::new_err(e.to_string()))?;
         Ok(PyPlan::wrap(stoker::spec::from_spec(&doc).py(py)?))
     }
 
     #[pyo3(signature = (buffer_size, seed=None, reshuffle_each_iteration=true))]
-    fn shuffle(&self, py: Python<'_>, buffer_size: usize, seed: Option<u64>, reshuffle_each_iteration: bool) -> PyResult<PyPlan> {
-        Ok(PyPlan::wrap(self.plan.shuffle(buffer_size, seed, reshuffle_each_iteration).py(py)?))
+    fn shuffle(
+        &self,
+        py: Python<'_>,
+        buffer_size: usize,
+        seed: Option<u64>,
+        reshuffle_each_iteration: bool,
+    ) -> PyResult<PyPlan> {
+        Ok(PyPlan::wrap(
+            self.plan
+                .shuffle(buffer_size, seed, reshuffle_each_iteration)
+                .py(py)?,
+        ))
     }
 
-    fn map(&self, py: Python<'_>, ops: Vec<Bound<'_, PyAny>>, num_parallel_calls: Option<i64>, deterministic: bool) -> PyResult<PyPlan> {
-        let ops = ops.iter().map(|o| op_of(py, o)).collect::<PyResult<Vec<_>>>()?;
-        Ok(PyPlan::wrap(self.plan.map(ops, num_parallel_calls, deterministic).py(py)?))
+    fn map(
+        &self,
+        py: Python<'_>,
+        ops: Vec<Bound<'_, PyAny>>,
+        num_parallel_calls: Option<i64>,
+        deterministic: bool,
+    ) -> PyResult<PyPlan> {
+        let ops = ops
+            .iter()
+            .map(|o| op_of(py, o))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(PyPlan::wrap(
+            self.plan
+                .map(ops, num_parallel_calls, deterministic)
+                .py(py)?,
+        ))
     }
 
     fn batch(&self, py: Python<'_>, batch_size: usize, drop_remainder: bool) -> PyResult<PyPlan> {
-        Ok(PyPlan::wrap(self.plan.batch(batch_size, drop_remainder).py(py)?))
+        Ok(PyPlan::wrap(
+            self.plan.batch(batch_size, drop_remainder).py(py)?,
+        ))
     }
 
     fn filter(&self, py: Python<'_>, predicate: Py<PyAny>) -> PyResult<PyPlan> {
         let predicate = Arc::new(PyPredicate::new(py, predicate));
-        self.then(py, Step::Filter { input: self.plan.clone(), predicate })
+        self.then(
+            py,
+            Step::Filter {
+                input: self.plan.clone(),
+                predicate,
+            },
+        )
     }
 
     fn take(&self, py: Python<'_>, count: u64) -> PyResult<PyPlan> {
-        self.then(py, Step::Take { input: self.plan.clone(), count })
+        self.then(
+            py,
+            Step::Take {
+                input: self.plan.clone(),
+                count,
+            },
+        )
     }
 
     fn skip(&self, py: Python<'_>, count: u64) -> PyResult<PyPlan> {
-        self.then(py, Step::Skip { input: self.plan.clone(), count })
+        self.then(
+            py,
+            Step::Skip {
+                input: self.plan.clone(),
+                count,
+            },
+        )
     }
 
     #[pyo3(signature = (count=None))]
     fn repeat(&self, py: Python<'_>, count: Option<u64>) -> PyResult<PyPlan> {
-        self.then(py, Step::Repeat { input: self.plan.clone(), count })
+        self.then(
+            py,
+            Step::Repeat {
+                input: self.plan.clone(),
+                count,
+            },
+        )
     }
 
     #[pyo3(signature = (filename=None))]
     fn cache(&self, py: Python<'_>, filename: Option<String>) -> PyResult<PyPlan> {
-        self.then(py, Step::Cache { input: self.plan.clone(), filename, memory: MemoryCache::new() })
+        self.then(
+            py,
+            Step::Cache {
+                input: self.plan.clone(),
+                filename,
+                memory: MemoryCache::new(),
+            },
+        )
     }
 
     fn prefetch(&self, py: Python<'_>, buffer_size: i64) -> PyResult<PyPlan> {
@@ -195,30 +297,75 @@ impl PyPlan {
     }
 
     fn shard(&self, py: Python<'_>, num_shards: u64, index: u64) -> PyResult<PyPlan> {
-        self.then(py, Step::Shard { input: self.plan.clone(), num_shards, index })
+        self.then(
+            py,
+            Step::Shard {
+                input: self.plan.clone(),
+                num_shards,
+                index,
+            },
+        )
     }
 
     #[staticmethod]
-    fn zip(py: Python<'_>, plans: Vec<PyRef<'_, PyPlan>>, prefixes: Vec<String>) -> PyResult<PyPlan> {
+    fn zip(
+        py: Python<'_>,
+        plans: Vec<PyRef<'_, PyPlan>>,
+        prefixes: Vec<String>,
+    ) -> PyResult<PyPlan> {
         let inputs = plans.iter().map(|p| p.plan.clone()).collect();
-        Ok(PyPlan::wrap(Plan::new(Step::Zip { inputs, prefixes }).py(py)?))
+        Ok(PyPlan::wrap(
+            Plan::new(Step::Zip { inputs, prefixes }).py(py)?,
+        ))
     }
 
-    fn enumerate(&self, py: Python<'_>, start: i64, index_name: String, prefix: String) -> PyResult<PyPlan> {
-        self.then(py, Step::Enumerate { input: self.plan.clone(), start, index_name, prefix })
+    fn enumerate(
+        &self,
+        py: Python<'_>,
+        start: i64,
+        index_name: String,
+        prefix: String,
+    ) -> PyResult<PyPlan> {
+        self.then(
+            py,
+            Step::Enumerate {
+                input: self.plan.clone(),
+                start,
+                index_name,
+                prefix,
+            },
+        )
     }
 
     #[pyo3(signature = (on_bad_record=None, threads=None))]
-    fn with_options(&self, py: Python<'_>, on_bad_record: Option<&str>, threads: Option<usize>) -> PyResult<PyPlan> {
+    fn with_options(
+        &self,
+        py: Python<'_>,
+        on_bad_record: Option<&str>,
+        threads: Option<usize>,
+    ) -> PyResult<PyPlan> {
         let on_bad_record = match on_bad_record {
             None | Some("raise") => ErrorPolicy::Raise,
             Some("skip") => ErrorPolicy::Skip,
-            Some(other) => return Err(PyValueError::new_err(format!("on_bad_record must be 'raise' or 'skip', not '{other}'"))),
+            Some(other) => {
+                return Err(PyValueError::new_err(format!(
+                    "on_bad_record must be 'raise' or 'skip', not '{other}'"
+                )))
+            }
         };
         if threads == Some(0) {
             return Err(PyValueError::new_err("threads must be at least 1"));
         }
-        self.then(py, Step::WithOptions { input: self.plan.clone(), options: PipelineOptions { on_bad_record, threads } })
+        self.then(
+            py,
+            Step::WithOptions {
+                input: self.plan.clone(),
+                options: PipelineOptions {
+                    on_bad_record,
+                    threads,
+                },
+            },
+        )
     }
 
     /// `[(name, dtype, shape)]`, shape dims `None` when unknown; `None` for a dynamic schema.

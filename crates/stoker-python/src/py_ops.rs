@@ -122,7 +122,10 @@ impl Predicate for PyPredicate {
     }
 
     fn spec(&self) -> Result<serde_json::Value> {
-        Err(Error::Spec(format!("filter with the Python function '{}' cannot be saved in a spec", self.name)))
+        Err(Error::Spec(format!(
+            "filter with the Python function '{}' cannot be saved in a spec",
+            self.name
+        )))
     }
 }
 
@@ -155,7 +158,10 @@ impl Opener for PyOpener {
             r.map_err(from_pyerr)
         })?;
         // Each opened dataset gets its own stats, so that the pipeline's list stays short.
-        let child = BuildCtx { options: ctx.options.clone(), stats: StatsRegistry::new() };
+        let child = BuildCtx {
+            stats: StatsRegistry::new(),
+            ..ctx.clone()
+        };
         stoker::build::iterate(&plan, &child)
     }
 
@@ -168,7 +174,11 @@ impl Opener for PyOpener {
 }
 
 /// `(names, arrays)` of an element, for the Python side to pack into its structure.
-pub fn element_to_py<'py>(py: Python<'py>, e: &Element, names_cache: &mut Option<(Names, Py<PyTuple>)>) -> PyResult<Bound<'py, PyTuple>> {
+pub fn element_to_py<'py>(
+    py: Python<'py>,
+    e: &Element,
+    names_cache: &mut Option<(Names, Py<PyTuple>)>,
+) -> PyResult<Bound<'py, PyTuple>> {
     let names = match names_cache {
         Some((n, t)) if Arc::ptr_eq(n, &e.names) => t.bind(py).clone(),
         _ => {

@@ -16,7 +16,7 @@ use stoker_core::exec::shuffle::{epoch_seed, ShuffleIter};
 use stoker_core::exec::slices::SlicesIter;
 use stoker_core::exec::take_skip::{SkipIter, TakeIter};
 use stoker_core::exec::zip::ZipIter;
-use stoker_core::exec::{BoxIter, Fused, MakeIter};
+use stoker_core::exec::{BoxIter, CancelFlag, Fused, MakeIter};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{PipelineOptions, Result, StatsRegistry, Tensor};
 
@@ -29,6 +29,8 @@ use crate::sources::{FilesIter, RangeIter, TfRecordOpener};
 pub struct BuildCtx {
     pub options: PipelineOptions,
     pub stats: Arc<StatsRegistry>,
+    /// Set when the pipeline's consumer is gone.
+    pub cancel: CancelFlag,
 }
 
 impl BuildCtx {
@@ -45,7 +47,10 @@ impl BuildCtx {
 
 /// Elements `{name: file}` for each file.
 fn file_names(files: &[String], field: &str) -> Result<BoxIter> {
-    let values = files.iter().map(|f| bytes::Bytes::from(f.clone().into_bytes())).collect();
+    let values = files
+        .iter()
+        .map(|f| bytes::Bytes::from(f.clone().into_bytes()))
+        .collect();
     let column = Tensor::from_bytes(vec![files.len()], values, Vec::new())?;
     Ok(Box::new(SlicesIter::new(names(&[field]), vec![column])?))
 }
@@ -56,15 +61,28 @@ fn field_names(plan: &Plan) -> Names {
 
 /// Starts iterating over `plan`.
 pub fn iterate(plan: &Plan, ctx: &BuildCtx) -> Result<BoxIter> {
-    let stats = ctx.stats.stage(plan.id(), &plan.label(), plan.step().kind());
+    let stats = ctx
+        .stats
+        .stage(plan.id(), &plan.label(), plan.step().kind());
     let policy = ctx.options.on_bad_record;
     let it: BoxIter = match plan.step() {
-        Step::Range { start, stop, step } => Metered::wrap(Box::new(RangeIter::new(*start, *stop, *step)), stats),
-        Step::Slices { names: n, columns } | Step::Npz { names: n, columns, .. } => {
+        Step::Range { start, stop, step } => {
+            Metered::wrap(Box::new(RangeIter::new(*start, *stop, *step)), stats)
+        }
+        Step::Slices { names: n, columns }
+        | Step::Npz {
+            names: n, columns, ..
+        } => {
             let it = SlicesIter::new(names(n), columns.clone())?;
             Metered::wrap(Box::new(it), stats)
         }
-        Step::ListFiles { files, shuffle, seed, epoch, .. } => {
+        Step::ListFiles {
+            files,
+            shuffle,
+            seed,
+            epoch,
+            ..
+        } => {
             let mut files = files.clone();
             if *shuffle {
                 use rand::seq::SliceRandom;
@@ -75,31 +93,81 @@ pub fn iterate(plan: &Plan, ctx: &BuildCtx) -> Result<BoxIter> {
             }
             Metered::wrap(file_names(&files, "filename")?, stats)
         }
-        Step::TfRecord { files, compression, verify_crc, num_parallel_reads, .. } => {
-            let opener = TfRecordOpener { compression: *compression, verify_crc: *verify_crc };
+        Step::TfRecord {
+            files,
+            compression,
+            verify_crc,
+            num_parallel_reads,
+            ..
+        } => {
+            let opener = TfRecordOpener {
+                compression: *compression,
+                verify_crc: *verify_crc,
+            };
             let parallel = match *num_parallel_reads {
                 AUTOTUNE => ctx.options.threads().max(2).min(files.len().max(1)),
                 n => n.max(1) as usize,
             };
             if parallel <= 1 {
-                Metered::wrap(Box::new(FilesIter::new(files.clone(), opener, policy, Arc::clone(&stats))), stats)
+                Metered::wrap(
+                    Box::new(FilesIter::new(
+                        files.clone(),
+                        opener,
+                        policy,
+                        Arc::clone(&stats),
+                    )),
+                    stats,
+                )
             } else {
                 let st = Arc::clone(&stats);
                 let open: OpenFn = Arc::new(move |e: &Element| {
                     let path = crate::sources::file_name_of("TFRecordDataset", e)?;
                     opener.open_path(&path, policy, &st)
                 });
-                let config = InterleaveConfig { cycle_length: parallel, block_length: 1, prefetch_per_slot: 256 };
-                Box::new(InterleaveIter::new(file_names(files, "filename")?, open, config, stats))
+                let config = InterleaveConfig {
+                    cycle_length: parallel,
+                    block_length: 1,
+                    prefetch_per_slot: 256,
+                };
+                Box::new(InterleaveIter::new(
+                    file_names(files, "filename")?,
+                    open,
+                    config,
+                    stats,
+                ))
             }
         }
-        Step::Shuffle { input, buffer_size, seed, reshuffle_each_iteration, epoch, .. } => {
+        Step::Shuffle {
+            input,
+            buffer_size,
+            seed,
+            reshuffle_each_iteration,
+            epoch,
+            ..
+        } => {
             let e = epoch.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let seed = if *reshuffle_each_iteration { epoch_seed(*seed, e) } else { epoch_seed(*seed, 0) };
+            let seed = if *reshuffle_each_iteration {
+                epoch_seed(*seed, e)
+            } else {
+                epoch_seed(*seed, 0)
+            };
             let inner = iterate(input, ctx)?;
-            Metered::wrap(Box::new(ShuffleIter::new(inner, *buffer_size, seed, Arc::clone(&stats))), stats)
+            Metered::wrap(
+                Box::new(ShuffleIter::new(
+                    inner,
+                    *buffer_size,
+                    seed,
+                    Arc::clone(&stats),
+                )),
+                stats,
+            )
         }
-        Step::Map { input, ops, num_parallel_calls, deterministic } => {
+        Step::Map {
+            input,
+            ops,
+            num_parallel_calls,
+            deterministic,
+        } => {
             let inner = iterate(input, ctx)?;
             let chain: OpChain = Arc::from(ops.clone());
             let workers = ctx.threads_for(*num_parallel_calls);
@@ -112,27 +180,65 @@ pub fn iterate(plan: &Plan, ctx: &BuildCtx) -> Result<BoxIter> {
                 };
                 Box::new(ParallelMap::spawn(inner, chain, config, stats)?)
             } else {
-                Metered::wrap(Box::new(MapIter::new(inner, chain, policy, Arc::clone(&stats))), stats)
+                Metered::wrap(
+                    Box::new(MapIter::new(inner, chain, policy, Arc::clone(&stats))),
+                    stats,
+                )
             }
         }
-        Step::Batch { input, batch_size, drop_remainder } => {
+        Step::Batch {
+            input,
+            batch_size,
+            drop_remainder,
+        } => {
             let inner = iterate(input, ctx)?;
-            Metered::wrap(Box::new(BatchIter::new(inner, *batch_size, *drop_remainder, Arc::clone(&stats))), stats)
+            Metered::wrap(
+                Box::new(BatchIter::new(
+                    inner,
+                    *batch_size,
+                    *drop_remainder,
+                    Arc::clone(&stats),
+                )),
+                stats,
+            )
         }
-        Step::Interleave { input, opener, cycle_length, block_length, num_parallel_calls } => {
+        Step::Interleave {
+            input,
+            opener,
+            cycle_length,
+            block_length,
+            num_parallel_calls,
+        } => {
             let inner = iterate(input, ctx)?;
             let opener = Arc::clone(opener);
             let child_ctx = ctx.clone();
             let st = Arc::clone(&stats);
             let open: OpenFn = Arc::new(move |e: &Element| opener.open(e, &child_ctx, &st));
             let cycle = cycle_length.unwrap_or_else(|| ctx.options.threads());
-            let prefetch = if num_parallel_calls.is_some() { (*block_length).max(64) } else { 0 };
-            let config = InterleaveConfig { cycle_length: cycle, block_length: *block_length, prefetch_per_slot: prefetch };
+            let prefetch = if num_parallel_calls.is_some() {
+                (*block_length).max(64)
+            } else {
+                0
+            };
+            let config = InterleaveConfig {
+                cycle_length: cycle,
+                block_length: *block_length,
+                prefetch_per_slot: prefetch,
+            };
             Box::new(InterleaveIter::new(inner, open, config, stats))
         }
         Step::Filter { input, predicate } => {
             let inner = iterate(input, ctx)?;
-            Metered::wrap(Box::new(FilterIter::new(inner, Arc::clone(predicate), policy, Arc::clone(&stats))), stats)
+            Metered::wrap(
+                Box::new(FilterIter::new(
+                    inner,
+                    Arc::clone(predicate),
+                    policy,
+                    Arc::clone(&stats),
+                    Some(Arc::clone(&ctx.cancel)),
+                )),
+                stats,
+            )
         }
         Step::Take { input, count } => {
             let inner = WaitMeter::wrap(iterate(input, ctx)?, Arc::clone(&stats));
@@ -144,13 +250,26 @@ pub fn iterate(plan: &Plan, ctx: &BuildCtx) -> Result<BoxIter> {
         }
         Step::Repeat { input, count } => {
             let (input, child_ctx, st) = (input.clone(), ctx.clone(), Arc::clone(&stats));
-            let make: MakeIter = Box::new(move || Ok(WaitMeter::wrap(iterate(&input, &child_ctx)?, Arc::clone(&st))));
+            let make: MakeIter = Box::new(move || {
+                Ok(WaitMeter::wrap(
+                    iterate(&input, &child_ctx)?,
+                    Arc::clone(&st),
+                ))
+            });
             Metered::wrap(Box::new(RepeatIter::new(make, *count)), stats)
         }
-        Step::Cache { input, filename, memory } => {
+        Step::Cache {
+            input,
+            filename,
+            memory,
+        } => {
             let (input_plan, child_ctx, st) = (input.clone(), ctx.clone(), Arc::clone(&stats));
-            let mut make: MakeIter =
-                Box::new(move || Ok(WaitMeter::wrap(iterate(&input_plan, &child_ctx)?, Arc::clone(&st))));
+            let mut make: MakeIter = Box::new(move || {
+                Ok(WaitMeter::wrap(
+                    iterate(&input_plan, &child_ctx)?,
+                    Arc::clone(&st),
+                ))
+            });
             let it = match filename {
                 None => memory.iterate(&mut make)?,
                 Some(path) => disk_cache::iterate(path, input.schema(), make)?,
@@ -165,7 +284,11 @@ pub fn iterate(plan: &Plan, ctx: &BuildCtx) -> Result<BoxIter> {
                 n => Box::new(Prefetch::spawn(inner, n as usize, stats)?),
             }
         }
-        Step::Shard { input, num_shards, index } => {
+        Step::Shard {
+            input,
+            num_shards,
+            index,
+        } => {
             let inner = WaitMeter::wrap(iterate(input, ctx)?, Arc::clone(&stats));
             Metered::wrap(Box::new(ShardIter::new(inner, *num_shards, *index)), stats)
         }
@@ -178,7 +301,10 @@ pub fn iterate(plan: &Plan, ctx: &BuildCtx) -> Result<BoxIter> {
         }
         Step::Enumerate { input, start, .. } => {
             let inner = WaitMeter::wrap(iterate(input, ctx)?, Arc::clone(&stats));
-            Metered::wrap(Box::new(EnumerateIter::new(inner, field_names(plan), *start)), stats)
+            Metered::wrap(
+                Box::new(EnumerateIter::new(inner, field_names(plan), *start)),
+                stats,
+            )
         }
         Step::WithOptions { input, .. } => iterate(input, ctx)?,
     };

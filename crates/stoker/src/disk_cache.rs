@@ -4,8 +4,8 @@
 //! completes (written under a temporary name, then renamed), so an interrupted pass leaves no
 //! half cache behind.
 
-use std::io::BufWriter;
 use std::fs::File;
+use std::io::BufWriter;
 use std::path::Path;
 
 use stoker_core::element::{Element, Names, Schema};
@@ -51,12 +51,23 @@ struct Reader {
 impl Reader {
     fn open(path: &str, schema: &Schema) -> Result<Reader> {
         let mut records = RecordReader::open(path, Compression::None, true)?;
-        let bad = |why: String| Error::invalid("cache", format!("{path}: {why}; delete the file to rebuild the cache"));
-        let (head, _) = records.next_record()?.ok_or_else(|| bad("the cache file is empty".into()))?;
-        let header: Header =
-            serde_json::from_slice(&head).map_err(|e| bad(format!("not a stoker cache file ({e})")))?;
+        let bad = |why: String| {
+            Error::invalid(
+                "cache",
+                format!("{path}: {why}; delete the file to rebuild the cache"),
+            )
+        };
+        let (head, _) = records
+            .next_record()?
+            .ok_or_else(|| bad("the cache file is empty".into()))?;
+        let header: Header = serde_json::from_slice(&head)
+            .map_err(|e| bad(format!("not a stoker cache file ({e})")))?;
         if !schema.dynamic {
-            let want: Vec<(String, DType)> = schema.fields.iter().map(|f| (f.name.clone(), f.dtype)).collect();
+            let want: Vec<(String, DType)> = schema
+                .fields
+                .iter()
+                .map(|f| (f.name.clone(), f.dtype))
+                .collect();
             if want != header.fields {
                 return Err(bad(format!(
                     "it holds fields {:?} but the pipeline produces {:?}",
@@ -64,7 +75,11 @@ impl Reader {
                 )));
             }
         }
-        let names: Names = header.fields.iter().map(|(n, _)| std::sync::Arc::from(n.as_str())).collect();
+        let names: Names = header
+            .fields
+            .iter()
+            .map(|(n, _)| std::sync::Arc::from(n.as_str()))
+            .collect();
         Ok(Reader { records, names })
     }
 }
@@ -94,12 +109,15 @@ impl Writer {
 
     fn writer(&mut self, header: &Header) -> Result<&mut RecordWriter<BufWriter<File>>> {
         if self.out.is_none() {
-            let mut w = RecordWriter::create(&self.tmp, Compression::None).map_err(|e| self.io(e))?;
+            let mut w =
+                RecordWriter::create(&self.tmp, Compression::None).map_err(|e| self.io(e))?;
             let head = serde_json::to_vec(header).map_err(|e| Error::internal(e.to_string()))?;
             w.write(&head).map_err(|e| self.io(e))?;
             self.out = Some(w);
         }
-        self.out.as_mut().ok_or_else(|| Error::internal("cache writer"))
+        self.out
+            .as_mut()
+            .ok_or_else(|| Error::internal("cache writer"))
     }
 }
 
@@ -120,13 +138,20 @@ impl ElementIter for Writer {
             }
             None => {
                 self.input = None;
-                let header = std::mem::replace(&mut self.empty_header, header_of(&Names::from(vec![]), std::iter::empty()));
+                let header = std::mem::replace(
+                    &mut self.empty_header,
+                    header_of(&Names::from(vec![]), std::iter::empty()),
+                );
                 self.writer(&header)?;
                 if let Some(w) = self.out.take() {
                     let file = w.finish().map_err(|e| self.io(e))?;
-                    file.into_inner().map_err(|e| self.io(e.into_error()))?.sync_all().map_err(|e| self.io(e))?;
+                    file.into_inner()
+                        .map_err(|e| self.io(e.into_error()))?
+                        .sync_all()
+                        .map_err(|e| self.io(e))?;
                 }
-                std::fs::rename(&self.tmp, &self.path).map_err(|e| Error::io(self.path.clone(), e))?;
+                std::fs::rename(&self.tmp, &self.path)
+                    .map_err(|e| Error::io(self.path.clone(), e))?;
                 Ok(None)
             }
         }

@@ -52,7 +52,10 @@ struct Cursor {
 impl Cursor {
     fn take(&mut self, n: usize) -> Result<Bytes> {
         if self.pos + n > self.data.len() {
-            return Err(Error::invalid("cache", "a cached element is shorter than its header says"));
+            return Err(Error::invalid(
+                "cache",
+                "a cached element is shorter than its header says",
+            ));
         }
         let b = self.data.slice(self.pos..self.pos + n);
         self.pos += n;
@@ -65,7 +68,8 @@ impl Cursor {
         let b = self.take(8)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(&b);
-        usize::try_from(u64::from_le_bytes(a)).map_err(|_| Error::invalid("cache", "size overflows"))
+        usize::try_from(u64::from_le_bytes(a))
+            .map_err(|_| Error::invalid("cache", "size overflows"))
     }
 }
 
@@ -96,7 +100,10 @@ pub fn decode(data: Bytes, names: &Names) -> Result<Element> {
         tensors.push(t);
     }
     if c.pos != c.data.len() {
-        return Err(Error::invalid("cache", "a cached element has trailing bytes"));
+        return Err(Error::invalid(
+            "cache",
+            "a cached element has trailing bytes",
+        ));
     }
     Ok(Element::new(names.clone(), tensors))
 }
@@ -113,7 +120,12 @@ mod tests {
             n.clone(),
             vec![
                 Tensor::from_slice(DType::F32, vec![2, 2], &[1f32, 2., 3., 4.]).unwrap(),
-                Tensor::from_bytes(vec![2], vec![Bytes::from_static(b"xy"), Bytes::new()], vec![]).unwrap(),
+                Tensor::from_bytes(
+                    vec![2],
+                    vec![Bytes::from_static(b"xy"), Bytes::new()],
+                    vec![],
+                )
+                .unwrap(),
             ],
         );
         let mut buf = Vec::new();
@@ -121,7 +133,10 @@ mod tests {
         let back = decode(Bytes::from(buf.clone()), &n).unwrap();
         assert_eq!(back.tensors[0].typed::<f32>().unwrap(), &[1., 2., 3., 4.]);
         assert_eq!(back.tensors[0].shape(), &[2, 2]);
-        assert_eq!(back.tensors[1].bytes_data().unwrap().values[0].as_ref(), b"xy");
+        assert_eq!(
+            back.tensors[1].bytes_data().unwrap().values[0].as_ref(),
+            b"xy"
+        );
         assert!(decode(Bytes::from(buf[..buf.len() - 1].to_vec()), &n).is_err());
     }
 }

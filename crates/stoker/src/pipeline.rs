@@ -24,6 +24,7 @@ impl Pipeline {
             ctx: BuildCtx {
                 options: optimized.options(),
                 stats: StatsRegistry::new(),
+                cancel: Default::default(),
             },
             plan: optimized,
         })
@@ -42,18 +43,30 @@ impl Pipeline {
     /// (e.g. to notice Ctrl-C). A final `prefetch` becomes the driver; otherwise a
     /// one-element buffer is added.
     pub fn start(&self) -> Result<Prefetch> {
+        // A fresh cancel flag for this run: dropping the driver sets it.
+        let ctx = BuildCtx {
+            cancel: Default::default(),
+            ..self.ctx.clone()
+        };
         let (inner, capacity, stats) = match self.plan.step() {
             Step::Prefetch { input, buffer_size } if *buffer_size != 0 => {
                 let cap = match *buffer_size {
                     AUTOTUNE => self.ctx.options.threads().max(2),
                     n => n as usize,
                 };
-                let st = self.ctx.stats.stage(self.plan.id(), &self.plan.label(), "prefetch");
-                (iterate(input, &self.ctx)?, cap, st)
+                let st = self
+                    .ctx
+                    .stats
+                    .stage(self.plan.id(), &self.plan.label(), "prefetch");
+                (iterate(input, &ctx)?, cap, st)
             }
-            _ => (iterate(&self.plan, &self.ctx)?, 1, self.ctx.stats.stage(0, "driver", "prefetch")),
+            _ => (
+                iterate(&self.plan, &ctx)?,
+                1,
+                self.ctx.stats.stage(0, "driver", "prefetch"),
+            ),
         };
-        Prefetch::spawn(inner, capacity, stats)
+        Prefetch::spawn_with_stop(inner, capacity, stats, ctx.cancel)
     }
 
     pub fn stats(&self) -> Vec<StageSnapshot> {

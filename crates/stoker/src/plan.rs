@@ -147,11 +147,17 @@ fn rows_schema(names: &[String], columns: &[Tensor], step: &str) -> Result<Schem
     let mut rows = None;
     for (n, c) in names.iter().zip(columns) {
         let Some((&first, rest)) = c.shape().split_first() else {
-            return Err(Error::schema(step, format!("'{n}' is a scalar; every component needs a first dimension to slice")));
+            return Err(Error::schema(
+                step,
+                format!("'{n}' is a scalar; every component needs a first dimension to slice"),
+            ));
         };
         match rows {
             Some(r) if r != first => {
-                return Err(Error::schema(step, format!("components have different first dimensions: {r} and {first} ('{n}')")))
+                return Err(Error::schema(
+                    step,
+                    format!("components have different first dimensions: {r} and {first} ('{n}')"),
+                ))
             }
             _ => rows = Some(first),
         }
@@ -171,19 +177,28 @@ impl Step {
             }
             Step::Slices { names, columns } => rows_schema(names, columns, "from_tensor_slices")?,
             Step::Npz { names, columns, .. } => rows_schema(names, columns, "from_npz")?,
-            Step::ListFiles { .. } => Schema::new(vec![FieldSpec::fixed("filename", DType::Bytes, &[])]),
+            Step::ListFiles { .. } => {
+                Schema::new(vec![FieldSpec::fixed("filename", DType::Bytes, &[])])
+            }
             Step::TfRecord { .. } => Schema::new(vec![FieldSpec::fixed(
                 stoker_formats::TfRecordIter::FIELD,
                 DType::Bytes,
                 &[],
             )]),
-            Step::Shuffle { input, buffer_size, .. } => {
+            Step::Shuffle {
+                input, buffer_size, ..
+            } => {
                 if *buffer_size == 0 {
                     return Err(Error::schema("shuffle", "buffer_size must be at least 1"));
                 }
                 same(input)
             }
-            Step::Map { input, ops, num_parallel_calls, .. } => {
+            Step::Map {
+                input,
+                ops,
+                num_parallel_calls,
+                ..
+            } => {
                 check_parallelism("map", *num_parallel_calls)?;
                 let mut schema = same(input);
                 for op in ops {
@@ -191,7 +206,11 @@ impl Step {
                 }
                 schema
             }
-            Step::Batch { input, batch_size, drop_remainder } => {
+            Step::Batch {
+                input,
+                batch_size,
+                drop_remainder,
+            } => {
                 if *batch_size == 0 {
                     return Err(Error::schema("batch", "batch_size must be at least 1"));
                 }
@@ -202,10 +221,19 @@ impl Step {
                 }
                 s
             }
-            Step::Interleave { input, opener, cycle_length, block_length, num_parallel_calls } => {
+            Step::Interleave {
+                input,
+                opener,
+                cycle_length,
+                block_length,
+                num_parallel_calls,
+            } => {
                 check_parallelism("interleave", *num_parallel_calls)?;
                 if *block_length == 0 || *cycle_length == Some(0) {
-                    return Err(Error::schema("interleave", "cycle_length and block_length must be at least 1"));
+                    return Err(Error::schema(
+                        "interleave",
+                        "cycle_length and block_length must be at least 1",
+                    ));
                 }
                 opener.output_schema(input.schema())?
             }
@@ -217,11 +245,18 @@ impl Step {
             | Step::WithOptions { input, .. } => same(input),
             Step::Prefetch { input, buffer_size } => {
                 if *buffer_size < AUTOTUNE {
-                    return Err(Error::schema("prefetch", "buffer_size must be >= 0 or AUTOTUNE"));
+                    return Err(Error::schema(
+                        "prefetch",
+                        "buffer_size must be >= 0 or AUTOTUNE",
+                    ));
                 }
                 same(input)
             }
-            Step::Shard { input, num_shards, index } => {
+            Step::Shard {
+                input,
+                num_shards,
+                index,
+            } => {
                 if *num_shards == 0 || index >= num_shards {
                     return Err(Error::schema(
                         "shard",
@@ -232,7 +267,10 @@ impl Step {
             }
             Step::Zip { inputs, prefixes } => {
                 if inputs.is_empty() || inputs.len() != prefixes.len() {
-                    return Err(Error::schema("zip", "zip needs at least one dataset, each with a prefix"));
+                    return Err(Error::schema(
+                        "zip",
+                        "zip needs at least one dataset, each with a prefix",
+                    ));
                 }
                 let mut fields = Vec::new();
                 for (p, prefix) in inputs.iter().zip(prefixes) {
@@ -247,7 +285,12 @@ impl Step {
                 }
                 unique("zip", Schema::new(fields))?
             }
-            Step::Enumerate { input, index_name, prefix, .. } => {
+            Step::Enumerate {
+                input,
+                index_name,
+                prefix,
+                ..
+            } => {
                 if input.schema().dynamic {
                     return Ok(Schema::dynamic());
                 }
@@ -317,7 +360,10 @@ fn unique(step: &str, schema: Schema) -> Result<Schema> {
     let mut seen = std::collections::HashSet::new();
     for f in &schema.fields {
         if !seen.insert(f.name.as_str()) {
-            return Err(Error::schema(step, format!("two fields would be named '{}'", f.name)));
+            return Err(Error::schema(
+                step,
+                format!("two fields would be named '{}'", f.name),
+            ));
         }
     }
     Ok(schema)
@@ -366,7 +412,9 @@ impl Step {
 pub fn random_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     // std's hasher keys are drawn from the OS's randomness, fresh for every `RandomState`.
-    std::collections::hash_map::RandomState::new().build_hasher().finish()
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
 }
 
 impl Plan {
@@ -378,7 +426,13 @@ impl Plan {
         num_parallel_reads: i64,
     ) -> Result<Plan> {
         let files = crate::sources::expand_files("TFRecordDataset", &patterns)?;
-        Plan::new(Step::TfRecord { patterns, files, compression, verify_crc, num_parallel_reads })
+        Plan::new(Step::TfRecord {
+            patterns,
+            files,
+            compression,
+            verify_crc,
+            num_parallel_reads,
+        })
     }
 
     /// File names matching `patterns`, sorted, or shuffled with `seed` (a new order each epoch).
@@ -401,11 +455,21 @@ impl Plan {
         } else {
             stoker_formats::npy::load_npz(path)?.into_iter().unzip()
         };
-        Plan::new(Step::Npz { path: path.to_string(), name, names, columns })
+        Plan::new(Step::Npz {
+            path: path.to_string(),
+            name,
+            names,
+            columns,
+        })
     }
 
     /// A seeded shuffle; `seed: None` draws one.
-    pub fn shuffle(&self, buffer_size: usize, seed: Option<u64>, reshuffle_each_iteration: bool) -> Result<Plan> {
+    pub fn shuffle(
+        &self,
+        buffer_size: usize,
+        seed: Option<u64>,
+        reshuffle_each_iteration: bool,
+    ) -> Result<Plan> {
         Plan::new(Step::Shuffle {
             input: self.clone(),
             buffer_size,
@@ -416,20 +480,41 @@ impl Plan {
         })
     }
 
-    pub fn map(&self, ops: Vec<Arc<dyn Op>>, num_parallel_calls: Option<i64>, deterministic: bool) -> Result<Plan> {
-        Plan::new(Step::Map { input: self.clone(), ops, num_parallel_calls, deterministic })
+    pub fn map(
+        &self,
+        ops: Vec<Arc<dyn Op>>,
+        num_parallel_calls: Option<i64>,
+        deterministic: bool,
+    ) -> Result<Plan> {
+        Plan::new(Step::Map {
+            input: self.clone(),
+            ops,
+            num_parallel_calls,
+            deterministic,
+        })
     }
 
     pub fn batch(&self, batch_size: usize, drop_remainder: bool) -> Result<Plan> {
-        Plan::new(Step::Batch { input: self.clone(), batch_size, drop_remainder })
+        Plan::new(Step::Batch {
+            input: self.clone(),
+            batch_size,
+            drop_remainder,
+        })
     }
 
     pub fn cache(&self, filename: Option<String>) -> Result<Plan> {
-        Plan::new(Step::Cache { input: self.clone(), filename, memory: MemoryCache::new() })
+        Plan::new(Step::Cache {
+            input: self.clone(),
+            filename,
+            memory: MemoryCache::new(),
+        })
     }
 
     pub fn prefetch(&self, buffer_size: i64) -> Result<Plan> {
-        Plan::new(Step::Prefetch { input: self.clone(), buffer_size })
+        Plan::new(Step::Prefetch {
+            input: self.clone(),
+            buffer_size,
+        })
     }
 
     /// A plan node for `step`, checked against its input.
@@ -457,7 +542,11 @@ impl Plan {
     /// A short description for stats and `explain`, e.g. `map[parse_example, cast] x2`.
     pub fn label(&self) -> String {
         match self.step() {
-            Step::Map { ops, num_parallel_calls, .. } => {
+            Step::Map {
+                ops,
+                num_parallel_calls,
+                ..
+            } => {
                 let names: Vec<&str> = ops.iter().map(|o| o.name()).collect();
                 let par = match num_parallel_calls {
                     Some(AUTOTUNE) => " parallel=AUTOTUNE".to_string(),
@@ -466,16 +555,34 @@ impl Plan {
                 };
                 format!("map[{}]{par}", names.join(", "))
             }
-            Step::Batch { batch_size, drop_remainder, .. } => {
-                format!("batch({batch_size}{})", if *drop_remainder { ", drop_remainder" } else { "" })
+            Step::Batch {
+                batch_size,
+                drop_remainder,
+                ..
+            } => {
+                format!(
+                    "batch({batch_size}{})",
+                    if *drop_remainder {
+                        ", drop_remainder"
+                    } else {
+                        ""
+                    }
+                )
             }
             Step::Shuffle { buffer_size, .. } => format!("shuffle({buffer_size})"),
             Step::Prefetch { buffer_size, .. } => match *buffer_size {
                 AUTOTUNE => "prefetch(AUTOTUNE)".into(),
                 n => format!("prefetch({n})"),
             },
-            Step::TfRecord { files, num_parallel_reads, .. } => {
-                format!("tfrecord({} files, parallel_reads={num_parallel_reads})", files.len())
+            Step::TfRecord {
+                files,
+                num_parallel_reads,
+                ..
+            } => {
+                format!(
+                    "tfrecord({} files, parallel_reads={num_parallel_reads})",
+                    files.len()
+                )
             }
             Step::Take { count, .. } => format!("take({count})"),
             Step::Skip { count, .. } => format!("skip({count})"),
@@ -487,8 +594,23 @@ impl Plan {
                 Some(f) => format!("cache({f})"),
                 None => "cache(memory)".into(),
             },
-            Step::Shard { num_shards, index, .. } => format!("shard({num_shards}, {index})"),
+            Step::Shard {
+                num_shards, index, ..
+            } => format!("shard({num_shards}, {index})"),
             Step::Filter { predicate, .. } => format!("filter[{}]", predicate.name()),
+            Step::WithOptions { options, .. } => {
+                let mut parts = vec![format!(
+                    "on_bad_record={}",
+                    match options.on_bad_record {
+                        stoker_core::ErrorPolicy::Raise => "raise",
+                        stoker_core::ErrorPolicy::Skip => "skip",
+                    }
+                )];
+                if let Some(t) = options.threads {
+                    parts.push(format!("threads={t}"));
+                }
+                format!("options({})", parts.join(", "))
+            }
             step => step.kind().to_string(),
         }
     }
@@ -519,7 +641,12 @@ impl Plan {
     pub fn describe(&self) -> String {
         let mut out = String::new();
         fn walk(p: &Plan, depth: usize, out: &mut String) {
-            out.push_str(&format!("{}{}  -> {}\n", "  ".repeat(depth), p.label(), p.schema()));
+            out.push_str(&format!(
+                "{}{}  -> {}\n",
+                "  ".repeat(depth),
+                p.label(),
+                p.schema()
+            ));
             for i in p.step().inputs() {
                 walk(i, depth + 1, out);
             }

@@ -18,17 +18,43 @@ pub fn optimize(plan: &Plan) -> Result<Plan> {
 }
 
 fn rewrite(plan: &Plan, policy: ErrorPolicy) -> Result<Plan> {
-    let inputs: Vec<Plan> = plan.step().inputs().into_iter().map(|p| rewrite(p, policy)).collect::<Result<_>>()?;
-    let changed = inputs.iter().zip(plan.step().inputs()).any(|(a, b)| a.id() != b.id());
-    let step = if changed { plan.step().with_inputs(inputs) } else { plan.step().clone() };
+    let inputs: Vec<Plan> = plan
+        .step()
+        .inputs()
+        .into_iter()
+        .map(|p| rewrite(p, policy))
+        .collect::<Result<_>>()?;
+    let changed = inputs
+        .iter()
+        .zip(plan.step().inputs())
+        .any(|(a, b)| a.id() != b.id());
+    let step = if changed {
+        plan.step().with_inputs(inputs)
+    } else {
+        plan.step().clone()
+    };
 
     match &step {
-        Step::Batch { input, batch_size, drop_remainder } => {
-            if let Step::Map { input: x, ops, num_parallel_calls, deterministic } = input.step() {
+        Step::Batch {
+            input,
+            batch_size,
+            drop_remainder,
+        } => {
+            if let Step::Map {
+                input: x,
+                ops,
+                num_parallel_calls,
+                deterministic,
+            } = input.step()
+            {
                 // Batching the map's input must be possible: every field of a fixed shape.
                 let stackable = !x.schema().dynamic
-                    && x.schema().fields.iter().all(|f| f.shape.iter().all(Option::is_some));
-                if policy == ErrorPolicy::Raise && stackable && ops.iter().all(|o| o.elementwise()) {
+                    && x.schema()
+                        .fields
+                        .iter()
+                        .all(|f| f.shape.iter().all(Option::is_some));
+                if policy == ErrorPolicy::Raise && stackable && ops.iter().all(|o| o.elementwise())
+                {
                     let batched = Plan::new(Step::Batch {
                         input: x.clone(),
                         batch_size: *batch_size,
@@ -43,8 +69,19 @@ fn rewrite(plan: &Plan, policy: ErrorPolicy) -> Result<Plan> {
                 }
             }
         }
-        Step::Map { input, ops, num_parallel_calls, deterministic } => {
-            if let Step::Map { input: x, ops: first, num_parallel_calls: p0, deterministic: d0 } = input.step() {
+        Step::Map {
+            input,
+            ops,
+            num_parallel_calls,
+            deterministic,
+        } => {
+            if let Step::Map {
+                input: x,
+                ops: first,
+                num_parallel_calls: p0,
+                deterministic: d0,
+            } = input.step()
+            {
                 if p0 == num_parallel_calls && d0 == deterministic {
                     let mut fused = first.clone();
                     fused.extend(ops.iter().cloned());

@@ -24,7 +24,8 @@ pub fn expand_files(step: &str, patterns: &[String]) -> Result<Vec<String>> {
     let mut files = Vec::new();
     for p in patterns {
         if p.contains(['*', '?', '[']) {
-            let paths = glob::glob(p).map_err(|e| Error::schema(step, format!("bad glob '{p}': {e}")))?;
+            let paths =
+                glob::glob(p).map_err(|e| Error::schema(step, format!("bad glob '{p}': {e}")))?;
             let mut matched: Vec<String> = paths
                 .filter_map(|r| r.ok())
                 .filter(|p| p.is_file())
@@ -33,7 +34,10 @@ pub fn expand_files(step: &str, patterns: &[String]) -> Result<Vec<String>> {
             if matched.is_empty() {
                 return Err(Error::io(
                     p.clone(),
-                    std::io::Error::new(std::io::ErrorKind::NotFound, "no files match this pattern"),
+                    std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "no files match this pattern",
+                    ),
                 ));
             }
             matched.sort();
@@ -57,7 +61,10 @@ pub fn expand_files(step: &str, patterns: &[String]) -> Result<Vec<String>> {
 /// The file name held by an element with one scalar string field.
 pub fn file_name_of(step: &str, element: &Element) -> Result<String> {
     let [t] = element.tensors.as_slice() else {
-        return Err(Error::invalid(step, "expected elements with exactly one field (a file name)"));
+        return Err(Error::invalid(
+            step,
+            "expected elements with exactly one field (a file name)",
+        ));
     };
     let value = t
         .bytes_data()
@@ -75,7 +82,12 @@ pub struct TfRecordOpener {
 }
 
 impl TfRecordOpener {
-    pub fn open_path(&self, path: &str, policy: ErrorPolicy, stats: &Arc<StageStats>) -> Result<BoxIter> {
+    pub fn open_path(
+        &self,
+        path: &str,
+        policy: ErrorPolicy,
+        stats: &Arc<StageStats>,
+    ) -> Result<BoxIter> {
         Ok(Box::new(TfRecordIter::open(
             path,
             self.compression,
@@ -97,7 +109,11 @@ impl Opener for TfRecordOpener {
                 ));
             }
         }
-        Ok(Schema::new(vec![FieldSpec::fixed(TfRecordIter::FIELD, DType::Bytes, &[])]))
+        Ok(Schema::new(vec![FieldSpec::fixed(
+            TfRecordIter::FIELD,
+            DType::Bytes,
+            &[],
+        )]))
     }
 
     fn open(&self, element: &Element, ctx: &BuildCtx, stats: &Arc<StageStats>) -> Result<BoxIter> {
@@ -124,7 +140,12 @@ pub struct FilesIter {
 }
 
 impl FilesIter {
-    pub fn new(files: Vec<String>, opener: TfRecordOpener, policy: ErrorPolicy, stats: Arc<StageStats>) -> Self {
+    pub fn new(
+        files: Vec<String>,
+        opener: TfRecordOpener,
+        policy: ErrorPolicy,
+        stats: Arc<StageStats>,
+    ) -> Self {
         FilesIter {
             files: files.into_iter(),
             current: None,
@@ -145,7 +166,9 @@ impl ElementIter for FilesIter {
                 self.current = None;
             }
             match self.files.next() {
-                Some(f) => self.current = Some(self.opener.open_path(&f, self.policy, &self.stats)?),
+                Some(f) => {
+                    self.current = Some(self.opener.open_path(&f, self.policy, &self.stats)?)
+                }
                 None => return Ok(None),
             }
         }
@@ -173,7 +196,11 @@ impl RangeIter {
 
 impl ElementIter for RangeIter {
     fn next(&mut self) -> Result<Option<Element>> {
-        let more = if self.step > 0 { self.next < self.stop } else { self.next > self.stop };
+        let more = if self.step > 0 {
+            self.next < self.stop
+        } else {
+            self.next > self.stop
+        };
         if !more {
             return Ok(None);
         }

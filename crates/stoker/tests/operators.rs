@@ -1,4 +1,5 @@
 //! Semantics of every operator, checked through whole pipelines.
+#![allow(clippy::unwrap_used)] // test helpers: a failed unwrap is a failed test
 
 mod common;
 
@@ -35,20 +36,37 @@ fn shuffle_is_seeded_and_reshuffles_each_epoch() {
     let fixed = Pipeline::new(&range(200).shuffle(50, Some(42), false).unwrap()).unwrap();
     assert_eq!(epoch(&fixed), epoch(&fixed));
     // Under repeat, each repetition is a new epoch too.
-    let rep = Plan::new(Step::Repeat { input: range(20).shuffle(20, Some(1), true).unwrap(), count: Some(2) }).unwrap();
+    let rep = Plan::new(Step::Repeat {
+        input: range(20).shuffle(20, Some(1), true).unwrap(),
+        count: Some(2),
+    })
+    .unwrap();
     let v = collect(&rep).unwrap();
     assert_ne!(v[..20], v[20..]);
 }
 
 #[test]
 fn repeat_take_skip_edges() {
-    let rep = |n, c| Plan::new(Step::Repeat { input: range(n), count: c }).unwrap();
+    let rep = |n, c| {
+        Plan::new(Step::Repeat {
+            input: range(n),
+            count: c,
+        })
+        .unwrap()
+    };
     assert_eq!(collect(&rep(3, Some(2))).unwrap(), vec![0, 1, 2, 0, 1, 2]);
     assert_eq!(collect(&rep(3, Some(0))).unwrap(), Vec::<i64>::new());
-    assert_eq!(collect(&rep(0, None)).unwrap(), Vec::<i64>::new(), "repeating nothing forever ends");
+    assert_eq!(
+        collect(&rep(0, None)).unwrap(),
+        Vec::<i64>::new(),
+        "repeating nothing forever ends"
+    );
     let take = |p: Plan, n| Plan::new(Step::Take { input: p, count: n }).unwrap();
     let skip = |p: Plan, n| Plan::new(Step::Skip { input: p, count: n }).unwrap();
-    assert_eq!(collect(&take(rep(3, None), 7)).unwrap(), vec![0, 1, 2, 0, 1, 2, 0]);
+    assert_eq!(
+        collect(&take(rep(3, None), 7)).unwrap(),
+        vec![0, 1, 2, 0, 1, 2, 0]
+    );
     assert_eq!(collect(&take(range(5), 0)).unwrap(), Vec::<i64>::new());
     assert_eq!(collect(&skip(range(5), 5)).unwrap(), Vec::<i64>::new());
     assert_eq!(collect(&skip(range(5), 2)).unwrap(), vec![2, 3, 4]);
@@ -59,36 +77,81 @@ fn repeat_take_skip_edges() {
 fn batch_drop_remainder_and_schema() {
     let b = range(10).batch(4, false).unwrap();
     assert_eq!(b.schema().fields[0].shape, vec![None]);
-    assert_eq!(collect_batches(&b).unwrap(), vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7], vec![8, 9]]);
+    assert_eq!(
+        collect_batches(&b).unwrap(),
+        vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7], vec![8, 9]]
+    );
     let d = range(10).batch(4, true).unwrap();
     assert_eq!(d.schema().fields[0].shape, vec![Some(4)]);
-    assert_eq!(collect_batches(&d).unwrap(), vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
-    assert_eq!(collect_batches(&range(3).batch(4, true).unwrap()).unwrap(), Vec::<Vec<i64>>::new());
+    assert_eq!(
+        collect_batches(&d).unwrap(),
+        vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]
+    );
+    assert_eq!(
+        collect_batches(&range(3).batch(4, true).unwrap()).unwrap(),
+        Vec::<Vec<i64>>::new()
+    );
     assert!(range(3).batch(0, true).is_err());
 }
 
 #[test]
 fn shard_zip_enumerate() {
-    let shard = |i| Plan::new(Step::Shard { input: range(10), num_shards: 3, index: i }).unwrap();
+    let shard = |i| {
+        Plan::new(Step::Shard {
+            input: range(10),
+            num_shards: 3,
+            index: i,
+        })
+        .unwrap()
+    };
     assert_eq!(collect(&shard(0)).unwrap(), vec![0, 3, 6, 9]);
     assert_eq!(collect(&shard(2)).unwrap(), vec![2, 5, 8]);
-    assert!(Plan::new(Step::Shard { input: range(10), num_shards: 3, index: 3 }).is_err());
+    assert!(Plan::new(Step::Shard {
+        input: range(10),
+        num_shards: 3,
+        index: 3
+    })
+    .is_err());
 
-    let zip = Plan::new(Step::Zip { inputs: vec![range(5), range(3)], prefixes: vec!["a/".into(), "b/".into()] }).unwrap();
-    let names: Vec<&str> = zip.schema().fields.iter().map(|f| f.name.as_str()).collect();
+    let zip = Plan::new(Step::Zip {
+        inputs: vec![range(5), range(3)],
+        prefixes: vec!["a/".into(), "b/".into()],
+    })
+    .unwrap();
+    let names: Vec<&str> = zip
+        .schema()
+        .fields
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect();
     assert_eq!(names, ["a/value", "b/value"]);
     let p = Pipeline::new(&zip).unwrap();
     let mut it = p.iter().unwrap();
     let mut n = 0;
     while let Some(e) = it.next().unwrap() {
-        assert_eq!(e.tensors[0].typed::<i64>().unwrap(), e.tensors[1].typed::<i64>().unwrap());
+        assert_eq!(
+            e.tensors[0].typed::<i64>().unwrap(),
+            e.tensors[1].typed::<i64>().unwrap()
+        );
         n += 1;
     }
     assert_eq!(n, 3, "zip ends with the shortest input");
-    let same = Plan::new(Step::Zip { inputs: vec![range(5), range(3)], prefixes: vec!["".into(), "".into()] });
-    assert!(same.is_err(), "duplicate field names are a build-time error");
+    let same = Plan::new(Step::Zip {
+        inputs: vec![range(5), range(3)],
+        prefixes: vec!["".into(), "".into()],
+    });
+    assert!(
+        same.is_err(),
+        "duplicate field names are a build-time error"
+    );
 
-    let en = Plan::new(Step::Enumerate { input: range(3).shuffle(3, Some(0), false).unwrap(), start: 10, index_name: "i".into(), prefix: "".into() }).unwrap();
+    let en = Plan::new(Step::Enumerate {
+        input: range(3).shuffle(3, Some(0), false).unwrap(),
+        start: 10,
+        index_name: "i".into(),
+        prefix: "".into(),
+    })
+    .unwrap();
     assert_eq!(collect(&en).unwrap(), vec![10, 11, 12]);
 }
 
@@ -101,14 +164,20 @@ fn interleave_over_files_keeps_tf_order() {
         write_examples(&p, (0..=f).map(|i| 10 * f + i), Compression::None);
         files.push(p.to_string_lossy().into_owned());
     }
-    let s_of = |plan: &Plan| -> Vec<i64> {
-        let parse = stoker_ops::OpSpec::from_json(&serde_json::json!({
+    let s_of =
+        |plan: &Plan| -> Vec<i64> {
+            let parse = stoker_ops::OpSpec::from_json(&serde_json::json!({
             "op": "parse_example", "features": [{"name": "s", "kind": "fixed", "dtype": "int64"}]
         })).unwrap().build().unwrap();
-        let mapped = plan.map(vec![parse], None, true).unwrap();
-        let sel = stoker_ops::OpSpec::from_json(&serde_json::json!({"op": "select", "fields": ["s"]})).unwrap().build().unwrap();
-        collect(&mapped.map(vec![sel], None, true).unwrap()).unwrap()
-    };
+            let mapped = plan.map(vec![parse], None, true).unwrap();
+            let sel = stoker_ops::OpSpec::from_json(
+                &serde_json::json!({"op": "select", "fields": ["s"]}),
+            )
+            .unwrap()
+            .build()
+            .unwrap();
+            collect(&mapped.map(vec![sel], None, true).unwrap()).unwrap()
+        };
     // Sequential reading: file after file.
     let seq = Plan::tfrecord(files.clone(), Compression::None, true, 1).unwrap();
     assert_eq!(s_of(&seq), vec![0, 10, 11, 20, 21, 22]);
@@ -125,17 +194,26 @@ fn interleave_over_files_keeps_tf_order() {
     let names = Plan::list_files(files.clone(), false, None).unwrap();
     let inter = Plan::new(Step::Interleave {
         input: names,
-        opener: Arc::new(TfRecordOpener { compression: Compression::None, verify_crc: true }),
+        opener: Arc::new(TfRecordOpener {
+            compression: Compression::None,
+            verify_crc: true,
+        }),
         cycle_length: Some(2),
         block_length: 2,
         num_parallel_calls: Some(2),
-    }).unwrap();
+    })
+    .unwrap();
     assert_eq!(s_of(&inter), vec![0, 10, 11, 20, 21, 22]);
 }
 
 #[test]
 fn memory_cache_replays_without_rerunning_the_input() {
-    let plan = Plan::new(Step::Cache { input: range(5).shuffle(5, None, true).unwrap(), filename: None, memory: MemoryCache::new() }).unwrap();
+    let plan = Plan::new(Step::Cache {
+        input: range(5).shuffle(5, None, true).unwrap(),
+        filename: None,
+        memory: MemoryCache::new(),
+    })
+    .unwrap();
     let p = Pipeline::new(&plan).unwrap();
     let run = || {
         let mut it = p.iter().unwrap();
@@ -146,14 +224,29 @@ fn memory_cache_replays_without_rerunning_the_input() {
         v
     };
     let first = run();
-    assert_eq!(run(), first, "a reshuffling input is not run again: the cache replays");
+    assert_eq!(
+        run(),
+        first,
+        "a reshuffling input is not run again: the cache replays"
+    );
 }
 
 #[test]
 fn disk_cache_is_written_once_complete_and_read_back() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("cache.bin").to_string_lossy().into_owned();
-    let make = |seed| Plan::new(Step::Cache { input: range(50).shuffle(50, Some(seed), true).unwrap().batch(7, false).unwrap(), filename: Some(path.clone()), memory: MemoryCache::new() }).unwrap();
+    let make = |seed| {
+        Plan::new(Step::Cache {
+            input: range(50)
+                .shuffle(50, Some(seed), true)
+                .unwrap()
+                .batch(7, false)
+                .unwrap(),
+            filename: Some(path.clone()),
+            memory: MemoryCache::new(),
+        })
+        .unwrap()
+    };
 
     // An interrupted first pass leaves no cache behind.
     {
@@ -167,11 +260,33 @@ fn disk_cache_is_written_once_complete_and_read_back() {
     // Another pipeline (another seed!) reads the file instead of running its input.
     assert_eq!(collect_batches(&make(2)).unwrap(), first);
     // A cache written by a different pipeline is refused with a clear message.
-    let other = Plan::new(Step::Cache { input: range(3).batch(2, false).unwrap().map(vec![], None, true).unwrap(), filename: Some(path.clone()), memory: MemoryCache::new() }).unwrap();
+    let other = Plan::new(Step::Cache {
+        input: range(3)
+            .batch(2, false)
+            .unwrap()
+            .map(vec![], None, true)
+            .unwrap(),
+        filename: Some(path.clone()),
+        memory: MemoryCache::new(),
+    })
+    .unwrap();
     let ok_same_fields = collect_batches(&other);
-    assert!(ok_same_fields.is_ok(), "same fields and dtypes: the file is used");
-    let strings = Plan::new(Step::Cache { input: Plan::list_files(vec![path.clone()], false, None).unwrap(), filename: Some(path.clone()), memory: MemoryCache::new() }).unwrap();
-    let err = Pipeline::new(&strings).unwrap().iter().err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(
+        ok_same_fields.is_ok(),
+        "same fields and dtypes: the file is used"
+    );
+    let strings = Plan::new(Step::Cache {
+        input: Plan::list_files(vec![path.clone()], false, None).unwrap(),
+        filename: Some(path.clone()),
+        memory: MemoryCache::new(),
+    })
+    .unwrap();
+    let err = Pipeline::new(&strings)
+        .unwrap()
+        .iter()
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
     assert!(err.contains("delete the file"), "{err}");
 }
 
@@ -181,37 +296,79 @@ fn planner_moves_elementwise_maps_after_batch_with_the_same_result() {
     let f = dir.path().join("x.tfrecord");
     write_examples(&f, 0..10, Compression::None);
     let files = vec![f.to_string_lossy().into_owned()];
-    let parse = || stoker_ops::OpSpec::from_json(&serde_json::json!({
+    let parse = || {
+        stoker_ops::OpSpec::from_json(&serde_json::json!({
         "op": "parse_example", "features": [{"name": "s", "kind": "fixed", "dtype": "int64"}, {"name": "d", "kind": "fixed", "dtype": "string"}]
-    })).unwrap().build().unwrap();
-    let decode = || stoker_ops::OpSpec::from_json(&serde_json::json!({"op": "decode_raw", "field": "d", "dtype": "int32"})).unwrap().build().unwrap();
-    let per_element = Plan::tfrecord(files.clone(), Compression::None, true, 1).unwrap()
-        .map(vec![parse()], None, true).unwrap()
-        .map(vec![decode()], None, true).unwrap()
-        .batch(4, false).unwrap();
+    })).unwrap().build().unwrap()
+    };
+    let decode = || {
+        stoker_ops::OpSpec::from_json(
+            &serde_json::json!({"op": "decode_raw", "field": "d", "dtype": "int32"}),
+        )
+        .unwrap()
+        .build()
+        .unwrap()
+    };
+    let per_element = Plan::tfrecord(files.clone(), Compression::None, true, 1)
+        .unwrap()
+        .map(vec![parse()], None, true)
+        .unwrap()
+        .map(vec![decode()], None, true)
+        .unwrap()
+        .batch(4, false)
+        .unwrap();
     let p = Pipeline::new(&per_element).unwrap();
     let explained = p.explain();
     let first_line = explained.lines().next().unwrap();
-    assert!(first_line.starts_with("map[parse_example, decode_raw]"), "{explained}");
+    assert!(
+        first_line.starts_with("map[parse_example, decode_raw]"),
+        "{explained}"
+    );
     let mut it = p.iter().unwrap();
     let mut seen = Vec::new();
     while let Some(e) = it.next().unwrap() {
         let d = e.get("d").unwrap();
         assert_eq!(d.shape()[1], 1);
         seen.extend(d.typed::<i32>().unwrap().iter().map(|&v| i64::from(v)));
-        assert_eq!(e.get("s").unwrap().typed::<i64>().unwrap().len(), d.shape()[0]);
+        assert_eq!(
+            e.get("s").unwrap().typed::<i64>().unwrap().len(),
+            d.shape()[0]
+        );
     }
     assert_eq!(seen, (0..10).collect::<Vec<_>>());
 }
 
 #[test]
 fn build_time_errors_name_the_step() {
-    let decode = stoker_ops::OpSpec::from_json(&serde_json::json!({"op": "decode_raw", "field": "nope", "dtype": "uint8"})).unwrap().build().unwrap();
-    let err = range(3).map(vec![decode], None, true).err().unwrap().to_string();
-    assert!(err.contains("decode_raw") && err.contains("no field 'nope'") && err.contains("value"), "{err}");
-    let unpack = stoker_ops::OpSpec::from_json(&serde_json::json!({"op": "unpack_bits", "field": "value"})).unwrap().build().unwrap();
-    let err = range(3).map(vec![unpack], None, true).err().unwrap().to_string();
-    assert!(err.contains("unpack_bits") && err.contains("expected uint8"), "{err}");
+    let decode = stoker_ops::OpSpec::from_json(
+        &serde_json::json!({"op": "decode_raw", "field": "nope", "dtype": "uint8"}),
+    )
+    .unwrap()
+    .build()
+    .unwrap();
+    let err = range(3)
+        .map(vec![decode], None, true)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("decode_raw") && err.contains("no field 'nope'") && err.contains("value"),
+        "{err}"
+    );
+    let unpack =
+        stoker_ops::OpSpec::from_json(&serde_json::json!({"op": "unpack_bits", "field": "value"}))
+            .unwrap()
+            .build()
+            .unwrap();
+    let err = range(3)
+        .map(vec![unpack], None, true)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("unpack_bits") && err.contains("expected uint8"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -221,26 +378,57 @@ fn spec_round_trip_gives_the_same_elements() {
     write_examples(&f, 0..30, Compression::Gzip);
     let parse = stoker_ops::OpSpec::from_json(&serde_json::json!({
         "op": "parse_example", "features": [{"name": "s", "kind": "fixed", "dtype": "int64"}]
-    })).unwrap().build().unwrap();
-    let plan = Plan::tfrecord(vec![f.to_string_lossy().into_owned()], Compression::Gzip, true, 1).unwrap()
-        .shuffle(10, Some(3), true).unwrap()
-        .batch(4, true).unwrap()
-        .map(vec![parse], Some(2), true).unwrap()
-        .prefetch(2).unwrap();
+    }))
+    .unwrap()
+    .build()
+    .unwrap();
+    let plan = Plan::tfrecord(
+        vec![f.to_string_lossy().into_owned()],
+        Compression::Gzip,
+        true,
+        1,
+    )
+    .unwrap()
+    .shuffle(10, Some(3), true)
+    .unwrap()
+    .batch(4, true)
+    .unwrap()
+    .map(vec![parse], Some(2), true)
+    .unwrap()
+    .prefetch(2)
+    .unwrap();
     let sel = |p: &Plan| {
-        let s = stoker_ops::OpSpec::from_json(&serde_json::json!({"op": "select", "fields": ["s"]})).unwrap().build().unwrap();
+        let s =
+            stoker_ops::OpSpec::from_json(&serde_json::json!({"op": "select", "fields": ["s"]}))
+                .unwrap()
+                .build()
+                .unwrap();
         collect(&p.map(vec![s], None, true).unwrap()).unwrap()
     };
     // The first epoch of the original (a second run of the same plan would be a new epoch).
     let want = sel(&plan);
     for ext in ["json", "toml"] {
-        let spec = dir.path().join(format!("p.{ext}")).to_string_lossy().into_owned();
+        let spec = dir
+            .path()
+            .join(format!("p.{ext}"))
+            .to_string_lossy()
+            .into_owned();
         stoker::spec::save(&plan, &spec).unwrap();
         let loaded = stoker::spec::load(&spec).unwrap();
         assert_eq!(sel(&loaded), want, "{ext}");
     }
     let bad = dir.path().join("bad.json");
-    std::fs::write(&bad, r#"{"pipeline": [{"step": "batch", "batch_size": 2}]}"#).unwrap();
-    let err = stoker::spec::load(&bad.to_string_lossy()).err().unwrap().to_string();
-    assert!(err.contains("step 0 (batch)") && err.contains("needs an input"), "{err}");
+    std::fs::write(
+        &bad,
+        r#"{"pipeline": [{"step": "batch", "batch_size": 2}]}"#,
+    )
+    .unwrap();
+    let err = stoker::spec::load(&bad.to_string_lossy())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("step 0 (batch)") && err.contains("needs an input"),
+        "{err}"
+    );
 }

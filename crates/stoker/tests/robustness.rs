@@ -1,4 +1,5 @@
 //! Bad input gives located errors or counted skips; early stops and panics never hang.
+#![allow(clippy::unwrap_used)] // test helpers: a failed unwrap is a failed test
 
 mod common;
 
@@ -10,11 +11,23 @@ use stoker_formats::{Compression, RecordWriter};
 fn parse_s() -> std::sync::Arc<dyn stoker_core::Op> {
     stoker_ops::OpSpec::from_json(&serde_json::json!({
         "op": "parse_example", "features": [{"name": "s", "kind": "fixed", "dtype": "int64"}]
-    })).unwrap().build().unwrap()
+    }))
+    .unwrap()
+    .build()
+    .unwrap()
 }
 
 fn run_all(plan: &Plan) -> stoker_core::Result<Vec<i64>> {
-    collect(&plan.map(vec![stoker_ops::OpSpec::from_json(&serde_json::json!({"op": "select", "fields": ["s"]})).unwrap().build().unwrap()], None, true)?)
+    collect(&plan.map(
+        vec![stoker_ops::OpSpec::from_json(
+                &serde_json::json!({"op": "select", "fields": ["s"]}),
+            )
+            .unwrap()
+            .build()
+            .unwrap()],
+        None,
+        true,
+    )?)
 }
 
 fn file_with(dir: &std::path::Path, name: &str, ids: std::ops::Range<i64>) -> String {
@@ -32,16 +45,34 @@ fn bad_crc_names_file_record_and_offset_or_is_skipped() {
     bytes[2 * per + 14] ^= 0x40; // inside record 2's data
     std::fs::write(&path, &bytes).unwrap();
 
-    let plan = Plan::tfrecord(vec![path.clone()], Compression::None, true, 1).unwrap().map(vec![parse_s()], None, true).unwrap();
+    let plan = Plan::tfrecord(vec![path.clone()], Compression::None, true, 1)
+        .unwrap()
+        .map(vec![parse_s()], None, true)
+        .unwrap();
     match run_all(&plan) {
-        Err(Error::CorruptRecord { file, record, offset, reason }) => {
-            assert_eq!((file.as_str(), record, offset), (path.as_str(), 2, (2 * per) as u64));
+        Err(Error::CorruptRecord {
+            file,
+            record,
+            offset,
+            reason,
+        }) => {
+            assert_eq!(
+                (file.as_str(), record, offset),
+                (path.as_str(), 2, (2 * per) as u64)
+            );
             assert!(reason.contains("data CRC"));
         }
         other => panic!("{other:?}"),
     }
     // Skip policy: the record is skipped and counted.
-    let skip = Plan::new(Step::WithOptions { input: plan.clone(), options: PipelineOptions { on_bad_record: ErrorPolicy::Skip, threads: None } }).unwrap();
+    let skip = Plan::new(Step::WithOptions {
+        input: plan.clone(),
+        options: PipelineOptions {
+            on_bad_record: ErrorPolicy::Skip,
+            threads: None,
+        },
+    })
+    .unwrap();
     let p = Pipeline::new(&skip).unwrap();
     let mut it = p.iter().unwrap();
     let mut got: Vec<i64> = Vec::new();
@@ -58,7 +89,10 @@ fn truncated_file_and_bad_length() {
     let path = file_with(dir.path(), "t.tfrecord", 0..4);
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() - 7]).unwrap();
-    let plan = Plan::tfrecord(vec![path.clone()], Compression::None, true, 1).unwrap().map(vec![parse_s()], None, true).unwrap();
+    let plan = Plan::tfrecord(vec![path.clone()], Compression::None, true, 1)
+        .unwrap()
+        .map(vec![parse_s()], None, true)
+        .unwrap();
     match run_all(&plan) {
         Err(Error::CorruptRecord { record, reason, .. }) => {
             assert_eq!(record, 3);
@@ -71,7 +105,12 @@ fn truncated_file_and_bad_length() {
     bad_len[per + 3] ^= 0x01; // record 1's length field
     std::fs::write(&path, &bad_len).unwrap();
     match run_all(&plan) {
-        Err(Error::CorruptRecord { record, offset, reason, .. }) => {
+        Err(Error::CorruptRecord {
+            record,
+            offset,
+            reason,
+            ..
+        }) => {
             assert_eq!((record, offset), (1, per as u64));
             assert!(reason.contains("length CRC"), "{reason}");
         }
@@ -84,8 +123,16 @@ fn bad_protobuf_and_wrong_feature_type_are_located() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("p.tfrecord");
     let mut w = RecordWriter::create(&path, Compression::None).unwrap();
-    let good = stoker_formats::example::Example::with_features([("s".to_string(), stoker_formats::example::Feature::int64s(vec![7]))]).serialize();
-    let wrong = stoker_formats::example::Example::with_features([("s".to_string(), stoker_formats::example::Feature::floats(vec![7.0]))]).serialize();
+    let good = stoker_formats::example::Example::with_features([(
+        "s".to_string(),
+        stoker_formats::example::Feature::int64s(vec![7]),
+    )])
+    .serialize();
+    let wrong = stoker_formats::example::Example::with_features([(
+        "s".to_string(),
+        stoker_formats::example::Feature::floats(vec![7.0]),
+    )])
+    .serialize();
     w.write(&good).unwrap();
     w.write(b"\x0a\xff\xff\xff\xff\x0f").unwrap(); // a length-delimited field longer than the record
     w.write(&wrong).unwrap();
@@ -93,31 +140,66 @@ fn bad_protobuf_and_wrong_feature_type_are_located() {
     let path = path.to_string_lossy().into_owned();
     let second_offset = (12 + good.len() + 4) as u64;
 
-    let plan = Plan::tfrecord(vec![path.clone()], Compression::None, true, 1).unwrap().map(vec![parse_s()], None, true).unwrap();
+    let plan = Plan::tfrecord(vec![path.clone()], Compression::None, true, 1)
+        .unwrap()
+        .map(vec![parse_s()], None, true)
+        .unwrap();
     match run_all(&plan) {
-        Err(Error::InvalidRecord { file, record, offset, reason, .. }) => {
-            assert_eq!((file.as_deref(), record, offset), (Some(path.as_str()), Some(1), Some(second_offset)));
-            assert!(reason.contains("not a valid tf.train.Example"), "{reason}");
+        Err(Error::InvalidRecord(p)) => {
+            assert_eq!(
+                (p.file.as_deref(), p.record, p.offset),
+                (Some(path.as_str()), Some(1), Some(second_offset))
+            );
+            assert!(
+                p.reason.contains("not a valid tf.train.Example"),
+                "{}",
+                p.reason
+            );
         }
         other => panic!("{other:?}"),
     }
     // After a shuffle and inside a batch, the location is still the record's.
-    let batched = Plan::tfrecord(vec![path.clone()], Compression::None, true, 1).unwrap()
-        .shuffle(3, Some(0), true).unwrap().batch(3, false).unwrap().map(vec![parse_s()], Some(2), true).unwrap();
+    let batched = Plan::tfrecord(vec![path.clone()], Compression::None, true, 1)
+        .unwrap()
+        .shuffle(3, Some(0), true)
+        .unwrap()
+        .batch(3, false)
+        .unwrap()
+        .map(vec![parse_s()], Some(2), true)
+        .unwrap();
     match run_all(&batched) {
-        Err(Error::InvalidRecord { record: Some(r), reason, .. }) => {
-            assert!(r == 1 || r == 2, "{r}");
-            assert!(reason.contains("Example") || reason.contains("float_list"), "{reason}");
+        Err(Error::InvalidRecord(p)) => {
+            assert!(p.record == Some(1) || p.record == Some(2), "{:?}", p.record);
+            assert!(
+                p.reason.contains("Example") || p.reason.contains("float_list"),
+                "{}",
+                p.reason
+            );
         }
         other => panic!("{other:?}"),
     }
     // The wrong type alone.
-    let skip_bad = Plan::new(Step::Skip { input: Plan::tfrecord(vec![path.clone()], Compression::None, true, 1).unwrap(), count: 2 }).unwrap()
-        .map(vec![parse_s()], None, true).unwrap();
+    let skip_bad = Plan::new(Step::Skip {
+        input: Plan::tfrecord(vec![path.clone()], Compression::None, true, 1).unwrap(),
+        count: 2,
+    })
+    .unwrap()
+    .map(vec![parse_s()], None, true)
+    .unwrap();
     let err = run_all(&skip_bad).unwrap_err().to_string();
-    assert!(err.contains("record 2") && err.contains("float_list, expected a int64_list"), "{err}");
+    assert!(
+        err.contains("record 2") && err.contains("float_list, expected a int64_list"),
+        "{err}"
+    );
     // Skip policy: both bad records are dropped and counted.
-    let skip = Plan::new(Step::WithOptions { input: plan, options: PipelineOptions { on_bad_record: ErrorPolicy::Skip, threads: None } }).unwrap();
+    let skip = Plan::new(Step::WithOptions {
+        input: plan,
+        options: PipelineOptions {
+            on_bad_record: ErrorPolicy::Skip,
+            threads: None,
+        },
+    })
+    .unwrap();
     let p = Pipeline::new(&skip).unwrap();
     let mut it = p.iter().unwrap();
     let mut n = 0;
@@ -129,23 +211,53 @@ fn bad_protobuf_and_wrong_feature_type_are_located() {
 
 #[test]
 fn missing_file_is_an_io_error_with_the_path() {
-    let err = Plan::tfrecord(vec!["/no/such/file.tfrecord".into()], Compression::None, true, 1).err().unwrap();
-    assert!(matches!(&err, Error::Io { path, source } if path == "/no/such/file.tfrecord" && source.kind() == std::io::ErrorKind::NotFound), "{err:?}");
-    let err = Plan::tfrecord(vec!["/no/such/*.tfrecord".into()], Compression::None, true, 1).err().unwrap();
+    let err = Plan::tfrecord(
+        vec!["/no/such/file.tfrecord".into()],
+        Compression::None,
+        true,
+        1,
+    )
+    .err()
+    .unwrap();
+    assert!(
+        matches!(&err, Error::Io { path, source } if path == "/no/such/file.tfrecord" && source.kind() == std::io::ErrorKind::NotFound),
+        "{err:?}"
+    );
+    let err = Plan::tfrecord(
+        vec!["/no/such/*.tfrecord".into()],
+        Compression::None,
+        true,
+        1,
+    )
+    .err()
+    .unwrap();
     assert!(err.to_string().contains("no files match"), "{err}");
 }
 
 #[test]
 fn early_stop_mid_epoch_does_not_hang() {
     let dir = tempfile::tempdir().unwrap();
-    let files: Vec<String> = (0..4).map(|f| file_with(dir.path(), &format!("f{f}.tfrecord"), f * 1000..(f + 1) * 1000)).collect();
+    let files: Vec<String> = (0..4)
+        .map(|f| {
+            file_with(
+                dir.path(),
+                &format!("f{f}.tfrecord"),
+                f * 1000..(f + 1) * 1000,
+            )
+        })
+        .collect();
     within(30, move || {
         for _ in 0..20 {
-            let plan = Plan::tfrecord(files.clone(), Compression::None, true, 4).unwrap()
-                .shuffle(100, Some(1), true).unwrap()
-                .batch(16, false).unwrap()
-                .map(vec![parse_s()], Some(2), true).unwrap()
-                .prefetch(4).unwrap();
+            let plan = Plan::tfrecord(files.clone(), Compression::None, true, 4)
+                .unwrap()
+                .shuffle(100, Some(1), true)
+                .unwrap()
+                .batch(16, false)
+                .unwrap()
+                .map(vec![parse_s()], Some(2), true)
+                .unwrap()
+                .prefetch(4)
+                .unwrap();
             let p = Pipeline::new(&plan).unwrap();
             let mut driver = p.start().unwrap();
             use stoker_core::exec::ElementIter;

@@ -81,7 +81,11 @@ pub fn stack(elements: &[Element], pool: &Arc<BufferPool>) -> Result<Element> {
         let tensor = if let Some(size) = proto.dtype().size() {
             let row = proto.numel() * size;
             let mut storage = pool.take(row * n);
-            for (dst, e) in storage.as_bytes_mut().chunks_exact_mut(row.max(1)).zip(elements) {
+            for (dst, e) in storage
+                .as_bytes_mut()
+                .chunks_exact_mut(row.max(1))
+                .zip(elements)
+            {
                 dst.copy_from_slice(e.tensors[f].raw().unwrap_or_default());
             }
             Tensor::from_storage(proto.dtype(), shape, storage)?
@@ -143,6 +147,9 @@ mod tests {
         let st = Arc::new(StageStats::new("batch", "batch"));
         let mut b = BatchIter::new(VecIter::boxed(vec![e(2), e(3)]), 2, false, st);
         let err = b.next().unwrap_err().to_string();
-        assert!(err.contains("field 'v'") && err.contains("element 1"), "{err}");
+        assert!(
+            err.contains("field 'v'") && err.contains("element 1"),
+            "{err}"
+        );
     }
 }

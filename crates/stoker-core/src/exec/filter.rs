@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::element::Element;
 use crate::error::Result;
-use crate::exec::{catch_panic, BoxIter, ElementIter};
+use crate::exec::{catch_panic, BoxIter, CancelFlag, ElementIter};
 use crate::op::{OpCtx, Predicate};
 use crate::options::ErrorPolicy;
 use crate::stats::StageStats;
@@ -14,6 +14,7 @@ pub struct FilterIter {
     predicate: Arc<dyn Predicate>,
     policy: ErrorPolicy,
     stats: Arc<StageStats>,
+    cancel: Option<CancelFlag>,
 }
 
 impl FilterIter {
@@ -22,12 +23,14 @@ impl FilterIter {
         predicate: Arc<dyn Predicate>,
         policy: ErrorPolicy,
         stats: Arc<StageStats>,
+        cancel: Option<CancelFlag>,
     ) -> Self {
         FilterIter {
             input,
             predicate,
             policy,
             stats,
+            cancel,
         }
     }
 }
@@ -35,6 +38,13 @@ impl FilterIter {
 impl ElementIter for FilterIter {
     fn next(&mut self) -> Result<Option<Element>> {
         while let Some(e) = self.stats.pull(&mut self.input)? {
+            if self
+                .cancel
+                .as_ref()
+                .is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+            {
+                return Ok(None);
+            }
             let ctx = OpCtx {
                 policy: self.policy,
                 stats: &self.stats,

@@ -31,6 +31,10 @@ pub trait ElementIter: Send {
 
 pub type BoxIter = Box<dyn ElementIter>;
 
+/// Set when the consumer of a pipeline is gone: stages that may loop without producing an
+/// element (a `filter` rejecting everything) check it and stop.
+pub type CancelFlag = std::sync::Arc<std::sync::atomic::AtomicBool>;
+
 /// Makes a fresh iterator over some dataset (for `repeat`, `cache` and `interleave`).
 pub type MakeIter = Box<dyn FnMut() -> Result<BoxIter> + Send>;
 

@@ -72,9 +72,8 @@ impl ParallelMap {
                     .spawn(move || {
                         for (element, reply) in work_rx {
                             let t = Instant::now();
-                            let out = catch_panic(&st.name, || {
-                                apply_chain(&ops, element, policy, &st)
-                            });
+                            let out =
+                                catch_panic(&st.name, || apply_chain(&ops, element, policy, &st));
                             st.add_busy(t.elapsed());
                             let t = Instant::now();
                             if reply.send(out).is_err() {

@@ -29,10 +29,20 @@ pub enum Poll {
 
 impl Prefetch {
     /// Starts the producer thread. `capacity` elements are buffered (at least 1).
-    pub fn spawn(mut input: BoxIter, capacity: usize, stats: Arc<StageStats>) -> Result<Prefetch> {
+    pub fn spawn(input: BoxIter, capacity: usize, stats: Arc<StageStats>) -> Result<Prefetch> {
+        Prefetch::spawn_with_stop(input, capacity, stats, Arc::new(AtomicBool::new(false)))
+    }
+
+    /// Like [`Prefetch::spawn`], with the flag that dropping this prefetch sets (shared with
+    /// the stages it drives, so that they stop too).
+    pub fn spawn_with_stop(
+        mut input: BoxIter,
+        capacity: usize,
+        stats: Arc<StageStats>,
+        stop: Arc<AtomicBool>,
+    ) -> Result<Prefetch> {
         let capacity = capacity.max(1);
         let (tx, rx) = bounded::<Result<Option<Element>>>(capacity);
-        let stop = Arc::new(AtomicBool::new(false));
         let producer_stop = Arc::clone(&stop);
         let producer_stats = Arc::clone(&stats);
         let handle = std::thread::Builder::new()

@@ -64,7 +64,9 @@ mod tests {
         let it = RepeatIter::new(Box::new(|| Ok(ints(0..0))), None);
         assert_eq!(drain(Box::new(it)), Vec::<i64>::new());
         let mut it = RepeatIter::new(Box::new(|| Ok(ints(0..2))), None);
-        let got: Vec<i64> = (0..7).map(|_| value(&it.next().unwrap().unwrap())).collect();
+        let got: Vec<i64> = (0..7)
+            .map(|_| value(&it.next().unwrap().unwrap()))
+            .collect();
         assert_eq!(got, vec![0, 1, 0, 1, 0, 1, 0]);
     }
 }

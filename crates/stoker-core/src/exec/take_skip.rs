@@ -65,10 +65,22 @@ mod tests {
     #[test]
     fn edges() {
         assert_eq!(drain(Box::new(TakeIter::new(ints(0..5), 3))), vec![0, 1, 2]);
-        assert_eq!(drain(Box::new(TakeIter::new(ints(0..5), 0))), Vec::<i64>::new());
-        assert_eq!(drain(Box::new(TakeIter::new(ints(0..5), 9))), vec![0, 1, 2, 3, 4]);
+        assert_eq!(
+            drain(Box::new(TakeIter::new(ints(0..5), 0))),
+            Vec::<i64>::new()
+        );
+        assert_eq!(
+            drain(Box::new(TakeIter::new(ints(0..5), 9))),
+            vec![0, 1, 2, 3, 4]
+        );
         assert_eq!(drain(Box::new(SkipIter::new(ints(0..5), 3))), vec![3, 4]);
-        assert_eq!(drain(Box::new(SkipIter::new(ints(0..5), 0))), vec![0, 1, 2, 3, 4]);
-        assert_eq!(drain(Box::new(SkipIter::new(ints(0..5), 9))), Vec::<i64>::new());
+        assert_eq!(
+            drain(Box::new(SkipIter::new(ints(0..5), 0))),
+            vec![0, 1, 2, 3, 4]
+        );
+        assert_eq!(
+            drain(Box::new(SkipIter::new(ints(0..5), 9))),
+            Vec::<i64>::new()
+        );
     }
 }

@@ -6,16 +6,17 @@ The engine sees an element as flat ``(name, tensor)`` pairs; names are paths: ``
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import Any, Union
 
-Template = Union[str, Dict[str, "Template"], Tuple["Template", ...]]
+Template = Union[str, dict[str, "Template"], tuple["Template", ...]]
 
 
-def flatten(value: Any, prefix: str = "") -> Tuple[Template, List[Tuple[str, Any]]]:
+def flatten(value: Any, prefix: str = "") -> tuple[Template, list[tuple[str, Any]]]:
     """Splits a structure into its template and its ``(name, leaf)`` pairs."""
     if isinstance(value, dict):
-        items: List[Tuple[str, Any]] = []
-        tmpl: Dict[str, Template] = {}
+        items: list[tuple[str, Any]] = []
+        tmpl: dict[str, Template] = {}
         for k, v in value.items():
             if not isinstance(k, str) or "/" in k:
                 raise TypeError(f"dict keys must be strings without '/', got {k!r}")
@@ -35,7 +36,7 @@ def flatten(value: Any, prefix: str = "") -> Tuple[Template, List[Tuple[str, Any
     return name, [(name, value)]
 
 
-def leaves(template: Template) -> List[str]:
+def leaves(template: Template) -> list[str]:
     if isinstance(template, str):
         return [template]
     if isinstance(template, dict):
@@ -43,7 +44,7 @@ def leaves(template: Template) -> List[str]:
     return [n for t in template for n in leaves(t)]
 
 
-def pack(template: Template, by_name: Dict[str, Any]) -> Any:
+def pack(template: Template, by_name: dict[str, Any]) -> Any:
     if isinstance(template, str):
         return by_name[template]
     if isinstance(template, dict):
@@ -85,7 +86,7 @@ class Dynamic:
         self.template: Template | None = None
 
 
-def pack_element(template: Union[Template, Dynamic], names: Sequence[str], arrays: List[Any]) -> Any:
+def pack_element(template: Template | Dynamic, names: Sequence[str], arrays: list[Any]) -> Any:
     tmpl = template.template if isinstance(template, Dynamic) else template
     by_name = dict(zip(names, arrays))
     if tmpl is not None and sorted(leaves(tmpl)) == sorted(names):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from collections.abc import Iterator, Sequence
+from typing import Any, Callable, NamedTuple, Union
 
 from . import _stoker
 from ._structure import Dynamic, Template, after_native_ops, flatten, pack_element, prefixed
@@ -20,16 +21,16 @@ class TensorSpec(NamedTuple):
 
     name: str
     dtype: str
-    shape: Tuple[Optional[int], ...]
+    shape: tuple[int | None, ...]
 
 
-def _paths(filenames: Union[PathLike, Sequence[PathLike]]) -> List[str]:
+def _paths(filenames: PathLike | Sequence[PathLike]) -> list[str]:
     if isinstance(filenames, (str, os.PathLike)):
         return [os.fspath(filenames)]
     return [os.fspath(f) for f in filenames]
 
 
-def _is_tfrecord_factory(fn: Any) -> Optional[Dict[str, Any]]:
+def _is_tfrecord_factory(fn: Any) -> dict[str, Any] | None:
     """The keyword arguments if ``fn`` is ``TFRecordDataset`` (or a partial of it)."""
     if fn is TFRecordDataset:
         return {}
@@ -46,13 +47,13 @@ class Dataset:
     tuple or a single value) of NumPy arrays that share the engine's buffers (no copy).
     """
 
-    def __init__(self, plan: Any, structure: Union[Template, Dynamic]) -> None:
+    def __init__(self, plan: Any, structure: Template | Dynamic) -> None:
         self._plan = plan
         self._structure = structure
 
     # ---------------------------------------------------------------- sources
     @staticmethod
-    def range(*args: int) -> "Dataset":
+    def range(*args: int) -> Dataset:
         """``range(stop)``, ``range(start, stop)`` or ``range(start, stop, step)`` as int64."""
         if len(args) == 1:
             start, stop, step = 0, args[0], 1
@@ -65,7 +66,7 @@ class Dataset:
         return Dataset(_stoker.Plan.range(int(start), int(stop), int(step)), "value")
 
     @staticmethod
-    def from_tensor_slices(tensors: Any) -> "Dataset":
+    def from_tensor_slices(tensors: Any) -> Dataset:
         """Elements are the rows (first axis) of the given arrays: one array, or a dict/tuple
         of them. The arrays are copied once, into the engine."""
         template, pairs = flatten(tensors)
@@ -76,25 +77,27 @@ class Dataset:
         return Dataset(plan, template)
 
     @staticmethod
-    def from_npz(path: PathLike) -> "Dataset":
+    def from_npz(path: PathLike) -> Dataset:
         """The rows of every array of an ``.npz`` file, as a dict keyed by array name."""
         plan = _stoker.Plan.from_npz(os.fspath(path))
         return Dataset(plan, {n: n for n, _, _ in plan.schema()})
 
     @staticmethod
-    def from_npy(path: PathLike) -> "Dataset":
+    def from_npy(path: PathLike) -> Dataset:
         """The rows of a ``.npy`` array."""
         return Dataset(_stoker.Plan.from_npz(os.fspath(path), "value"), "value")
 
     @staticmethod
-    def list_files(file_pattern: Union[PathLike, Sequence[PathLike]], shuffle: Optional[bool] = None, seed: Optional[int] = None) -> "Dataset":
+    def list_files(
+        file_pattern: PathLike | Sequence[PathLike], shuffle: bool | None = None, seed: int | None = None
+    ) -> Dataset:
         """File names matching the glob pattern(s). As in tf.data, shuffled by default (a new
         order each epoch; reproducible with ``seed``); ``shuffle=False`` gives sorted order."""
         plan = _stoker.Plan.list_files(_paths(file_pattern), True if shuffle is None else bool(shuffle), seed)
         return Dataset(plan, "filename")
 
     @staticmethod
-    def zip(datasets: Union[Tuple["Dataset", ...], Dict[str, "Dataset"]]) -> "Dataset":
+    def zip(datasets: tuple[Dataset, ...] | dict[str, Dataset]) -> Dataset:
         """One element from each dataset, as a tuple (or dict); ends with the shortest."""
         if isinstance(datasets, dict):
             keys = list(datasets)
@@ -109,13 +112,13 @@ class Dataset:
         return Dataset(plan, structure)
 
     @staticmethod
-    def load_spec(path: PathLike) -> "Dataset":
+    def load_spec(path: PathLike) -> Dataset:
         """A pipeline from a spec file written by ``save_spec`` (or by hand; JSON or TOML)."""
         plan = _stoker.Plan.load_spec(os.fspath(path))
         return Dataset(plan, _structure_of(plan))
 
     # ------------------------------------------------------------- transforms
-    def shuffle(self, buffer_size: int, seed: Optional[int] = None, reshuffle_each_iteration: bool = True) -> "Dataset":
+    def shuffle(self, buffer_size: int, seed: int | None = None, reshuffle_each_iteration: bool = True) -> Dataset:
         """Shuffles with a buffer of ``buffer_size`` elements (tf.data's algorithm). With a
         ``seed`` the order is reproducible; each epoch gets a new order unless
         ``reshuffle_each_iteration=False``."""
@@ -123,10 +126,10 @@ class Dataset:
 
     def map(
         self,
-        map_func: Union[NativeOp, Sequence[NativeOp], Callable[..., Any]],
-        num_parallel_calls: Optional[int] = None,
-        deterministic: Optional[bool] = None,
-    ) -> "Dataset":
+        map_func: NativeOp | Sequence[NativeOp] | Callable[..., Any],
+        num_parallel_calls: int | None = None,
+        deterministic: bool | None = None,
+    ) -> Dataset:
         """Applies native ops (``stoker.ops``; a list runs as one stage) or a Python function.
 
         A Python function receives NumPy arrays (a tuple element is passed as separate
@@ -136,12 +139,14 @@ class Dataset:
         """
         det = True if deterministic is None else bool(deterministic)
         npc = None if num_parallel_calls is None else int(num_parallel_calls)
-        if isinstance(map_func, NativeOp) or (isinstance(map_func, (list, tuple)) and all(isinstance(o, NativeOp) for o in map_func)):
+        if isinstance(map_func, NativeOp) or (
+            isinstance(map_func, (list, tuple)) and all(isinstance(o, NativeOp) for o in map_func)
+        ):
             ops = [map_func] if isinstance(map_func, NativeOp) else list(map_func)
             plan = self._plan.map([o.spec for o in ops], npc, det)
             schema = plan.schema()
             if schema is None:
-                structure: Union[Template, Dynamic] = Dynamic()
+                structure: Template | Dynamic = Dynamic()
             else:
                 structure = after_native_ops(_known(self), [n for n, _, _ in schema])
             return Dataset(plan, structure)
@@ -151,19 +156,19 @@ class Dataset:
         adapter = _adapter(map_func, self._structure, out)
         return Dataset(self._plan.map([adapter], npc, det), out)
 
-    def batch(self, batch_size: int, drop_remainder: bool = False) -> "Dataset":
+    def batch(self, batch_size: int, drop_remainder: bool = False) -> Dataset:
         """Stacks ``batch_size`` consecutive elements; the last batch may be smaller unless
         ``drop_remainder``. Written straight into pooled buffers."""
         return Dataset(self._plan.batch(int(batch_size), bool(drop_remainder)), self._structure)
 
     def interleave(
         self,
-        map_func: Callable[..., "Dataset"],
-        cycle_length: Optional[int] = None,
-        block_length: Optional[int] = None,
-        num_parallel_calls: Optional[int] = None,
-        deterministic: Optional[bool] = None,
-    ) -> "Dataset":
+        map_func: Callable[..., Dataset],
+        cycle_length: int | None = None,
+        block_length: int | None = None,
+        num_parallel_calls: int | None = None,
+        deterministic: bool | None = None,
+    ) -> Dataset:
         """Opens ``map_func(element)`` for ``cycle_length`` elements at a time and takes
         ``block_length`` elements from each in turn (tf.data's order). With
         ``num_parallel_calls`` every open dataset reads ahead on its own thread; the order
@@ -184,7 +189,7 @@ class Dataset:
         out = Dynamic()
         structure = self._structure
 
-        def open_dataset(flat: Dict[str, Any]) -> Any:
+        def open_dataset(flat: dict[str, Any]) -> Any:
             args = pack_element(structure, list(flat), list(flat.values()))
             ds = map_func(*args) if isinstance(args, tuple) else map_func(args)
             if not isinstance(ds, Dataset):
@@ -195,56 +200,56 @@ class Dataset:
         open_dataset.__name__ = getattr(map_func, "__name__", "interleave_fn")
         return Dataset(self._plan.interleave(open_dataset, cycle, block, npc), out)
 
-    def filter(self, predicate: Callable[..., Any]) -> "Dataset":
+    def filter(self, predicate: Callable[..., Any]) -> Dataset:
         """Keeps the elements for which the Python ``predicate`` is true."""
         structure = self._structure
 
-        def test(flat: Dict[str, Any]) -> Any:
+        def test(flat: dict[str, Any]) -> Any:
             args = pack_element(structure, list(flat), list(flat.values()))
             return predicate(*args) if isinstance(args, tuple) else predicate(args)
 
         test.__name__ = getattr(predicate, "__name__", "predicate")
         return Dataset(self._plan.filter(test), self._structure)
 
-    def take(self, count: int) -> "Dataset":
+    def take(self, count: int) -> Dataset:
         """The first ``count`` elements (all of them if ``count`` is -1)."""
         if count < 0:
             return self
         return Dataset(self._plan.take(int(count)), self._structure)
 
-    def skip(self, count: int) -> "Dataset":
+    def skip(self, count: int) -> Dataset:
         """All but the first ``count`` elements (none if ``count`` is -1)."""
         if count < 0:
             return Dataset(self._plan.take(0), self._structure)
         return Dataset(self._plan.skip(int(count)), self._structure)
 
-    def repeat(self, count: Optional[int] = None) -> "Dataset":
+    def repeat(self, count: int | None = None) -> Dataset:
         """Repeats ``count`` times, or forever (``None`` or -1)."""
         c = None if count is None or count < 0 else int(count)
         return Dataset(self._plan.repeat(c), self._structure)
 
-    def cache(self, filename: PathLike = "") -> "Dataset":
+    def cache(self, filename: PathLike = "") -> Dataset:
         """Caches elements in memory (``filename=""``) or in a file. The first complete pass
         fills the cache; later passes are served from it — from memory without copying, as
         read-only arrays."""
         name = os.fspath(filename)
         return Dataset(self._plan.cache(name or None), self._structure)
 
-    def prefetch(self, buffer_size: int) -> "Dataset":
+    def prefetch(self, buffer_size: int) -> Dataset:
         """Runs the pipeline ahead on a thread into a buffer of ``buffer_size`` elements
         (``AUTOTUNE``: stoker chooses)."""
         return Dataset(self._plan.prefetch(int(buffer_size)), self._structure)
 
-    def shard(self, num_shards: int, index: int) -> "Dataset":
+    def shard(self, num_shards: int, index: int) -> Dataset:
         """Every ``num_shards``-th element, starting at ``index``."""
         return Dataset(self._plan.shard(int(num_shards), int(index)), self._structure)
 
-    def enumerate(self, start: int = 0) -> "Dataset":
+    def enumerate(self, start: int = 0) -> Dataset:
         """``(index, element)`` pairs."""
         structure: Template = ("0", prefixed(_known(self), "1/"))
         return Dataset(self._plan.enumerate(int(start), "0", "1/"), structure)
 
-    def with_options(self, on_bad_record: Optional[str] = None, threads: Optional[int] = None) -> "Dataset":
+    def with_options(self, on_bad_record: str | None = None, threads: int | None = None) -> Dataset:
         """Pipeline-wide options.
 
         ``on_bad_record``: ``"raise"`` (default) stops with an error naming the file, record and
@@ -253,7 +258,7 @@ class Dataset:
         """
         return Dataset(self._plan.with_options(on_bad_record, threads), self._structure)
 
-    def ignore_errors(self) -> "Dataset":
+    def ignore_errors(self) -> Dataset:
         """Skips bad records (``with_options(on_bad_record="skip")``); they are counted in
         ``stats()``."""
         return self.with_options(on_bad_record="skip")
@@ -285,7 +290,7 @@ class Dataset:
             return specs
         return pack_element(structure, list(specs), list(specs.values()))
 
-    def stats(self) -> List[Dict[str, Any]]:
+    def stats(self) -> list[dict[str, Any]]:
         """Per-stage counters, accumulated over every iteration: elements, busy time, time
         waiting for input, time blocked on a full buffer, buffer fill, Python time, skipped
         bad records."""
@@ -301,7 +306,7 @@ class Dataset:
         arrays cannot be saved (``SpecError``)."""
         self._plan.save_spec(os.fspath(path))
 
-    def spec(self) -> Dict[str, Any]:
+    def spec(self) -> dict[str, Any]:
         """The spec document ``save_spec`` would write."""
         return self._plan.spec()
 
@@ -331,8 +336,10 @@ def _structure_of(plan: Any) -> Template:
     return {n: n for n in names}
 
 
-def _adapter(fn: Callable[..., Any], structure: Union[Template, Dynamic], out: Dynamic) -> Callable[[Dict[str, Any]], List[Tuple[str, Any]]]:
-    def call(flat: Dict[str, Any]) -> List[Tuple[str, Any]]:
+def _adapter(
+    fn: Callable[..., Any], structure: Template | Dynamic, out: Dynamic
+) -> Callable[[dict[str, Any]], list[tuple[str, Any]]]:
+    def call(flat: dict[str, Any]) -> list[tuple[str, Any]]:
         args = pack_element(structure, list(flat), list(flat.values()))
         result = fn(*args) if isinstance(args, tuple) else fn(args)
         template, pairs = flatten(result)
@@ -344,10 +351,10 @@ def _adapter(fn: Callable[..., Any], structure: Union[Template, Dynamic], out: D
 
 
 def TFRecordDataset(
-    filenames: Union[PathLike, Sequence[PathLike], Dataset],
-    compression_type: Optional[str] = None,
-    buffer_size: Optional[int] = None,
-    num_parallel_reads: Optional[int] = None,
+    filenames: PathLike | Sequence[PathLike] | Dataset,
+    compression_type: str | None = None,
+    buffer_size: int | None = None,
+    num_parallel_reads: int | None = None,
     verify_crc: bool = True,
 ) -> Dataset:
     """The records of TFRecord files (paths or glob patterns, or a Dataset of file names).

@@ -7,7 +7,6 @@ the demo) sees the same bytes.
 from __future__ import annotations
 
 import os
-from typing import List, Tuple
 
 import numpy as np
 
@@ -17,7 +16,7 @@ CHESS_BYTES = 194  # 1552 packed bits: 1536 board bits, 10 flags, 1 mate bit, 5 
 MATE_BIT = 1546
 
 
-def chess_examples(num_examples: int, seed: int = 0) -> Tuple[np.ndarray, np.ndarray]:
+def chess_examples(num_examples: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """``(d, s)``: packed boards (n, 194) uint8 and int64 scores. Mate positions (bit 1546 set)
     get small signed move counts, others centipawn scores."""
     rng = np.random.default_rng(seed)
@@ -27,7 +26,7 @@ def chess_examples(num_examples: int, seed: int = 0) -> Tuple[np.ndarray, np.nda
     return d, s.astype(np.int64)
 
 
-def write_chess_tfrecords(out_dir: str, num_files: int = 8, num_examples: int = 400_000, seed: int = 0) -> List[str]:
+def write_chess_tfrecords(out_dir: str, num_files: int = 8, num_examples: int = 400_000, seed: int = 0) -> list[str]:
     """Writes W1's data: ``num_examples`` Examples ``{d: bytes(194), s: int64}`` over
     ``num_files`` TFRecord files. Returns the paths."""
     os.makedirs(out_dir, exist_ok=True)
@@ -43,7 +42,7 @@ def write_chess_tfrecords(out_dir: str, num_files: int = 8, num_examples: int = 
     return paths
 
 
-def make_mnist_like(n: int = 60_000, seed: int = 0) -> Tuple[np.ndarray, np.ndarray]:
+def make_mnist_like(n: int = 60_000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """W4's data: ``(x, y)``, x (n, 28, 28) uint8 strokes on a dark background, y (n,) int64."""
     rng = np.random.default_rng(seed)
     y = rng.integers(0, 10, size=n).astype(np.int64)

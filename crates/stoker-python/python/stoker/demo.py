@@ -7,13 +7,13 @@ import argparse
 import os
 import tempfile
 import time
-from typing import Any, Dict, List
+from typing import Any
 
 from . import datasets, workloads
 from .dataset import Dataset
 
 
-def _epoch(ds: Dataset) -> "tuple[int, float]":
+def _epoch(ds: Dataset) -> tuple[int, float]:
     t = time.perf_counter()
     n = 0
     for batch in ds:
@@ -22,15 +22,17 @@ def _epoch(ds: Dataset) -> "tuple[int, float]":
     return n, time.perf_counter() - t
 
 
-def _table(stats: List[Dict[str, Any]]) -> str:
+def _table(stats: list[dict[str, Any]]) -> str:
     rows = [f"    {'stage (sink first)':<58} {'elements':>9} {'busy s':>8} {'wait s':>8} {'python s':>8}"]
     for s in stats:
         name = s["name"] if len(s["name"]) <= 58 else s["name"][:55] + "..."
-        rows.append(f"    {name:<58} {s['elements']:>9} {s['busy_s']:>8.3f} {s['wait_input_s']:>8.3f} {s['python_s']:>8.3f}")
+        rows.append(
+            f"    {name:<58} {s['elements']:>9} {s['busy_s']:>8.3f} {s['wait_input_s']:>8.3f} {s['python_s']:>8.3f}"
+        )
     return "\n".join(rows)
 
 
-def main(argv: "list[str] | None" = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--examples", type=int, default=200_000, help="W1 examples to generate")
     p.add_argument("--files", type=int, default=4)

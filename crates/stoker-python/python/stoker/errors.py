@@ -6,8 +6,6 @@ file), with ``filename`` set. Errors raised by your own Python functions come ba
 
 from __future__ import annotations
 
-from typing import Optional
-
 
 class StokerError(Exception):
     """Base class of stoker's own errors."""
@@ -20,9 +18,9 @@ class CorruptRecordError(StokerError, ValueError):
     record's header in the decompressed file) say where.
     """
 
-    file: Optional[str] = None
-    record: Optional[int] = None
-    offset: Optional[int] = None
+    file: str | None = None
+    record: int | None = None
+    offset: int | None = None
 
 
 class InvalidRecordError(StokerError, ValueError):
@@ -30,28 +28,28 @@ class InvalidRecordError(StokerError, ValueError):
     missing required feature, wrong length). ``op``, ``file``, ``record`` and ``offset`` say
     where, when the record came from a file."""
 
-    op: Optional[str] = None
-    file: Optional[str] = None
-    record: Optional[int] = None
-    offset: Optional[int] = None
+    op: str | None = None
+    file: str | None = None
+    record: int | None = None
+    offset: int | None = None
 
 
 class SchemaError(StokerError, ValueError):
     """The pipeline cannot work; raised when it is built. ``step`` names the step."""
 
-    step: Optional[str] = None
+    step: str | None = None
 
 
 class InvalidArgumentError(StokerError, ValueError):
     """An op got data it cannot handle at run time. ``op`` names it."""
 
-    op: Optional[str] = None
+    op: str | None = None
 
 
 class WorkerPanicError(StokerError, RuntimeError):
     """A worker thread panicked (a bug in stoker). ``step`` names the stage."""
 
-    step: Optional[str] = None
+    step: str | None = None
 
 
 class SpecError(StokerError, ValueError):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from . import _stoker
 
@@ -19,24 +20,24 @@ def serialize_example(features: Mapping[str, Any]) -> bytes:
     return _stoker.serialize_example(dict(features))
 
 
-def parse_example_proto(data: bytes) -> Dict[str, Tuple[str, list]]:
+def parse_example_proto(data: bytes) -> dict[str, tuple[str, list]]:
     """Decodes one serialized Example into ``{name: (kind, values)}`` (kind: bytes/int64/float)."""
     return _stoker.parse_example_proto(data)
 
 
-def bytes_feature(values: Sequence[Any]) -> Tuple[str, Sequence[Any]]:
+def bytes_feature(values: Sequence[Any]) -> tuple[str, Sequence[Any]]:
     return ("bytes", list(values))
 
 
-def int64_feature(values: Sequence[int]) -> Tuple[str, Sequence[int]]:
+def int64_feature(values: Sequence[int]) -> tuple[str, Sequence[int]]:
     return ("int64", [int(v) for v in values])
 
 
-def float_feature(values: Sequence[float]) -> Tuple[str, Sequence[float]]:
+def float_feature(values: Sequence[float]) -> tuple[str, Sequence[float]]:
     return ("float", [float(v) for v in values])
 
 
-def tf_record_iterator(path: str, compression_type: Optional[str] = None) -> Iterator[bytes]:
+def tf_record_iterator(path: str, compression_type: str | None = None) -> Iterator[bytes]:
     """The records of one TFRecord file, CRC-checked."""
     from .dataset import TFRecordDataset
 

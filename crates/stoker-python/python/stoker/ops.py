@@ -10,8 +10,9 @@ Use them with ``Dataset.map``: ``ds.map([ops.decode_raw("d", "uint8"), ops.unpac
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Union
 
 from ._dtypes import dtype_name
 
@@ -19,7 +20,7 @@ from ._dtypes import dtype_name
 class NativeOp:
     """A native op, described by its spec (what ``save_spec`` writes)."""
 
-    def __init__(self, spec: Dict[str, Any]) -> None:
+    def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
 
     def __repr__(self) -> str:
@@ -27,7 +28,7 @@ class NativeOp:
         return f"stoker.ops.{self.spec['op']}({args})"
 
 
-def _out(spec: Dict[str, Any], output: Optional[str]) -> NativeOp:
+def _out(spec: dict[str, Any], output: str | None) -> NativeOp:
     if output is not None:
         spec["output"] = output
     return NativeOp(spec)
@@ -53,12 +54,12 @@ class VarLenFeature:
 Feature = Union[FixedLenFeature, VarLenFeature]
 
 
-def _feature_spec(name: str, f: Feature) -> Dict[str, Any]:
+def _feature_spec(name: str, f: Feature) -> dict[str, Any]:
     if isinstance(f, VarLenFeature):
         return {"name": name, "kind": "var_len", "dtype": dtype_name(f.dtype)}
     if not isinstance(f, FixedLenFeature):
         raise TypeError(f"feature '{name}': expected FixedLenFeature or VarLenFeature, got {f!r}")
-    spec: Dict[str, Any] = {
+    spec: dict[str, Any] = {
         "name": name,
         "kind": "fixed",
         "dtype": dtype_name(f.dtype),
@@ -72,11 +73,11 @@ def _feature_spec(name: str, f: Feature) -> Dict[str, Any]:
     return spec
 
 
-def parse_example(features: Mapping[str, Feature], key: Optional[str] = None) -> NativeOp:
+def parse_example(features: Mapping[str, Feature], key: str | None = None) -> NativeOp:
     """Parses serialized ``tf.train.Example`` s, per element (like
     ``tf.io.parse_single_example``) or per batch (like ``tf.io.parse_example``). The field
     ``key`` (by default the element's only string field) is replaced by the features."""
-    spec: Dict[str, Any] = {
+    spec: dict[str, Any] = {
         "op": "parse_example",
         "features": [_feature_spec(n, f) for n, f in features.items()],
     }
@@ -85,12 +86,14 @@ def parse_example(features: Mapping[str, Feature], key: Optional[str] = None) ->
     return NativeOp(spec)
 
 
-def decode_raw(field: str, out_type: Any, little_endian: bool = True, output: Optional[str] = None) -> NativeOp:
+def decode_raw(field: str, out_type: Any, little_endian: bool = True, output: str | None = None) -> NativeOp:
     """Bytes → numbers, like ``tf.io.decode_raw``: a string of shape S becomes ``S + [n]``."""
-    return _out({"op": "decode_raw", "field": field, "dtype": dtype_name(out_type), "little_endian": little_endian}, output)
+    return _out(
+        {"op": "decode_raw", "field": field, "dtype": dtype_name(out_type), "little_endian": little_endian}, output
+    )
 
 
-def unpack_bits(field: str, output: Optional[str] = None) -> NativeOp:
+def unpack_bits(field: str, output: str | None = None) -> NativeOp:
     """uint8 ``[..., k]`` → uint8 ``[..., 8k]`` of 0/1, most significant bit first."""
     return _out({"op": "unpack_bits", "field": field}, output)
 
@@ -98,23 +101,28 @@ def unpack_bits(field: str, output: Optional[str] = None) -> NativeOp:
 def gather_channels(
     field: str,
     indices: Sequence[int],
-    signs: Optional[Sequence[int]] = None,
+    signs: Sequence[int] | None = None,
     dtype: Any = "float32",
-    output: Optional[str] = None,
+    output: str | None = None,
 ) -> NativeOp:
     """``out[..., j] = signs[j] * x[..., indices[j]]`` on the last axis, cast to ``dtype``."""
-    spec: Dict[str, Any] = {"op": "gather_channels", "field": field, "indices": [int(i) for i in indices], "dtype": dtype_name(dtype)}
+    spec: dict[str, Any] = {
+        "op": "gather_channels",
+        "field": field,
+        "indices": [int(i) for i in indices],
+        "dtype": dtype_name(dtype),
+    }
     if signs is not None:
         spec["signs"] = [int(s) for s in signs]
     return _out(spec, output)
 
 
-def signed_channels(order: Sequence[int]) -> "tuple[List[int], List[int]]":
+def signed_channels(order: Sequence[int]) -> tuple[list[int], list[int]]:
     """Splits a channel order where ``-c`` means "channel c, negated" into indices and signs."""
     return [abs(int(c)) for c in order], [-1 if int(c) < 0 else 1 for c in order]
 
 
-def cast(field: str, dtype: Any, output: Optional[str] = None) -> NativeOp:
+def cast(field: str, dtype: Any, output: str | None = None) -> NativeOp:
     """Converts to another numeric dtype (float → int truncates toward zero)."""
     return _out({"op": "cast", "field": field, "dtype": dtype_name(dtype)}, output)
 
@@ -125,20 +133,27 @@ def rescale(
     scale: float = 1.0,
     offset: float = 0.0,
     dtype: Any = "float32",
-    output: Optional[str] = None,
+    output: str | None = None,
 ) -> NativeOp:
     """``(x / divisor) * scale + offset`` as float32 (or float64). ``divisor`` is a true
     division: ``rescale("x", divisor=255)`` equals ``tf.cast(x, tf.float32) / 255``."""
-    spec = {"op": "rescale", "field": field, "divisor": float(divisor), "scale": float(scale), "offset": float(offset), "dtype": dtype_name(dtype)}
+    spec = {
+        "op": "rescale",
+        "field": field,
+        "divisor": float(divisor),
+        "scale": float(scale),
+        "offset": float(offset),
+        "dtype": dtype_name(dtype),
+    }
     return _out(spec, output)
 
 
-def slice(field: str, start: int, stop: int, axis: int = -1, output: Optional[str] = None) -> NativeOp:  # noqa: A001
+def slice(field: str, start: int, stop: int, axis: int = -1, output: str | None = None) -> NativeOp:  # noqa: A001
     """``x[..., start:stop]`` on ``axis`` (negative axes count from the end)."""
     return _out({"op": "slice", "field": field, "start": int(start), "stop": int(stop), "axis": int(axis)}, output)
 
 
-def unflatten(field: str, shape: Sequence[int], axis: int = -1, output: Optional[str] = None) -> NativeOp:
+def unflatten(field: str, shape: Sequence[int], axis: int = -1, output: str | None = None) -> NativeOp:
     """Splits one axis into ``shape`` (like ``torch.Tensor.unflatten``), without copying."""
     return _out({"op": "unflatten", "field": field, "shape": [int(d) for d in shape], "axis": int(axis)}, output)
 

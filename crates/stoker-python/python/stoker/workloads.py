@@ -7,7 +7,7 @@ W4 mnist-small: 28x28 uint8 images → /255 → batch(128) → cache → prefetc
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -21,7 +21,7 @@ CHESS_CHANNELS = [0, 4, 8, 12, 16, 20, -1, -5, -9, -13, -17, -21, 2, 6, 10, 14, 
 SCORE_A, SCORE_K, SCORE_B = 0.75, 600.0, 30.0
 
 
-def chess_ops() -> List[ops.NativeOp]:
+def chess_ops() -> list[ops.NativeOp]:
     """W1's parsing and unpacking, all native: parse → decode_raw → unpack_bits → board
     (8, 8, 24) with signed channels, flags (10,), is_mate, s."""
     indices, signs = ops.signed_channels(CHESS_CHANNELS)
@@ -39,7 +39,7 @@ def chess_ops() -> List[ops.NativeOp]:
     ]
 
 
-def chess_score(batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+def chess_score(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """W1's combined score, vectorised over a batch, in float32."""
     a, k, b = np.float32(SCORE_A), np.float32(SCORE_K), np.float32(SCORE_B)
     s = batch["s"].astype(np.float32)
@@ -52,10 +52,10 @@ def chess_score(batch: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
 
 def chess_pipeline(
     files: Sequence[str],
-    seed: Optional[int] = 0,
+    seed: int | None = 0,
     batch_size: int = 512,
     shuffle_buffer: int = 10_000,
-    threads: Optional[int] = None,
+    threads: int | None = None,
     num_parallel_reads: int = AUTOTUNE,
 ) -> Dataset:
     """W1 end to end. ``shuffle_buffer=0`` leaves the order as read (for golden tests)."""
@@ -70,7 +70,7 @@ def chess_pipeline(
     return ds.prefetch(AUTOTUNE)
 
 
-def mnist_pipeline(x: np.ndarray, y: np.ndarray, batch_size: int = 128, threads: Optional[int] = None) -> Dataset:
+def mnist_pipeline(x: np.ndarray, y: np.ndarray, batch_size: int = 128, threads: int | None = None) -> Dataset:
     """W4: rescale to float32 / 255 → batch → cache → prefetch. The second epoch on is served
     from the cache."""
     ds = Dataset.from_tensor_slices((x, y))

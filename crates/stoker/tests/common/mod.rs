@@ -1,4 +1,5 @@
 //! Helpers shared by the integration tests.
+#![allow(clippy::unwrap_used)] // test helpers: a failed unwrap is a failed test
 #![allow(dead_code)]
 
 use std::sync::mpsc;
@@ -36,7 +37,12 @@ pub fn collect_batches(plan: &Plan) -> Result<Vec<Vec<i64>>> {
 }
 
 pub fn range(n: i64) -> Plan {
-    Plan::new(stoker::Step::Range { start: 0, stop: n, step: 1 }).unwrap()
+    Plan::new(stoker::Step::Range {
+        start: 0,
+        stop: n,
+        step: 1,
+    })
+    .unwrap()
 }
 
 /// Writes Examples `{d: bytes(id as 4 bytes), s: id}` for the given ids.
@@ -44,7 +50,10 @@ pub fn write_examples(path: &std::path::Path, ids: impl IntoIterator<Item = i64>
     let mut w = RecordWriter::create(path, c).unwrap();
     for i in ids {
         let ex = Example::with_features([
-            ("d".to_string(), Feature::bytes(vec![Bytes::from((i as u32).to_le_bytes().to_vec())])),
+            (
+                "d".to_string(),
+                Feature::bytes(vec![Bytes::from((i as u32).to_le_bytes().to_vec())]),
+            ),
             ("s".to_string(), Feature::int64s(vec![i])),
         ]);
         w.write(&ex.serialize()).unwrap();
@@ -58,5 +67,6 @@ pub fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'stat
     std::thread::spawn(move || {
         let _ = tx.send(f());
     });
-    rx.recv_timeout(Duration::from_secs(secs)).expect("the pipeline hung")
+    rx.recv_timeout(Duration::from_secs(secs))
+        .expect("the pipeline hung")
 }

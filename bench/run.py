@@ -1,0 +1,520 @@
+#!/usr/bin/env python3
+"""stoker vs its peers on the reference workloads, in one run, on the same cores.
+
+    python bench/run.py --workload all --out BENCHMARKS.md     # the full benchmark
+    python bench/run.py --workload w1 --quick                   # a smoke run (tiny data)
+
+Workloads (docs: workloads): W1 chess-tfrecord, W4 mnist-small. Every (workload, contender,
+cores) runs in its own child process (bench_child.py), pinned with ``taskset -c 0`` (1 core) or
+``taskset -c 0,1`` (2 cores), with OMP_NUM_THREADS & co. set to the core count; the child also
+sets TF's intra/inter-op threads / torch's threads / stoker's ``threads=`` to it. Peak RSS is
+the child's ``ru_maxrss`` from ``os.wait4``; the tree's summed PSS (the child plus any worker
+processes) is sampled from /proc meanwhile. Results go to ``bench/results/<workload>.json``
+and ``.png``, and a report to ``--out``. A contender that fails is reported as failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from importlib import metadata
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+RESULTS = os.path.join(HERE, "results")
+sys.path.insert(0, HERE)
+
+from bench_mem import tree_mem_kib  # noqa: E402
+
+W1_CONTENDERS = ["stoker", "tf.data (fast form)", "tf.data (slow form)", "torch DataLoader (workers=cores)"]
+W4_CONTENDERS = ["stoker", "tf.data", "torch DataLoader (0 workers)", "torch DataLoader (2 workers)"]
+TITLES = {"w1": "W1 chess-tfrecord", "w4": "W4 mnist-small"}
+
+THREAD_VARS = ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+               "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
+               "RAYON_NUM_THREADS", "TOKIO_WORKER_THREADS", "STOKER_THREADS"]
+
+
+# --------------------------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------------------------
+
+def stoker_importable(py: str) -> tuple[bool, str]:
+    p = subprocess.run([py, "-c", "import stoker, stoker.datasets; print(getattr(stoker, '__version__', '?'))"],
+                       check=False, capture_output=True, text=True, cwd="/")
+    if p.returncode == 0:
+        return True, p.stdout.strip()
+    err = p.stderr.strip().splitlines()
+    return False, err[-1] if err else f"exit status {p.returncode}"
+
+
+def prepare_data(workload: str, data_dir: str, params: dict, prefer_stoker: bool, py: str) -> dict:
+    """Generates the data into data_dir unless its meta.json already matches."""
+    meta_path = os.path.join(data_dir, "meta.json")
+    try:
+        with open(meta_path) as f:
+            meta = json.load(f)
+        same = all(meta.get(k) == v for k, v in params.items())
+        same = same and (meta["generator"].startswith("stoker") == prefer_stoker)
+        if workload == "w1":
+            same = same and all(os.path.exists(os.path.join(data_dir, n)) for n in meta["files"])
+        else:
+            same = same and all(os.path.exists(os.path.join(data_dir, n)) for n in ("x.npy", "y.npy"))
+        if same:
+            return meta
+    except (OSError, ValueError, KeyError):
+        pass
+    cmd = [py, os.path.join(HERE, "bench_data.py"), workload, data_dir]
+    if workload == "w1":
+        cmd += ["--num-files", str(params["num_files"]), "--num-examples", str(params["num_examples"])]
+    else:
+        cmd += ["--n", str(params["n"])]
+    cmd += ["--seed", str(params["seed"])]
+    print(f"[data] {' '.join(shlex.quote(c) for c in cmd)}", flush=True)
+    t = time.time()
+    subprocess.run(cmd, check=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=""))
+    print(f"[data] done in {time.time() - t:.0f} s", flush=True)
+    with open(meta_path) as f:
+        return json.load(f)
+
+
+# --------------------------------------------------------------------------------------------
+# Children
+# --------------------------------------------------------------------------------------------
+
+def run_child(workload: str, contender: str, cores: int, cpus: list[int], data_dir: str, runs: int,
+              batches: int, min_seconds: float, touch: str, timeout: float, py: str, log_dir: str,
+              sample_s: float) -> dict:
+    slug = "".join(ch if ch.isalnum() else "_" for ch in contender).strip("_")
+    base = os.path.join(log_dir, f"{workload}-{slug}-{cores}c")
+    out_json = base + ".json"
+    if os.path.exists(out_json):
+        os.remove(out_json)
+    cpu_list = ",".join(str(c) for c in cpus[:cores])
+    cmd = ["taskset", "-c", cpu_list, py, os.path.join(HERE, "bench_child.py"), "--workload", workload,
+           "--contender", contender, "--cores", str(cores), "--data-dir", data_dir, "--runs", str(runs),
+           "--batches", str(batches), "--min-seconds", str(min_seconds), "--touch", touch, "--out", out_json]
+    env = dict(os.environ)
+    env.update({v: str(cores) for v in THREAD_VARS})
+    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
+    print(f"[run] {workload} | {contender} | {cores} core(s) (cpus {cpu_list}) ...", flush=True)
+    t0 = time.time()
+    with open(base + ".log", "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+                                start_new_session=True)
+        peak_pss = peak_rss_sum = max_procs = 0
+        timed_out = False
+        while True:
+            pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.time() - t0 > timeout:
+                timed_out = True
+                os.killpg(proc.pid, 9)
+                pid, status, ru = os.wait4(proc.pid, 0)
+                break
+            pss, rss, n = tree_mem_kib(proc.pid)
+            peak_pss, peak_rss_sum, max_procs = max(peak_pss, pss), max(peak_rss_sum, rss), max(max_procs, n)
+            time.sleep(sample_s)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.time() - t0
+    try:
+        with open(out_json) as f:
+            res = json.load(f)
+    except (OSError, ValueError):
+        res = {"workload": workload, "contender": contender, "cores": cores, "ok": False}
+    if not res.get("ok") and "error" not in res:
+        with open(base + ".log", errors="replace") as f:
+            tail = [ln.rstrip() for ln in f.readlines()[-15:] if ln.strip()]
+        why = f"timed out after {timeout:.0f} s" if timed_out else f"exit status {proc.returncode}"
+        res["error"] = f"child died ({why}) without a result; log tail: " + " | ".join(tail[-5:])
+    # The child also samples its tree after the warm-up and after the timed passes (short
+    # children can finish between two of our samples).
+    peak_pss = max(peak_pss, res.get("child_tree_pss_kib", 0))
+    peak_rss_sum = max(peak_rss_sum, res.get("child_tree_rss_kib", 0))
+    res.update({"cmd": " ".join(shlex.quote(c) for c in cmd), "exit_code": proc.returncode, "wall_s": wall,
+                "peak_rss_mib": ru.ru_maxrss / 1024, "cpu_user_s": ru.ru_utime, "cpu_sys_s": ru.ru_stime,
+                "peak_tree_pss_mib": peak_pss / 1024, "peak_tree_rss_sum_mib": peak_rss_sum / 1024,
+                "max_procs": max_procs, "log": os.path.relpath(base + ".log", ROOT)})
+    if res.get("ok"):
+        rates = [r["ex_per_s"] for r in res["runs"]]
+        print(f"[run]   {res['median_ex_per_s']:,.0f} ex/s ({len(rates)} runs, {min(rates):,.0f}–{max(rates):,.0f}), "
+              f"peak RSS {res['peak_rss_mib']:.0f} MiB, tree PSS {res['peak_tree_pss_mib']:.0f} MiB, "
+              f"{wall:.0f} s", flush=True)
+    else:
+        print(f"[run]   FAILED: {res['error'][:300]}", flush=True)
+    return res
+
+
+# --------------------------------------------------------------------------------------------
+# Report
+# --------------------------------------------------------------------------------------------
+
+def sh(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def machine_info() -> dict:
+    model = ""
+    for line in sh(["lscpu"]).splitlines():
+        if line.startswith("Model name:"):
+            model = line.split(":", 1)[1].strip()
+            break
+    mem = ""
+    try:
+        with open("/proc/meminfo") as f:
+            mem = f"{int(f.readline().split()[1]) / 1024 / 1024:.1f} GiB"
+    except (OSError, ValueError):
+        pass
+    return {"cpu_model": model, "logical_cpus": os.cpu_count(), "affinity": sorted(os.sched_getaffinity(0)),
+            "memory": mem, "kernel": platform.release(), "os": platform.platform(),
+            "python": platform.python_version()}
+
+
+SPIN = ("import time\nt = time.perf_counter(); n = 0\n"
+        "while time.perf_counter() - t < 2.0:\n    for _ in range(10000): n += 1\nprint(n)")
+
+
+def core_scaling(py: str, cpus: list[int]) -> float | None:
+    """Work done on 2 pinned cores at once / work done on 1 (a spin loop); None if < 2 cpus."""
+    if len(cpus) < 2:
+        return None
+    try:
+        def spin(cpu: int) -> subprocess.Popen:
+            return subprocess.Popen(["taskset", "-c", str(cpu), py, "-c", SPIN], stdout=subprocess.PIPE, text=True)
+        solo = int(spin(cpus[0]).communicate()[0])
+        pair = [spin(cpus[0]), spin(cpus[1])]
+        both = sum(int(p.communicate()[0]) for p in pair)
+        return both / solo if solo else None
+    except (OSError, ValueError):
+        return None
+
+
+def lib_versions() -> dict:
+    out = {}
+    for pkg in ("stoker", "tensorflow", "tensorflow-cpu", "torch", "numpy", "protobuf", "matplotlib"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def fmt_rate(r: dict | None) -> str:
+    if r is None:
+        return "—"
+    if not r.get("ok"):
+        err = r.get("error", "?").replace("\n", " ").replace("|", "\\|")
+        return f"**failed**: `{err[:70]}{'…' if len(err) > 70 else ''}`"
+    rates = [x["ex_per_s"] for x in r["runs"]]
+    med = r["median_ex_per_s"]
+    spread = (max(rates) - min(rates)) / 2 / med * 100 if med else 0
+    return f"{med:,.0f} ±{spread:.0f}%"
+
+
+def ratio(s: dict | None, p: dict | None) -> str:
+    if not (s and p and s.get("ok") and p.get("ok")) or not p["median_ex_per_s"]:
+        return "n/a"
+    return f"{s['median_ex_per_s'] / p['median_ex_per_s']:.2f}×"
+
+
+def mib(r: dict | None, key: str) -> str:
+    if r is None or not r.get("ok") or not r.get(key):
+        return "—"
+    return f"{r[key]:.0f}"
+
+
+def plot(doc: dict, path: str) -> str | None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.transforms import blended_transform_factory
+    except Exception as e:  # noqa: BLE001
+        return f"no plot ({type(e).__name__}: {e})"
+    names = doc["contenders"]
+    cores = doc["cores"]
+    fig, ax = plt.subplots(figsize=(1.9 * len(names) + 2, 4.2))
+    width = 0.8 / len(cores)
+    x_data_y_axes = blended_transform_factory(ax.transData, ax.transAxes)
+    for j, c in enumerate(cores):
+        xs, ys, labels = [], [], []
+        for i, n in enumerate(names):
+            r = doc["results"].get(n, {}).get(str(c))
+            xs.append(i + (j - (len(cores) - 1) / 2) * width)
+            ok = bool(r and r.get("ok"))
+            ys.append(r["median_ex_per_s"] if ok else 0)
+            labels.append(f"{ys[-1]:,.0f}" if ok else "failed")
+        ax.bar(xs, [y if y > 0 else float("nan") for y in ys], width, label=f"{c} core{'s' if c > 1 else ''}")
+        for x, y, lab in zip(xs, ys, labels):
+            if y > 0:
+                ax.annotate(lab, (x, y), ha="center", va="bottom", fontsize=7, rotation=90,
+                            xytext=(0, 2), textcoords="offset points")
+            else:
+                ax.text(x, 0.02, lab, transform=x_data_y_axes, ha="center", va="bottom", fontsize=7,
+                        rotation=90, color="red")
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels([n.replace(" (", "\n(") for n in names], fontsize=8)
+    ax.set_ylabel("examples / s (median, log scale)")
+    ax.set_title(f"{TITLES[doc['workload']]}{' (quick smoke run)' if doc['quick'] else ''}")
+    ax.margins(y=0.25)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.grid(axis="y", which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return None
+
+
+def workload_section(doc: dict, out_dir: str) -> list[str]:
+    names, cores = doc["contenders"], doc["cores"]
+    res = doc["results"]
+    s = {c: res.get("stoker", {}).get(str(c)) for c in cores}
+    L = [f"## {TITLES[doc['workload']]}", ""]
+    if doc["quick"]:
+        L += ["> **Quick smoke run on tiny data: these numbers are not representative.**", ""]
+    L += [(f"Run {doc['date']} · `{doc['command']}` · data: {doc['data']['desc']} "
+           f"(generator: `{doc['data']['generator']}`) · {doc['protocol']} · load average (1 min) "
+           f"{doc['loadavg_start'][0]:.2f} at start, {doc.get('loadavg_end', [float('nan')])[0]:.2f} at end"), ""]
+    head = ["contender"] + [f"ex/s, {c} core{'s' if c > 1 else ''}" for c in cores] + \
+        ["peak RSS MiB (" + " / ".join(f"{c}c" for c in cores) + ")",
+         "tree PSS MiB (" + " / ".join(f"{c}c" for c in cores) + ")"] + \
+        [f"stoker ÷ this, {c}c" for c in cores]
+    L += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for n in names:
+        rs = [res.get(n, {}).get(str(c)) for c in cores]
+        row = [f"**{n}**" if n == "stoker" else n] + [fmt_rate(r) for r in rs]
+        row += [" / ".join(mib(r, "peak_rss_mib") for r in rs), " / ".join(mib(r, "peak_tree_pss_mib") for r in rs)]
+        row += ["—" if n == "stoker" else ratio(s[c], r) for c, r in zip(cores, rs)]
+        L.append("| " + " | ".join(row) + " |")
+    L.append("")
+    png = doc.get("plot")
+    if png:
+        L += [f"![{TITLES[doc['workload']]}]({os.path.relpath(os.path.join(ROOT, png), out_dir)})", ""]
+    fails = [(n, c, res[n][str(c)]) for n in names for c in cores
+             if res.get(n, {}).get(str(c)) is not None and not res[n][str(c)].get("ok")]
+    if fails:
+        L += ["Failures:", ""]
+        for n, c, r in fails:
+            err = r.get("error", "?").replace("\n", " ").replace("|", "\\|")
+            L.append(f"- {n}, {c} core(s): `{err[:500]}` (log: `{r.get('log', '?')}`)")
+        L.append("")
+    L += ["Setups:", ""]
+    for n in names:
+        note = next((r.get("notes") for r in res.get(n, {}).values() if r.get("notes")), None)
+        if note:
+            L.append(f"- {n}: {note}")
+    L.append("")
+    return L
+
+
+METHOD = """## Method
+
+- Each (workload, contender, cores) runs in its own process (`bench/bench_child.py`), started by
+  `bench/run.py` under `taskset -c 0` (1 core) or `taskset -c 0,1` (2 cores), with
+  `OMP_NUM_THREADS`, `MKL_NUM_THREADS`, `OPENBLAS_NUM_THREADS`, `TF_NUM_INTRAOP_THREADS`,
+  `TF_NUM_INTEROP_THREADS`, `RAYON_NUM_THREADS` (and a few more) set to the core count. In the
+  child: TF gets `tf.config.threading.set_{intra,inter}_op_parallelism_threads(cores)` and
+  `tf.data.Options().threading.private_threadpool_size = cores`; torch gets
+  `torch.set_num_threads(cores)`; stoker gets `build_pipeline(..., threads=cores)`. DataLoader
+  worker processes inherit the pinning, so they share the same cores.
+- In each child: build the pipeline, one warm-up pass, then the timed passes; the number is the
+  median examples/s of the timed passes (± is half the min–max spread over the median). Every
+  pass makes a fresh iterator (a new epoch: stoker/tf.data reshuffle, torch workers restart
+  their file share), so per-epoch start-up (e.g. filling the shuffle buffer) is included.
+  W1: a pass is one whole epoch (400,000 examples → 781 full batches of 512; the torch
+  contender drops each worker's own remainder, e.g. 780 batches with 2 workers); examples/s
+  counts only examples delivered in full batches. W4: epoch 1 is the warm-up and fills the
+  cache; each timed pass is one whole later epoch served from the cache (60,000 examples, 469
+  batches); at least 10 epochs are timed, more until 2 s have been timed.
+- Consumption, identical for all: every batch is taken as NumPy arrays (tf.data:
+  `as_numpy_iterator()`; stoker: `as_numpy_iterator()`; torch: `tensor.numpy()`, zero-copy) and
+  the first and last element of every output array are read (`touch=ends`; no model, no
+  copy). So a pipeline that hands out cached batches without copying (W4) is measured by its
+  per-batch overhead, not by memory bandwidth. `--touch all` sums every array of every batch
+  instead (a full read of the data, the same work added to every contender).
+- The first batch of the warm-up pass is checked (not timed): W1 shapes/dtypes (board
+  (512,8,8,24) f32, flags (512,10) f32, score (512,) f32), board values in {0,1} on channels
+  0-5, 12-17 and {-1,0} on 6-11, 18-23, flags in {0,1}, score finite in [-1,1]; W4 first batch
+  equal to `x[:128] / 255` and `y[:128]`, every timed epoch has 60,000 examples, and one more
+  (untimed) cached epoch after the timed ones must equal `(x / 255, y)` in full, in batches of
+  128. A contender failing a check is reported as failed. `bench/check_peers.py` checks the peers'
+  outputs bit for bit against the golden fixtures in `tests/golden/`.
+- Peak RSS: `ru_maxrss` of the child from `os.wait4` (Linux: the max over the process and the
+  descendants it reaped, e.g. DataLoader workers; not their sum). Tree PSS: the peak summed PSS
+  of the child and all its descendants, from `/proc/*/smaps_rollup`, sampled every 0.5 s by the
+  parent and by the child itself after the warm-up and after the timed passes (shared pages
+  split fairly between processes; the better number for multi-process loaders).
+- The machine is shared and noisy: compare ratios within one run, not across runs. "2-core
+  scaling" under Machine is a pure-Python spin loop run on CPU 0 alone, then on CPUs 0 and 1 at
+  once: the total work done by 2 cores relative to 1 (2.00 would be two full cores).
+
+### Peer implementations
+
+- **W1 tf.data fast form**: `TFRecordDataset(files, num_parallel_reads=AUTOTUNE) → shuffle(10000)
+  → batch(512, drop_remainder=True) → map(tf.io.parse_example + vectorised math,
+  num_parallel_calls=AUTOTUNE) → prefetch(AUTOTUNE)`. The math is bit-exact with the golden
+  generator's (`tests/golden/make_golden.py`) but written for speed (~3× faster here than the
+  literal formula): bits as `(x >> [7..0]) & 1` on uint8, the channel order as a transpose of
+  the channel axis seen as (6, 4) → (4, 6) instead of `tf.gather`, signs in int8, then cast.
+- **W1 tf.data slow form**: `TFRecordDataset(files)` (sequential reads) → shuffle(10000) →
+  `map(parse_single_example + the same math per example, num_parallel_calls=AUTOTUNE)` →
+  batch(512, drop_remainder=True) → prefetch(AUTOTUNE). (The map is parallel; what makes it
+  slow is the per-element work.)
+- **W1 torch**: `DataLoader(IterableDataset, batch_size=None, num_workers=cores,
+  persistent_workers=True)`. Each worker reads its share of the files
+  (`files[worker_id::num_workers]`, via `get_worker_info`) with a `struct`-based TFRecord reader
+  (CRCs not verified — which favours it), parses each record with the `protobuf` package (upb
+  backend; `tensorflow.Example` message class built from a hand-written descriptor, so TF is
+  not imported), shuffles with its own 10,000-example buffer (reshuffled per epoch), batches
+  512 (drop remainder) and does the math vectorised per batch in NumPy (`np.unpackbits` = the
+  bit formula; `np.tanh` — may differ from TF's tanh by a couple of ULPs). Batches are returned
+  as torch tensors through the DataLoader's shared-memory transfer.
+- **W4 tf.data**: `from_tensor_slices((x, y)).map(cast / 255, num_parallel_calls=AUTOTUNE)
+  .batch(128).cache().prefetch(AUTOTUNE)`.
+- **W4 torch**: map-style `Dataset` whose arrays are rescaled to float32 / 255 once, up front
+  (that's its "cache"); `__getitem__` returns one example, default collate stacks 128;
+  `DataLoader(batch_size=128, shuffle=False, num_workers=0 or 2, persistent_workers=workers>0)`.
+  The 2-worker loader runs its 2 workers on the 1 or 2 pinned cores.
+"""
+
+
+def render(docs: list[dict], out_path: str) -> str:
+    out_dir = os.path.dirname(os.path.abspath(out_path))
+    first = docs[0]
+    L = ["# stoker benchmarks", "",
+         "Generated by `bench/run.py`; raw results in `bench/results/*.json`. Regenerate with:", "",
+         "```", "make bench   # = .venv/bin/python bench/run.py --workload all --out BENCHMARKS.md", "```", ""]
+    if any(d["quick"] for d in docs):
+        L += ["> **Contains quick smoke-run results (tiny data); not representative.**", ""]
+    m = first["machine"]
+    L += ["## Machine and versions", "",
+          f"- Date: {', '.join(sorted({d['date'] for d in docs}))}",
+          f"- Command: {', '.join(sorted({'`' + d['command'] + '`' for d in docs}))}",
+          (f"- CPU: {m['cpu_model']} — {m['logical_cpus']} logical CPUs visible (affinity {m['affinity']}), "
+           f"{m['memory']} RAM; {m['os']}"),
+          "- 2-core scaling (see Method): " + ", ".join(
+              f"{d['machine'].get('core_scaling') or 0:.2f}× ({TITLES[d['workload']]} run)" for d in docs),
+          f"- Python {m['python']}; " + ", ".join(f"{k} {v}" for k, v in first["versions"].items()),
+          f"- Repository commit: `{first.get('git', '?')}`", ""]
+    for d in docs:
+        L += workload_section(d, out_dir)
+    L += [METHOD]
+    text = "\n".join(L).rstrip() + "\n"
+    with open(out_path, "w") as f:
+        f.write(text)
+    return text
+
+
+# --------------------------------------------------------------------------------------------
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workload", choices=["w1", "w4", "all"], default="all")
+    ap.add_argument("--quick", action="store_true", help="tiny data, smoke run only (results to bench/results/quick/)")
+    ap.add_argument("--out", default=None, help="Markdown report (default: BENCHMARKS.md; with --quick: "
+                    "bench/results/quick/BENCHMARKS.md)")
+    ap.add_argument("--contenders", default="", help="comma-separated substrings: run only matching contenders")
+    ap.add_argument("--cores", default="1,2", help="core counts to pin to (default 1,2)")
+    ap.add_argument("--runs", type=int, default=0, help="timed passes per child (default: W1 3, W4 10)")
+    ap.add_argument("--w1-batches", type=int, default=0, help="W1 batches per pass (default 0 = whole epoch)")
+    ap.add_argument("--w4-seconds", type=float, default=None,
+                    help="W4: time more epochs until this many seconds are timed (default 2; --quick 0.5)")
+    ap.add_argument("--touch", choices=["ends", "all"], default="ends",
+                    help="per batch, read the first and last element of every array (ends, default) or "
+                    "sum every array (all: adds a full read of the data, the same for every contender)")
+    ap.add_argument("--data-dir", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "stoker-bench-data"))
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per child before it is killed")
+    ap.add_argument("--sample", type=float, default=0.5, help="seconds between tree-PSS samples")
+    ap.add_argument("--python", default=sys.executable, help="interpreter for the children")
+    args = ap.parse_args()
+    if args.w4_seconds is None:
+        args.w4_seconds = 0.5 if args.quick else 2.0
+
+    res_dir = os.path.join(RESULTS, "quick") if args.quick else RESULTS
+    out = args.out or (os.path.join(res_dir, "BENCHMARKS.md") if args.quick else os.path.join(ROOT, "BENCHMARKS.md"))
+    log_dir = os.path.join(res_dir, "logs")
+    os.makedirs(log_dir, exist_ok=True)
+    cpus = sorted(os.sched_getaffinity(0))
+    cores = [int(c) for c in args.cores.split(",") if c.strip()]
+    skipped = [c for c in cores if c > len(cpus)]
+    cores = [c for c in cores if c <= len(cpus)]
+    if skipped:
+        print(f"[warn] only {len(cpus)} CPU(s) available; skipping core counts {skipped}", flush=True)
+    command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])
+    machine, versions = machine_info(), lib_versions()
+    machine["core_scaling"] = core_scaling(args.python, cpus)
+    print(f"[env] {machine['cpu_model']}, cpus {cpus}, 2-core scaling {machine['core_scaling']}", flush=True)
+    git = sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
+    has_stoker, stoker_msg = stoker_importable(args.python)
+    print(f"[env] stoker importable: {has_stoker} ({stoker_msg}); versions {versions}", flush=True)
+    wanted = [w.strip() for w in args.contenders.split(",") if w.strip()]
+
+    docs = []
+    for workload in (["w1", "w4"] if args.workload == "all" else [args.workload]):
+        if workload == "w1":
+            params = {"num_files": 8, "num_examples": 16_384 if args.quick else 400_000, "seed": 0}
+            desc = f"{params['num_files']} TFRecord files, {params['num_examples']:,} examples"
+            names, runs = W1_CONTENDERS, args.runs or 3
+            per = f"{args.w1_batches} batches" if args.w1_batches else "one whole epoch"
+            protocol = f"per child: 1 warm-up pass + {runs} timed passes of {per}; touch={args.touch}"
+        else:
+            params = {"n": 6_000 if args.quick else 60_000, "seed": 0}
+            desc = f"{params['n']:,} examples of 28x28 uint8 + int64 label"
+            names, runs = W4_CONTENDERS, args.runs or (3 if args.quick else 10)
+            protocol = (f"per child: epoch 1 fills the cache (warm-up), then ≥{runs} timed epochs from the cache "
+                        f"(more until ≥{args.w4_seconds:g} s timed); touch={args.touch}")
+        if wanted:
+            names = [n for n in names if any(w.lower() in n.lower() for w in wanted)]
+        data_dir = os.path.join(args.data_dir, f"{workload}-{'quick' if args.quick else 'full'}")
+        meta = prepare_data(workload, data_dir, params, has_stoker, args.python)
+        date = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+        doc = {"workload": workload, "quick": args.quick, "date": date,
+               "command": command, "machine": machine, "versions": versions, "git": git,
+               "stoker_importable": has_stoker, "data": {"dir": data_dir, "desc": desc, **meta},
+               "protocol": protocol, "cores": cores, "contenders": names, "loadavg_start": os.getloadavg(),
+               "results": {n: {} for n in names}}
+        for c in cores:
+            for n in names:
+                doc["results"][n][str(c)] = run_child(workload, n, c, cpus, data_dir, runs,
+                                                      args.w1_batches if workload == "w1" else 0,
+                                                      0.0 if workload == "w1" else args.w4_seconds, args.touch,
+                                                      args.timeout, args.python, log_dir, args.sample)
+        doc["loadavg_end"] = os.getloadavg()
+        png = os.path.join(res_dir, f"{workload}.png")
+        err = plot(doc, png)
+        doc["plot"] = None if err else os.path.relpath(png, ROOT)
+        if err:
+            print(f"[warn] {err}", flush=True)
+        with open(os.path.join(res_dir, f"{workload}.json"), "w") as f:
+            json.dump(doc, f, indent=1)
+        docs.append(doc)
+
+    # Workloads not run this time: keep their last results in the report.
+    for workload in ("w1", "w4"):
+        if all(d["workload"] != workload for d in docs):
+            try:
+                with open(os.path.join(res_dir, f"{workload}.json")) as f:
+                    docs.append(json.load(f))
+            except (OSError, ValueError):
+                pass
+    docs.sort(key=lambda d: d["workload"])
+    render(docs, out)
+    print(f"[done] wrote {os.path.relpath(out, os.getcwd())} and {os.path.relpath(res_dir, os.getcwd())}/*.json",
+          flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""Operator semantics through the Python API (tf.data names and behaviour)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import stoker as sk
+
+from .conftest import write_examples
+
+
+def ints(ds):
+    return [int(v) for v in ds]
+
+
+def test_structures_dict_tuple_single():
+    x = np.arange(12, dtype=np.int32).reshape(6, 2)
+    y = np.arange(6, dtype=np.int64)
+    d = list(sk.Dataset.from_tensor_slices({"x": x, "y": y}))
+    assert len(d) == 6 and set(d[0]) == {"x", "y"}
+    np.testing.assert_array_equal(d[3]["x"], x[3])
+    t = list(sk.Dataset.from_tensor_slices((x, y)).batch(4))
+    assert isinstance(t[0], tuple) and t[0][0].shape == (4, 2) and t[1][0].shape == (2, 2)
+    single = list(sk.Dataset.from_tensor_slices(y))
+    assert [int(v) for v in single] == list(range(6))
+    nested = next(iter(sk.Dataset.from_tensor_slices({"a": (x, y)})))
+    assert isinstance(nested["a"], tuple) and int(nested["a"][1]) == 0
+    strings = list(sk.Dataset.from_tensor_slices(np.array([b"ab", b"c"], dtype=object)))
+    assert strings == [b"ab", b"c"]
+    spec = sk.Dataset.from_tensor_slices({"x": x, "y": y}).batch(4, drop_remainder=True).element_spec
+    assert spec["x"] == sk.TensorSpec("x", "int32", (4, 2)) and spec["y"].shape == (4,)
+
+
+def test_dtypes_round_trip():
+    for dt in [np.bool_, np.uint8, np.int8, np.int16, np.int32, np.int64, np.float16, np.float32, np.float64]:
+        a = (np.arange(6) % 2).astype(dt).reshape(3, 2)
+        got = np.stack(list(sk.Dataset.from_tensor_slices(a)))
+        assert got.dtype == a.dtype and got.tobytes() == a.tobytes(), dt
+    with pytest.raises(TypeError, match="uint16 is not supported"):
+        sk.Dataset.from_tensor_slices(np.zeros(3, np.uint16))
+
+
+def test_map_python_function_and_parallel_order():
+    ds = sk.Dataset.from_tensor_slices((np.arange(100), np.arange(100) * 2))
+    out = list(ds.map(lambda a, b: {"sum": a + b}, num_parallel_calls=4))
+    assert [int(o["sum"]) for o in out] == [3 * i for i in range(100)]
+    unordered = list(ds.map(lambda a, b: a * b, num_parallel_calls=4, deterministic=False))
+    assert sorted(int(v) for v in unordered) == sorted(2 * i * i for i in range(100))
+    stats = ds.map(lambda a, b: a).stats()
+    assert stats == [] or all(s["elements"] == 0 for s in stats)
+
+
+def test_python_map_time_is_counted_apart():
+    ds = sk.Dataset.range(50).map(lambda v: v + 1)
+    assert ints(ds) == list(range(1, 51))
+    by_kind = {s["kind"]: s for s in ds.stats()}
+    assert by_kind["map"]["python_calls"] == 50
+    assert by_kind["map"]["python_s"] > 0
+
+
+def test_filter_take_skip_repeat_shard_enumerate():
+    ds = sk.Dataset.range(10)
+    assert ints(ds.filter(lambda v: v % 3 == 0)) == [0, 3, 6, 9]
+    assert ints(ds.take(3)) == [0, 1, 2]
+    assert ints(ds.take(-1)) == list(range(10))
+    assert ints(ds.skip(8)) == [8, 9]
+    assert ints(ds.skip(-1)) == []
+    assert ints(ds.take(2).repeat(3)) == [0, 1] * 3
+    assert ints(ds.repeat().take(12)) == list(range(10)) + [0, 1]
+    assert ints(ds.shard(4, 1)) == [1, 5, 9]
+    assert [(int(i), int(v)) for i, v in ds.skip(7).enumerate(start=5)] == [(5, 7), (6, 8), (7, 9)]
+
+
+def test_zip():
+    a = sk.Dataset.range(5)
+    b = sk.Dataset.from_tensor_slices({"x": np.arange(3) * 10})
+    got = list(sk.Dataset.zip((a, b)))
+    assert [(int(p), int(q["x"])) for p, q in got] == [(0, 0), (1, 10), (2, 20)]
+    got = list(sk.Dataset.zip({"left": a, "right": b}))
+    assert int(got[2]["right"]["x"]) == 20 and int(got[2]["left"]) == 2
+
+
+def test_shuffle_seed_reproducible_and_reshuffled():
+    def epochs(seed, reshuffle=True):
+        ds = sk.Dataset.range(100).shuffle(30, seed=seed, reshuffle_each_iteration=reshuffle)
+        return ints(ds), ints(ds)
+
+    a1, a2 = epochs(7)
+    assert sorted(a1) == list(range(100)) and a1 != list(range(100))
+    assert a1 != a2
+    assert epochs(7) == (a1, a2)
+    assert epochs(8)[0] != a1
+    f1, f2 = epochs(7, reshuffle=False)
+    assert f1 == f2
+    unseeded = sk.Dataset.range(100).shuffle(100)
+    assert ints(unseeded) != ints(unseeded)
+
+
+def test_list_files_order(tmp_path):
+    for name in ["b.txt", "a.txt", "c.txt"]:
+        (tmp_path / name).write_text("x")
+    sorted_names = [p.decode() for p in sk.Dataset.list_files(str(tmp_path / "*.txt"), shuffle=False)]
+    assert [n.rsplit("/", 1)[1] for n in sorted_names] == ["a.txt", "b.txt", "c.txt"]
+    s1 = list(sk.Dataset.list_files(str(tmp_path / "*.txt"), seed=3))
+    assert sorted(s1) == sorted(p.encode() for p in sorted_names)
+    assert list(sk.Dataset.list_files(str(tmp_path / "*.txt"), seed=3)) == s1
+    with pytest.raises(FileNotFoundError, match="no files match"):
+        sk.Dataset.list_files(str(tmp_path / "*.nope"))
+
+
+def test_tfrecord_files_and_interleave(tmp_path):
+    files = [write_examples(tmp_path / f"f{i}.tfrecord", [10 * i + j for j in range(i + 1)]) for i in range(3)]
+    parse = sk.ops.parse_example({"s": sk.FixedLenFeature([], sk.int64)}, key="record")
+    seq = [int(e["s"]) for e in sk.TFRecordDataset(files).map(parse)]
+    assert seq == [0, 10, 11, 20, 21, 22]
+    par = [int(e["s"]) for e in sk.TFRecordDataset(files, num_parallel_reads=3).map(parse)]
+    assert par == [0, 10, 20, 11, 21, 22]
+    names = sk.Dataset.list_files(str(tmp_path / "*.tfrecord"), shuffle=False)
+    inter = names.interleave(sk.TFRecordDataset, cycle_length=2, num_parallel_calls=2).map(parse)
+    assert [int(e["s"]) for e in inter] == [0, 10, 11, 20, 21, 22]
+    assert "interleave" in inter.spec()["pipeline"][1]["step"]
+    glob_ds = sk.TFRecordDataset(str(tmp_path / "f*.tfrecord")).map(parse)
+    assert sorted(int(e["s"]) for e in glob_ds) == [0, 10, 11, 20, 21, 22]
+
+
+def test_compressed_tfrecords(tmp_path):
+    for c in ["GZIP", "ZLIB"]:
+        f = write_examples(tmp_path / f"x.{c}", list(range(50)), c)
+        parse = sk.ops.parse_example({"s": sk.FixedLenFeature([], sk.int64)})
+        assert [int(e["s"]) for e in sk.TFRecordDataset(f, compression_type=c).map(parse)] == list(range(50))
+
+
+def test_cache_in_memory_is_zero_copy_and_read_only():
+    x = np.arange(40, dtype=np.float32).reshape(10, 4)
+    ds = sk.Dataset.from_tensor_slices(x).map(sk.ops.rescale("value", divisor=2.0)).batch(4).cache()
+    first = list(ds)
+    assert all(b.flags.writeable is False for b in first), "cached buffers are shared: read-only"
+    second = list(ds)
+    for a, b in zip(first, second):
+        assert a.__array_interface__["data"][0] == b.__array_interface__["data"][0], "same buffer, no copy"
+    with pytest.raises(ValueError):
+        second[0][0, 0] = 1.0
+    np.testing.assert_array_equal(np.concatenate(second), x / 2)
+    # Without a cache, a batch is exclusively the caller's: writable.
+    fresh = next(iter(sk.Dataset.from_tensor_slices(x).batch(4)))
+    assert fresh.flags.writeable
+    fresh[0, 0] = 99.0
+
+
+def test_cache_on_disk(tmp_path):
+    path = tmp_path / "cache"
+    calls = []
+
+    def spy(v):
+        calls.append(1)
+        return v * 2
+
+    ds = sk.Dataset.range(10).map(spy).batch(3).cache(str(path))
+    a = [list(map(int, b)) for b in ds]
+    assert path.exists() and len(calls) == 10
+    b = [list(map(int, b)) for b in ds]
+    assert a == b and len(calls) == 10, "the second pass reads the file"
+    again = sk.Dataset.range(10).map(spy).batch(3).cache(str(path))
+    assert [list(map(int, b)) for b in again] == a and len(calls) == 10
+
+
+def test_save_and_load_spec(tmp_path, chess_files):
+    from stoker import workloads
+
+    native = (
+        sk.TFRecordDataset(chess_files, num_parallel_reads=2)
+        .shuffle(500, seed=1)
+        .batch(64, drop_remainder=True)
+        .map(workloads.chess_ops(), num_parallel_calls=sk.AUTOTUNE)
+        .prefetch(2)
+    )
+    want = [b["board"].sum() for b in native]
+    for ext in ["json", "toml"]:
+        path = tmp_path / f"w1.{ext}"
+        native.save_spec(path)
+        loaded = sk.Dataset.load_spec(path)
+        got = [b["board"].sum() for b in loaded]
+        assert got == want, ext
+    with pytest.raises(sk.SpecError, match="Python function"):
+        native.map(workloads.chess_score).save_spec(tmp_path / "x.json")
+    with pytest.raises(sk.SpecError, match="from_npz"):
+        sk.Dataset.from_tensor_slices(np.arange(3)).save_spec(tmp_path / "y.json")
+
+
+def test_from_npz_and_npy(tmp_path):
+    x = np.arange(24, dtype=np.int16).reshape(6, 4)
+    np.savez(tmp_path / "d.npz", x=x, y=np.arange(6.0))
+    np.save(tmp_path / "a.npy", x)
+    rows = list(sk.Dataset.from_npz(tmp_path / "d.npz"))
+    assert len(rows) == 6 and rows[2]["x"].dtype == np.int16
+    np.testing.assert_array_equal(rows[2]["x"], x[2])
+    np.testing.assert_array_equal(np.stack(list(sk.Dataset.from_npy(tmp_path / "a.npy"))), x)
+
+
+def test_explain_shows_the_planner_moving_maps_after_batch(chess_files):
+    ops = [
+        sk.ops.parse_example({"s": sk.FixedLenFeature([], sk.int64), "d": sk.FixedLenFeature([], sk.string)}),
+        sk.ops.decode_raw("d", sk.uint8),
+    ]
+    slow_form = sk.TFRecordDataset(chess_files).map(ops).batch(32)
+    text = slow_form.explain()
+    assert text.splitlines()[0].startswith("map[parse_example, decode_raw]"), text
+    assert "batch(32)" in text.splitlines()[1]
+    fast = sk.TFRecordDataset(chess_files).batch(32).map(ops)
+    for a, b in zip(slow_form, fast):
+        np.testing.assert_array_equal(a["d"], b["d"])
+        np.testing.assert_array_equal(a["s"], b["s"])
+    # Under the skip policy the move would change batch sizes: it is not done.
+    skipping = sk.TFRecordDataset(chess_files).map(ops).batch(32).ignore_errors()
+    lines = skipping.explain().splitlines()
+    assert lines[0].startswith("options(on_bad_record=skip)"), lines
+    assert lines[1].strip().startswith("batch(32)"), lines
+
+
+def test_schema_errors_at_build_time():
+    with pytest.raises(sk.SchemaError, match="no field 'nope'") as e:
+        sk.Dataset.range(3).map(sk.ops.cast("nope", sk.float32))
+    assert e.value.step == "cast"
+    with pytest.raises(sk.SchemaError, match="expected uint8"):
+        sk.Dataset.range(3).map(sk.ops.unpack_bits("value"))
+    with pytest.raises(sk.SchemaError, match="batch_size"):
+        sk.Dataset.range(3).batch(0)
+    with pytest.raises(sk.SchemaError, match="different first dimensions"):
+        sk.Dataset.from_tensor_slices((np.zeros(3), np.zeros(4)))

@@ -1,0 +1,132 @@
+"""stoker's output equals what TensorFlow produced for the same input (tests/golden/)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import stoker as sk
+from stoker import workloads
+
+
+@pytest.mark.parametrize("name,compression", [("plain", None), ("gzip", "GZIP"), ("zlib", "ZLIB")])
+def test_w1_matches_tf_data(golden, name, compression):
+    want = np.load(golden / "w1_expected.npz")
+    ds = (
+        sk.TFRecordDataset(str(golden / f"w1_chess_{name}.tfrecord"), compression_type=compression)
+        .batch(16, drop_remainder=True)
+        .map(workloads.chess_ops(), num_parallel_calls=sk.AUTOTUNE)
+        .map(workloads.chess_score)
+    )
+    batches = list(ds)
+    assert len(batches) == 4  # 70 records, the last 6 dropped
+    board = np.concatenate([b["board"] for b in batches])
+    flags = np.concatenate([b["flags"] for b in batches])
+    score = np.concatenate([b["score"] for b in batches])
+    assert board.dtype == np.float32 and board.shape == (64, 8, 8, 24)
+    # Bit for bit, including the sign of zero (TF negates in int32: no -0.0).
+    assert board.tobytes() == want["board"].tobytes()
+    assert flags.tobytes() == want["flags"].tobytes()
+    # TF's float32 tanh is Eigen's rational approximation (see tests/golden/README.md), up to
+    # 2 ULP from numpy's; everything else in the score formula is the same float32 arithmetic.
+    np.testing.assert_array_max_ulp(score, want["score"], maxulp=4)
+
+
+def test_w1_parsing_matches_raw_fields(golden):
+    want = np.load(golden / "w1_expected.npz")
+    ds = (
+        sk.TFRecordDataset(str(golden / "w1_chess_plain.tfrecord"))
+        .batch(16, drop_remainder=True)
+        .map(
+            [
+                sk.ops.parse_example({"d": sk.FixedLenFeature([], sk.string), "s": sk.FixedLenFeature([], sk.int64)}),
+                sk.ops.decode_raw("d", sk.uint8),
+            ]
+        )
+    )
+    got = list(ds)
+    np.testing.assert_array_equal(np.concatenate([b["d"] for b in got]), want["d_bytes"])
+    np.testing.assert_array_equal(np.concatenate([b["s"] for b in got]), want["s"])
+
+
+def test_w4_cached_epoch_matches_tf_data(golden):
+    inp = np.load(golden / "w4_input.npz")
+    want = np.load(golden / "w4_expected.npz")
+    ds = workloads.mnist_pipeline(inp["x"], inp["y"])
+    list(ds)  # epoch 1 fills the cache
+    epoch2 = list(ds)
+    assert [len(b[1]) for b in epoch2] == list(want["batch_sizes"])
+    x = np.concatenate([b[0] for b in epoch2])
+    y = np.concatenate([b[1] for b in epoch2])
+    assert x.tobytes() == want["x"].tobytes()
+    np.testing.assert_array_equal(y, want["y"])
+    assert not epoch2[0][0].flags.writeable, "cached arrays are read-only"
+
+
+def _features(spec):
+    out = {}
+    for name, f in spec.items():
+        if f["kind"] == "fixed":
+            out[name] = sk.FixedLenFeature(f["shape"], f["dtype"], default_value=f["default"])
+        else:
+            out[name] = sk.VarLenFeature(f["dtype"])
+    return out
+
+
+def _as_expected(value, dtype):
+    if dtype == "string":
+        if isinstance(value, (bytes, str)):
+            return bytes.fromhex(value) if isinstance(value, str) else value
+        return np.vectorize(lambda h: bytes.fromhex(h), otypes=[object])(np.array(value, dtype=object))
+    return np.array(value, dtype=np.int64 if dtype == "int64" else np.float32)
+
+
+def _check(got, want, dtype, where):
+    if dtype == "string":
+        if isinstance(got, bytes):
+            assert got == want, where
+        else:
+            assert np.asarray(got).shape == np.asarray(want).shape, where
+            assert list(np.asarray(got).ravel()) == list(np.asarray(want).ravel()), where
+    else:
+        got = np.asarray(got)
+        assert got.shape == want.shape, f"{where}: {got.shape} vs {want.shape}"
+        assert got.dtype == want.dtype, where
+        assert got.tobytes() == want.tobytes(), f"{where}: {got} vs {want}"
+
+
+def test_parse_single_example_matches_tf(golden):
+    doc = json.loads((golden / "features_expected.json").read_text())
+    features = _features(doc["spec"])
+    got = list(sk.TFRecordDataset(str(golden / "features.tfrecord")).map(sk.ops.parse_example(features)))
+    assert len(got) == len(doc["single"])
+    for i, (g, w) in enumerate(zip(got, doc["single"])):
+        for name, f in doc["spec"].items():
+            _check(g[name], _as_expected(w[name], f["dtype"]), f["dtype"], f"example {i} '{name}'")
+
+
+def test_parse_example_batched_matches_tf(golden):
+    doc = json.loads((golden / "features_expected.json").read_text())
+    features = _features(doc["spec"])
+    # The map comes after the batch: this is the batched parser (tf.io.parse_example).
+    ds = sk.TFRecordDataset(str(golden / "features.tfrecord")).batch(6).map(sk.ops.parse_example(features))
+    (got,) = list(ds)
+    for name, f in doc["spec"].items():
+        _check(got[name], _as_expected(doc["batched"][name], f["dtype"]), f["dtype"], f"batched '{name}'")
+
+
+def test_tf_data_interleave_order(golden):
+    # interleave_expected.json: the orders tf.data produced for
+    # Dataset.range(4).interleave(lambda i: Dataset.range(10*i, 10*i+i+1), cycle_length, block_length)
+    cases = json.loads((golden / "interleave_expected.json").read_text())
+    assert len(cases) == 5
+    for case in cases:
+        for npc in (None, 2):
+            ds = sk.Dataset.range(4).interleave(
+                lambda i: sk.Dataset.range(10 * int(i), 10 * int(i) + int(i) + 1),
+                cycle_length=case["cycle_length"],
+                block_length=case["block_length"],
+                num_parallel_calls=npc,
+            )
+            assert [int(v) for v in ds] == case["order"], (case, npc)

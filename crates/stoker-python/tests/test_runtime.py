@@ -1,0 +1,159 @@
+"""Threads, the GIL, early stops, Ctrl-C, and the CLI."""
+
+from __future__ import annotations
+
+import _thread
+import json
+import os
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+import stoker as sk
+from stoker import workloads
+
+
+def test_gil_is_released_while_rust_works(chess_files):
+    # A Python thread keeps counting while the main thread iterates a native pipeline. If the
+    # GIL were held while Rust works or waits, the counter would barely move.
+    ds = workloads.chess_pipeline(chess_files, seed=0, batch_size=64).repeat(3)
+    ticks = [0]
+    stop = threading.Event()
+
+    def count():
+        while not stop.is_set():
+            ticks[0] += 1
+
+    t = threading.Thread(target=count)
+    t.start()
+    start = time.perf_counter()
+    n = sum(len(b["score"]) for b in ds)
+    elapsed = time.perf_counter() - start
+    stop.set()
+    t.join()
+    assert n == 3 * (3000 // 64) * 64
+    assert ticks[0] > 1000 * elapsed, (ticks[0], elapsed)
+
+
+def test_early_stop_and_drop_do_not_hang(chess_files):
+    start = time.perf_counter()
+    for _ in range(10):
+        ds = workloads.chess_pipeline(chess_files, seed=0, batch_size=32)
+        it = iter(ds)
+        next(it)
+        del it  # threads stop and are joined
+    # Python map workers waiting for the GIL while the iterator is dropped.
+    for _ in range(5):
+        it = iter(sk.Dataset.range(10_000).map(lambda v: v * 2, num_parallel_calls=4).prefetch(8))
+        next(it)
+        del it
+    assert time.perf_counter() - start < 60
+
+
+def test_ctrl_c_interrupts_a_blocked_next():
+    # A pipeline that never yields: every element is filtered out, forever.
+    ds = sk.Dataset.range(10).repeat().filter(lambda v: False)
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    timer.start()
+    start = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        next(iter(ds))
+    assert time.perf_counter() - start < 10
+    timer.cancel()
+
+
+def test_stats_count_every_stage(chess_files):
+    ds = workloads.chess_pipeline(chess_files, seed=0, batch_size=100)
+    n = sum(len(b["score"]) for b in ds)
+    stats = {s["kind"]: s for s in ds.stats()}
+    assert n == 3000
+    assert stats["shuffle"]["elements"] == 3000
+    assert stats["batch"]["elements"] == 30
+    maps = [s for s in ds.stats() if s["kind"] == "map"]
+    assert all(m["elements"] == 30 for m in maps) and any(m["workers"] >= 1 for m in maps)
+    assert any(m["python_s"] > 0 for m in maps) and any(m["busy_s"] > 0 and m["python_s"] == 0 for m in maps)
+    for s in ds.stats():
+        for key in ("busy_s", "wait_input_s", "blocked_output_s", "buffer_len", "buffer_capacity"):
+            assert key in s
+
+
+def test_threads_option_limits_workers(chess_files):
+    ds = workloads.chess_pipeline(chess_files, seed=0, threads=1)
+    list(ds)
+    assert all(s["workers"] <= 1 for s in ds.stats() if s["kind"] == "map")
+    ds = workloads.chess_pipeline(chess_files, seed=0, threads=2)
+    list(ds)
+    assert any(s["workers"] == 2 for s in ds.stats() if s["kind"] == "map")
+
+
+def _stoker_bin():
+    path = os.environ.get("STOKER_BIN")
+    if not path or not os.path.exists(path):
+        pytest.fail("STOKER_BIN must point at the built `stoker` binary (make py-test builds it)")
+    return path
+
+
+def test_cli_inspect(chess_files, tmp_path):
+    out = subprocess.run([_stoker_bin(), "inspect", "--json", *chess_files], capture_output=True, text=True, check=True)
+    reports = json.loads(out.stdout)
+    assert sum(r["records"] for r in reports) == 3000
+    assert all(r["crc_ok"] for r in reports)
+    ex = reports[0]["first_record"]["example"]
+    assert ex["d"]["type"] == "bytes_list" and ex["d"]["first_lengths"] == [194]
+    assert ex["s"]["type"] == "int64_list"
+    bad = tmp_path / "bad.tfrecord"
+    data = bytearray(open(chess_files[0], "rb").read())
+    data[500] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    r = subprocess.run([_stoker_bin(), "inspect", str(bad)], capture_output=True, text=True)
+    assert r.returncode == 1 and "ERROR" in r.stdout and "record" in r.stdout
+    gz = tmp_path / "g.tfrecord"
+    with sk.io.TFRecordWriter(str(gz), "GZIP") as w:
+        w.write(sk.io.serialize_example({"a": [1.0, 2.0]}))
+    r = subprocess.run([_stoker_bin(), "inspect", "--json", str(gz)], capture_output=True, text=True, check=True)
+    rep = json.loads(r.stdout)[0]
+    assert rep["compression"] == "gzip" and rep["records"] == 1
+
+
+def test_cli_bench_runs_a_saved_spec(chess_files, tmp_path):
+    native = (
+        sk.TFRecordDataset(chess_files).batch(100, drop_remainder=True).map(workloads.chess_ops(), num_parallel_calls=2)
+    )
+    spec = tmp_path / "w1.toml"
+    native.save_spec(spec)
+    r = subprocess.run(
+        [_stoker_bin(), "bench", str(spec), "--json", "--batches", "1000", "--warmup", "0"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    report = json.loads(r.stdout)
+    assert report["elements"] == 30 and report["examples"] == 3000 and report["ended"]
+    assert report["examples_per_s"] > 0
+    kinds = [s["kind"] for s in report["stages"]]
+    assert "map" in kinds and "batch" in kinds and "tfrecord" in kinds
+    text = subprocess.run(
+        [_stoker_bin(), "bench", str(spec), "--seconds", "0.5"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "examples/s" in text and "busy s" in text
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"pipeline": [{"step": "shuffle", "buffer_size": 3}]}')
+    r = subprocess.run([_stoker_bin(), "bench", str(bad)], capture_output=True, text=True)
+    assert r.returncode == 2 and "step 0 (shuffle)" in r.stderr
+
+
+def test_serialize_example_types():
+    data = sk.io.serialize_example(
+        {"b": b"x", "s": "é", "i": [1, 2], "f": np.array([0.5], np.float32), "e": sk.io.int64_feature([]), "flag": True}
+    )
+    parsed = sk.io.parse_example_proto(data)
+    assert parsed["b"] == ("bytes", [b"x"])
+    assert parsed["s"] == ("bytes", ["é".encode()])
+    assert parsed["i"] == ("int64", [1, 2])
+    assert parsed["f"] == ("float", [0.5])
+    assert parsed["e"] == ("int64", [])
+    assert parsed["flag"] == ("int64", [1])
+    with pytest.raises(ValueError, match="empty list"):
+        sk.io.serialize_example({"e": []})
