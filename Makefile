@@ -18,7 +18,7 @@ venv: $(VENV)/.ready
 
 # Builds the extension (release) into the venv.
 develop: venv
-	$(VENV)/bin/maturin develop --release --quiet -m crates/stoker-python/Cargo.toml
+	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/maturin develop --release --quiet -m crates/stoker-python/Cargo.toml
 
 cli:
 	$(CARGO) build --release -p stoker-cli
@@ -39,7 +39,7 @@ test: rust-test py-test
 lint: venv
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(VENV)/bin/ruff check crates/stoker-python/python crates/stoker-python/tests examples bench
+	$(VENV)/bin/ruff check crates/stoker-python/python crates/stoker-python/tests examples bench tests/golden
 
 fmt:
 	$(CARGO) fmt --all
