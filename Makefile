@@ -44,8 +44,17 @@ lint: venv
 fmt:
 	$(CARGO) fmt --all
 
-bench: develop cli
-	$(VPY) bench/run.py --workload all --out BENCHMARKS.md
+# Benchmarks need TensorFlow and PyTorch next to stoker: a separate, larger venv.
+BENCH_VENV ?= .venv-bench
+$(BENCH_VENV)/.ready:
+	$(PY) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install --quiet "maturin>=1.5,<2" numpy matplotlib tensorflow-cpu torch
+	touch $@
+
+bench: $(BENCH_VENV)/.ready cli
+	VIRTUAL_ENV=$(abspath $(BENCH_VENV)) $(BENCH_VENV)/bin/maturin develop --release --quiet -m crates/stoker-python/Cargo.toml
+	$(BENCH_VENV)/bin/python bench/run.py --workload all --out BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) target

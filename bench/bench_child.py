@@ -166,14 +166,19 @@ def run_w4(args: argparse.Namespace, res: dict) -> None:
         runs.append(r)
     sample_tree(res)
     res["runs"] = runs
-    # One more (untimed) cached epoch, checked in full against x / 255 and y.
-    got = list(c.epoch())
-    gx = np.concatenate([b[0] for b in got])
-    gy = np.concatenate([b[1] for b in got])
-    if not (np.array_equal(gx, x.astype(np.float32) / np.float32(255.0)) and np.array_equal(gy, y)):
-        raise AssertionError("W4: a cached epoch differs from (x / 255, y)")
-    if [len(b[0]) for b in got] != [min(128, len(x) - i) for i in range(0, len(x), 128)]:
-        raise AssertionError("W4: batch sizes differ from batch(128)")
+    # One more (untimed) cached epoch, checked in full against x / 255 and y, batch by batch
+    # (no big temporaries, so the check doesn't inflate the peak RSS).
+    start = 0
+    for bx, by in c.epoch():
+        end = min(start + 128, len(x))
+        if len(bx) != end - start:
+            raise AssertionError(f"W4: batch at {start} has {len(bx)} examples, want {end - start}")
+        if not (np.array_equal(bx, x[start:end].astype(np.float32) / np.float32(255.0))
+                and np.array_equal(by, y[start:end])):
+            raise AssertionError(f"W4: cached batch at {start} differs from (x / 255, y)")
+        start = end
+    if start != len(x):
+        raise AssertionError(f"W4: cached epoch has {start} examples, want {len(x)}")
 
 
 def main() -> int:

@@ -124,6 +124,10 @@ def run_child(workload: str, contender: str, cores: int, cpus: list[int], data_d
             peak_pss, peak_rss_sum, max_procs = max(peak_pss, pss), max(peak_rss_sum, rss), max(max_procs, n)
             time.sleep(sample_s)
         proc.returncode = os.waitstatus_to_exitcode(status)
+        try:  # leftovers of the child's session (e.g. orphaned loader workers)
+            os.killpg(proc.pid, 9)
+        except (ProcessLookupError, PermissionError):
+            pass
     wall = time.time() - t0
     try:
         with open(out_json) as f:
@@ -333,11 +337,13 @@ METHOD = """## Method
   median examples/s of the timed passes (± is half the min–max spread over the median). Every
   pass makes a fresh iterator (a new epoch: stoker/tf.data reshuffle, torch workers restart
   their file share), so per-epoch start-up (e.g. filling the shuffle buffer) is included.
-  W1: a pass is one whole epoch (400,000 examples → 781 full batches of 512; the torch
-  contender drops each worker's own remainder, e.g. 780 batches with 2 workers); examples/s
-  counts only examples delivered in full batches. W4: epoch 1 is the warm-up and fills the
-  cache; each timed pass is one whole later epoch served from the cache (60,000 examples, 469
-  batches); at least 10 epochs are timed, more until 2 s have been timed.
+  W1: a pass is the first 200 batches of 512 of a fresh epoch (102,400 examples; so each pass
+  includes filling the 10,000-example shuffle buffer from scratch, for every contender alike).
+  `--w1-batches 0` makes a pass one whole epoch (400,000 examples → 781 full batches; the torch
+  contender drops each worker's own remainder, e.g. 780 batches with 2 workers).
+  W4: epoch 1 is the warm-up and fills the cache; each timed pass is one whole later epoch
+  served from the cache (60,000 examples, 469 batches); at least 10 epochs are timed, more
+  until 2 s have been timed.
 - Consumption, identical for all: every batch is taken as NumPy arrays (tf.data:
   `as_numpy_iterator()`; stoker: `as_numpy_iterator()`; torch: `tensor.numpy()`, zero-copy) and
   the first and last element of every output array are read (`touch=ends`; no model, no
@@ -428,7 +434,8 @@ def main() -> int:
     ap.add_argument("--contenders", default="", help="comma-separated substrings: run only matching contenders")
     ap.add_argument("--cores", default="1,2", help="core counts to pin to (default 1,2)")
     ap.add_argument("--runs", type=int, default=0, help="timed passes per child (default: W1 3, W4 10)")
-    ap.add_argument("--w1-batches", type=int, default=0, help="W1 batches per pass (default 0 = whole epoch)")
+    ap.add_argument("--w1-batches", type=int, default=200,
+                    help="W1 batches per pass (default 200 = 102,400 examples; 0 = the whole epoch)")
     ap.add_argument("--w4-seconds", type=float, default=None,
                     help="W4: time more epochs until this many seconds are timed (default 2; --quick 0.5)")
     ap.add_argument("--touch", choices=["ends", "all"], default="ends",

@@ -68,6 +68,14 @@ pub struct BufferPool {
     max_kept: usize,
 }
 
+/// The pool that native ops take their output buffers from. Buffers come back when the last
+/// tensor (or NumPy array) viewing them is dropped, so steady-state batches reuse memory that
+/// is already mapped instead of page-faulting fresh allocations.
+pub fn shared_pool() -> &'static Arc<BufferPool> {
+    static POOL: std::sync::OnceLock<Arc<BufferPool>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| BufferPool::new(64))
+}
+
 impl BufferPool {
     pub fn new(max_kept: usize) -> Arc<BufferPool> {
         Arc::new(BufferPool {

@@ -79,7 +79,7 @@ impl Op for DecodeRaw {
         }
         let mut shape = t.shape().to_vec();
         shape.push(width / size);
-        let mut storage = stoker_core::storage::Storage::zeroed(data.values.len() * width);
+        let mut storage = stoker_core::storage::shared_pool().take(data.values.len() * width);
         for (dst, v) in storage
             .as_bytes_mut()
             .chunks_exact_mut(width.max(1))

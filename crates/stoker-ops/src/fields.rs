@@ -68,14 +68,27 @@ pub fn resolve_axis(op: &str, axis: i64, rank: usize) -> Result<usize> {
     Ok(a as usize)
 }
 
-/// A dense tensor of `shape` filled by `fill`, written in place into fresh storage.
+/// A dense tensor of `shape` written in place by `fill`, into a pooled buffer whose old
+/// content `fill` must overwrite completely.
 pub fn build<T: bytemuck::Pod>(
     dtype: DType,
     shape: Vec<usize>,
     fill: impl FnOnce(&mut [T]) -> Result<()>,
 ) -> Result<Tensor> {
     let n: usize = shape.iter().product();
-    let mut storage = stoker_core::storage::Storage::zeroed(n * std::mem::size_of::<T>());
+    let mut storage = stoker_core::storage::shared_pool().take(n * std::mem::size_of::<T>());
     fill(bytemuck::cast_slice_mut(storage.as_bytes_mut()))?;
     Tensor::from_storage(dtype, shape, storage)
+}
+
+/// Like [`build`], for fills that write only part of the buffer: the rest is zero.
+pub fn build_zeroed<T: bytemuck::Pod>(
+    dtype: DType,
+    shape: Vec<usize>,
+    fill: impl FnOnce(&mut [T]) -> Result<()>,
+) -> Result<Tensor> {
+    build(dtype, shape, |out: &mut [T]| {
+        out.fill(T::zeroed());
+        fill(out)
+    })
 }

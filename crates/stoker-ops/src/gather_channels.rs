@@ -118,18 +118,24 @@ impl Op for GatherChannels {
             *last = m;
         }
         let out = match (t.dtype(), self.dtype) {
-            // The common case (bit planes to float) without going through f64. The sign is
-            // applied in integers, as TensorFlow does, so a negated 0 is +0.0, not -0.0.
+            // The common case (bit planes to float) without going through f64: one table
+            // load per value. The tables hold +0.0 for 0, as TensorFlow's integer negation
+            // gives, not -0.0.
             (DType::U8, DType::F32) => {
                 let src = t.typed::<u8>().ok_or_else(|| Error::internal("u8 view"))?;
-                let signs: Vec<i16> = (0..m).map(|j| i16::from(self.sign(j))).collect();
+                let pos: [f32; 256] = std::array::from_fn(|v| v as f32);
+                let neg: [f32; 256] =
+                    std::array::from_fn(|v| if v == 0 { 0.0 } else { -(v as f32) });
+                let plan: Vec<(usize, &[f32; 256])> = (0..m)
+                    .map(|j| (self.indices[j], if self.sign(j) < 0 { &neg } else { &pos }))
+                    .collect();
                 build::<f32>(DType::F32, shape, |out| {
                     for (dst, row) in out
                         .chunks_exact_mut(m.max(1))
                         .zip(src.chunks_exact(channels.max(1)))
                     {
-                        for ((d, &c), &s) in dst.iter_mut().zip(&self.indices).zip(&signs) {
-                            *d = f32::from(s * i16::from(row[c]));
+                        for (d, &(c, table)) in dst.iter_mut().zip(&plan) {
+                            *d = table[usize::from(row[c])];
                         }
                     }
                     Ok(())

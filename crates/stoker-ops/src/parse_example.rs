@@ -12,7 +12,7 @@ use stoker_core::op::{Op, OpCtx};
 use stoker_core::{DType, Error, ErrorPolicy, Origin, Result, Tensor};
 use stoker_formats::example::{Example, Kind};
 
-use crate::fields::build;
+use crate::fields::{build, build_zeroed};
 use crate::spec::OpSpec;
 
 const OP: &str = "parse_example";
@@ -500,7 +500,7 @@ fn fill_feature(
             let width = lens.iter().copied().max().unwrap_or(0);
             let out_shape = if batched { vec![n, width] } else { vec![width] };
             match dtype {
-                DType::I64 => build::<i64>(DType::I64, out_shape, |out| {
+                DType::I64 => build_zeroed::<i64>(DType::I64, out_shape, |out| {
                     for (row, ex) in out.chunks_mut(width.max(1)).zip(examples) {
                         if let Some(Kind::Int64List(l)) = values(f, ex) {
                             row[..l.value.len()].copy_from_slice(&l.value);
@@ -508,7 +508,7 @@ fn fill_feature(
                     }
                     Ok(())
                 }),
-                DType::F32 => build::<f32>(DType::F32, out_shape, |out| {
+                DType::F32 => build_zeroed::<f32>(DType::F32, out_shape, |out| {
                     for (row, ex) in out.chunks_mut(width.max(1)).zip(examples) {
                         if let Some(Kind::FloatList(l)) = values(f, ex) {
                             row[..l.value.len()].copy_from_slice(&l.value);

@@ -3,7 +3,6 @@
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Schema};
 use stoker_core::op::{Op, OpCtx};
-use stoker_core::storage::Storage;
 use stoker_core::{Error, Result, Tensor};
 
 use crate::fields::{input_spec, out_name, put, resolve_axis, with_field};
@@ -86,7 +85,7 @@ impl Op for Slice {
         let inner: usize = t.shape()[a + 1..].iter().product::<usize>() * size;
         let outer: usize = t.shape()[..a].iter().product();
         let take = (self.stop - self.start) * inner;
-        let mut storage = Storage::zeroed(outer * take);
+        let mut storage = stoker_core::storage::shared_pool().take(outer * take);
         for (o, dst) in storage
             .as_bytes_mut()
             .chunks_exact_mut(take.max(1))

@@ -153,6 +153,9 @@ pub fn py_to_tensor(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Tensor> {
     })?;
     let shape = arr.shape().to_vec();
     let nbytes = shape.iter().product::<usize>() * descr.itemsize();
+    if let Some(t) = view_of_own_buffer(&arr, dtype, &shape, nbytes)? {
+        return Ok(t);
+    }
     let storage = if nbytes == 0 {
         Storage::zeroed(0)
     } else {
@@ -164,6 +167,33 @@ pub fn py_to_tensor(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Tensor> {
         Storage::copy_from(bytes)
     };
     Tensor::from_storage(dtype, shape, storage).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// A tensor viewing the same storage, if `arr` is (a contiguous part of) an array stoker
+/// handed out: a Python function passing a batch's array through costs no copy.
+fn view_of_own_buffer(
+    arr: &Bound<'_, PyUntypedArray>,
+    dtype: DType,
+    shape: &[usize],
+    nbytes: usize,
+) -> PyResult<Option<Tensor>> {
+    let Ok(base) = arr.getattr("base") else {
+        return Ok(None);
+    };
+    let Ok(owner) = base.cast::<TensorBuffer>() else {
+        return Ok(None);
+    };
+    let storage = &owner.get()._storage;
+    // SAFETY: reading the data pointer of a live array while holding the GIL.
+    let data = unsafe { (*arr.as_array_ptr()).fields.data as usize };
+    let start = storage.as_bytes().as_ptr() as usize;
+    let aligned = dtype.size().is_some_and(|s| data % s == 0);
+    if data < start || data + nbytes > start + storage.len() || !aligned {
+        return Ok(None);
+    }
+    Tensor::view(dtype, shape.to_vec(), Arc::clone(storage), data - start)
+        .map(Some)
+        .map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 fn strings_to_tensor(arr: &Bound<'_, PyAny>, what: &str) -> PyResult<Tensor> {
