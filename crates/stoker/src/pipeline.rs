@@ -66,7 +66,7 @@ impl Pipeline {
                 self.ctx.stats.stage(0, "driver", "prefetch"),
             ),
         };
-        Prefetch::spawn_with_stop(inner, capacity, stats, ctx.cancel)
+        Prefetch::spawn_with_stop(inner, capacity, 1, stats, ctx.cancel)
     }
 
     pub fn stats(&self) -> Vec<StageSnapshot> {

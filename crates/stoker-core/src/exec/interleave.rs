@@ -17,7 +17,8 @@ pub type OpenFn = Arc<dyn Fn(&Element) -> Result<BoxIter> + Send + Sync>;
 pub struct InterleaveConfig {
     pub cycle_length: usize,
     pub block_length: usize,
-    /// Run each open dataset on its own thread, buffering this many elements (0: sequential).
+    /// Run each open dataset on its own thread, handing over chunks of this many elements
+    /// (0: no threads, sequential).
     pub prefetch_per_slot: usize,
 }
 
@@ -87,7 +88,9 @@ impl ElementIter for InterleaveIter {
                         let mut it = (self.open)(&arg)?;
                         if self.config.prefetch_per_slot > 0 {
                             let st = Arc::clone(&self.stats);
-                            it = Box::new(Prefetch::spawn(it, self.config.prefetch_per_slot, st)?);
+                            let chunk = self.config.prefetch_per_slot;
+                            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                            it = Box::new(Prefetch::spawn_with_stop(it, 4, chunk, st, stop)?);
                         }
                         self.slots[self.cycle_index] = Some(it);
                         self.num_open += 1;

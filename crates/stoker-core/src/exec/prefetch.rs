@@ -1,5 +1,6 @@
 //! `prefetch(n)`: a producer thread runs the input ahead into a bounded buffer.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -12,12 +13,19 @@ use crate::error::{Error, Result};
 use crate::exec::{catch_panic, BoxIter, ElementIter};
 use crate::stats::StageStats;
 
+/// What the producer hands over: some elements, and, last, how the input ended.
+type Chunk = (Vec<Element>, Option<Result<()>>);
+
 pub struct Prefetch {
-    rx: Option<Receiver<Result<Option<Element>>>>,
+    rx: Option<Receiver<Chunk>>,
     handle: Option<JoinHandle<()>>,
     stop: Arc<AtomicBool>,
     capacity: usize,
     stats: Arc<StageStats>,
+    /// Elements received and not yet handed out.
+    local: VecDeque<Element>,
+    /// How the input ended, once received (handed out after `local` is empty).
+    ending: Option<Result<()>>,
     done: bool,
 }
 
@@ -30,30 +38,47 @@ pub enum Poll {
 impl Prefetch {
     /// Starts the producer thread. `capacity` elements are buffered (at least 1).
     pub fn spawn(input: BoxIter, capacity: usize, stats: Arc<StageStats>) -> Result<Prefetch> {
-        Prefetch::spawn_with_stop(input, capacity, stats, Arc::new(AtomicBool::new(false)))
+        Prefetch::spawn_with_stop(input, capacity, 1, stats, Arc::new(AtomicBool::new(false)))
     }
 
-    /// Like [`Prefetch::spawn`], with the flag that dropping this prefetch sets (shared with
-    /// the stages it drives, so that they stop too).
+    /// Starts the producer thread, which hands elements over in chunks of up to `chunk`
+    /// (`capacity` chunks are buffered). A chunk goes out when it is full, or at once when the
+    /// consumer has nothing left to take: many small elements (records) then cost one channel
+    /// hand-over (and at most one thread wake-up) per chunk, not per element. Dropping the
+    /// prefetch sets `stop`, which the stages it drives may share.
     pub fn spawn_with_stop(
         mut input: BoxIter,
         capacity: usize,
+        chunk: usize,
         stats: Arc<StageStats>,
         stop: Arc<AtomicBool>,
     ) -> Result<Prefetch> {
         let capacity = capacity.max(1);
-        let (tx, rx) = bounded::<Result<Option<Element>>>(capacity);
+        let chunk = chunk.max(1);
+        let (tx, rx) = bounded::<Chunk>(capacity);
         let producer_stop = Arc::clone(&stop);
         let producer_stats = Arc::clone(&stats);
         let handle = std::thread::Builder::new()
             .name(format!("stoker-{}", stats.name))
             .spawn(move || {
                 let st = producer_stats;
+                let mut pending = Vec::with_capacity(chunk);
                 while !producer_stop.load(Ordering::Relaxed) {
-                    let item = catch_panic(&st.name, || st.pull(&mut input));
-                    let last = !matches!(item, Ok(Some(_)));
+                    let (ending, full) = match catch_panic(&st.name, || st.pull(&mut input)) {
+                        Ok(Some(e)) => {
+                            pending.push(e);
+                            (None, pending.len() >= chunk || tx.is_empty())
+                        }
+                        Ok(None) => (Some(Ok(())), true),
+                        Err(e) => (Some(Err(e)), true),
+                    };
+                    if !full {
+                        continue;
+                    }
+                    let last = ending.is_some();
+                    let out = std::mem::replace(&mut pending, Vec::with_capacity(chunk));
                     let t = Instant::now();
-                    if tx.send(item).is_err() {
+                    if tx.send((out, ending)).is_err() {
                         break; // the consumer is gone
                     }
                     st.add_blocked_output(t.elapsed());
@@ -70,32 +95,45 @@ impl Prefetch {
             stop,
             capacity,
             stats,
+            local: VecDeque::new(),
+            ending: None,
             done: false,
         })
     }
 
     /// Waits at most `timeout` for the next element.
     pub fn poll(&mut self, timeout: Duration) -> Poll {
-        if self.done {
-            return Poll::Ready(Ok(None));
+        loop {
+            if let Some(e) = self.local.pop_front() {
+                self.stats.add_elements(1);
+                return Poll::Ready(Ok(Some(e)));
+            }
+            if let Some(ending) = self.ending.take() {
+                self.done = true;
+                return Poll::Ready(ending.map(|()| None));
+            }
+            if self.done {
+                return Poll::Ready(Ok(None));
+            }
+            let Some(rx) = self.rx.as_ref() else {
+                return Poll::Ready(Ok(None));
+            };
+            self.stats.sample_buffer(rx.len(), self.capacity);
+            match rx.recv_timeout(timeout) {
+                Ok((elements, ending)) => {
+                    self.local.extend(elements);
+                    self.ending = ending;
+                }
+                Err(RecvTimeoutError::Timeout) => return Poll::Pending,
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.done = true;
+                    return Poll::Ready(Err(Error::WorkerPanic {
+                        step: self.stats.name.clone(),
+                        message: "the producer thread ended without a result".into(),
+                    }));
+                }
+            }
         }
-        let Some(rx) = self.rx.as_ref() else {
-            return Poll::Ready(Ok(None));
-        };
-        self.stats.sample_buffer(rx.len(), self.capacity);
-        let r = match rx.recv_timeout(timeout) {
-            Ok(item) => item,
-            Err(RecvTimeoutError::Timeout) => return Poll::Pending,
-            Err(RecvTimeoutError::Disconnected) => Err(Error::WorkerPanic {
-                step: self.stats.name.clone(),
-                message: "the producer thread ended without a result".into(),
-            }),
-        };
-        match &r {
-            Ok(Some(_)) => self.stats.add_elements(1),
-            _ => self.done = true,
-        }
-        Poll::Ready(r)
     }
 }
 
