@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Names, Schema};
 use stoker_core::op::{Op, OpCtx};
 use stoker_core::{DType, Error, ErrorPolicy, Origin, Result, Tensor};
-use stoker_formats::example::{Example, Kind};
+use stoker_formats::example_wire::{find_features, ListRef};
 
 use crate::fields::{build, build_zeroed};
 use crate::spec::OpSpec;
@@ -298,16 +298,17 @@ impl Op for ParseExample {
             .iter()
             .map(|f| self.resolved_default(f))
             .collect::<Result<Vec<_>>>()?;
+        let names: Vec<&str> = self.features.iter().map(|f| f.name.as_str()).collect();
         let mut kept_rows = Vec::with_capacity(data.values.len());
-        let mut examples = Vec::with_capacity(data.values.len());
+        let mut examples: Vec<Row> = Vec::with_capacity(data.values.len());
         for (row, value) in data.values.iter().enumerate() {
-            let checked = Example::parse(value.clone())
+            let checked = find_features(value, &names)
                 .map_err(|e| format!("not a valid tf.train.Example: {e}"))
-                .and_then(|ex| self.check(&ex, &defaults).map(|()| ex));
+                .and_then(|found| self.check(found, &defaults));
             match checked {
-                Ok(ex) => {
+                Ok(lists) => {
                     kept_rows.push(row);
-                    examples.push(ex);
+                    examples.push(lists);
                 }
                 Err(reason) => {
                     let err = Error::invalid_record(OP, data.origin(row), row, reason);
@@ -338,9 +339,10 @@ impl Op for ParseExample {
                 .collect::<Result<_>>()?;
         }
         let origins: Vec<Option<&Origin>> = kept_rows.iter().map(|&r| data.origin(r)).collect();
-        for (f, default) in self.features.iter().zip(&defaults) {
+        for (i, (f, default)) in self.features.iter().zip(&defaults).enumerate() {
             tensors.push(fill_feature(
                 f,
+                i,
                 default.as_ref(),
                 &examples,
                 &origins,
@@ -358,50 +360,69 @@ impl Op for ParseExample {
     }
 }
 
+/// The wanted features of one record, each with its number of values (`None`: absent).
+type Row = Vec<Option<(ListRef, usize)>>;
+
 impl ParseExample {
-    /// Checks the types and lengths of the features of one Example.
-    fn check(&self, ex: &Example, defaults: &[Option<Resolved>]) -> Result<(), String> {
-        for (f, default) in self.features.iter().zip(defaults) {
-            let found = ex.feature(&f.name);
-            match (&f.kind, found) {
+    /// Checks the types and lengths of the wanted features of one record.
+    fn check(
+        &self,
+        found: Vec<Option<ListRef>>,
+        defaults: &[Option<Resolved>],
+    ) -> Result<Row, String> {
+        let mut row = Vec::with_capacity(found.len());
+        for ((f, default), list) in self.features.iter().zip(defaults).zip(found) {
+            // A Feature without a list counts as absent, as in TensorFlow.
+            let list = list.filter(|l| *l != ListRef::NoKind);
+            let entry = match (&f.kind, list) {
                 (FeatureKind::Fixed { .. }, None) if default.is_none() => {
                     return Err(format!(
                         "required feature '{}' is missing and has no default_value",
                         f.name
                     ))
                 }
-                (FeatureKind::Fixed { .. } | FeatureKind::VarLen { .. }, None) => {}
-                (FeatureKind::Fixed { dtype, shape, .. }, Some(k)) => {
-                    check_type(&f.name, *dtype, k)?;
+                (FeatureKind::Fixed { .. } | FeatureKind::VarLen { .. }, None) => None,
+                (FeatureKind::Fixed { dtype, shape, .. }, Some(l)) => {
+                    check_type(&f.name, *dtype, &l)?;
                     let numel: usize = shape.iter().product();
-                    if k.len() != numel {
+                    let n = l
+                        .count()
+                        .map_err(|e| format!("feature '{}': {e}", f.name))?;
+                    if n != numel {
                         return Err(format!(
-                            "feature '{}' has {} values, expected {numel} for shape {shape:?}",
-                            f.name,
-                            k.len()
+                            "feature '{}' has {n} values, expected {numel} for shape {shape:?}",
+                            f.name
                         ));
                     }
+                    Some((l, n))
                 }
-                (FeatureKind::VarLen { dtype }, Some(k)) => check_type(&f.name, *dtype, k)?,
-            }
+                (FeatureKind::VarLen { dtype }, Some(l)) => {
+                    check_type(&f.name, *dtype, &l)?;
+                    let n = l
+                        .count()
+                        .map_err(|e| format!("feature '{}': {e}", f.name))?;
+                    Some((l, n))
+                }
+            };
+            row.push(entry);
         }
-        Ok(())
+        Ok(row)
     }
 }
 
-fn check_type(name: &str, dtype: DType, k: &Kind) -> Result<(), String> {
+fn check_type(name: &str, dtype: DType, l: &ListRef) -> Result<(), String> {
     let ok = matches!(
-        (dtype, k),
-        (DType::I64, Kind::Int64List(_))
-            | (DType::F32, Kind::FloatList(_))
-            | (DType::Bytes, Kind::BytesList(_))
+        (dtype, l),
+        (DType::I64, ListRef::Int64(_))
+            | (DType::F32, ListRef::Float(_))
+            | (DType::Bytes, ListRef::Bytes(_))
     );
     if ok {
         Ok(())
     } else {
         Err(format!(
             "feature '{name}' is a {}, expected a {}",
-            k.type_name(),
+            l.type_name(),
             list_name(dtype)
         ))
     }
@@ -440,14 +461,16 @@ fn select_rows(t: &Tensor, rows: &[usize]) -> Result<Tensor> {
 
 fn fill_feature(
     f: &FeatureSpec,
+    index: usize,
     default: Option<&Resolved>,
-    examples: &[Example],
+    rows: &[Row],
     origins: &[Option<&Origin>],
     batched: bool,
 ) -> Result<Tensor> {
-    let n = examples.len();
-    fn values<'e>(f: &FeatureSpec, ex: &'e Example) -> Option<&'e Kind> {
-        ex.feature(&f.name)
+    let n = rows.len();
+    let bad = |e: String| Error::invalid(OP, format!("feature '{}': {e}", f.name));
+    fn list(row: &Row, index: usize) -> Option<&(ListRef, usize)> {
+        row[index].as_ref()
     }
     match &f.kind {
         FeatureKind::Fixed { dtype, shape, .. } => {
@@ -456,20 +479,20 @@ fn fill_feature(
             out_shape.extend_from_slice(shape);
             match dtype {
                 DType::I64 => build::<i64>(DType::I64, out_shape, |out| {
-                    for (row, ex) in out.chunks_exact_mut(numel.max(1)).zip(examples) {
-                        match (values(f, ex), default) {
-                            (Some(Kind::Int64List(l)), _) => row.copy_from_slice(&l.value),
-                            (_, Some(Resolved::I64(d))) => row.copy_from_slice(d),
+                    for (dst, row) in out.chunks_exact_mut(numel.max(1)).zip(rows) {
+                        match (list(row, index), default) {
+                            (Some((l, _)), _) => l.int64s_into(dst).map_err(bad)?,
+                            (None, Some(Resolved::I64(d))) => dst.copy_from_slice(d),
                             _ => {}
                         }
                     }
                     Ok(())
                 }),
                 DType::F32 => build::<f32>(DType::F32, out_shape, |out| {
-                    for (row, ex) in out.chunks_exact_mut(numel.max(1)).zip(examples) {
-                        match (values(f, ex), default) {
-                            (Some(Kind::FloatList(l)), _) => row.copy_from_slice(&l.value),
-                            (_, Some(Resolved::F32(d))) => row.copy_from_slice(d),
+                    for (dst, row) in out.chunks_exact_mut(numel.max(1)).zip(rows) {
+                        match (list(row, index), default) {
+                            (Some((l, _)), _) => l.floats_into(dst).map_err(bad)?,
+                            (None, Some(Resolved::F32(d))) => dst.copy_from_slice(d),
                             _ => {}
                         }
                     }
@@ -478,10 +501,10 @@ fn fill_feature(
                 _ => {
                     let mut out = Vec::with_capacity(n * numel);
                     let mut out_origins = Vec::with_capacity(n * numel);
-                    for (ex, origin) in examples.iter().zip(origins) {
-                        match (values(f, ex), default) {
-                            (Some(Kind::BytesList(l)), _) => out.extend(l.value.iter().cloned()),
-                            (_, Some(Resolved::Bytes(d))) => out.extend(d.iter().cloned()),
+                    for (row, origin) in rows.iter().zip(origins) {
+                        match (list(row, index), default) {
+                            (Some((l, _)), _) => l.bytes_into(&mut out).map_err(bad)?,
+                            (None, Some(Resolved::Bytes(d))) => out.extend(d.iter().cloned()),
                             _ => {}
                         }
                         if let Some(o) = origin {
@@ -493,38 +516,36 @@ fn fill_feature(
             }
         }
         FeatureKind::VarLen { dtype } => {
-            let lens: Vec<usize> = examples
+            let lens: Vec<usize> = rows
                 .iter()
-                .map(|ex| values(f, ex).map_or(0, Kind::len))
+                .map(|r| list(r, index).map_or(0, |(_, c)| *c))
                 .collect();
             let width = lens.iter().copied().max().unwrap_or(0);
             let out_shape = if batched { vec![n, width] } else { vec![width] };
             match dtype {
                 DType::I64 => build_zeroed::<i64>(DType::I64, out_shape, |out| {
-                    for (row, ex) in out.chunks_mut(width.max(1)).zip(examples) {
-                        if let Some(Kind::Int64List(l)) = values(f, ex) {
-                            row[..l.value.len()].copy_from_slice(&l.value);
+                    for (dst, row) in out.chunks_mut(width.max(1)).zip(rows) {
+                        if let Some((l, _)) = list(row, index) {
+                            l.int64s_into(dst).map_err(bad)?;
                         }
                     }
                     Ok(())
                 }),
                 DType::F32 => build_zeroed::<f32>(DType::F32, out_shape, |out| {
-                    for (row, ex) in out.chunks_mut(width.max(1)).zip(examples) {
-                        if let Some(Kind::FloatList(l)) = values(f, ex) {
-                            row[..l.value.len()].copy_from_slice(&l.value);
+                    for (dst, row) in out.chunks_mut(width.max(1)).zip(rows) {
+                        if let Some((l, _)) = list(row, index) {
+                            l.floats_into(dst).map_err(bad)?;
                         }
                     }
                     Ok(())
                 }),
                 _ => {
                     let mut out = Vec::with_capacity(n * width);
-                    for ex in examples {
-                        let row: &[Bytes] = match values(f, ex) {
-                            Some(Kind::BytesList(l)) => &l.value,
-                            _ => &[],
-                        };
-                        out.extend(row.iter().cloned());
-                        out.extend(std::iter::repeat_n(Bytes::new(), width - row.len()));
+                    for (row, len) in rows.iter().zip(&lens) {
+                        if let Some((l, _)) = list(row, index) {
+                            l.bytes_into(&mut out).map_err(bad)?;
+                        }
+                        out.extend(std::iter::repeat_n(Bytes::new(), width - len));
                     }
                     Tensor::from_bytes(out_shape, out, Vec::new())
                 }

@@ -105,7 +105,9 @@ pub fn iterate(plan: &Plan, ctx: &BuildCtx) -> Result<BoxIter> {
                 verify_crc: *verify_crc,
             };
             let parallel = match *num_parallel_reads {
-                AUTOTUNE => ctx.options.threads().max(2).min(files.len().max(1)),
+                // One reader per core of the budget: on one core, reading on the consuming
+                // thread beats handing every record to another thread.
+                AUTOTUNE => ctx.options.threads().min(files.len().max(1)),
                 n => n.max(1) as usize,
             };
             if parallel <= 1 {

@@ -1,0 +1,363 @@
+//! Finding features in a serialized `tf.train.Example` without decoding all of it.
+//!
+//! Parsing a batch of Examples only needs the few features asked for; building each whole
+//! message (a map, a String per key, a Vec per list) costs more than the reading. This walks
+//! the protobuf wire format once and keeps, for each wanted feature, a zero-copy slice of its
+//! list; the values are decoded straight into the output tensors.
+//!
+//! Semantics follow protobuf's: repeated `features` messages merge, a repeated map key keeps
+//! its last value, the last member of the `Feature.kind` oneof wins, lists may be packed or
+//! not, unknown fields are skipped.
+
+use bytes::{Buf, Bytes};
+use prost::encoding::{decode_key, decode_varint, WireType};
+
+/// One feature's list, as found in the record (not decoded yet).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ListRef {
+    Bytes(Bytes),
+    Float(Bytes),
+    Int64(Bytes),
+    /// A `Feature` with no kind set (TensorFlow treats it as missing).
+    NoKind,
+}
+
+type R<T> = Result<T, String>;
+
+fn err(e: prost::DecodeError) -> String {
+    e.to_string()
+}
+
+fn take_len(buf: &mut Bytes) -> R<Bytes> {
+    let len = decode_varint(buf).map_err(err)?;
+    let len = usize::try_from(len).map_err(|_| "length overflows".to_string())?;
+    if len > buf.remaining() {
+        return Err(format!(
+            "a field of {len} bytes runs past the end of its message ({} left)",
+            buf.remaining()
+        ));
+    }
+    Ok(buf.split_to(len))
+}
+
+fn skip(wire: WireType, buf: &mut Bytes) -> R<()> {
+    let n = match wire {
+        WireType::Varint => {
+            decode_varint(buf).map_err(err)?;
+            0
+        }
+        WireType::SixtyFourBit => 8,
+        WireType::ThirtyTwoBit => 4,
+        WireType::LengthDelimited => {
+            take_len(buf)?;
+            0
+        }
+        WireType::StartGroup | WireType::EndGroup => {
+            return Err("groups are not valid in an Example".into())
+        }
+    };
+    if n > buf.remaining() {
+        return Err("a fixed-size field runs past the end of its message".into());
+    }
+    buf.advance(n);
+    Ok(())
+}
+
+/// For each of `names`, the last list found for it in `record` (`None` if absent).
+pub fn find_features(record: &Bytes, names: &[&str]) -> R<Vec<Option<ListRef>>> {
+    let mut found = vec![None; names.len()];
+    let mut buf = record.clone();
+    while buf.has_remaining() {
+        let (tag, wire) = decode_key(&mut buf).map_err(err)?;
+        if tag == 1 && wire == WireType::LengthDelimited {
+            let mut features = take_len(&mut buf)?;
+            while features.has_remaining() {
+                let (tag, wire) = decode_key(&mut features).map_err(err)?;
+                if tag == 1 && wire == WireType::LengthDelimited {
+                    let entry = take_len(&mut features)?;
+                    map_entry(entry, names, &mut found)?;
+                } else {
+                    skip(wire, &mut features)?;
+                }
+            }
+        } else {
+            skip(wire, &mut buf)?;
+        }
+    }
+    Ok(found)
+}
+
+fn map_entry(mut entry: Bytes, names: &[&str], found: &mut [Option<ListRef>]) -> R<()> {
+    let mut key = Bytes::new();
+    let mut value: Option<Bytes> = None;
+    while entry.has_remaining() {
+        let (tag, wire) = decode_key(&mut entry).map_err(err)?;
+        match (tag, wire) {
+            (1, WireType::LengthDelimited) => key = take_len(&mut entry)?,
+            (2, WireType::LengthDelimited) => value = Some(take_len(&mut entry)?),
+            _ => skip(wire, &mut entry)?,
+        }
+    }
+    if std::str::from_utf8(&key).is_err() {
+        return Err("a feature name is not valid UTF-8".into());
+    }
+    let Some(i) = names.iter().position(|n| n.as_bytes() == key.as_ref()) else {
+        return Ok(());
+    };
+    let mut feature = value.unwrap_or_default();
+    let mut kind = ListRef::NoKind;
+    while feature.has_remaining() {
+        let (tag, wire) = decode_key(&mut feature).map_err(err)?;
+        match (tag, wire) {
+            (1, WireType::LengthDelimited) => kind = ListRef::Bytes(take_len(&mut feature)?),
+            (2, WireType::LengthDelimited) => kind = ListRef::Float(take_len(&mut feature)?),
+            (3, WireType::LengthDelimited) => kind = ListRef::Int64(take_len(&mut feature)?),
+            _ => skip(wire, &mut feature)?,
+        }
+    }
+    found[i] = Some(kind);
+    Ok(())
+}
+
+impl ListRef {
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ListRef::Bytes(_) => "bytes_list",
+            ListRef::Float(_) => "float_list",
+            ListRef::Int64(_) => "int64_list",
+            ListRef::NoKind => "feature without a list",
+        }
+    }
+
+    /// Walks the list's values: `f` gets each value's field (wire type and bytes after the key).
+    fn for_each(&self, mut f: impl FnMut(WireType, &mut Bytes) -> R<()>) -> R<()> {
+        let (ListRef::Bytes(b) | ListRef::Float(b) | ListRef::Int64(b)) = self else {
+            return Ok(());
+        };
+        let mut buf = b.clone();
+        while buf.has_remaining() {
+            let (tag, wire) = decode_key(&mut buf).map_err(err)?;
+            if tag == 1 {
+                f(wire, &mut buf)?;
+            } else {
+                skip(wire, &mut buf)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Number of values in the list.
+    pub fn count(&self) -> R<usize> {
+        let mut n = 0usize;
+        match self {
+            ListRef::NoKind => {}
+            ListRef::Bytes(_) => self.for_each(|wire, buf| {
+                if wire != WireType::LengthDelimited {
+                    return Err("a bytes_list value is not length-delimited".into());
+                }
+                take_len(buf)?;
+                n += 1;
+                Ok(())
+            })?,
+            ListRef::Float(_) => self.for_each(|wire, buf| {
+                match wire {
+                    WireType::LengthDelimited => {
+                        let packed = take_len(buf)?;
+                        if packed.len() % 4 != 0 {
+                            return Err(
+                                "a packed float_list is not a whole number of floats".into()
+                            );
+                        }
+                        n += packed.len() / 4;
+                    }
+                    WireType::ThirtyTwoBit => {
+                        skip(wire, buf)?;
+                        n += 1;
+                    }
+                    _ => return Err("a float_list value has the wrong wire type".into()),
+                }
+                Ok(())
+            })?,
+            ListRef::Int64(_) => self.for_each(|wire, buf| {
+                match wire {
+                    WireType::LengthDelimited => {
+                        let mut packed = take_len(buf)?;
+                        while packed.has_remaining() {
+                            decode_varint(&mut packed).map_err(err)?;
+                            n += 1;
+                        }
+                    }
+                    WireType::Varint => {
+                        decode_varint(buf).map_err(err)?;
+                        n += 1;
+                    }
+                    _ => return Err("an int64_list value has the wrong wire type".into()),
+                }
+                Ok(())
+            })?,
+        }
+        Ok(n)
+    }
+
+    /// Writes the values of an int64 list (already counted) into `out`.
+    pub fn int64s_into(&self, out: &mut [i64]) -> R<()> {
+        let mut i = 0;
+        self.for_each(|wire, buf| {
+            let mut put = |v: u64| {
+                if let Some(slot) = out.get_mut(i) {
+                    *slot = v as i64;
+                }
+                i += 1;
+            };
+            if wire == WireType::LengthDelimited {
+                let mut packed = take_len(buf)?;
+                while packed.has_remaining() {
+                    put(decode_varint(&mut packed).map_err(err)?);
+                }
+            } else {
+                put(decode_varint(buf).map_err(err)?);
+            }
+            Ok(())
+        })
+    }
+
+    /// Writes the values of a float list (already counted) into `out`.
+    pub fn floats_into(&self, out: &mut [f32]) -> R<()> {
+        let mut i = 0;
+        self.for_each(|wire, buf| {
+            let mut put = |v: f32| {
+                if let Some(slot) = out.get_mut(i) {
+                    *slot = v;
+                }
+                i += 1;
+            };
+            if wire == WireType::LengthDelimited {
+                let mut packed = take_len(buf)?;
+                while packed.remaining() >= 4 {
+                    put(packed.get_f32_le());
+                }
+            } else {
+                put(buf.try_get_f32_le().map_err(|e| e.to_string())?);
+            }
+            Ok(())
+        })
+    }
+
+    /// Appends the values of a bytes list (slices of the record, not copies).
+    pub fn bytes_into(&self, out: &mut Vec<Bytes>) -> R<()> {
+        self.for_each(|_, buf| {
+            out.push(take_len(buf)?);
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::example::{Example, Feature, Kind};
+    use prost::Message;
+
+    fn sample() -> Example {
+        Example::with_features([
+            (
+                "d".to_string(),
+                Feature::bytes(vec![Bytes::from_static(b"xyz"), Bytes::new()]),
+            ),
+            (
+                "s".to_string(),
+                Feature::int64s(vec![-5, 7, i64::MIN, i64::MAX]),
+            ),
+            ("f".to_string(), Feature::floats(vec![0.5, -0.0, f32::MAX])),
+            ("none".to_string(), Feature { kind: None }),
+        ])
+    }
+
+    fn decode_like_prost(record: &Bytes, name: &str) -> Option<Kind> {
+        let found = find_features(record, &[name]).unwrap();
+        found[0].as_ref().map(|l| match l {
+            ListRef::Int64(_) => {
+                let mut v = vec![0; l.count().unwrap()];
+                l.int64s_into(&mut v).unwrap();
+                Kind::Int64List(crate::example::Int64List { value: v })
+            }
+            ListRef::Float(_) => {
+                let mut v = vec![0.0; l.count().unwrap()];
+                l.floats_into(&mut v).unwrap();
+                Kind::FloatList(crate::example::FloatList { value: v })
+            }
+            ListRef::Bytes(_) => {
+                let mut v = Vec::new();
+                l.bytes_into(&mut v).unwrap();
+                assert_eq!(v.len(), l.count().unwrap());
+                Kind::BytesList(crate::example::BytesList { value: v })
+            }
+            ListRef::NoKind => Kind::BytesList(crate::example::BytesList {
+                value: vec![Bytes::from_static(b"<none>")],
+            }),
+        })
+    }
+
+    #[test]
+    fn agrees_with_prost() {
+        let ex = sample();
+        let rec = Bytes::from(ex.serialize());
+        for name in ["d", "s", "f"] {
+            assert_eq!(
+                decode_like_prost(&rec, name).as_ref(),
+                ex.feature(name),
+                "{name}"
+            );
+        }
+        assert_eq!(find_features(&rec, &["nope"]).unwrap(), vec![None]);
+        assert_eq!(
+            find_features(&rec, &["none"]).unwrap(),
+            vec![Some(ListRef::NoKind)]
+        );
+    }
+
+    #[test]
+    fn unpacked_lists_merged_messages_and_last_key_wins() {
+        // features { feature { key: "s" value { int64_list { value: 1 value: 2 } } } } written
+        // unpacked by hand, then a second `features` message with s = [9]: merging gives 9.
+        let mut ints = Vec::new();
+        for v in [1u8, 2] {
+            ints.extend_from_slice(&[0x08, v]); // field 1 varint
+        }
+        let list = [&[0x1a, ints.len() as u8][..], &ints].concat(); // Feature.int64_list (3)
+        let entry = [&[0x0a, 1, b's', 0x12, list.len() as u8][..], &list].concat();
+        let features = [&[0x0a, entry.len() as u8][..], &entry].concat();
+        let first = [&[0x0a, features.len() as u8][..], &features].concat();
+        let second =
+            Example::with_features([("s".to_string(), Feature::int64s(vec![9]))]).encode_to_vec();
+        let rec = Bytes::from([first.clone(), second].concat());
+        let got = decode_like_prost(&rec, "s");
+        assert_eq!(
+            got,
+            Some(Kind::Int64List(crate::example::Int64List {
+                value: vec![9]
+            }))
+        );
+        let only_first = decode_like_prost(&Bytes::from(first), "s");
+        assert_eq!(
+            only_first,
+            Some(Kind::Int64List(crate::example::Int64List {
+                value: vec![1, 2]
+            }))
+        );
+    }
+
+    #[test]
+    fn damaged_records_are_errors_not_panics() {
+        let rec = sample().serialize();
+        for cut in 1..rec.len() {
+            let r = find_features(&Bytes::from(rec[..cut].to_vec()), &["d", "s", "f"]);
+            if let Ok(found) = r {
+                for l in found.into_iter().flatten() {
+                    let _ = l.count();
+                }
+            }
+        }
+        assert!(find_features(&Bytes::from_static(b"\x0a\xff\xff\xff\xff\x0f"), &["s"]).is_err());
+    }
+}
