@@ -11,7 +11,7 @@ CARGO   ?= cargo
 $(VENV)/.ready:
 	$(PY) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
-	$(VPY) -m pip install --quiet "maturin>=1.5,<2" "numpy>=1.23" "pytest>=7" ruff
+	$(VPY) -m pip install --quiet "maturin>=1.5,<2" "numpy>=1.23" "pytest>=7" ruff mypy
 	touch $@
 
 venv: $(VENV)/.ready
@@ -40,6 +40,7 @@ lint: venv
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(VENV)/bin/ruff check crates/stoker-python/python crates/stoker-python/tests examples bench tests/golden
+	$(VENV)/bin/mypy crates/stoker-python/python/stoker --ignore-missing-imports
 
 fmt:
 	$(CARGO) fmt --all

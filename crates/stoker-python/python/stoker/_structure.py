@@ -70,13 +70,14 @@ def after_native_ops(template: Template, names: Sequence[str]) -> Template:
     if list(old) == list(names):
         return template
     if isinstance(template, dict) and all("/" not in n for n in names):
-        kept = {k: v for k, v in template.items() if isinstance(v, str) and v in names}
+        kept: dict[str, Template] = {k: v for k, v in template.items() if isinstance(v, str) and v in names}
         if len(kept) == len(template):
             for n in names:
                 if n not in old:
                     kept[n] = n
             return kept
-    return {n: n for n in names}
+    flat: dict[str, Template] = {n: n for n in names}
+    return flat
 
 
 class Dynamic:

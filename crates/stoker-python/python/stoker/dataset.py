@@ -80,7 +80,7 @@ class Dataset:
     def from_npz(path: PathLike) -> Dataset:
         """The rows of every array of an ``.npz`` file, as a dict keyed by array name."""
         plan = _stoker.Plan.from_npz(os.fspath(path))
-        return Dataset(plan, {n: n for n, _, _ in plan.schema()})
+        return Dataset(plan, {n: n for n, _, _ in plan.schema() or []})
 
     @staticmethod
     def from_npy(path: PathLike) -> Dataset:
