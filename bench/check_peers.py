@@ -115,11 +115,11 @@ def main() -> int:
         # must be a permutation of all of them; compare with tf.data (unshuffled) as multisets.
         import tempfile
 
-        import bench_data
+        import stoker.datasets
 
         from examples.w1_chess import build_pipeline
         with tempfile.TemporaryDirectory() as tmp:
-            files = bench_data.write_chess_tfrecords_tf(tmp, 2, 1024, seed=1)
+            files = stoker.datasets.write_chess_tfrecords(tmp, num_files=2, num_examples=1024, seed=1)
             ds = build_pipeline(files, seed=0, threads=1)
             got = collect([w1_peers._stoker_fields(b) for b in ds.as_numpy_iterator()])
             ref = collect(list(w1_peers.build_tf_fast(files, 1, shuffle=0).epoch()))
