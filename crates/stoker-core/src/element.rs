@@ -156,45 +156,6 @@ impl Schema {
         let parts: Vec<String> = self.fields.iter().map(|f| f.to_string()).collect();
         format!("{{{}}}", parts.join(", "))
     }
-
-    /// Checks that an element produced at run time fits this schema.
-    pub fn check(&self, step: &str, element: &Element) -> Result<()> {
-        if self.dynamic {
-            return Ok(());
-        }
-        if element.tensors.len() != self.fields.len() {
-            return Err(Error::invalid(
-                step,
-                format!(
-                    "produced {} fields ({}), expected {}",
-                    element.tensors.len(),
-                    element.names.join(", "),
-                    self.describe()
-                ),
-            ));
-        }
-        for (f, t) in self.fields.iter().zip(&element.tensors) {
-            let shape_ok = f.shape.len() == t.shape().len()
-                && f.shape
-                    .iter()
-                    .zip(t.shape())
-                    .all(|(a, b)| a.is_none_or(|a| a == *b));
-            if f.dtype != t.dtype() || !shape_ok {
-                return Err(Error::invalid(
-                    step,
-                    format!(
-                        "field '{}' is {} {:?}, expected {} {}",
-                        f.name,
-                        t.dtype(),
-                        t.shape(),
-                        f.dtype,
-                        f.shape_str()
-                    ),
-                ));
-            }
-        }
-        Ok(())
-    }
 }
 
 impl fmt::Display for Schema {
