@@ -154,16 +154,14 @@ def w1_numpy_reference(d: np.ndarray, s: np.ndarray) -> dict:
     sf = s.astype(f)
     A, K, B = f(W1_A), f(W1_K), f(W1_B)
     slope = (f(1) - A) / (B - f(1))
-    score = (f(1) - m) * A * eigen_tanh_f32(sf / K) + \
-        m * np.sign(sf) * (A + slope * np.maximum(f(0), B - np.abs(sf)))
+    score = (f(1) - m) * A * eigen_tanh_f32(sf / K) + m * np.sign(sf) * (A + slope * np.maximum(f(0), B - np.abs(sf)))
     return {"board": board.astype(f), "flags": bits[:, 1536:1546].astype(f), "score": score}
 
 
 def make_w1(rng: np.random.Generator) -> None:
     d, s = w1_data(rng)
     records = [
-        make_example({"d": bytes_feature([d[i].tobytes()]), "s": int64_feature([int(s[i])])})
-        for i in range(W1_N)
+        make_example({"d": bytes_feature([d[i].tobytes()]), "s": int64_feature([int(s[i])])}) for i in range(W1_N)
     ]
     files = {
         None: out("w1_chess_plain.tfrecord"),
@@ -179,11 +177,7 @@ def make_w1(rng: np.random.Generator) -> None:
         got = [t.numpy() for t in tf.data.TFRecordDataset(path, compression_type=ctype or "")]
         assert got == records, f"{path}: read-back mismatch"
 
-    ds = (
-        tf.data.TFRecordDataset(files[None])
-        .batch(W1_BATCH, drop_remainder=True)
-        .map(w1_map)
-    )
+    ds = tf.data.TFRecordDataset(files[None]).batch(W1_BATCH, drop_remainder=True).map(w1_map)
     batches = list(ds.as_numpy_iterator())
     assert len(batches) == W1_N // W1_BATCH == 4
     res = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
@@ -198,7 +192,7 @@ def make_w1(rng: np.random.Generator) -> None:
     for k in ("board", "flags", "score"):
         assert ref[k].dtype == res[k].dtype and np.array_equal(ref[k], res[k]), f"w1 {k}: numpy model differs"
     # tf.math.tanh != correctly rounded tanh: record how far (for the README / stoker tolerances).
-    sf = (s[:n].astype(np.float32) / np.float32(W1_K))
+    sf = s[:n].astype(np.float32) / np.float32(W1_K)
     n_diff = int((eigen_tanh_f32(sf) != np.tanh(sf)).sum())
     print(f"  w1: TF tanh differs from np.tanh (float32) in {n_diff}/{n} scores' inputs")
     save_npz(out("w1_expected.npz"), **res)
@@ -273,23 +267,70 @@ def feature_examples() -> list:
     """Six examples; None = the feature is absent from that example."""
     I64_MAX, I64_MIN = 2**63 - 1, -(2**63)
     rows = [
-        dict(name=b"alpha", ids=[1, 2, 3], mat=[0.1, 0.2, 0.3, 0.4], weight=0.5,
-             tags=[7, 8, 9], vals=[1.5, -2.25], words=[b"hello", b"world"]),
-        dict(name=b"", ids=[-1, 0, 2**40], mat=[1.0, -1.0, 0.0, -0.0], weight=None,
-             tags=[], vals=[0.1], words=[b"\x00\xff", b""]),
-        dict(name=b"\xde\xad\xbe\xef", ids=[I64_MAX, I64_MIN, 42],
-             mat=[3.4028234663852886e38, 1e-45, -1e-38, 1.0 / 3.0], weight=0.1,
-             tags=[100], vals=None, words=[b"a"]),
-        dict(name="café".encode(), ids=[5, 5, 5], mat=[2.5, 2.5, -2.5, 1e10], weight=None,
-             tags=[1, 2, 3, 4, 5], vals=[3.0, 4.0, 5.0, 6.0], words=[]),
-        dict(name=b"epsilon", ids=[0, 0, 0], mat=[1e-7, 7.0, 8.0, 9.0], weight=2.0,
-             tags=[-5, 0], vals=[-0.0, 1e-20, 123456.789], words=[b"x y z", b"\n"]),
-        dict(name=b"zeta", ids=[-7, -8, -9], mat=[0.5, 0.25, 0.125, 0.0625], weight=1e-3,
-             tags=[0, 0], vals=[2.0], words=[b"last"]),
+        dict(
+            name=b"alpha",
+            ids=[1, 2, 3],
+            mat=[0.1, 0.2, 0.3, 0.4],
+            weight=0.5,
+            tags=[7, 8, 9],
+            vals=[1.5, -2.25],
+            words=[b"hello", b"world"],
+        ),
+        dict(
+            name=b"",
+            ids=[-1, 0, 2**40],
+            mat=[1.0, -1.0, 0.0, -0.0],
+            weight=None,
+            tags=[],
+            vals=[0.1],
+            words=[b"\x00\xff", b""],
+        ),
+        dict(
+            name=b"\xde\xad\xbe\xef",
+            ids=[I64_MAX, I64_MIN, 42],
+            mat=[3.4028234663852886e38, 1e-45, -1e-38, 1.0 / 3.0],
+            weight=0.1,
+            tags=[100],
+            vals=None,
+            words=[b"a"],
+        ),
+        dict(
+            name="café".encode(),
+            ids=[5, 5, 5],
+            mat=[2.5, 2.5, -2.5, 1e10],
+            weight=None,
+            tags=[1, 2, 3, 4, 5],
+            vals=[3.0, 4.0, 5.0, 6.0],
+            words=[],
+        ),
+        dict(
+            name=b"epsilon",
+            ids=[0, 0, 0],
+            mat=[1e-7, 7.0, 8.0, 9.0],
+            weight=2.0,
+            tags=[-5, 0],
+            vals=[-0.0, 1e-20, 123456.789],
+            words=[b"x y z", b"\n"],
+        ),
+        dict(
+            name=b"zeta",
+            ids=[-7, -8, -9],
+            mat=[0.5, 0.25, 0.125, 0.0625],
+            weight=1e-3,
+            tags=[0, 0],
+            vals=[2.0],
+            words=[b"last"],
+        ),
     ]
-    kinds = {"name": bytes_feature, "ids": int64_feature, "mat": float_feature,
-             "weight": float_feature, "tags": int64_feature, "vals": float_feature,
-             "words": bytes_feature}
+    kinds = {
+        "name": bytes_feature,
+        "ids": int64_feature,
+        "mat": float_feature,
+        "weight": float_feature,
+        "tags": int64_feature,
+        "vals": float_feature,
+        "words": bytes_feature,
+    }
     serialized = []
     for r in rows:
         feats = {}
@@ -363,18 +404,28 @@ def check_stoker_written() -> bool:
     examples = []
     for i in range(n):
         k = i % 4 + 1
-        examples.append({
-            "b": bytes(rng.integers(0, 256, size=i, dtype=np.uint8)),            # bytes
-            "bl": [b"w%d" % j for j in range(k)] + [b"\x00\xff"],                # list of bytes
-            "i": int(rng.integers(-(2**62), 2**62)),                              # int
-            "il": [int(v) for v in rng.integers(-1000, 1000, size=k)] + [2**63 - 1, -(2**63)],
-            "ia": rng.integers(-(2**40), 2**40, size=k + 2, dtype=np.int64),      # np int array
-            "f": float(rng.standard_normal()),                                    # float (f64)
-            "fl": [float(v) for v in rng.standard_normal(k)] + [0.1, -0.0],      # list of floats
-            "fa": rng.standard_normal(k + 1).astype(np.float32),                  # np f32 array
-        })
-    kinds = {"b": "bytes", "bl": "bytes", "i": "int64", "il": "int64", "ia": "int64",
-             "f": "float", "fl": "float", "fa": "float"}
+        examples.append(
+            {
+                "b": bytes(rng.integers(0, 256, size=i, dtype=np.uint8)),  # bytes
+                "bl": [b"w%d" % j for j in range(k)] + [b"\x00\xff"],  # list of bytes
+                "i": int(rng.integers(-(2**62), 2**62)),  # int
+                "il": [int(v) for v in rng.integers(-1000, 1000, size=k)] + [2**63 - 1, -(2**63)],
+                "ia": rng.integers(-(2**40), 2**40, size=k + 2, dtype=np.int64),  # np int array
+                "f": float(rng.standard_normal()),  # float (f64)
+                "fl": [float(v) for v in rng.standard_normal(k)] + [0.1, -0.0],  # list of floats
+                "fa": rng.standard_normal(k + 1).astype(np.float32),  # np f32 array
+            }
+        )
+    kinds = {
+        "b": "bytes",
+        "bl": "bytes",
+        "i": "int64",
+        "il": "int64",
+        "ia": "int64",
+        "f": "float",
+        "fl": "float",
+        "fa": "float",
+    }
     tf_dt = {"bytes": tf.string, "int64": tf.int64, "float": tf.float32}
     spec = {k: tf.io.VarLenFeature(tf_dt[v]) for k, v in kinds.items()}
 
@@ -410,8 +461,11 @@ def check_stoker_written() -> bool:
                         if kind == "bytes":
                             good = list(got) == want
                         else:
-                            good = got.dtype == want.dtype and np.array_equal(got, want) and \
-                                np.array_equal(np.signbit(got), np.signbit(want))
+                            good = (
+                                got.dtype == want.dtype
+                                and np.array_equal(got, want)
+                                and np.array_equal(np.signbit(got), np.signbit(want))
+                            )
                         if not good:
                             problems.append(f"example {idx} feature {k!r}: TF got {got!r}, expected {want!r}")
             except Exception as e:
@@ -438,6 +492,47 @@ def make_interleave() -> None:
         json.dump(orders, f, sort_keys=True, indent=1)
 
 
+def natural_image(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
+    """A smooth, photo-like RGB image (gradients, soft discs, mild noise): compresses like a
+    photo, unlike noise or flat colour."""
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    img = np.stack([xx / w * 200 + 20, yy / h * 180 + 40, (xx + yy) / (h + w) * 150 + 50], axis=-1)
+    for _ in range(5):
+        cy, cx, r = rng.uniform(0, h), rng.uniform(0, w), rng.uniform(4, min(h, w) / 2)
+        color = rng.uniform(0, 255, 3).astype(np.float32)
+        mask = np.clip(1.5 - np.hypot(yy - cy, xx - cx) / r, 0, 1)[..., None]
+        img = img * (1 - mask) + color * mask
+    img += rng.normal(0, 3, img.shape)
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def make_images(rng: np.random.Generator) -> None:
+    """Encoded images and what tf.io.decode_* returns for them (images_expected.npz)."""
+    os.makedirs(out("images"), exist_ok=True)
+    rgb = natural_image(rng, 48, 64)
+    grey = rgb.mean(axis=-1, keepdims=True).astype(np.uint8)
+    rgba = np.concatenate([rgb, rng.integers(0, 256, (48, 64, 1), dtype=np.uint8)], axis=-1)
+    grey16 = grey.astype(np.uint16) * 257 + rng.integers(0, 200, grey.shape).astype(np.uint16)
+    files = {
+        "rgb.png": tf.io.encode_png(rgb).numpy(),
+        "grey.png": tf.io.encode_png(grey).numpy(),
+        "rgba.png": tf.io.encode_png(rgba).numpy(),
+        "grey16.png": tf.io.encode_png(tf.constant(grey16, tf.uint16)).numpy(),
+        "rgb.jpg": tf.io.encode_jpeg(rgb, quality=90).numpy(),
+        "grey.jpg": tf.io.encode_jpeg(grey, quality=90).numpy(),
+    }
+    expected = {}
+    for name, data in files.items():
+        with open(out(os.path.join("images", name)), "wb") as f:
+            f.write(data)
+        for channels in (0, 1, 3, 4):
+            if name.endswith(".jpg") and channels == 4:
+                continue  # decode_jpeg has no RGBA output
+            img = tf.io.decode_image(data, channels=channels, dtype=tf.uint8, expand_animations=False)
+            expected[f"{name}/channels={channels}"] = img.numpy()
+    save_npz(out("images_expected.npz"), **expected)
+
+
 def main() -> int:
     print(f"TensorFlow {tf.__version__}, numpy {np.__version__}")
     rng = np.random.default_rng(SEED)
@@ -445,6 +540,7 @@ def main() -> int:
     make_w4(rng)
     make_features()
     make_interleave()
+    make_images(np.random.default_rng(SEED + 1))
     for name in sorted(os.listdir(HERE)):
         if name.endswith((".tfrecord", ".npz", ".json")):
             print(f"  {name:28s} {os.path.getsize(out(name)):8d} bytes")

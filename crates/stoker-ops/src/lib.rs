@@ -8,6 +8,7 @@ mod fields;
 pub mod numeric;
 
 pub mod cast;
+pub mod decode_image;
 pub mod decode_raw;
 pub mod gather_channels;
 pub mod parse_example;

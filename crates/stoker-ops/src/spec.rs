@@ -7,6 +7,7 @@ use stoker_core::op::Op;
 use stoker_core::{Error, Result};
 
 use crate::cast::Cast;
+use crate::decode_image::DecodeImage;
 use crate::decode_raw::DecodeRaw;
 use crate::gather_channels::GatherChannels;
 use crate::parse_example::ParseExample;
@@ -21,6 +22,7 @@ use crate::unpack_bits::UnpackBits;
 pub enum OpSpec {
     ParseExample(ParseExample),
     DecodeRaw(DecodeRaw),
+    DecodeImage(DecodeImage),
     UnpackBits(UnpackBits),
     GatherChannels(GatherChannels),
     Cast(Cast),
@@ -44,6 +46,7 @@ impl OpSpec {
         Ok(match self {
             OpSpec::ParseExample(p) => Arc::new(ParseExample::new(p.key, p.features)?),
             OpSpec::DecodeRaw(o) => Arc::new(o),
+            OpSpec::DecodeImage(o) => Arc::new(o),
             OpSpec::UnpackBits(o) => Arc::new(o),
             OpSpec::GatherChannels(o) => Arc::new(o),
             OpSpec::Cast(o) => Arc::new(o),

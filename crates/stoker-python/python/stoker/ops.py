@@ -93,6 +93,17 @@ def decode_raw(field: str, out_type: Any, little_endian: bool = True, output: st
     )
 
 
+def decode_image(field: str, channels: int = 0, max_pixels: int = 1 << 28, output: str | None = None) -> NativeOp:
+    """PNG or JPEG bytes → uint8 ``[H, W, C]`` (format sniffed, like ``tf.io.decode_image``).
+
+    ``channels=0`` keeps what the file stores; 1, 3 or 4 converts. A header claiming more than
+    ``max_pixels`` pixels is refused before anything is allocated. Bad images raise
+    ``InvalidRecordError`` naming the file and record (or are skipped under the skip policy).
+    """
+    spec = {"op": "decode_image", "field": field, "channels": int(channels), "max_pixels": int(max_pixels)}
+    return _out(spec, output)
+
+
 def unpack_bits(field: str, output: str | None = None) -> NativeOp:
     """uint8 ``[..., k]`` → uint8 ``[..., 8k]`` of 0/1, most significant bit first."""
     return _out({"op": "unpack_bits", "field": field}, output)
@@ -169,6 +180,7 @@ __all__ = [
     "VarLenFeature",
     "parse_example",
     "decode_raw",
+    "decode_image",
     "unpack_bits",
     "gather_channels",
     "signed_channels",

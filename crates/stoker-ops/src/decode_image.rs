@@ -1,0 +1,431 @@
+//! `decode_image(field, channels)`: PNG or JPEG bytes → uint8 `[H, W, C]`, the format sniffed
+//! from the first bytes (like `tf.io.decode_image`).
+//!
+//! - `channels=0` keeps what the file stores (grey 1, grey+alpha 2, RGB 3, RGBA 4; palette PNGs
+//!   are expanded); 1, 3 or 4 converts (grey is replicated, alpha dropped or set to 255, colour
+//!   to grey by ITU-R 601 luma).
+//! - PNG: 8-bit output; 16-bit samples are reduced to their high byte.
+//! - The header's size is checked against `max_pixels` before anything is allocated, so a
+//!   damaged or hostile header cannot make the pipeline allocate gigabytes.
+//! - The output is written into a pooled buffer (JPEG decodes straight into it).
+
+use std::io::Cursor;
+
+use serde::{Deserialize, Serialize};
+use stoker_core::element::{Element, FieldSpec, Schema};
+use stoker_core::op::{Op, OpCtx};
+use stoker_core::storage::{shared_pool, Storage};
+use stoker_core::{DType, Error, ErrorPolicy, Result, Tensor};
+
+use crate::fields::{input_spec, out_name, put, with_field};
+use crate::spec::OpSpec;
+
+const OP: &str = "decode_image";
+const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DecodeImage {
+    pub field: String,
+    /// 0: as stored; 1, 3 or 4: converted to that many channels.
+    #[serde(default)]
+    pub channels: u8,
+    /// Images whose header claims more pixels are refused (default 2^28, e.g. 16384 x 16384).
+    #[serde(default = "default_max_pixels")]
+    pub max_pixels: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+fn default_max_pixels() -> u64 {
+    1 << 28
+}
+
+/// A decoded image: height, width, channels and its pixels (HWC).
+#[derive(Debug)]
+struct Decoded {
+    height: usize,
+    width: usize,
+    channels: usize,
+    pixels: Storage,
+}
+
+fn format_name(data: &[u8]) -> &'static str {
+    match data {
+        [] => "an empty file (0 bytes)",
+        [b'G', b'I', b'F', b'8', ..] => "GIF",
+        [b'B', b'M', ..] => "BMP",
+        [b'R', b'I', b'F', b'F', _, _, _, _, b'W', b'E', b'B', b'P', ..] => "WebP",
+        _ => "neither PNG nor JPEG",
+    }
+}
+
+fn check_size(width: usize, height: usize, max_pixels: u64) -> Result<(), String> {
+    let pixels = width as u64 * height as u64;
+    if width == 0 || height == 0 {
+        return Err(format!(
+            "the header claims an empty image ({width}x{height})"
+        ));
+    }
+    if pixels > max_pixels {
+        return Err(format!(
+            "the header claims {width}x{height} = {pixels} pixels, over the limit of {max_pixels} (max_pixels)"
+        ));
+    }
+    Ok(())
+}
+
+fn decode_png(data: &[u8], max_pixels: u64) -> Result<Decoded, String> {
+    // IHDR is always the first chunk: check the claimed size before the decoder sees the file.
+    if let (Some(b"IHDR"), Some(w), Some(h)) =
+        (data.get(12..16), data.get(16..20), data.get(20..24))
+    {
+        let be = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize;
+        check_size(be(w), be(h), max_pixels)?;
+    }
+    let limits = png::Limits {
+        bytes: usize::try_from(max_pixels.saturating_mul(8)).unwrap_or(usize::MAX),
+    };
+    let mut decoder = png::Decoder::new_with_limits(Cursor::new(data), limits);
+    decoder.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
+    let mut reader = decoder.read_info().map_err(|e| format!("PNG: {e}"))?;
+    let (width, height) = (reader.info().width as usize, reader.info().height as usize);
+    check_size(width, height, max_pixels)?;
+    let (color, _) = reader.output_color_type();
+    let channels = color.samples();
+    let size = reader
+        .output_buffer_size()
+        .ok_or_else(|| "PNG: the image is too large".to_string())?;
+    let mut pixels = shared_pool().take(size);
+    let frame = reader
+        .next_frame(pixels.as_bytes_mut())
+        .map_err(|e| format!("PNG: {e}"))?;
+    if frame.buffer_size() != height * width * channels {
+        return Err(format!(
+            "PNG: decoded {} bytes for {width}x{height}x{channels}",
+            frame.buffer_size()
+        ));
+    }
+    Ok(Decoded {
+        height,
+        width,
+        channels,
+        pixels,
+    })
+}
+
+fn decode_jpeg(data: &[u8], wanted: u8, max_pixels: u64) -> Result<Decoded, String> {
+    use zune_core::colorspace::ColorSpace;
+    use zune_core::options::DecoderOptions;
+    use zune_jpeg::JpegDecoder;
+
+    let side = usize::try_from(max_pixels).unwrap_or(usize::MAX).min(65535);
+    let base = DecoderOptions::default()
+        .set_max_width(side)
+        .set_max_height(side);
+    let mut probe = JpegDecoder::new_with_options(data, base);
+    probe.decode_headers().map_err(|e| format!("JPEG: {e:?}"))?;
+    let info = probe.info().ok_or_else(|| "JPEG: no header".to_string())?;
+    let (width, height) = (usize::from(info.width), usize::from(info.height));
+    check_size(width, height, max_pixels)?;
+    // A grey JPEG is decoded as grey (and converted afterwards if more channels are asked
+    // for); a colour one straight into the colour space asked for.
+    let stored_grey = matches!(probe.get_input_colorspace(), Some(ColorSpace::Luma));
+    let (space, channels) = match (wanted, stored_grey) {
+        (_, true) | (1, _) => (ColorSpace::Luma, 1),
+        (4, _) => (ColorSpace::RGBA, 4),
+        _ => (ColorSpace::RGB, 3),
+    };
+    let mut decoder = JpegDecoder::new_with_options(data, base.jpeg_set_out_colorspace(space));
+    decoder
+        .decode_headers()
+        .map_err(|e| format!("JPEG: {e:?}"))?;
+    if decoder.get_output_colorspace() != Some(space)
+        || decoder.output_buffer_size() != Some(height * width * channels)
+    {
+        return Err(format!(
+            "JPEG: cannot decode this file's colour space ({:?}) to {space:?}",
+            decoder.get_input_colorspace()
+        ));
+    }
+    let mut pixels = shared_pool().take(height * width * channels);
+    decoder
+        .decode_into(pixels.as_bytes_mut())
+        .map_err(|e| format!("JPEG: {e:?}"))?;
+    Ok(Decoded {
+        height,
+        width,
+        channels,
+        pixels,
+    })
+}
+
+/// ITU-R 601 luma, rounded: what TensorFlow's `rgb_to_grayscale` computes on uint8.
+fn luma(r: u8, g: u8, b: u8) -> u8 {
+    let y = 0.2989 * f32::from(r) + 0.587 * f32::from(g) + 0.114 * f32::from(b);
+    y.round().clamp(0.0, 255.0) as u8
+}
+
+fn convert(img: Decoded, wanted: usize) -> Decoded {
+    if wanted == 0 || wanted == img.channels {
+        return img;
+    }
+    let n = img.height * img.width;
+    let mut out = shared_pool().take(n * wanted);
+    let src = img.pixels.as_bytes();
+    for (d, s) in out
+        .as_bytes_mut()
+        .chunks_exact_mut(wanted)
+        .zip(src.chunks_exact(img.channels))
+    {
+        let (rgb, alpha) = match *s {
+            [g] => ([g, g, g], 255),
+            [g, a] => ([g, g, g], a),
+            [r, g, b] => ([r, g, b], 255),
+            [r, g, b, a] => ([r, g, b], a),
+            _ => ([0, 0, 0], 255),
+        };
+        match wanted {
+            1 => {
+                d[0] = if img.channels <= 2 {
+                    rgb[0]
+                } else {
+                    luma(rgb[0], rgb[1], rgb[2])
+                }
+            }
+            3 => d.copy_from_slice(&rgb),
+            _ => {
+                d[..3].copy_from_slice(&rgb);
+                d[3] = alpha;
+            }
+        }
+    }
+    Decoded {
+        channels: wanted,
+        pixels: out,
+        ..img
+    }
+}
+
+impl DecodeImage {
+    fn decode(&self, data: &[u8]) -> Result<Decoded, String> {
+        let img = if data.starts_with(PNG_MAGIC) {
+            decode_png(data, self.max_pixels)?
+        } else if data.starts_with(&[0xFF, 0xD8, 0xFF]) {
+            decode_jpeg(data, self.channels, self.max_pixels)?
+        } else {
+            return Err(format!(
+                "unsupported image format: {}; stoker decodes PNG and JPEG",
+                format_name(data)
+            ));
+        };
+        Ok(convert(img, usize::from(self.channels)))
+    }
+}
+
+impl Op for DecodeImage {
+    fn name(&self) -> &str {
+        OP
+    }
+
+    fn output_schema(&self, input: &Schema) -> Result<Schema> {
+        if !matches!(self.channels, 0 | 1 | 3 | 4) {
+            return Err(Error::schema(
+                OP,
+                format!("channels must be 0, 1, 3 or 4, not {}", self.channels),
+            ));
+        }
+        let Some(f) = input_spec(
+            input,
+            OP,
+            &self.field,
+            |d| d == DType::Bytes,
+            "encoded images (string)",
+        )?
+        else {
+            return Ok(input.clone());
+        };
+        if !f.shape.is_empty() {
+            return Err(Error::schema(
+                OP,
+                format!(
+                    "field '{}' has shape {}; decode single images, before batching",
+                    self.field,
+                    f.shape_str()
+                ),
+            ));
+        }
+        let c = (self.channels != 0).then_some(usize::from(self.channels));
+        Ok(with_field(
+            input,
+            FieldSpec::new(
+                out_name(&self.field, &self.output),
+                DType::U8,
+                vec![None, None, c],
+            ),
+        ))
+    }
+
+    fn apply(&self, input: Element, ctx: &OpCtx<'_>) -> Result<Option<Element>> {
+        let i = input.require(OP, &self.field)?;
+        let t = &input.tensors[i];
+        let data = t
+            .bytes_data()
+            .filter(|_| t.shape().is_empty())
+            .ok_or_else(|| {
+                Error::invalid(
+                    OP,
+                    format!(
+                        "field '{}' must be one encoded image (a scalar string)",
+                        self.field
+                    ),
+                )
+            })?;
+        let bytes = data.values.first().map(|b| b.as_ref()).unwrap_or_default();
+        match self.decode(bytes) {
+            Ok(img) => {
+                let shape = vec![img.height, img.width, img.channels];
+                let out = Tensor::from_storage(DType::U8, shape, img.pixels)?;
+                Ok(Some(put(input, out_name(&self.field, &self.output), out)))
+            }
+            Err(reason) => {
+                let err = Error::invalid_record(OP, data.origin(0), 0, reason);
+                if ctx.policy == ErrorPolicy::Skip {
+                    ctx.stats.add_skip(err.to_string());
+                    Ok(None)
+                } else {
+                    Err(err)
+                }
+            }
+        }
+    }
+
+    fn spec(&self) -> Result<serde_json::Value> {
+        OpSpec::DecodeImage(self.clone()).to_json()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn png_bytes(
+        w: u32,
+        h: u32,
+        color: png::ColorType,
+        depth: png::BitDepth,
+        data: &[u8],
+    ) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut enc = png::Encoder::new(&mut out, w, h);
+        enc.set_color(color);
+        enc.set_depth(depth);
+        enc.write_header().unwrap().write_image_data(data).unwrap();
+        out
+    }
+
+    fn op(channels: u8) -> DecodeImage {
+        DecodeImage {
+            field: "x".into(),
+            channels,
+            max_pixels: default_max_pixels(),
+            output: None,
+        }
+    }
+
+    #[test]
+    fn png_kinds_and_channel_conversion() {
+        let rgb: Vec<u8> = (0..2 * 3 * 3).map(|v| v as u8 * 10).collect();
+        let img = op(0)
+            .decode(&png_bytes(
+                2,
+                3,
+                png::ColorType::Rgb,
+                png::BitDepth::Eight,
+                &rgb,
+            ))
+            .unwrap();
+        assert_eq!((img.height, img.width, img.channels), (3, 2, 3));
+        assert_eq!(img.pixels.as_bytes(), &rgb[..]);
+        let grey = [0u8, 100, 200, 255];
+        let g = op(3)
+            .decode(&png_bytes(
+                2,
+                2,
+                png::ColorType::Grayscale,
+                png::BitDepth::Eight,
+                &grey,
+            ))
+            .unwrap();
+        assert_eq!(g.channels, 3);
+        assert_eq!(&g.pixels.as_bytes()[3..6], &[100, 100, 100]);
+        let wide: Vec<u8> = [0x12u8, 0x34, 0xAB, 0xCD].to_vec();
+        let w16 = op(0)
+            .decode(&png_bytes(
+                2,
+                1,
+                png::ColorType::Grayscale,
+                png::BitDepth::Sixteen,
+                &wide,
+            ))
+            .unwrap();
+        assert_eq!(
+            w16.pixels.as_bytes(),
+            &[0x12, 0xAB],
+            "16-bit samples keep their high byte"
+        );
+        let rgba = op(4)
+            .decode(&png_bytes(
+                1,
+                1,
+                png::ColorType::Rgb,
+                png::BitDepth::Eight,
+                &[1, 2, 3],
+            ))
+            .unwrap();
+        assert_eq!(rgba.pixels.as_bytes(), &[1, 2, 3, 255]);
+    }
+
+    #[test]
+    fn bad_input_is_a_message_not_a_panic() {
+        let good = png_bytes(4, 4, png::ColorType::Rgb, png::BitDepth::Eight, &[7u8; 48]);
+        for cut in [0, 4, 8, 20, good.len() - 10] {
+            assert!(op(0).decode(&good[..cut]).is_err(), "cut at {cut}");
+        }
+        assert!(op(0).decode(b"GIF89a....").unwrap_err().contains("GIF"));
+        assert!(op(0).decode(b"").unwrap_err().contains("empty file"));
+        assert!(op(0).decode(&[0xFF, 0xD8, 0xFF, 0xE0, 0, 0]).is_err());
+    }
+
+    #[test]
+    fn huge_headers_are_refused_before_allocating() {
+        // A valid IHDR claiming 100000 x 100000 pixels, and nothing else.
+        let mut data = PNG_MAGIC.to_vec();
+        let mut ihdr = b"IHDR".to_vec();
+        ihdr.extend_from_slice(&100_000u32.to_be_bytes());
+        ihdr.extend_from_slice(&100_000u32.to_be_bytes());
+        ihdr.extend_from_slice(&[8, 2, 0, 0, 0]);
+        data.extend_from_slice(&13u32.to_be_bytes());
+        data.extend_from_slice(&ihdr);
+        data.extend_from_slice(&crc32(&ihdr).to_be_bytes());
+        let err = op(0).decode(&data).unwrap_err();
+        assert!(
+            err.contains("over the limit") || err.contains("limit"),
+            "{err}"
+        );
+    }
+
+    fn crc32(data: &[u8]) -> u32 {
+        let mut crc = 0xFFFF_FFFFu32;
+        for &b in data {
+            crc ^= u32::from(b);
+            for _ in 0..8 {
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+}

@@ -1,0 +1,80 @@
+"""Image decoding against TensorFlow's own output (tests/golden/images*)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import stoker as sk
+
+
+def decode(data: bytes, channels: int):
+    ds = sk.Dataset.from_tensor_slices(np.array([data], dtype=object)).map(sk.ops.decode_image("value", channels))
+    (img,) = list(ds)
+    return img
+
+
+@pytest.mark.parametrize("name", ["rgb.png", "grey.png", "rgba.png", "grey16.png"])
+@pytest.mark.parametrize("channels", [0, 1, 3, 4])
+def test_png_decode_matches_tf_bit_for_bit(golden, name, channels):
+    want = np.load(golden / "images_expected.npz")[f"{name}/channels={channels}"]
+    got = decode((golden / "images" / name).read_bytes(), channels)
+    assert got.dtype == np.uint8 and got.shape == want.shape
+    if channels == 1 and name in ("rgb.png", "rgba.png"):
+        # Colour → grey: TF rounds ITU-R 601 luma in its own arithmetic; allow 1.
+        assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name,channels", [("grey.jpg", 0), ("grey.jpg", 1), ("grey.jpg", 3), ("rgb.jpg", 1)])
+def test_jpeg_luma_within_one_of_libjpeg(golden, name, channels):
+    want = np.load(golden / "images_expected.npz")[f"{name}/channels={channels}"]
+    got = decode((golden / "images" / name).read_bytes(), channels)
+    assert got.shape == want.shape
+    diff = np.abs(got.astype(int) - want.astype(int))
+    # Luma (Y) is within one of libjpeg but for a handful of pixels.
+    assert diff.max() <= 2 and (diff > 1).mean() < 0.001, f"max {diff.max()}, mean {diff.mean():.3f}"
+
+
+@pytest.mark.parametrize("channels", [0, 3])
+def test_jpeg_colour_close_to_libjpeg(golden, channels):
+    # Known gap (issue 3): zune-jpeg's chroma upsampling / colour conversion differs from
+    # libjpeg-turbo's (TF): mean |diff| 1.27, max 10 on this 4:2:0 image. The issue's target is
+    # within ±1 (turbojpeg behind a feature); this test pins today's distance so it cannot grow.
+    want = np.load(golden / "images_expected.npz")[f"rgb.jpg/channels={channels}"]
+    got = decode((golden / "images" / "rgb.jpg").read_bytes(), channels)
+    assert got.shape == want.shape
+    diff = np.abs(got.astype(int) - want.astype(int))
+    assert diff.mean() < 1.5 and diff.max() <= 12, f"max {diff.max()}, mean {diff.mean():.3f}"
+
+
+def test_bad_images_are_located_errors_or_counted_skips(tmp_path, golden):
+    good = (golden / "images" / "rgb.png").read_bytes()
+    f = str(tmp_path / "imgs.tfrecord")
+    with sk.io.TFRecordWriter(f) as w:
+        w.write(good)
+        w.write(good[: len(good) // 2])  # truncated
+        w.write(b"")  # zero bytes
+        w.write(b"GIF89a" + bytes(20))  # unsupported
+        w.write(good)
+    ds = sk.TFRecordDataset(f).map(sk.ops.decode_image("record", channels=3))
+    with pytest.raises(sk.InvalidRecordError, match="PNG") as e:
+        list(ds)
+    assert (e.value.file, e.value.record) == (f, 1)
+    skipping = ds.ignore_errors()
+    assert [img.shape for img in skipping] == [(48, 64, 3), (48, 64, 3)]
+    stats = skipping.stats()
+    assert sum(s["skipped"] for s in stats) == 3
+    with pytest.raises(sk.InvalidRecordError, match="GIF"):
+        list(sk.TFRecordDataset(f).skip(3).map(sk.ops.decode_image("record")))
+    with pytest.raises(sk.InvalidRecordError, match="empty file"):
+        list(sk.TFRecordDataset(f).skip(2).map(sk.ops.decode_image("record")))
+
+
+def test_decode_image_schema():
+    ds = sk.Dataset.from_tensor_slices(np.array([b"x"], dtype=object)).map(sk.ops.decode_image("value", 3))
+    assert ds.element_spec == sk.TensorSpec("value", "uint8", (None, None, 3))
+    with pytest.raises(sk.SchemaError, match="before batching"):
+        sk.Dataset.from_tensor_slices(np.array([b"x"], dtype=object)).batch(1).map(sk.ops.decode_image("value"))
+    with pytest.raises(sk.SchemaError, match="channels"):
+        sk.Dataset.from_tensor_slices(np.array([b"x"], dtype=object)).map(sk.ops.decode_image("value", 2))
