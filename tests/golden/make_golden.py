@@ -533,6 +533,26 @@ def make_images(rng: np.random.Generator) -> None:
     save_npz(out("images_expected.npz"), **expected)
 
 
+def make_image_ops(rng: np.random.Generator) -> None:
+    """tf.image.resize_with_crop_or_pad and a colour-table one-hot (image_ops_expected.npz)."""
+    img = rng.integers(0, 256, (7, 9, 3), dtype=np.uint8)
+    batch = rng.integers(0, 256, (2, 7, 9, 3), dtype=np.uint8)
+    arrays = {"img": img, "batch": batch}
+    for th, tw in [(4, 4), (10, 12), (7, 9), (5, 13), (10, 3), (1, 1)]:
+        arrays[f"crop_pad/{th}x{tw}"] = tf.image.resize_with_crop_or_pad(img, th, tw).numpy()
+        arrays[f"crop_pad_f32/{th}x{tw}"] = tf.image.resize_with_crop_or_pad(
+            img.astype(np.float32) / 255, th, tw
+        ).numpy()
+    arrays["crop_pad_batch/4x12"] = tf.image.resize_with_crop_or_pad(batch, 4, 12).numpy()
+    colors = rng.choice(256, size=(32, 3), replace=True).astype(np.uint8)
+    colors[:, 0] = np.arange(32) * 8  # distinct
+    classes = np.repeat(rng.integers(0, 32, (20, 6)), 5, axis=1)  # runs of one colour
+    label = colors[classes]
+    onehot = tf.cast(tf.stack([tf.reduce_all(tf.equal(label, c), axis=-1) for c in colors], axis=-1), tf.float32)
+    arrays.update({"colors": colors, "label": label, "onehot": onehot.numpy()})
+    save_npz(out("image_ops_expected.npz"), **arrays)
+
+
 def main() -> int:
     print(f"TensorFlow {tf.__version__}, numpy {np.__version__}")
     rng = np.random.default_rng(SEED)
@@ -541,6 +561,7 @@ def main() -> int:
     make_features()
     make_interleave()
     make_images(np.random.default_rng(SEED + 1))
+    make_image_ops(np.random.default_rng(SEED + 2))
     for name in sorted(os.listdir(HERE)):
         if name.endswith((".tfrecord", ".npz", ".json")):
             print(f"  {name:28s} {os.path.getsize(out(name)):8d} bytes")

@@ -10,8 +10,10 @@ use crate::cast::Cast;
 use crate::decode_image::DecodeImage;
 use crate::decode_raw::DecodeRaw;
 use crate::gather_channels::GatherChannels;
+use crate::one_hot_colors::OneHotColors;
 use crate::parse_example::ParseExample;
 use crate::rescale::Rescale;
+use crate::resize_with_crop_or_pad::ResizeWithCropOrPad;
 use crate::select::Select;
 use crate::slice::Slice;
 use crate::unflatten::Unflatten;
@@ -27,6 +29,8 @@ pub enum OpSpec {
     GatherChannels(GatherChannels),
     Cast(Cast),
     Rescale(Rescale),
+    ResizeWithCropOrPad(ResizeWithCropOrPad),
+    OneHotColors(OneHotColors),
     Select(Select),
     Slice(Slice),
     Unflatten(Unflatten),
@@ -51,6 +55,8 @@ impl OpSpec {
             OpSpec::GatherChannels(o) => Arc::new(o),
             OpSpec::Cast(o) => Arc::new(o),
             OpSpec::Rescale(o) => Arc::new(o),
+            OpSpec::ResizeWithCropOrPad(o) => Arc::new(o),
+            OpSpec::OneHotColors(o) => Arc::new(o),
             OpSpec::Select(o) => Arc::new(o),
             OpSpec::Slice(o) => Arc::new(o),
             OpSpec::Unflatten(o) => Arc::new(o),

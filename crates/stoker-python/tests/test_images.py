@@ -78,3 +78,40 @@ def test_decode_image_schema():
         sk.Dataset.from_tensor_slices(np.array([b"x"], dtype=object)).batch(1).map(sk.ops.decode_image("value"))
     with pytest.raises(sk.SchemaError, match="channels"):
         sk.Dataset.from_tensor_slices(np.array([b"x"], dtype=object)).map(sk.ops.decode_image("value", 2))
+
+
+def _apply(array, op):
+    (out,) = list(sk.Dataset.from_tensor_slices(array[None]).map(op))
+    return out
+
+
+def test_resize_with_crop_or_pad_matches_tf(golden):
+    g = np.load(golden / "image_ops_expected.npz")
+    for key in [k for k in g.files if k.startswith("crop_pad/")]:
+        th, tw = map(int, key.split("/")[1].split("x"))
+        got = _apply(g["img"], sk.ops.resize_with_crop_or_pad("value", th, tw))
+        np.testing.assert_array_equal(got, g[key], err_msg=key)
+        f32 = _apply(g["img"].astype(np.float32) / 255, sk.ops.resize_with_crop_or_pad("value", th, tw))
+        assert f32.tobytes() == g[f"crop_pad_f32/{th}x{tw}"].tobytes(), key
+    # Element-wise: on a batch it gives the same as per image.
+    (batched,) = list(
+        sk.Dataset.from_tensor_slices(g["batch"][None]).map(sk.ops.resize_with_crop_or_pad("value", 4, 12))
+    )
+    np.testing.assert_array_equal(batched, g["crop_pad_batch/4x12"])
+
+
+def test_one_hot_colors_matches_tf_and_reports_unknown_colours(golden, tmp_path):
+    g = np.load(golden / "image_ops_expected.npz")
+    got = _apply(g["label"], sk.ops.one_hot_colors("value", g["colors"].tolist()))
+    assert got.dtype == np.float32 and got.tobytes() == g["onehot"].tobytes()
+    odd = g["label"].copy()
+    odd[3, 4] = [1, 2, 3]
+    with pytest.raises(sk.InvalidArgumentError, match=r"pixel 94 has colour \[1, 2, 3\]"):
+        _apply(odd, sk.ops.one_hot_colors("value", g["colors"].tolist()))
+    fell_back = _apply(odd, sk.ops.one_hot_colors("value", g["colors"].tolist(), fallback=0))
+    assert fell_back[3, 4].argmax() == 0 and fell_back[3, 4].sum() == 1
+    csv_path = tmp_path / "class_dict.csv"
+    csv_path.write_text("name,r,g,b\nsky,128,128,128\nroad,128,64,128\n")
+    assert sk.ops.read_class_colors(str(csv_path)) == (["sky", "road"], [[128, 128, 128], [128, 64, 128]])
+    with pytest.raises(sk.SchemaError, match="listed twice"):
+        sk.Dataset.from_tensor_slices(g["label"][None]).map(sk.ops.one_hot_colors("value", [[1, 1, 1], [1, 1, 1]]))

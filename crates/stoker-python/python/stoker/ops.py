@@ -169,6 +169,35 @@ def unflatten(field: str, shape: Sequence[int], axis: int = -1, output: str | No
     return _out({"op": "unflatten", "field": field, "shape": [int(d) for d in shape], "axis": int(axis)}, output)
 
 
+def resize_with_crop_or_pad(field: str, height: int, width: int, output: str | None = None) -> NativeOp:
+    """Centre-crops or zero-pads ``[..., H, W, C]`` to ``height x width``, exactly as
+    ``tf.image.resize_with_crop_or_pad``."""
+    return _out({"op": "resize_with_crop_or_pad", "field": field, "height": int(height), "width": int(width)}, output)
+
+
+def one_hot_colors(
+    field: str, colors: Sequence[Sequence[int]], fallback: int | None = None, output: str | None = None
+) -> NativeOp:
+    """RGB label map ``[..., 3]`` uint8 → one-hot ``[..., len(colors)]`` float32. A pixel of
+    another colour raises ``InvalidArgumentError`` unless ``fallback`` names its class."""
+    spec: dict[str, Any] = {"op": "one_hot_colors", "field": field, "colors": [[int(v) for v in c] for c in colors]}
+    if fallback is not None:
+        spec["fallback"] = int(fallback)
+    return _out(spec, output)
+
+
+def read_class_colors(path: str) -> tuple[list[str], list[list[int]]]:
+    """Class names and colours from a CamVid-style ``class_dict.csv`` (``name,r,g,b``)."""
+    import csv
+
+    names, colors = [], []
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            names.append(row["name"])
+            colors.append([int(row["r"]), int(row["g"]), int(row["b"])])
+    return names, colors
+
+
 def select(fields: Sequence[str]) -> NativeOp:
     """Keeps only ``fields``, in that order."""
     return NativeOp({"op": "select", "fields": list(fields)})
@@ -188,5 +217,8 @@ __all__ = [
     "rescale",
     "slice",
     "unflatten",
+    "resize_with_crop_or_pad",
+    "one_hot_colors",
+    "read_class_colors",
     "select",
 ]

@@ -1,0 +1,147 @@
+//! `one_hot_colors(field, colors)`: an RGB label map `[..., 3]` uint8 → one-hot `[..., K]`
+//! float32 over the K class colours (a `class_dict.csv` table). A pixel of another colour is an
+//! error naming it and where it is, unless `fallback` names the class to use.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+use stoker_core::element::{Element, FieldSpec, Schema};
+use stoker_core::op::{Op, OpCtx};
+use stoker_core::{DType, Error, Result};
+
+use crate::fields::{build, input_spec, out_name, put, with_field};
+use crate::spec::OpSpec;
+
+const OP: &str = "one_hot_colors";
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OneHotColors {
+    pub field: String,
+    /// `[r, g, b]` of each class, in class order.
+    pub colors: Vec<[u8; 3]>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+fn key([r, g, b]: [u8; 3]) -> u32 {
+    u32::from(r) << 16 | u32::from(g) << 8 | u32::from(b)
+}
+
+impl OneHotColors {
+    fn check(&self) -> Result<HashMap<u32, usize>> {
+        if self.colors.is_empty() {
+            return Err(Error::schema(OP, "no class colours"));
+        }
+        if let Some(f) = self.fallback {
+            if f >= self.colors.len() {
+                return Err(Error::schema(
+                    OP,
+                    format!(
+                        "fallback class {f} is not one of the {} classes",
+                        self.colors.len()
+                    ),
+                ));
+            }
+        }
+        let mut index = HashMap::with_capacity(self.colors.len());
+        for (i, &c) in self.colors.iter().enumerate() {
+            if index.insert(key(c), i).is_some() {
+                return Err(Error::schema(OP, format!("colour {c:?} is listed twice")));
+            }
+        }
+        Ok(index)
+    }
+}
+
+impl Op for OneHotColors {
+    fn name(&self) -> &str {
+        OP
+    }
+
+    fn output_schema(&self, input: &Schema) -> Result<Schema> {
+        self.check()?;
+        let Some(f) = input_spec(input, OP, &self.field, |d| d == DType::U8, "uint8 RGB")? else {
+            return Ok(input.clone());
+        };
+        let mut shape = f.shape.clone();
+        match shape.last_mut() {
+            Some(last) if *last == Some(3) || last.is_none() => *last = Some(self.colors.len()),
+            _ => {
+                return Err(Error::schema(
+                    OP,
+                    format!(
+                        "field '{}' has shape {}; expected [..., 3] RGB",
+                        self.field,
+                        f.shape_str()
+                    ),
+                ))
+            }
+        }
+        Ok(with_field(
+            input,
+            FieldSpec::new(out_name(&self.field, &self.output), DType::F32, shape),
+        ))
+    }
+
+    fn elementwise(&self) -> bool {
+        true
+    }
+
+    fn apply(&self, input: Element, _ctx: &OpCtx<'_>) -> Result<Option<Element>> {
+        let index = self.check()?;
+        let i = input.require(OP, &self.field)?;
+        let t = &input.tensors[i];
+        let px = t
+            .typed::<u8>()
+            .filter(|_| t.dtype() == DType::U8 && t.shape().last() == Some(&3))
+            .ok_or_else(|| {
+                Error::invalid(
+                    OP,
+                    format!(
+                        "field '{}' must be uint8 [..., 3], got {} {:?}",
+                        self.field,
+                        t.dtype(),
+                        t.shape()
+                    ),
+                )
+            })?;
+        let k = self.colors.len();
+        let mut shape = t.shape().to_vec();
+        if let Some(last) = shape.last_mut() {
+            *last = k;
+        }
+        let out = build::<f32>(DType::F32, shape, |out| {
+            out.fill(0.0);
+            // Label maps come in runs of one colour: remember the last lookup.
+            let mut last = (u32::MAX, 0usize);
+            for (p, (dst, rgb)) in out.chunks_exact_mut(k).zip(px.chunks_exact(3)).enumerate() {
+                let kk = key([rgb[0], rgb[1], rgb[2]]);
+                let class = if kk == last.0 {
+                    last.1
+                } else {
+                    let c = match (index.get(&kk), self.fallback) {
+                        (Some(&c), _) => c,
+                        (None, Some(f)) => f,
+                        (None, None) => {
+                            return Err(Error::invalid(
+                                OP,
+                                format!("pixel {p} has colour {:?}, which is not a class colour (set fallback to map it to a class)", [rgb[0], rgb[1], rgb[2]]),
+                            ))
+                        }
+                    };
+                    last = (kk, c);
+                    c
+                };
+                dst[class] = 1.0;
+            }
+            Ok(())
+        })?;
+        Ok(Some(put(input, out_name(&self.field, &self.output), out)))
+    }
+
+    fn spec(&self) -> Result<serde_json::Value> {
+        OpSpec::OneHotColors(self.clone()).to_json()
+    }
+}
