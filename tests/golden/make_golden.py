@@ -550,6 +550,7 @@ def make_image_ops(rng: np.random.Generator) -> None:
     label = colors[classes]
     onehot = tf.cast(tf.stack([tf.reduce_all(tf.equal(label, c), axis=-1) for c in colors], axis=-1), tf.float32)
     arrays.update({"colors": colors, "label": label, "onehot": onehot.numpy()})
+    arrays["convert_image_dtype"] = tf.image.convert_image_dtype(np.arange(256, dtype=np.uint8), tf.float32).numpy()
     save_npz(out("image_ops_expected.npz"), **arrays)
 
 

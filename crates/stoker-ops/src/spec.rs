@@ -12,6 +12,7 @@ use crate::decode_raw::DecodeRaw;
 use crate::gather_channels::GatherChannels;
 use crate::one_hot_colors::OneHotColors;
 use crate::parse_example::ParseExample;
+use crate::read_file::ReadFile;
 use crate::rescale::Rescale;
 use crate::resize_with_crop_or_pad::ResizeWithCropOrPad;
 use crate::select::Select;
@@ -23,6 +24,7 @@ use crate::unpack_bits::UnpackBits;
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum OpSpec {
     ParseExample(ParseExample),
+    ReadFile(ReadFile),
     DecodeRaw(DecodeRaw),
     DecodeImage(DecodeImage),
     UnpackBits(UnpackBits),
@@ -50,6 +52,7 @@ impl OpSpec {
         Ok(match self {
             OpSpec::ParseExample(p) => Arc::new(ParseExample::new(p.key, p.features)?),
             OpSpec::DecodeRaw(o) => Arc::new(o),
+            OpSpec::ReadFile(o) => Arc::new(o),
             OpSpec::DecodeImage(o) => Arc::new(o),
             OpSpec::UnpackBits(o) => Arc::new(o),
             OpSpec::GatherChannels(o) => Arc::new(o),

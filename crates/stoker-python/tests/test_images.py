@@ -115,3 +115,42 @@ def test_one_hot_colors_matches_tf_and_reports_unknown_colours(golden, tmp_path)
     assert sk.ops.read_class_colors(str(csv_path)) == (["sky", "road"], [[128, 128, 128], [128, 64, 128]])
     with pytest.raises(sk.SchemaError, match="listed twice"):
         sk.Dataset.from_tensor_slices(g["label"][None]).map(sk.ops.one_hot_colors("value", [[1, 1, 1], [1, 1, 1]]))
+
+
+def test_convert_image_dtype_matches_tf(golden):
+    want = np.load(golden / "image_ops_expected.npz")["convert_image_dtype"]
+    got = _apply(np.arange(256, dtype=np.uint8), sk.ops.convert_image_dtype("value"))
+    assert got.dtype == np.float32 and got.tobytes() == want.tobytes()
+    # It is a multiplication by float32(1/255), not a division: they differ for some values.
+    divided = _apply(np.arange(256, dtype=np.uint8), sk.ops.rescale("value", divisor=255))
+    assert (divided != got).any()
+
+
+def test_image_folder_read_file_decode(golden, tmp_path):
+    import shutil
+
+    for cls, names in {"cat": ["rgb.png", "grey.png"], "ant": ["rgba.png"], "dog": ["rgb.jpg"]}.items():
+        (tmp_path / cls).mkdir()
+        for n in names:
+            shutil.copy(golden / "images" / n, tmp_path / cls / n)
+    (tmp_path / "cat" / "notes.txt").write_text("not an image")
+    ds = sk.Dataset.image_folder(tmp_path)
+    assert ds.class_names == ["ant", "cat", "dog"]
+    items = list(ds)
+    assert [(e["filename"].decode().split("/")[-2:], int(e["label"])) for e in items] == [
+        (["ant", "rgba.png"], 0),
+        (["cat", "grey.png"], 1),
+        (["cat", "rgb.png"], 1),
+        (["dog", "rgb.jpg"], 2),
+    ]
+    images = ds.map([sk.ops.read_file("filename", output="image"), sk.ops.decode_image("image", channels=3)])
+    shapes = [(e["image"].shape, int(e["label"])) for e in images]
+    assert shapes == [((48, 64, 3), 0), ((48, 64, 3), 1), ((48, 64, 3), 1), ((48, 64, 3), 2)]
+    # A damaged image names its file.
+    (tmp_path / "cat" / "rgb.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(30))
+    with pytest.raises(sk.InvalidRecordError) as e:
+        list(images)
+    assert e.value.file.endswith("cat/rgb.png")
+    (tmp_path / "cat" / "rgb.png").unlink()
+    with pytest.raises(FileNotFoundError):
+        list(images)

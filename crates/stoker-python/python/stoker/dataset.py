@@ -47,6 +47,9 @@ class Dataset:
     tuple or a single value) of NumPy arrays that share the engine's buffers (no copy).
     """
 
+    #: Class names, for datasets made by ``image_folder``.
+    class_names: list[str] | None = None
+
     def __init__(self, plan: Any, structure: Template | Dynamic) -> None:
         self._plan = plan
         self._structure = structure
@@ -86,6 +89,34 @@ class Dataset:
     def from_npy(path: PathLike) -> Dataset:
         """The rows of a ``.npy`` array."""
         return Dataset(_stoker.Plan.from_npz(os.fspath(path), "value"), "value")
+
+    @staticmethod
+    def image_folder(root: PathLike, extensions: Sequence[str] = (".jpg", ".jpeg", ".png")) -> Dataset:
+        """Images laid out as ``root/<class>/<file>`` (torchvision's ImageFolder): elements
+        ``{"filename", "label"}``, the label being the class's index among the sorted class
+        folder names (``ds.class_names``). Files are sorted; add ``shuffle`` for training."""
+        root = os.fspath(root)
+        classes = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
+        if not classes:
+            raise FileNotFoundError(2, "no class folders", root)
+        paths: list[str] = []
+        labels: list[int] = []
+        exts = tuple(e.lower() for e in extensions)
+        for label, name in enumerate(classes):
+            folder = os.path.join(root, name)
+            for f in sorted(os.listdir(folder)):
+                if f.lower().endswith(exts):
+                    paths.append(os.path.join(folder, f))
+                    labels.append(label)
+        if not paths:
+            raise FileNotFoundError(2, f"no files ending in {', '.join(exts)}", root)
+        import numpy as np
+
+        ds = Dataset.from_tensor_slices(
+            {"filename": np.array(paths, dtype=object), "label": np.array(labels, dtype=np.int64)}
+        )
+        ds.class_names = classes
+        return ds
 
     @staticmethod
     def list_files(

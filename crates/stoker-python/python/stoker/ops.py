@@ -93,6 +93,18 @@ def decode_raw(field: str, out_type: Any, little_endian: bool = True, output: st
     )
 
 
+def read_file(field: str, output: str | None = None) -> NativeOp:
+    """A file name → the file's bytes (like ``tf.io.read_file``); errors on them name the file."""
+    return _out({"op": "read_file", "field": field}, output)
+
+
+def convert_image_dtype(field: str, output: str | None = None) -> NativeOp:
+    """uint8 → float32 in [0, 1] the way ``tf.image.convert_image_dtype`` computes it:
+    ``float32(x) * float32(1 / 255)`` (a multiplication, which differs from ``x / 255`` in the
+    last bit for some values; use ``rescale(field, divisor=255)`` for the division)."""
+    return rescale(field, scale=1.0 / 255.0, output=output)
+
+
 def decode_image(field: str, channels: int = 0, max_pixels: int = 1 << 28, output: str | None = None) -> NativeOp:
     """PNG or JPEG bytes → uint8 ``[H, W, C]`` (format sniffed, like ``tf.io.decode_image``).
 
@@ -210,6 +222,8 @@ __all__ = [
     "parse_example",
     "decode_raw",
     "decode_image",
+    "read_file",
+    "convert_image_dtype",
     "unpack_bits",
     "gather_channels",
     "signed_channels",
