@@ -554,6 +554,36 @@ def make_image_ops(rng: np.random.Generator) -> None:
     save_npz(out("image_ops_expected.npz"), **arrays)
 
 
+def make_w2(rng: np.random.Generator) -> None:
+    """W2 in tf.data on 3 small PNG pairs (w2/, w2_expected.npz): read, decode_png, /255,
+    resize_with_crop_or_pad (crop in both dims), one-hot by colour equality, batch(3)."""
+    os.makedirs(out("w2"), exist_ok=True)
+    colors = np.array([[128, 128, 128], [128, 0, 0], [192, 192, 128], [0, 0, 192], [64, 64, 0]], np.uint8)
+    with open(out("w2/class_dict.csv"), "w") as f:
+        f.write("name,r,g,b\n" + "".join(f"c{i},{r},{g},{b}\n" for i, (r, g, b) in enumerate(colors)))
+    images, labels = [], []
+    for i in range(3):
+        photo = natural_image(rng, 60, 80)
+        yy, xx = np.mgrid[0:60, 0:80]
+        region = ((yy // 20) * 3 + xx // 27 + i) % len(colors)
+        for name, arr, paths in (("image", photo, images), ("label", colors[region], labels)):
+            path = out(f"w2/{name}{i}.png")
+            with open(path, "wb") as f:
+                f.write(tf.io.encode_png(arr).numpy())
+            paths.append(path)
+
+    def load(image_path, label_path):
+        img = tf.cast(tf.io.decode_png(tf.io.read_file(image_path), channels=3), tf.float32) / 255.0
+        img = tf.image.resize_with_crop_or_pad(img, 48, 64)
+        lab = tf.image.resize_with_crop_or_pad(tf.io.decode_png(tf.io.read_file(label_path), channels=3), 48, 64)
+        onehot = tf.cast(tf.stack([tf.reduce_all(tf.equal(lab, c), axis=-1) for c in colors], -1), tf.float32)
+        return img, onehot
+
+    ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(load).batch(3)
+    ((img, onehot),) = list(ds)
+    save_npz(out("w2_expected.npz"), image=img.numpy(), label=onehot.numpy())
+
+
 def main() -> int:
     print(f"TensorFlow {tf.__version__}, numpy {np.__version__}")
     rng = np.random.default_rng(SEED)
@@ -563,6 +593,7 @@ def main() -> int:
     make_interleave()
     make_images(np.random.default_rng(SEED + 1))
     make_image_ops(np.random.default_rng(SEED + 2))
+    make_w2(np.random.default_rng(SEED + 3))
     for name in sorted(os.listdir(HERE)):
         if name.endswith((".tfrecord", ".npz", ".json")):
             print(f"  {name:28s} {os.path.getsize(out(name)):8d} bytes")

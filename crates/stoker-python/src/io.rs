@@ -197,3 +197,56 @@ pub fn parse_example_proto<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<
     }
     Ok(out)
 }
+
+/// Encodes a uint8 `[H, W, C]` array (C = 1, 2, 3 or 4) as PNG.
+#[pyfunction]
+#[pyo3(signature = (image, fast=false))]
+pub fn encode_png<'py>(
+    py: Python<'py>,
+    image: &Bound<'py, PyAny>,
+    fast: bool,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let t = crate::convert::py_to_tensor(image, "encode_png")?;
+    let (shape, pixels) = match (t.dtype(), t.raw()) {
+        (stoker_core::DType::U8, Some(raw)) => (t.shape().to_vec(), raw),
+        _ => {
+            return Err(PyTypeError::new_err(
+                "encode_png takes a uint8 array [H, W, C]",
+            ))
+        }
+    };
+    let [h, w, c] = shape[..] else {
+        return Err(PyValueError::new_err(format!(
+            "encode_png takes [H, W, C], got {shape:?}"
+        )));
+    };
+    let color = match c {
+        1 => png::ColorType::Grayscale,
+        2 => png::ColorType::GrayscaleAlpha,
+        3 => png::ColorType::Rgb,
+        4 => png::ColorType::Rgba,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "{c} channels: PNG holds 1, 2, 3 or 4"
+            )))
+        }
+    };
+    let (w32, h32) = (u32::try_from(w), u32::try_from(h));
+    let (Ok(w32), Ok(h32)) = (w32, h32) else {
+        return Err(PyValueError::new_err("image too large for PNG"));
+    };
+    let mut out = Vec::new();
+    let encoded = py.detach(|| -> Result<(), png::EncodingError> {
+        let mut enc = png::Encoder::new(&mut out, w32, h32);
+        enc.set_color(color);
+        enc.set_depth(png::BitDepth::Eight);
+        enc.set_compression(if fast {
+            png::Compression::Fast
+        } else {
+            png::Compression::Balanced
+        });
+        enc.write_header()?.write_image_data(pixels)
+    });
+    encoded.map_err(|e| PyValueError::new_err(format!("encode_png: {e}")))?;
+    Ok(PyBytes::new(py, &out))
+}

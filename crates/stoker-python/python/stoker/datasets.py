@@ -62,4 +62,67 @@ def write_mnist_npz(path: str, n: int = 60_000, seed: int = 0) -> str:
     return path
 
 
-__all__ = ["chess_examples", "write_chess_tfrecords", "make_mnist_like", "write_mnist_npz"]
+def class_colors(num_classes: int = 32, seed: int = 0) -> list[list[int]]:
+    """Distinct RGB colours for ``num_classes`` classes (CamVid-style)."""
+    rng = np.random.default_rng(seed)
+    colors: list[list[int]] = []
+    while len(colors) < num_classes:
+        c = [int(v) for v in rng.integers(0, 256, 3)]
+        if c not in colors:
+            colors.append(c)
+    return colors
+
+
+def segmentation_pair(
+    rng: np.random.Generator, height: int, width: int, colors: list[list[int]], regions: int = 12
+) -> tuple[np.ndarray, np.ndarray]:
+    """A photo-like RGB image and its RGB label map: Voronoi regions of random classes, each
+    region shaded with its own gradient and texture, plus sensor noise."""
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+    seeds = rng.uniform(0, 1, (regions, 2)) * [height, width]
+    dist = np.stack([(yy - sy) ** 2 + (xx - sx) ** 2 for sy, sx in seeds])
+    region = dist.argmin(axis=0)
+    classes = rng.integers(0, len(colors), regions)
+    label = np.asarray(colors, dtype=np.uint8)[classes[region]]
+    base = rng.uniform(30, 220, (regions, 3)).astype(np.float32)[region]
+    shade = (np.sin(xx / rng.uniform(20, 80)) + np.cos(yy / rng.uniform(20, 80)))[..., None] * 12
+    photo = base + shade + (yy / height * 40)[..., None] + rng.normal(0, 4, base.shape)
+    return np.clip(photo, 0, 255).astype(np.uint8), label
+
+
+def write_segmentation_pairs(
+    out_dir: str, n: int = 240, height: int = 720, width: int = 960, num_classes: int = 32, seed: int = 0
+) -> tuple[list[str], list[str], str]:
+    """W2's data: ``n`` pairs of PNG photo and PNG label map, and ``class_dict.csv``
+    (``name,r,g,b``). Returns (image paths, label paths, class_dict path)."""
+    from .io import encode_png
+
+    os.makedirs(os.path.join(out_dir, "images"), exist_ok=True)
+    os.makedirs(os.path.join(out_dir, "labels"), exist_ok=True)
+    colors = class_colors(num_classes, seed)
+    class_dict = os.path.join(out_dir, "class_dict.csv")
+    with open(class_dict, "w") as f:
+        f.write("name,r,g,b\n")
+        for i, (r, g, b) in enumerate(colors):
+            f.write(f"class{i:02d},{r},{g},{b}\n")
+    rng = np.random.default_rng(seed)
+    images, labels = [], []
+    for i in range(n):
+        photo, label = segmentation_pair(rng, height, width, colors)
+        for folder, array, paths in (("images", photo, images), ("labels", label, labels)):
+            path = os.path.join(out_dir, folder, f"{i:05d}.png")
+            with open(path, "wb") as f:
+                f.write(encode_png(array))
+            paths.append(path)
+    return images, labels, class_dict
+
+
+__all__ = [
+    "chess_examples",
+    "write_chess_tfrecords",
+    "make_mnist_like",
+    "write_mnist_npz",
+    "class_colors",
+    "segmentation_pair",
+    "write_segmentation_pairs",
+]

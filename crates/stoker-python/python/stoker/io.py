@@ -37,6 +37,11 @@ def float_feature(values: Sequence[float]) -> tuple[str, Sequence[float]]:
     return ("float", [float(v) for v in values])
 
 
+def encode_png(image: Any, fast: bool = False) -> bytes:
+    """A uint8 ``[H, W, C]`` array (C = 1, 2, 3, 4) as PNG bytes (``fast``: less compression)."""
+    return _stoker.encode_png(image, fast)
+
+
 def tf_record_iterator(path: str, compression_type: str | None = None) -> Iterator[bytes]:
     """The records of one TFRecord file, CRC-checked."""
     from .dataset import TFRecordDataset
@@ -52,4 +57,5 @@ __all__ = [
     "int64_feature",
     "float_feature",
     "tf_record_iterator",
+    "encode_png",
 ]

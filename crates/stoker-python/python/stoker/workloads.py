@@ -80,4 +80,39 @@ def mnist_pipeline(x: np.ndarray, y: np.ndarray, batch_size: int = 128, threads:
     return ds.batch(batch_size).cache().prefetch(AUTOTUNE)
 
 
-__all__ = ["CHESS_CHANNELS", "chess_ops", "chess_score", "chess_pipeline", "mnist_pipeline"]
+def segmentation_pipeline(
+    images: Sequence[str],
+    labels: Sequence[str],
+    colors: Sequence[Sequence[int]],
+    size: tuple[int, int] = (512, 512),
+    batch_size: int = 3,
+    threads: int | None = None,
+) -> Dataset:
+    """W2: read both PNGs → decode → image to float32 / 255 → ``resize_with_crop_or_pad`` to
+    ``size`` for both → label one-hot over the colours → batch → prefetch.
+
+    The label is cropped/padded before the one-hot (cheaper on a 960x720 map). Where that pads,
+    the padding is black, so pass a class for black (``one_hot_colors(..., fallback=)``) or
+    one-hot first if black must become an all-zero row as in TF's ``equal``-based one-hot.
+    """
+    h, w = size
+    ds = Dataset.from_tensor_slices({"image": np.array(images, dtype=object), "label": np.array(labels, dtype=object)})
+    if threads is not None:
+        ds = ds.with_options(threads=threads)
+    ds = ds.map(
+        [
+            ops.read_file("image"),
+            ops.decode_image("image", channels=3),
+            ops.rescale("image", divisor=255.0),
+            ops.resize_with_crop_or_pad("image", h, w),
+            ops.read_file("label"),
+            ops.decode_image("label", channels=3),
+            ops.resize_with_crop_or_pad("label", h, w),
+            ops.one_hot_colors("label", colors),
+        ],
+        num_parallel_calls=AUTOTUNE,
+    )
+    return ds.batch(batch_size).prefetch(AUTOTUNE)
+
+
+__all__ = ["CHESS_CHANNELS", "chess_ops", "chess_score", "chess_pipeline", "mnist_pipeline", "segmentation_pipeline"]
