@@ -106,7 +106,8 @@ def write_segmentation_pairs(
         for i, (r, g, b) in enumerate(colors):
             f.write(f"class{i:02d},{r},{g},{b}\n")
     rng = np.random.default_rng(seed)
-    images, labels = [], []
+    images: list[str] = []
+    labels: list[str] = []
     for i in range(n):
         photo, label = segmentation_pair(rng, height, width, colors)
         for folder, array, paths in (("images", photo, images), ("labels", label, labels)):
