@@ -11,6 +11,21 @@ use crate::stats::StageStats;
 pub struct OpCtx<'a> {
     pub policy: ErrorPolicy,
     pub stats: &'a StageStats,
+    /// The element's position in this pass over the stage's input (0, 1, 2, ...), whichever
+    /// worker thread runs it.
+    pub element: u64,
+    /// Which pass over the stage this is (0 for the first iteration, then 1, ...).
+    pub epoch: u64,
+}
+
+impl OpCtx<'_> {
+    /// A seed for random decisions about this element: fixed by the op's `seed`, the epoch and
+    /// the element's position, so results do not depend on the number of threads or on which
+    /// thread ran the element, and change from epoch to epoch.
+    pub fn element_seed(&self, seed: u64) -> u64 {
+        use crate::exec::shuffle::epoch_seed;
+        epoch_seed(epoch_seed(seed, self.epoch), self.element)
+    }
 }
 
 /// A transformation of one element (or of one batch, for element-wise ops).

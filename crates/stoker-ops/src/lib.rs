@@ -13,6 +13,7 @@ pub mod decode_raw;
 pub mod gather_channels;
 pub mod one_hot_colors;
 pub mod parse_example;
+pub mod random_flip;
 pub mod read_file;
 pub mod rescale;
 pub mod resize_with_crop_or_pad;

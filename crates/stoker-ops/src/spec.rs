@@ -12,6 +12,7 @@ use crate::decode_raw::DecodeRaw;
 use crate::gather_channels::GatherChannels;
 use crate::one_hot_colors::OneHotColors;
 use crate::parse_example::ParseExample;
+use crate::random_flip::RandomFlip;
 use crate::read_file::ReadFile;
 use crate::rescale::Rescale;
 use crate::resize_with_crop_or_pad::ResizeWithCropOrPad;
@@ -25,6 +26,7 @@ use crate::unpack_bits::UnpackBits;
 pub enum OpSpec {
     ParseExample(ParseExample),
     ReadFile(ReadFile),
+    RandomFlip(RandomFlip),
     DecodeRaw(DecodeRaw),
     DecodeImage(DecodeImage),
     UnpackBits(UnpackBits),
@@ -53,6 +55,7 @@ impl OpSpec {
             OpSpec::ParseExample(p) => Arc::new(ParseExample::new(p.key, p.features)?),
             OpSpec::DecodeRaw(o) => Arc::new(o),
             OpSpec::ReadFile(o) => Arc::new(o),
+            OpSpec::RandomFlip(o) => Arc::new(o),
             OpSpec::DecodeImage(o) => Arc::new(o),
             OpSpec::UnpackBits(o) => Arc::new(o),
             OpSpec::GatherChannels(o) => Arc::new(o),

@@ -179,3 +179,48 @@ def test_segmentation_generator_is_deterministic_and_realistic(tmp_path):
     assert raw * 0.2 < size < raw, "a photo-like PNG: neither noise (incompressible) nor flat"
     _, colors = sk.ops.read_class_colors(a[2])
     assert len(colors) == 32 and len({tuple(c) for c in colors}) == 32
+
+
+def _flip_decisions(ds):
+    """{element id: flipped?} for images [[id, id + 0.5]] (flipped means reversed)."""
+    out = {}
+    for img in ds:
+        a, b = float(img[0, 0, 0]), float(img[0, 1, 0])
+        out[min(a, b)] = a > b
+    return out
+
+
+def _flip_dataset(n, seed, npc=None, deterministic=None):
+    ids = np.arange(n, dtype=np.float32)
+    imgs = np.stack([ids, ids + 0.5], axis=1).reshape(n, 1, 2, 1)
+    return sk.Dataset.from_tensor_slices(imgs).map(
+        sk.ops.random_flip_left_right("value", seed=seed), num_parallel_calls=npc, deterministic=deterministic
+    )
+
+
+def test_random_flip_rate_reproducibility_and_epochs():
+    n = 2000
+    one = _flip_decisions(_flip_dataset(n, seed=7))
+    rate = sum(one.values()) / n
+    assert 0.45 < rate < 0.55, rate  # binomial: 0.5 ± 0.011 sd
+    # The same decisions on 1 thread, 2 threads, and out of order.
+    assert _flip_decisions(_flip_dataset(n, seed=7, npc=2)) == one
+    assert _flip_decisions(_flip_dataset(n, seed=7, npc=2, deterministic=False)) == one
+    # A new epoch draws anew; another seed differs; no seed differs between datasets.
+    ds = _flip_dataset(n, seed=7)
+    first, second = _flip_decisions(ds), _flip_decisions(ds)
+    assert first == one and second != first
+    assert _flip_decisions(_flip_dataset(n, seed=8)) != one
+    assert _flip_decisions(_flip_dataset(n, seed=None)) != _flip_decisions(_flip_dataset(n, seed=None))
+
+
+def test_random_flip_is_a_flip():
+    img = np.arange(2 * 3 * 2, dtype=np.uint8).reshape(2, 3, 2)
+    always = sk.ops.random_flip_left_right("value", seed=1, probability=1.0)
+    np.testing.assert_array_equal(_apply(img, always), img[:, ::-1])
+    updown = sk.ops.random_flip_up_down("value", seed=1, probability=1.0)
+    np.testing.assert_array_equal(_apply(img, updown), img[::-1])
+    never = sk.ops.random_flip_left_right("value", seed=1, probability=0.0)
+    np.testing.assert_array_equal(_apply(img, never), img)
+    with pytest.raises(sk.SchemaError, match="before batching"):
+        sk.Dataset.from_tensor_slices(img[None, None]).map(always)

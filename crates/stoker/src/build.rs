@@ -169,12 +169,15 @@ pub fn iterate(plan: &Plan, ctx: &BuildCtx) -> Result<BoxIter> {
             ops,
             num_parallel_calls,
             deterministic,
+            epoch,
         } => {
+            let epoch = epoch.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let inner = iterate(input, ctx)?;
             let chain: OpChain = Arc::from(ops.clone());
             let workers = ctx.threads_for(*num_parallel_calls);
             if num_parallel_calls.is_some() && workers > 1 {
                 let config = ParallelMapConfig {
+                    epoch,
                     workers,
                     buffer: 2 * workers,
                     deterministic: *deterministic,
@@ -183,7 +186,13 @@ pub fn iterate(plan: &Plan, ctx: &BuildCtx) -> Result<BoxIter> {
                 Box::new(ParallelMap::spawn(inner, chain, config, stats)?)
             } else {
                 Metered::wrap(
-                    Box::new(MapIter::new(inner, chain, policy, Arc::clone(&stats))),
+                    Box::new(MapIter::new(
+                        inner,
+                        chain,
+                        policy,
+                        Arc::clone(&stats),
+                        epoch,
+                    )),
                     stats,
                 )
             }

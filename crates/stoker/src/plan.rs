@@ -78,6 +78,8 @@ pub enum Step {
         ops: Vec<Arc<dyn Op>>,
         num_parallel_calls: Option<i64>,
         deterministic: bool,
+        /// Passes started over this stage: random ops draw from (seed, epoch, element).
+        epoch: Arc<AtomicU64>,
     },
     Batch {
         input: Plan,
@@ -491,6 +493,7 @@ impl Plan {
             ops,
             num_parallel_calls,
             deterministic,
+            epoch: Arc::new(AtomicU64::new(0)),
         })
     }
 

@@ -45,6 +45,7 @@ fn rewrite(plan: &Plan, policy: ErrorPolicy) -> Result<Plan> {
                 ops,
                 num_parallel_calls,
                 deterministic,
+                epoch,
             } = input.step()
             {
                 // Batching the map's input must be possible: every field of a fixed shape.
@@ -65,6 +66,7 @@ fn rewrite(plan: &Plan, policy: ErrorPolicy) -> Result<Plan> {
                         ops: ops.clone(),
                         num_parallel_calls: *num_parallel_calls,
                         deterministic: *deterministic,
+                        epoch: epoch.clone(),
                     });
                 }
             }
@@ -74,12 +76,14 @@ fn rewrite(plan: &Plan, policy: ErrorPolicy) -> Result<Plan> {
             ops,
             num_parallel_calls,
             deterministic,
+            ..
         } => {
             if let Step::Map {
                 input: x,
                 ops: first,
                 num_parallel_calls: p0,
                 deterministic: d0,
+                epoch,
             } = input.step()
             {
                 if p0 == num_parallel_calls && d0 == deterministic {
@@ -90,6 +94,7 @@ fn rewrite(plan: &Plan, policy: ErrorPolicy) -> Result<Plan> {
                         ops: fused,
                         num_parallel_calls: *num_parallel_calls,
                         deterministic: *deterministic,
+                        epoch: epoch.clone(),
                     });
                 }
             }

@@ -122,6 +122,7 @@ fn step_spec(p: &Plan) -> Result<(Option<Value>, Option<Plan>)> {
             ops,
             num_parallel_calls,
             deterministic,
+            ..
         } => {
             let ops = ops.iter().map(|o| o.spec()).collect::<Result<Vec<_>>>()?;
             let mut m = json!({"step": "map", "ops": ops, "deterministic": deterministic});

@@ -15,6 +15,7 @@ pub struct FilterIter {
     policy: ErrorPolicy,
     stats: Arc<StageStats>,
     cancel: Option<CancelFlag>,
+    next_index: u64,
 }
 
 impl FilterIter {
@@ -31,6 +32,7 @@ impl FilterIter {
             policy,
             stats,
             cancel,
+            next_index: 0,
         }
     }
 }
@@ -48,7 +50,10 @@ impl ElementIter for FilterIter {
             let ctx = OpCtx {
                 policy: self.policy,
                 stats: &self.stats,
+                element: self.next_index,
+                epoch: 0,
             };
+            self.next_index += 1;
             if catch_panic(&self.stats.name, || self.predicate.test(&e, &ctx))? {
                 return Ok(Some(e));
             }

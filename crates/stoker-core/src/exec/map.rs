@@ -18,8 +18,15 @@ pub fn apply_chain(
     element: Element,
     policy: ErrorPolicy,
     stats: &StageStats,
+    position: (u64, u64),
 ) -> Result<Option<Element>> {
-    let ctx = OpCtx { policy, stats };
+    let (index, epoch) = position;
+    let ctx = OpCtx {
+        policy,
+        stats,
+        element: index,
+        epoch,
+    };
     let mut e = element;
     for op in ops {
         match op.apply(e, &ctx)? {
@@ -35,15 +42,25 @@ pub struct MapIter {
     ops: OpChain,
     policy: ErrorPolicy,
     stats: Arc<StageStats>,
+    epoch: u64,
+    next_index: u64,
 }
 
 impl MapIter {
-    pub fn new(input: BoxIter, ops: OpChain, policy: ErrorPolicy, stats: Arc<StageStats>) -> Self {
+    pub fn new(
+        input: BoxIter,
+        ops: OpChain,
+        policy: ErrorPolicy,
+        stats: Arc<StageStats>,
+        epoch: u64,
+    ) -> Self {
         MapIter {
             input,
             ops,
             policy,
             stats,
+            epoch,
+            next_index: 0,
         }
     }
 }
@@ -54,8 +71,10 @@ impl ElementIter for MapIter {
             let Some(e) = self.stats.pull(&mut self.input)? else {
                 return Ok(None);
             };
+            let position = (self.next_index, self.epoch);
+            self.next_index += 1;
             let out = catch_panic(&self.stats.name, || {
-                apply_chain(&self.ops, e, self.policy, &self.stats)
+                apply_chain(&self.ops, e, self.policy, &self.stats, position)
             })?;
             if let Some(out) = out {
                 return Ok(Some(out));

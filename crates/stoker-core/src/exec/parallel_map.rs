@@ -38,6 +38,8 @@ pub struct ParallelMap {
 }
 
 pub struct ParallelMapConfig {
+    /// Which pass over the stage this is (see [`crate::op::OpCtx::epoch`]).
+    pub epoch: u64,
     pub workers: usize,
     /// Elements in flight beyond the ones being worked on.
     pub buffer: usize,
@@ -55,7 +57,9 @@ impl ParallelMap {
         let workers = config.workers.max(1);
         let capacity = config.buffer.max(workers);
         let stop = Arc::new(AtomicBool::new(false));
-        let (work_tx, work_rx) = bounded::<(Element, Sender<Outcome>)>(workers);
+        // Work items carry the element's position, given in input order by the feeder.
+        let (work_tx, work_rx) = bounded::<(Element, u64, Sender<Outcome>)>(workers);
+        let epoch = config.epoch;
         let mut threads = Vec::with_capacity(workers + 1);
         let spawn_err = |e| Error::io("spawning a map worker thread", e);
 
@@ -70,10 +74,11 @@ impl ParallelMap {
                 std::thread::Builder::new()
                     .name(format!("stoker-map-{w}"))
                     .spawn(move || {
-                        for (element, reply) in work_rx {
+                        for (element, index, reply) in work_rx {
                             let t = Instant::now();
-                            let out =
-                                catch_panic(&st.name, || apply_chain(&ops, element, policy, &st));
+                            let out = catch_panic(&st.name, || {
+                                apply_chain(&ops, element, policy, &st, (index, epoch))
+                            });
                             st.add_busy(t.elapsed());
                             let t = Instant::now();
                             if reply.send(out).is_err() {
@@ -99,12 +104,14 @@ impl ParallelMap {
                 std::thread::Builder::new()
                     .name("stoker-map-feed".into())
                     .spawn(move || {
+                        let mut index = 0u64;
                         while !feeder_stop.load(Ordering::Relaxed) {
                             let (slot_tx, slot_rx) = bounded::<Outcome>(1);
                             match catch_panic(&st.name, || st.pull(&mut input)) {
                                 Ok(Some(e)) => {
+                                    index += 1;
                                     if order_tx.send(slot_rx).is_err()
-                                        || work_tx.send((e, slot_tx)).is_err()
+                                        || work_tx.send((e, index - 1, slot_tx)).is_err()
                                     {
                                         break;
                                     }
@@ -128,10 +135,12 @@ impl ParallelMap {
                 std::thread::Builder::new()
                     .name("stoker-map-feed".into())
                     .spawn(move || {
+                        let mut index = 0u64;
                         while !feeder_stop.load(Ordering::Relaxed) {
                             match catch_panic(&st.name, || st.pull(&mut input)) {
                                 Ok(Some(e)) => {
-                                    if work_tx.send((e, result_tx.clone())).is_err() {
+                                    index += 1;
+                                    if work_tx.send((e, index - 1, result_tx.clone())).is_err() {
                                         break;
                                     }
                                 }
@@ -251,6 +260,7 @@ mod tests {
             ints(0..n),
             ops,
             ParallelMapConfig {
+                epoch: 0,
                 workers: 3,
                 buffer: 8,
                 deterministic,

@@ -210,6 +210,42 @@ def read_class_colors(path: str) -> tuple[list[str], list[list[int]]]:
     return names, colors
 
 
+def _seed(seed: int | None) -> int:
+    import os
+
+    return int.from_bytes(os.urandom(8), "little") >> 1 if seed is None else int(seed)
+
+
+def random_flip_left_right(
+    field: str, seed: int | None = None, probability: float = 0.5, output: str | None = None
+) -> NativeOp:
+    """Flips ``[H, W, C]`` left-right with ``probability``. The decision depends on the seed, the
+    epoch and the element's position only: the same on 1 or N threads, new every epoch. Without
+    a seed one is drawn now (and saved by ``save_spec``)."""
+    spec = {
+        "op": "random_flip",
+        "field": field,
+        "axis": "horizontal",
+        "probability": float(probability),
+        "seed": _seed(seed),
+    }
+    return _out(spec, output)
+
+
+def random_flip_up_down(
+    field: str, seed: int | None = None, probability: float = 0.5, output: str | None = None
+) -> NativeOp:
+    """Flips ``[H, W, C]`` up-down with ``probability`` (see ``random_flip_left_right``)."""
+    spec = {
+        "op": "random_flip",
+        "field": field,
+        "axis": "vertical",
+        "probability": float(probability),
+        "seed": _seed(seed),
+    }
+    return _out(spec, output)
+
+
 def select(fields: Sequence[str]) -> NativeOp:
     """Keeps only ``fields``, in that order."""
     return NativeOp({"op": "select", "fields": list(fields)})
@@ -234,5 +270,7 @@ __all__ = [
     "resize_with_crop_or_pad",
     "one_hot_colors",
     "read_class_colors",
+    "random_flip_left_right",
+    "random_flip_up_down",
     "select",
 ]
