@@ -11,6 +11,8 @@ pub mod cast;
 pub mod decode_image;
 pub mod decode_raw;
 pub mod gather_channels;
+pub mod layout;
+pub mod normalize;
 pub mod one_hot_colors;
 pub mod parse_example;
 pub mod random_flip;

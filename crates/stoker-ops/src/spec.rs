@@ -10,6 +10,8 @@ use crate::cast::Cast;
 use crate::decode_image::DecodeImage;
 use crate::decode_raw::DecodeRaw;
 use crate::gather_channels::GatherChannels;
+use crate::layout::ChangeLayout;
+use crate::normalize::Normalize;
 use crate::one_hot_colors::OneHotColors;
 use crate::parse_example::ParseExample;
 use crate::random_flip::RandomFlip;
@@ -27,6 +29,8 @@ pub enum OpSpec {
     ParseExample(ParseExample),
     ReadFile(ReadFile),
     RandomFlip(RandomFlip),
+    Normalize(Normalize),
+    Layout(ChangeLayout),
     DecodeRaw(DecodeRaw),
     DecodeImage(DecodeImage),
     UnpackBits(UnpackBits),
@@ -56,6 +60,8 @@ impl OpSpec {
             OpSpec::DecodeRaw(o) => Arc::new(o),
             OpSpec::ReadFile(o) => Arc::new(o),
             OpSpec::RandomFlip(o) => Arc::new(o),
+            OpSpec::Normalize(o) => Arc::new(o),
+            OpSpec::Layout(o) => Arc::new(o),
             OpSpec::DecodeImage(o) => Arc::new(o),
             OpSpec::UnpackBits(o) => Arc::new(o),
             OpSpec::GatherChannels(o) => Arc::new(o),

@@ -224,3 +224,23 @@ def test_random_flip_is_a_flip():
     np.testing.assert_array_equal(_apply(img, never), img)
     with pytest.raises(sk.SchemaError, match="before batching"):
         sk.Dataset.from_tensor_slices(img[None, None]).map(always)
+
+
+def test_normalize_and_layout():
+    rng = np.random.default_rng(0)
+    img = rng.random((4, 5, 3), dtype=np.float32)
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    got = _apply(img, sk.ops.normalize("value", mean, std))
+    want = (img - np.float32(mean)) / np.float32(std)
+    assert got.tobytes() == want.astype(np.float32).tobytes()
+    u8 = rng.integers(0, 256, (4, 5, 3), dtype=np.uint8)
+    np.testing.assert_allclose(
+        _apply(u8, sk.ops.normalize("value", mean, std)), (u8 - np.float32(mean)) / np.float32(std), rtol=1e-6
+    )
+    chw = _apply(u8, sk.ops.hwc_to_chw("value"))
+    np.testing.assert_array_equal(chw, u8.transpose(2, 0, 1))
+    np.testing.assert_array_equal(_apply(chw, sk.ops.chw_to_hwc("value")), u8)
+    batch = rng.integers(0, 256, (2, 4, 5, 3), dtype=np.uint8)
+    np.testing.assert_array_equal(_apply(batch, sk.ops.hwc_to_chw("value")), batch.transpose(0, 3, 1, 2))
+    with pytest.raises(sk.SchemaError, match="2 channels but 3 means"):
+        sk.Dataset.from_tensor_slices(np.zeros((1, 2, 2, 2), np.float32)).map(sk.ops.normalize("value", mean, std))

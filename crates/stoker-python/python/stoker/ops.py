@@ -246,6 +246,22 @@ def random_flip_up_down(
     return _out(spec, output)
 
 
+def normalize(field: str, mean: Sequence[float], std: Sequence[float], output: str | None = None) -> NativeOp:
+    """``(x - mean[c]) / std[c]`` per channel (last axis) as float32 (torchvision's Normalize)."""
+    spec = {"op": "normalize", "field": field, "mean": [float(m) for m in mean], "std": [float(s) for s in std]}
+    return _out(spec, output)
+
+
+def hwc_to_chw(field: str, output: str | None = None) -> NativeOp:
+    """``[..., H, W, C]`` → ``[..., C, H, W]``."""
+    return _out({"op": "layout", "field": field, "to": "chw"}, output)
+
+
+def chw_to_hwc(field: str, output: str | None = None) -> NativeOp:
+    """``[..., C, H, W]`` → ``[..., H, W, C]``."""
+    return _out({"op": "layout", "field": field, "to": "hwc"}, output)
+
+
 def select(fields: Sequence[str]) -> NativeOp:
     """Keeps only ``fields``, in that order."""
     return NativeOp({"op": "select", "fields": list(fields)})
@@ -272,5 +288,8 @@ __all__ = [
     "read_class_colors",
     "random_flip_left_right",
     "random_flip_up_down",
+    "normalize",
+    "hwc_to_chw",
+    "chw_to_hwc",
     "select",
 ]
