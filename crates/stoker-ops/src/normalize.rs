@@ -29,7 +29,7 @@ impl Normalize {
                 format!("{} means for {} stds", self.mean.len(), self.std.len()),
             ));
         }
-        if self.std.iter().any(|&s| s == 0.0) {
+        if self.std.contains(&0.0) {
             return Err(Error::schema(OP, "a std is 0"));
         }
         if let Some(c) = channels {
