@@ -16,6 +16,7 @@ pub mod normalize;
 pub mod one_hot_colors;
 pub mod parse_example;
 pub mod random_flip;
+pub mod random_resized_crop;
 pub mod read_file;
 pub mod rescale;
 pub mod resize_with_crop_or_pad;

@@ -15,6 +15,7 @@ use crate::normalize::Normalize;
 use crate::one_hot_colors::OneHotColors;
 use crate::parse_example::ParseExample;
 use crate::random_flip::RandomFlip;
+use crate::random_resized_crop::RandomResizedCrop;
 use crate::read_file::ReadFile;
 use crate::rescale::Rescale;
 use crate::resize_with_crop_or_pad::ResizeWithCropOrPad;
@@ -29,6 +30,7 @@ pub enum OpSpec {
     ParseExample(ParseExample),
     ReadFile(ReadFile),
     RandomFlip(RandomFlip),
+    RandomResizedCrop(RandomResizedCrop),
     Normalize(Normalize),
     Layout(ChangeLayout),
     DecodeRaw(DecodeRaw),
@@ -60,6 +62,7 @@ impl OpSpec {
             OpSpec::DecodeRaw(o) => Arc::new(o),
             OpSpec::ReadFile(o) => Arc::new(o),
             OpSpec::RandomFlip(o) => Arc::new(o),
+            OpSpec::RandomResizedCrop(o) => Arc::new(o),
             OpSpec::Normalize(o) => Arc::new(o),
             OpSpec::Layout(o) => Arc::new(o),
             OpSpec::DecodeImage(o) => Arc::new(o),

@@ -244,3 +244,38 @@ def test_normalize_and_layout():
     np.testing.assert_array_equal(_apply(batch, sk.ops.hwc_to_chw("value")), batch.transpose(0, 3, 1, 2))
     with pytest.raises(sk.SchemaError, match="2 channels but 3 means"):
         sk.Dataset.from_tensor_slices(np.zeros((1, 2, 2, 2), np.float32)).map(sk.ops.normalize("value", mean, std))
+
+
+def _boxes(n, seed, npc=None, h=80, w=100):
+    imgs = np.zeros((n, h, w, 3), np.uint8)
+    op = sk.ops.random_resized_crop("value", (32, 32), seed=seed, box_output="box")
+    ds = sk.Dataset.from_tensor_slices(imgs).map(op, num_parallel_calls=npc)
+    return np.stack([e["box"] for e in ds])
+
+
+def test_random_resized_crop_samples_like_torchvision():
+    boxes = _boxes(2000, seed=11)
+    top, left, bh, bw = boxes.T
+    assert (top >= 0).all() and (left >= 0).all() and (top + bh <= 80).all() and (left + bw <= 100).all()
+    area = bh * bw / (80 * 100)
+    aspect = bw / bh
+    # Rounding to whole pixels widens the bounds slightly.
+    assert area.min() > 0.07 and area.max() <= 1.0
+    assert aspect.min() > 0.7 and aspect.max() < 1.42
+    # Uniform area fraction on [0.08, 1] (minus rejected large boxes): mean near 0.5.
+    assert 0.4 < area.mean() < 0.6, area.mean()
+    assert abs(np.log(aspect).mean()) < 0.05  # log-uniform ratio, symmetric around 1
+    np.testing.assert_array_equal(_boxes(300, seed=11, npc=2), boxes[:300])
+    assert not np.array_equal(_boxes(300, seed=12), boxes[:300])
+
+
+def test_random_resized_crop_resizes_the_box():
+    rng = np.random.default_rng(1)
+    img = rng.integers(0, 256, (40, 50, 3), dtype=np.uint8)
+    whole = sk.ops.random_resized_crop("value", (40, 50), scale=(1.0, 1.0), ratio=(50 / 40, 50 / 40), seed=0)
+    np.testing.assert_array_equal(_apply(img, whole), img)  # whole image at its own size: unchanged
+    flat = np.full((40, 50, 3), 77, np.uint8)
+    out = _apply(flat, sk.ops.random_resized_crop("value", 24, seed=3))
+    assert out.shape == (24, 24, 3) and (out == 77).all()
+    with pytest.raises(sk.SchemaError, match="uint8"):
+        sk.Dataset.from_tensor_slices(img[None].astype(np.float32)).map(sk.ops.random_resized_crop("value", 8))

@@ -246,6 +246,35 @@ def random_flip_up_down(
     return _out(spec, output)
 
 
+def random_resized_crop(
+    field: str,
+    size: Sequence[int],
+    scale: Sequence[float] = (0.08, 1.0),
+    ratio: Sequence[float] = (3 / 4, 4 / 3),
+    seed: int | None = None,
+    box_output: str | None = None,
+    output: str | None = None,
+) -> NativeOp:
+    """torchvision's ``RandomResizedCrop`` on uint8 ``[H, W, C]``: a random box (area fraction
+    in ``scale``, aspect ratio log-uniform in ``ratio``; torchvision's ten tries and central
+    fallback) resized to ``size = (height, width)`` with antialiased bilinear filtering, in one
+    pass. Decisions depend on (seed, epoch, element position) only. ``box_output`` adds a field
+    with the box ``[top, left, height, width]``."""
+    height, width = (int(size), int(size)) if isinstance(size, int) else (int(size[0]), int(size[1]))
+    spec: dict[str, Any] = {
+        "op": "random_resized_crop",
+        "field": field,
+        "height": height,
+        "width": width,
+        "scale": [float(v) for v in scale],
+        "ratio": [float(v) for v in ratio],
+        "seed": _seed(seed),
+    }
+    if box_output is not None:
+        spec["box_output"] = box_output
+    return _out(spec, output)
+
+
 def normalize(field: str, mean: Sequence[float], std: Sequence[float], output: str | None = None) -> NativeOp:
     """``(x - mean[c]) / std[c]`` per channel (last axis) as float32 (torchvision's Normalize)."""
     spec = {"op": "normalize", "field": field, "mean": [float(m) for m in mean], "std": [float(s) for s in std]}
@@ -288,6 +317,7 @@ __all__ = [
     "read_class_colors",
     "random_flip_left_right",
     "random_flip_up_down",
+    "random_resized_crop",
     "normalize",
     "hwc_to_chw",
     "chw_to_hwc",
