@@ -530,6 +530,10 @@ def make_images(rng: np.random.Generator) -> None:
                 continue  # decode_jpeg has no RGBA output
             img = tf.io.decode_image(data, channels=channels, dtype=tf.uint8, expand_animations=False)
             expected[f"{name}/channels={channels}"] = img.numpy()
+            if name.endswith(".jpg"):
+                # TF's default is the fast integer IDCT; libjpeg's own default is the accurate one.
+                img = tf.io.decode_jpeg(data, channels=channels, dct_method="INTEGER_ACCURATE")
+                expected[f"{name}/islow/channels={channels}"] = img.numpy()
     save_npz(out("images_expected.npz"), **expected)
 
 
@@ -550,6 +554,14 @@ def make_image_ops(rng: np.random.Generator) -> None:
     label = colors[classes]
     onehot = tf.cast(tf.stack([tf.reduce_all(tf.equal(label, c), axis=-1) for c in colors], axis=-1), tf.float32)
     arrays.update({"colors": colors, "label": label, "onehot": onehot.numpy()})
+    photo = tf.image.convert_image_dtype(natural_image(rng, 12, 16), tf.float32)
+    arrays["photo"] = photo.numpy()
+    arrays["adjust_brightness"] = tf.image.adjust_brightness(photo, 0.15).numpy()
+    arrays["adjust_contrast"] = tf.image.adjust_contrast(photo, 1.7).numpy()
+    arrays["adjust_saturation"] = tf.image.adjust_saturation(photo, 0.4).numpy()
+    arrays["adjust_hue"] = tf.image.adjust_hue(photo, -0.3).numpy()
+    chained = tf.image.adjust_contrast(tf.image.adjust_brightness(photo, -0.1), 0.6)
+    arrays["adjust_all"] = tf.image.adjust_hue(tf.image.adjust_saturation(chained, 1.8), 0.2).numpy()
     arrays["convert_image_dtype"] = tf.image.convert_image_dtype(np.arange(256, dtype=np.uint8), tf.float32).numpy()
     save_npz(out("image_ops_expected.npz"), **arrays)
 

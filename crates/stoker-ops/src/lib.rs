@@ -8,6 +8,7 @@ mod fields;
 pub mod numeric;
 
 pub mod cast;
+pub mod color_jitter;
 pub mod decode_image;
 pub mod decode_raw;
 pub mod gather_channels;

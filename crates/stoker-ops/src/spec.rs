@@ -7,6 +7,7 @@ use stoker_core::op::Op;
 use stoker_core::{Error, Result};
 
 use crate::cast::Cast;
+use crate::color_jitter::ColorJitter;
 use crate::decode_image::DecodeImage;
 use crate::decode_raw::DecodeRaw;
 use crate::gather_channels::GatherChannels;
@@ -31,6 +32,7 @@ pub enum OpSpec {
     ReadFile(ReadFile),
     RandomFlip(RandomFlip),
     RandomResizedCrop(RandomResizedCrop),
+    ColorJitter(ColorJitter),
     Normalize(Normalize),
     Layout(ChangeLayout),
     DecodeRaw(DecodeRaw),
@@ -63,6 +65,7 @@ impl OpSpec {
             OpSpec::ReadFile(o) => Arc::new(o),
             OpSpec::RandomFlip(o) => Arc::new(o),
             OpSpec::RandomResizedCrop(o) => Arc::new(o),
+            OpSpec::ColorJitter(o) => Arc::new(o),
             OpSpec::Normalize(o) => Arc::new(o),
             OpSpec::Layout(o) => Arc::new(o),
             OpSpec::DecodeImage(o) => Arc::new(o),

@@ -207,19 +207,7 @@ pub fn encode_png<'py>(
     fast: bool,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let t = crate::convert::py_to_tensor(image, "encode_png")?;
-    let (shape, pixels) = match (t.dtype(), t.raw()) {
-        (stoker_core::DType::U8, Some(raw)) => (t.shape().to_vec(), raw),
-        _ => {
-            return Err(PyTypeError::new_err(
-                "encode_png takes a uint8 array [H, W, C]",
-            ))
-        }
-    };
-    let [h, w, c] = shape[..] else {
-        return Err(PyValueError::new_err(format!(
-            "encode_png takes [H, W, C], got {shape:?}"
-        )));
-    };
+    let (h, w, c, pixels) = hwc_u8(&t, "encode_png")?;
     let color = match c {
         1 => png::ColorType::Grayscale,
         2 => png::ColorType::GrayscaleAlpha,
@@ -249,4 +237,57 @@ pub fn encode_png<'py>(
     });
     encoded.map_err(|e| PyValueError::new_err(format!("encode_png: {e}")))?;
     Ok(PyBytes::new(py, &out))
+}
+
+/// Encodes a uint8 `[H, W, C]` array (C = 1 or 3) as baseline JPEG with 4:2:0 chroma
+/// subsampling for colour, as libjpeg and PIL do by default.
+#[pyfunction]
+#[pyo3(signature = (image, quality=90))]
+pub fn encode_jpeg<'py>(
+    py: Python<'py>,
+    image: &Bound<'py, PyAny>,
+    quality: u8,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let t = crate::convert::py_to_tensor(image, "encode_jpeg")?;
+    let (h, w, c, pixels) = hwc_u8(&t, "encode_jpeg")?;
+    let color = match c {
+        1 => jpeg_encoder::ColorType::Luma,
+        3 => jpeg_encoder::ColorType::Rgb,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "{c} channels: encode_jpeg takes 1 or 3"
+            )))
+        }
+    };
+    if !(1..=100).contains(&quality) {
+        return Err(PyValueError::new_err(format!(
+            "quality {quality} is not in 1..=100"
+        )));
+    }
+    let (Ok(w16), Ok(h16)) = (u16::try_from(w), u16::try_from(h)) else {
+        return Err(PyValueError::new_err(
+            "image too large for JPEG (65535 max)",
+        ));
+    };
+    let mut out = Vec::new();
+    let encoded = py.detach(|| {
+        let mut enc = jpeg_encoder::Encoder::new(&mut out, quality);
+        enc.set_sampling_factor(jpeg_encoder::SamplingFactor::R_4_2_0);
+        enc.encode(pixels, w16, h16, color)
+    });
+    encoded.map_err(|e| PyValueError::new_err(format!("encode_jpeg: {e}")))?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// `(height, width, channels, pixels)` of a uint8 `[H, W, C]` tensor.
+fn hwc_u8<'t>(t: &'t stoker_core::Tensor, op: &str) -> PyResult<(usize, usize, usize, &'t [u8])> {
+    match (t.dtype(), t.raw(), t.shape()) {
+        (stoker_core::DType::U8, Some(raw), &[h, w, c]) => Ok((h, w, c, raw)),
+        (stoker_core::DType::U8, _, shape) => Err(PyValueError::new_err(format!(
+            "{op} takes [H, W, C], got {shape:?}"
+        ))),
+        _ => Err(PyTypeError::new_err(format!(
+            "{op} takes a uint8 array [H, W, C]"
+        ))),
+    }
 }

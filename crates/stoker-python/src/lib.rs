@@ -18,6 +18,7 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(io::serialize_example, m)?)?;
     m.add_function(wrap_pyfunction!(io::parse_example_proto, m)?)?;
     m.add_function(wrap_pyfunction!(io::encode_png, m)?)?;
+    m.add_function(wrap_pyfunction!(io::encode_jpeg, m)?)?;
     m.add("AUTOTUNE", stoker::AUTOTUNE)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

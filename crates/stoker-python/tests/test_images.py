@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import stoker as sk
@@ -279,3 +281,99 @@ def test_random_resized_crop_resizes_the_box():
     assert out.shape == (24, 24, 3) and (out == 77).all()
     with pytest.raises(sk.SchemaError, match="uint8"):
         sk.Dataset.from_tensor_slices(img[None].astype(np.float32)).map(sk.ops.random_resized_crop("value", 8))
+
+
+@pytest.mark.parametrize(
+    "key,kwargs",
+    [
+        ("adjust_brightness", {"brightness": (0.15, 0.15)}),
+        ("adjust_contrast", {"contrast": (1.7, 1.7)}),
+        ("adjust_saturation", {"saturation": (0.4, 0.4)}),
+        ("adjust_hue", {"hue": (-0.3, -0.3)}),
+        (
+            "adjust_all",
+            {"brightness": (-0.1, -0.1), "contrast": (0.6, 0.6), "saturation": (1.8, 1.8), "hue": (0.2, 0.2)},
+        ),
+    ],
+)
+def test_color_jitter_matches_tf_adjust_ops(golden, key, kwargs):
+    g = np.load(golden / "image_ops_expected.npz")
+    got = _apply(g["photo"], sk.ops.color_jitter("value", seed=0, **kwargs))
+    assert got.dtype == np.float32 and got.shape == g[key].shape
+    np.testing.assert_allclose(got, g[key], atol=2e-6)
+
+
+def test_color_jitter_draws_uniformly_per_element_and_reproducibly():
+    flat = np.full((2000, 2, 2, 3), 0.5, np.float32)
+
+    def deltas(seed, npc=None):
+        op = sk.ops.color_jitter("value", brightness=0.2, seed=seed)
+        return np.array([e[0, 0, 0] - 0.5 for e in sk.Dataset.from_tensor_slices(flat).map(op, num_parallel_calls=npc)])
+
+    d = deltas(5)
+    assert d.min() >= -0.2 - 1e-6 and d.max() <= 0.2 + 1e-6
+    assert abs(d.mean()) < 0.01 and abs(d.std() - 0.4 / np.sqrt(12)) < 0.005  # uniform on [-0.2, 0.2]
+    np.testing.assert_array_equal(deltas(5, npc=2), d)
+    assert not np.array_equal(deltas(6), d)
+    # A scalar contrast c means factors in [1 - c, 1 + c]; a constant image has nothing to stretch.
+    stretched = _apply(flat[0], sk.ops.color_jitter("value", contrast=0.5, seed=1))
+    np.testing.assert_allclose(stretched, flat[0], atol=1e-6)
+    with pytest.raises(sk.SchemaError, match="float32"):
+        sk.Dataset.from_tensor_slices(flat.astype(np.uint8)).map(sk.ops.color_jitter("value", brightness=0.1))
+    with pytest.raises(sk.SchemaError, match="RGB"):
+        sk.Dataset.from_tensor_slices(flat[..., :1]).map(sk.ops.color_jitter("value", hue=0.1))
+
+
+def test_encode_jpeg_round_trip():
+    rng = np.random.default_rng(0)
+    photo = sk.datasets.natural_photo(rng, 120, 160)
+    data = sk.io.encode_jpeg(photo, quality=90)
+    assert data[:2] == b"\xff\xd8"
+    back = decode(data, 3)
+    assert back.shape == photo.shape
+
+    def psnr(img):
+        return 10 * np.log10(255**2 / ((img.astype(float) - photo) ** 2).mean())
+
+    assert psnr(back) > 27  # PIL (libjpeg) gets about the same on this small, textured image
+    assert psnr(decode(sk.io.encode_jpeg(photo, quality=30), 3)) < psnr(back) - 2  # quality is honoured
+    grey = decode(sk.io.encode_jpeg(photo[..., :1], quality=95), 0)
+    assert grey.shape == (120, 160, 1)
+    with pytest.raises(ValueError, match="quality"):
+        sk.io.encode_jpeg(photo, quality=0)
+    with pytest.raises(ValueError, match="channels"):
+        sk.io.encode_jpeg(np.zeros((4, 4, 2), np.uint8))
+
+
+def test_imagenet_generator_sizes_are_realistic(tmp_path):
+    paths = sk.datasets.write_image_folder(str(tmp_path / "a"), n=6, num_classes=3, seed=1)
+    again = sk.datasets.write_image_folder(str(tmp_path / "b"), n=6, num_classes=3, seed=1)
+    assert [open(p, "rb").read() for p in paths] == [open(p, "rb").read() for p in again]
+    sizes = [os.path.getsize(p) for p in paths]
+    # ImageNet's 500x375 JPEGs at quality ~90 are mostly 50-200 kB: neither flat nor noise.
+    assert all(30_000 < s < 250_000 for s in sizes), sizes
+    shapes = {decode(open(p, "rb").read(), 3).shape for p in paths}
+    assert all(max(h, w) == 500 and min(h, w) >= 333 for h, w, _ in shapes)
+
+
+def test_w3_pipeline_is_reproducible_on_any_thread_count(tmp_path):
+    from stoker import workloads
+
+    root = str(tmp_path / "w3")
+    sk.datasets.write_image_folder(root, n=10, num_classes=3, seed=2)
+
+    def run(threads, **kw):
+        return list(workloads.imagenet_pipeline(root, size=64, batch_size=4, seed=7, threads=threads, **kw))
+
+    one = run(1)
+    assert [b["image"].shape for b in one] == [(4, 64, 64, 3), (4, 64, 64, 3), (2, 64, 64, 3)]
+    assert all(b["image"].dtype == np.float32 for b in one)
+    assert sorted(np.concatenate([b["label"] for b in one]).tolist()) == [0, 0, 0, 0, 1, 1, 1, 2, 2, 2]
+    mean = np.concatenate([b["image"] for b in one]).mean(axis=(0, 1, 2))
+    assert (np.abs(mean) < 1.5).all()  # normalised with ImageNet's mean/std
+    two = run(2)
+    for a, b in zip(one, two):
+        np.testing.assert_array_equal(a["image"], b["image"])
+        np.testing.assert_array_equal(a["label"], b["label"])
+    chw = run(2, chw=True)
+    np.testing.assert_array_equal(chw[0]["image"], one[0]["image"].transpose(0, 3, 1, 2))

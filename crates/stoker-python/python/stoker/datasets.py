@@ -1,4 +1,4 @@
-"""Deterministic sample data for the reference workloads (W1 chess-tfrecord, W4 mnist-small).
+"""Deterministic sample data for the reference workloads (W1 chess, W2 segmentation, W3 imagenet-jpeg, W4 mnist).
 
 Nothing is downloaded: the data is generated from a seed, so every run (tests, benchmarks,
 the demo) sees the same bytes.
@@ -118,6 +118,58 @@ def write_segmentation_pairs(
     return images, labels, class_dict
 
 
+def natural_photo(rng: np.random.Generator, height: int, width: int, regions: int = 10) -> np.ndarray:
+    """A photo-like uint8 RGB image: Voronoi "objects" with their own colours and lighting,
+    textured by multi-octave (1/f-like) noise, plus sensor noise. It compresses like a photo
+    (a 500x375 JPEG at quality 90 is ~50-65 kB), unlike white noise or flat colour."""
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+    seeds = rng.uniform(0, 1, (regions, 2)) * [height, width]
+    region = np.stack([(yy - sy) ** 2 + (xx - sx) ** 2 for sy, sx in seeds]).argmin(axis=0)
+    img = rng.uniform(20, 235, (regions, 3)).astype(np.float32)[region]
+    img += ((yy / height - 0.5) * rng.uniform(-60, 60))[..., None]  # lighting gradient
+    texture = np.zeros((height, width), np.float32)
+    for octave in range(1, 8):  # coarse to fine, amplitude falling slowly with frequency
+        step = max(1, min(height, width) >> octave)
+        grid = rng.normal(0, 1, (height // step + 2, width // step + 2)).astype(np.float32)
+        texture += _upsample_linear(grid, height, width, step) * (24.0 / np.sqrt(octave))
+    amplitude = rng.uniform(0.3, 1.2, regions).astype(np.float32)[region]
+    img += (texture * amplitude)[..., None] * rng.uniform(0.6, 1.0, 3).astype(np.float32)
+    img += rng.normal(0, 4, img.shape).astype(np.float32)
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def _upsample_linear(grid: np.ndarray, height: int, width: int, step: int) -> np.ndarray:
+    """``grid`` stretched by ``step`` with bilinear interpolation, cut to ``height x width``."""
+    ty, tx = np.arange(height, dtype=np.float32) / step, np.arange(width, dtype=np.float32) / step
+    iy, ix = ty.astype(int), tx.astype(int)
+    fy, fx = (ty - iy)[:, None], tx - ix
+    rows = grid[iy] * (1 - fy) + grid[iy + 1] * fy
+    return rows[:, ix] * (1 - fx) + rows[:, ix + 1] * fx
+
+
+IMAGENET_SHAPES = [(375, 500), (333, 500), (500, 375), (375, 500), (400, 500), (500, 333)]
+
+
+def write_image_folder(
+    out_dir: str, n: int = 3000, num_classes: int = 10, quality: int = 90, seed: int = 0
+) -> list[str]:
+    """W3's data: ``n`` JPEGs (quality 90, ImageNet-like sizes around 500x375) in an ImageFolder
+    layout ``out_dir/classNN/NNNNN.jpg``. Returns the paths, sorted."""
+    from .io import encode_jpeg
+
+    rng = np.random.default_rng(seed)
+    paths = []
+    for i in range(n):
+        folder = os.path.join(out_dir, f"class{i % num_classes:02d}")
+        os.makedirs(folder, exist_ok=True)
+        h, w = IMAGENET_SHAPES[int(rng.integers(len(IMAGENET_SHAPES)))]
+        path = os.path.join(folder, f"{i:05d}.jpg")
+        with open(path, "wb") as f:
+            f.write(encode_jpeg(natural_photo(rng, h, w), quality))
+        paths.append(path)
+    return sorted(paths)
+
+
 __all__ = [
     "chess_examples",
     "write_chess_tfrecords",
@@ -126,4 +178,6 @@ __all__ = [
     "class_colors",
     "segmentation_pair",
     "write_segmentation_pairs",
+    "natural_photo",
+    "write_image_folder",
 ]

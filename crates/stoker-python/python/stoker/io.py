@@ -42,6 +42,11 @@ def encode_png(image: Any, fast: bool = False) -> bytes:
     return _stoker.encode_png(image, fast)
 
 
+def encode_jpeg(image: Any, quality: int = 90) -> bytes:
+    """Baseline JPEG of a uint8 ``[H, W, 1|3]`` array (4:2:0 chroma for colour, like libjpeg)."""
+    return _stoker.encode_jpeg(image, quality)
+
+
 def tf_record_iterator(path: str, compression_type: str | None = None) -> Iterator[bytes]:
     """The records of one TFRecord file, CRC-checked."""
     from .dataset import TFRecordDataset
@@ -58,4 +63,5 @@ __all__ = [
     "float_feature",
     "tf_record_iterator",
     "encode_png",
+    "encode_jpeg",
 ]

@@ -248,7 +248,7 @@ def random_flip_up_down(
 
 def random_resized_crop(
     field: str,
-    size: Sequence[int],
+    size: int | Sequence[int],
     scale: Sequence[float] = (0.08, 1.0),
     ratio: Sequence[float] = (3 / 4, 4 / 3),
     seed: int | None = None,
@@ -272,6 +272,46 @@ def random_resized_crop(
     }
     if box_output is not None:
         spec["box_output"] = box_output
+    return _out(spec, output)
+
+
+def _range(value: float | Sequence[float] | None, center: float, name: str) -> list[float] | None:
+    """A scalar ``v`` means ``[center - v, center + v]`` (torchvision's convention)."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError(f"{name}={value} must be >= 0")
+        lo = center - float(value)
+        return [max(lo, 0.0) if center == 1.0 else lo, center + float(value)]
+    lo, hi = (float(v) for v in value)
+    return [lo, hi]
+
+
+def color_jitter(
+    field: str,
+    brightness: float | Sequence[float] | None = None,
+    contrast: float | Sequence[float] | None = None,
+    saturation: float | Sequence[float] | None = None,
+    hue: float | Sequence[float] | None = None,
+    seed: int | None = None,
+    output: str | None = None,
+) -> NativeOp:
+    """Random brightness/contrast/saturation/hue of a float32 ``[H, W, C]`` image, each with
+    TensorFlow's ``tf.image.adjust_*`` semantics and a factor drawn uniformly, in that order.
+    A scalar ``b`` gives the brightness delta range ``[-b, b]``, contrast/saturation factor range
+    ``[max(0, 1-c), 1+c]`` and hue delta range ``[-h, h]``; a pair gives the range itself. Like
+    TensorFlow, values are not clipped afterwards. Draws depend on (seed, epoch, element)."""
+    spec: dict[str, Any] = {"op": "color_jitter", "field": field, "seed": _seed(seed)}
+    for name, value, center in (
+        ("brightness", brightness, 0.0),
+        ("contrast", contrast, 1.0),
+        ("saturation", saturation, 1.0),
+        ("hue", hue, 0.0),
+    ):
+        r = _range(value, center, name)
+        if r is not None:
+            spec[name] = r
     return _out(spec, output)
 
 
@@ -318,6 +358,7 @@ __all__ = [
     "random_flip_left_right",
     "random_flip_up_down",
     "random_resized_crop",
+    "color_jitter",
     "normalize",
     "hwc_to_chw",
     "chw_to_hwc",

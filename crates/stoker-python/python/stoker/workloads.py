@@ -115,4 +115,48 @@ def segmentation_pipeline(
     return ds.batch(batch_size).prefetch(AUTOTUNE)
 
 
-__all__ = ["CHESS_CHANNELS", "chess_ops", "chess_score", "chess_pipeline", "mnist_pipeline", "segmentation_pipeline"]
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def imagenet_ops(size: int = 224, seed: int = 0, chw: bool = False) -> list[ops.NativeOp]:
+    """W3's per-image chain on ``{"filename"}``: read → decode JPEG (RGB) → random resized crop
+    to ``size`` (scale 0.08-1, ratio 3/4-4/3) → random horizontal flip → float32 / 255 →
+    brightness (±0.2) and contrast (0.8-1.2) jitter → normalise with ImageNet's mean/std."""
+    chain = [
+        ops.read_file("filename", output="image"),
+        ops.decode_image("image", channels=3),
+        ops.random_resized_crop("image", size, seed=seed),
+        ops.random_flip_left_right("image", seed=seed + 1),
+        ops.convert_image_dtype("image"),
+        ops.color_jitter("image", brightness=0.2, contrast=0.2, seed=seed + 2),
+        ops.normalize("image", IMAGENET_MEAN, IMAGENET_STD),
+    ]
+    if chw:
+        chain.append(ops.hwc_to_chw("image"))
+    return chain + [ops.select(["image", "label"])]
+
+
+def imagenet_pipeline(
+    root: str,
+    size: int = 224,
+    batch_size: int = 256,
+    seed: int = 0,
+    chw: bool = False,
+    threads: int | None = None,
+) -> Dataset:
+    """W3: an ImageFolder of JPEGs → shuffle → :func:`imagenet_ops` in parallel → batch → prefetch.
+    Elements: ``image`` (B, size, size, 3) float32 (or (B, 3, size, size) with ``chw``), ``label``."""
+    ds = Dataset.image_folder(root)
+    if threads is not None:
+        ds = ds.with_options(threads=threads)
+    ds = ds.shuffle(10_000, seed=seed).map(imagenet_ops(size, seed, chw), num_parallel_calls=AUTOTUNE)
+    return ds.batch(batch_size).prefetch(AUTOTUNE)
+
+
+__all__ = ["CHESS_CHANNELS", "chess_ops", "chess_score", "chess_pipeline", "mnist_pipeline", "segmentation_pipeline",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "imagenet_ops",
+    "imagenet_pipeline",
+]
