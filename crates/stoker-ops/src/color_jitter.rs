@@ -17,6 +17,7 @@ use stoker_core::exec::shuffle::epoch_seed;
 use stoker_core::op::{Op, OpCtx};
 use stoker_core::{DType, Error, Result};
 
+use crate::channels;
 use crate::fields::{build, input_spec, out_name, put, with_field};
 use crate::random_flip::unit;
 use crate::spec::OpSpec;
@@ -140,12 +141,19 @@ impl Op for ColorJitter {
         self.check(Some(c))?;
         let draw = self.draw(ctx);
         let out = build::<f32>(DType::F32, t.shape().to_vec(), |out| {
-            out.copy_from_slice(src);
-            if let Some(delta) = draw.brightness {
-                out.iter_mut().for_each(|v| *v += delta);
-            }
-            if let Some(factor) = draw.contrast {
-                adjust_contrast(out, c, factor);
+            let delta = draw.brightness.unwrap_or(0.0);
+            match draw.contrast {
+                // TF's adjust_contrast of the brightened image, fused into one pass: the mean
+                // of `x + delta` is `mean(x) + delta`.
+                Some(factor) => {
+                    let means: Vec<f32> =
+                        channels::means(src, c).iter().map(|m| m + delta).collect();
+                    let factors = vec![factor; c];
+                    channels::map2(src, out, &means, &factors, |x, m, f| {
+                        ((x + delta) - m) * f + m
+                    });
+                }
+                None => out.iter_mut().zip(src).for_each(|(d, s)| *d = s + delta),
             }
             if draw.saturation.is_some() || draw.hue.is_some() {
                 adjust_hsv(out, draw.saturation.unwrap_or(1.0), draw.hue.unwrap_or(0.0));
@@ -157,23 +165,6 @@ impl Op for ColorJitter {
 
     fn spec(&self) -> Result<serde_json::Value> {
         OpSpec::ColorJitter(self.clone()).to_json()
-    }
-}
-
-/// `tf.image.adjust_contrast`: each channel moved away from (factor > 1) or towards its mean.
-fn adjust_contrast(pixels: &mut [f32], channels: usize, factor: f32) {
-    let n = (pixels.len() / channels.max(1)).max(1) as f64;
-    let mut sums = vec![0f64; channels];
-    for px in pixels.chunks_exact(channels) {
-        for (s, v) in sums.iter_mut().zip(px) {
-            *s += f64::from(*v);
-        }
-    }
-    let means: Vec<f32> = sums.iter().map(|s| (s / n) as f32).collect();
-    for px in pixels.chunks_exact_mut(channels) {
-        for (v, m) in px.iter_mut().zip(&means) {
-            *v = (*v - m) * factor + m;
-        }
     }
 }
 
@@ -248,13 +239,5 @@ mod tests {
                 assert!((a - b).abs() < 1e-6, "{rgb:?} -> {:?}", (r, g, b));
             }
         }
-    }
-
-    #[test]
-    fn contrast_keeps_channel_means() {
-        let mut px = vec![0.1, 0.9, 0.3, 0.5, 0.7, 0.2];
-        adjust_contrast(&mut px, 3, 2.0);
-        assert!(((px[0] + px[3]) / 2.0 - 0.3).abs() < 1e-6);
-        assert!((px[0] - (-0.1)).abs() < 1e-6);
     }
 }

@@ -8,6 +8,7 @@
 //! - The header's size is checked against `max_pixels` before anything is allocated, so a
 //!   damaged or hostile header cannot make the pipeline allocate gigabytes.
 //! - The output is written into a pooled buffer (JPEG decodes straight into it).
+//! - JPEG goes through `crate::jpeg`: zune-jpeg, or libjpeg-turbo with the `turbojpeg` feature.
 
 use std::io::Cursor;
 
@@ -42,11 +43,11 @@ fn default_max_pixels() -> u64 {
 
 /// A decoded image: height, width, channels and its pixels (HWC).
 #[derive(Debug)]
-struct Decoded {
-    height: usize,
-    width: usize,
-    channels: usize,
-    pixels: Storage,
+pub(crate) struct Decoded {
+    pub height: usize,
+    pub width: usize,
+    pub channels: usize,
+    pub pixels: Storage,
 }
 
 fn format_name(data: &[u8]) -> &'static str {
@@ -59,7 +60,7 @@ fn format_name(data: &[u8]) -> &'static str {
     }
 }
 
-fn check_size(width: usize, height: usize, max_pixels: u64) -> Result<(), String> {
+pub(crate) fn check_size(width: usize, height: usize, max_pixels: u64) -> Result<(), String> {
     let pixels = width as u64 * height as u64;
     if width == 0 || height == 0 {
         return Err(format!(
@@ -113,59 +114,13 @@ fn decode_png(data: &[u8], max_pixels: u64) -> Result<Decoded, String> {
     })
 }
 
-fn decode_jpeg(data: &[u8], wanted: u8, max_pixels: u64) -> Result<Decoded, String> {
-    use zune_core::colorspace::ColorSpace;
-    use zune_core::options::DecoderOptions;
-    use zune_jpeg::JpegDecoder;
-
-    let side = usize::try_from(max_pixels).unwrap_or(usize::MAX).min(65535);
-    let base = DecoderOptions::default()
-        .set_max_width(side)
-        .set_max_height(side);
-    let mut probe = JpegDecoder::new_with_options(data, base);
-    probe.decode_headers().map_err(|e| format!("JPEG: {e:?}"))?;
-    let info = probe.info().ok_or_else(|| "JPEG: no header".to_string())?;
-    let (width, height) = (usize::from(info.width), usize::from(info.height));
-    check_size(width, height, max_pixels)?;
-    // A grey JPEG is decoded as grey (and converted afterwards if more channels are asked
-    // for); a colour one straight into the colour space asked for.
-    let stored_grey = matches!(probe.get_input_colorspace(), Some(ColorSpace::Luma));
-    let (space, channels) = match (wanted, stored_grey) {
-        (_, true) | (1, _) => (ColorSpace::Luma, 1),
-        (4, _) => (ColorSpace::RGBA, 4),
-        _ => (ColorSpace::RGB, 3),
-    };
-    let mut decoder = JpegDecoder::new_with_options(data, base.jpeg_set_out_colorspace(space));
-    decoder
-        .decode_headers()
-        .map_err(|e| format!("JPEG: {e:?}"))?;
-    if decoder.get_output_colorspace() != Some(space)
-        || decoder.output_buffer_size() != Some(height * width * channels)
-    {
-        return Err(format!(
-            "JPEG: cannot decode this file's colour space ({:?}) to {space:?}",
-            decoder.get_input_colorspace()
-        ));
-    }
-    let mut pixels = shared_pool().take(height * width * channels);
-    decoder
-        .decode_into(pixels.as_bytes_mut())
-        .map_err(|e| format!("JPEG: {e:?}"))?;
-    Ok(Decoded {
-        height,
-        width,
-        channels,
-        pixels,
-    })
-}
-
 /// ITU-R 601 luma, rounded: what TensorFlow's `rgb_to_grayscale` computes on uint8.
 fn luma(r: u8, g: u8, b: u8) -> u8 {
     let y = 0.2989 * f32::from(r) + 0.587 * f32::from(g) + 0.114 * f32::from(b);
     y.round().clamp(0.0, 255.0) as u8
 }
 
-fn convert(img: Decoded, wanted: usize) -> Decoded {
+pub(crate) fn convert(img: Decoded, wanted: usize) -> Decoded {
     if wanted == 0 || wanted == img.channels {
         return img;
     }
@@ -207,11 +162,11 @@ fn convert(img: Decoded, wanted: usize) -> Decoded {
 }
 
 impl DecodeImage {
-    fn decode(&self, data: &[u8]) -> Result<Decoded, String> {
+    pub(crate) fn decode(&self, data: &[u8]) -> Result<Decoded, String> {
         let img = if data.starts_with(PNG_MAGIC) {
             decode_png(data, self.max_pixels)?
         } else if data.starts_with(&[0xFF, 0xD8, 0xFF]) {
-            decode_jpeg(data, self.channels, self.max_pixels)?
+            crate::jpeg::decode(data, self.channels, self.max_pixels, 8)?
         } else {
             return Err(format!(
                 "unsupported image format: {}; stoker decodes PNG and JPEG",

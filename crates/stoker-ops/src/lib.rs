@@ -4,6 +4,7 @@
 //! Every op names its input field and its output field (by default the same name, replacing
 //! the input), and checks its input schema when the pipeline is built.
 
+pub mod channels;
 mod fields;
 pub mod numeric;
 
@@ -11,7 +12,9 @@ pub mod cast;
 pub mod color_jitter;
 pub mod decode_image;
 pub mod decode_raw;
+pub mod decode_resized_crop;
 pub mod gather_channels;
+pub mod jpeg;
 pub mod layout;
 pub mod normalize;
 pub mod one_hot_colors;

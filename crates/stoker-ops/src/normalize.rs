@@ -6,6 +6,7 @@ use stoker_core::element::{Element, FieldSpec, Schema};
 use stoker_core::op::{Op, OpCtx};
 use stoker_core::{DType, Error, Result};
 
+use crate::channels;
 use crate::fields::{build, input_spec, out_name, put, with_field};
 use crate::numeric::{is_numeric, to_f64};
 use crate::spec::OpSpec;
@@ -76,11 +77,7 @@ impl Op for Normalize {
         let c = self.mean.len();
         let out = match t.typed::<f32>().filter(|_| t.dtype() == DType::F32) {
             Some(src) => build::<f32>(DType::F32, t.shape().to_vec(), |out| {
-                for (d, s) in out.chunks_exact_mut(c).zip(src.chunks_exact(c)) {
-                    for k in 0..c {
-                        d[k] = (s[k] - self.mean[k]) / self.std[k];
-                    }
-                }
+                channels::map2(src, out, &self.mean, &self.std, |x, m, s| (x - m) / s);
                 Ok(())
             })?,
             None => {

@@ -100,6 +100,72 @@ impl RandomResizedCrop {
     }
 }
 
+impl RandomResizedCrop {
+    /// The box `[top, left, height, width]` for an `height x width` image and this element.
+    pub fn sample(&self, height: usize, width: usize, ctx: &OpCtx<'_>) -> [usize; 4] {
+        let mut state = ctx.element_seed(self.seed);
+        sample_box(height, width, self.scale, self.ratio, || {
+            state = epoch_seed(state, 1);
+            unit(state)
+        })
+    }
+
+    /// Resizes the (possibly fractional) box `[top, left, height, width]` of a uint8 HWC
+    /// image to the output size with antialiased bilinear filtering.
+    pub fn resize_box(
+        &self,
+        raw: &[u8],
+        h: usize,
+        w: usize,
+        c: usize,
+        bx: [f64; 4],
+    ) -> Result<Tensor> {
+        let pixel = match c {
+            1 => PixelType::U8,
+            3 => PixelType::U8x3,
+            4 => PixelType::U8x4,
+            _ => {
+                return Err(Error::invalid(
+                    OP,
+                    format!("{c} channels; expected 1, 3 or 4"),
+                ))
+            }
+        };
+        let as_u32 = |v: usize| u32::try_from(v).map_err(|_| Error::invalid(OP, "image too large"));
+        let src = ImageRef::new(as_u32(w)?, as_u32(h)?, raw, pixel)
+            .map_err(|e| Error::invalid(OP, e.to_string()))?;
+        let mut storage = stoker_core::storage::shared_pool().take(self.height * self.width * c);
+        let mut dst = Image::from_slice_u8(
+            as_u32(self.width)?,
+            as_u32(self.height)?,
+            storage.as_bytes_mut(),
+            pixel,
+        )
+        .map_err(|e| Error::invalid(OP, e.to_string()))?;
+        let options = ResizeOptions::new()
+            .resize_alg(ResizeAlg::Convolution(FilterType::Bilinear))
+            .crop(bx[1], bx[0], bx[3], bx[2]);
+        Resizer::new()
+            .resize(&src, &mut dst, &options)
+            .map_err(|e| Error::invalid(OP, e.to_string()))?;
+        Tensor::from_storage(DType::U8, vec![self.height, self.width, c], storage)
+    }
+
+    /// The element with the resized image (and the box, if asked for) in place.
+    pub fn put_outputs(&self, input: Element, image: Tensor, bx: [usize; 4]) -> Result<Element> {
+        let mut e = put(input, out_name(&self.field, &self.output), image);
+        if let Some(b) = &self.box_output {
+            let boxed: Vec<i64> = bx.iter().map(|&v| v as i64).collect();
+            e = put(e, b, Tensor::from_slice(DType::I64, vec![4], &boxed)?);
+        }
+        Ok(e)
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        self.check()
+    }
+}
+
 impl Op for RandomResizedCrop {
     fn name(&self) -> &str {
         OP
@@ -142,49 +208,13 @@ impl Op for RandomResizedCrop {
                 format!("expected [H, W, C], got {:?}", t.shape()),
             ));
         };
-        let pixel = match c {
-            1 => PixelType::U8,
-            3 => PixelType::U8x3,
-            4 => PixelType::U8x4,
-            _ => {
-                return Err(Error::invalid(
-                    OP,
-                    format!("{c} channels; expected 1, 3 or 4"),
-                ))
-            }
-        };
         let raw = t
             .raw()
             .ok_or_else(|| Error::invalid(OP, "expected uint8 pixels"))?;
-        let mut state = ctx.element_seed(self.seed);
-        let bx = sample_box(h, w, self.scale, self.ratio, || {
-            state = epoch_seed(state, 1);
-            unit(state)
-        });
-        let as_u32 = |v: usize| u32::try_from(v).map_err(|_| Error::invalid(OP, "image too large"));
-        let src = ImageRef::new(as_u32(w)?, as_u32(h)?, raw, pixel)
-            .map_err(|e| Error::invalid(OP, e.to_string()))?;
-        let mut storage = stoker_core::storage::shared_pool().take(self.height * self.width * c);
-        let mut dst = Image::from_slice_u8(
-            as_u32(self.width)?,
-            as_u32(self.height)?,
-            storage.as_bytes_mut(),
-            pixel,
-        )
-        .map_err(|e| Error::invalid(OP, e.to_string()))?;
-        let options = ResizeOptions::new()
-            .resize_alg(ResizeAlg::Convolution(FilterType::Bilinear))
-            .crop(bx[1] as f64, bx[0] as f64, bx[3] as f64, bx[2] as f64);
-        Resizer::new()
-            .resize(&src, &mut dst, &options)
-            .map_err(|e| Error::invalid(OP, e.to_string()))?;
-        let out = Tensor::from_storage(DType::U8, vec![self.height, self.width, c], storage)?;
-        let mut e = put(input, out_name(&self.field, &self.output), out);
-        if let Some(b) = &self.box_output {
-            let boxed: Vec<i64> = bx.iter().map(|&v| v as i64).collect();
-            e = put(e, b, Tensor::from_slice(DType::I64, vec![4], &boxed)?);
-        }
-        Ok(Some(e))
+        let bx = self.sample(h, w, ctx);
+        let as_f64 = bx.map(|v| v as f64);
+        let out = self.resize_box(raw, h, w, c, as_f64)?;
+        Ok(Some(self.put_outputs(input, out, bx)?))
     }
 
     fn spec(&self) -> Result<serde_json::Value> {

@@ -10,6 +10,7 @@ use crate::cast::Cast;
 use crate::color_jitter::ColorJitter;
 use crate::decode_image::DecodeImage;
 use crate::decode_raw::DecodeRaw;
+use crate::decode_resized_crop::DecodeRandomResizedCrop;
 use crate::gather_channels::GatherChannels;
 use crate::layout::ChangeLayout;
 use crate::normalize::Normalize;
@@ -33,6 +34,7 @@ pub enum OpSpec {
     RandomFlip(RandomFlip),
     RandomResizedCrop(RandomResizedCrop),
     ColorJitter(ColorJitter),
+    DecodeRandomResizedCrop(DecodeRandomResizedCrop),
     Normalize(Normalize),
     Layout(ChangeLayout),
     DecodeRaw(DecodeRaw),
@@ -66,6 +68,7 @@ impl OpSpec {
             OpSpec::RandomFlip(o) => Arc::new(o),
             OpSpec::RandomResizedCrop(o) => Arc::new(o),
             OpSpec::ColorJitter(o) => Arc::new(o),
+            OpSpec::DecodeRandomResizedCrop(o) => Arc::new(o),
             OpSpec::Normalize(o) => Arc::new(o),
             OpSpec::Layout(o) => Arc::new(o),
             OpSpec::DecodeImage(o) => Arc::new(o),

@@ -20,6 +20,7 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(io::encode_png, m)?)?;
     m.add_function(wrap_pyfunction!(io::encode_jpeg, m)?)?;
     m.add("AUTOTUNE", stoker::AUTOTUNE)?;
+    m.add("JPEG_BACKEND", stoker_ops::jpeg::BACKEND)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

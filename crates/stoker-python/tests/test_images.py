@@ -30,24 +30,26 @@ def test_png_decode_matches_tf_bit_for_bit(golden, name, channels):
 
 @pytest.mark.parametrize("name,channels", [("grey.jpg", 0), ("grey.jpg", 1), ("grey.jpg", 3), ("rgb.jpg", 1)])
 def test_jpeg_luma_within_one_of_libjpeg(golden, name, channels):
-    want = np.load(golden / "images_expected.npz")[f"{name}/channels={channels}"]
+    # libjpeg's own default (accurate integer IDCT; TF's decode_jpeg default is the fast one).
+    want = np.load(golden / "images_expected.npz")[f"{name}/islow/channels={channels}"]
     got = decode((golden / "images" / name).read_bytes(), channels)
     assert got.shape == want.shape
     diff = np.abs(got.astype(int) - want.astype(int))
-    # Luma (Y) is within one of libjpeg but for a handful of pixels.
-    assert diff.max() <= 2 and (diff > 1).mean() < 0.001, f"max {diff.max()}, mean {diff.mean():.3f}"
+    assert diff.max() <= 1, f"max {diff.max()}, mean {diff.mean():.3f}"
 
 
 @pytest.mark.parametrize("channels", [0, 3])
-def test_jpeg_colour_close_to_libjpeg(golden, channels):
-    # Known gap (issue 3): zune-jpeg's chroma upsampling / colour conversion differs from
-    # libjpeg-turbo's (TF): mean |diff| 1.27, max 10 on this 4:2:0 image. The issue's target is
-    # within ±1 (turbojpeg behind a feature); this test pins today's distance so it cannot grow.
-    want = np.load(golden / "images_expected.npz")[f"rgb.jpg/channels={channels}"]
+def test_jpeg_colour_against_libjpeg(golden, channels):
+    want = np.load(golden / "images_expected.npz")[f"rgb.jpg/islow/channels={channels}"]
     got = decode((golden / "images" / "rgb.jpg").read_bytes(), channels)
     assert got.shape == want.shape
     diff = np.abs(got.astype(int) - want.astype(int))
-    assert diff.mean() < 1.5 and diff.max() <= 12, f"max {diff.max()}, mean {diff.mean():.3f}"
+    if sk.JPEG_BACKEND == "libjpeg-turbo":
+        assert diff.max() <= 1, f"max {diff.max()}, mean {diff.mean():.3f}"
+    else:
+        # zune-jpeg upsamples 4:2:0 chroma differently from libjpeg: mean 0.37, max 8 on this
+        # image. Pinned so it cannot grow; the `turbojpeg` feature gives libjpeg's output.
+        assert diff.mean() < 0.5 and diff.max() <= 8, f"max {diff.max()}, mean {diff.mean():.3f}"
 
 
 def test_bad_images_are_located_errors_or_counted_skips(tmp_path, golden):
@@ -377,3 +379,21 @@ def test_w3_pipeline_is_reproducible_on_any_thread_count(tmp_path):
         np.testing.assert_array_equal(a["label"], b["label"])
     chw = run(2, chw=True)
     np.testing.assert_array_equal(chw[0]["image"], one[0]["image"].transpose(0, 3, 1, 2))
+
+
+def test_decode_then_random_resized_crop_is_fused_and_samples_the_same_boxes(tmp_path):
+    rng = np.random.default_rng(4)
+    blobs = np.array([sk.io.encode_jpeg(sk.datasets.natural_photo(rng, 180, 240), 90) for _ in range(12)], dtype=object)
+    crop = sk.ops.random_resized_crop("value", 64, seed=9, box_output="box")
+    fused = sk.Dataset.from_tensor_slices(blobs).map([sk.ops.decode_image("value", 3), crop])
+    assert "decode_random_resized_crop" in fused.explain()
+    # The same ops in two maps are not fused: decode everything, then crop.
+    pair = sk.Dataset.from_tensor_slices(blobs).map(sk.ops.decode_image("value", 3)).map(crop, num_parallel_calls=2)
+    assert "decode_random_resized_crop" not in pair.explain()
+    for a, b in zip(fused, pair):
+        np.testing.assert_array_equal(a["box"], b["box"])
+        if sk.JPEG_BACKEND == "zune-jpeg":
+            np.testing.assert_array_equal(a["value"], b["value"])  # no DCT scaling: identical
+        else:
+            # DCT-scaled decode resamples differently, but it is the same picture.
+            assert np.abs(a["value"].astype(int) - b["value"].astype(int)).mean() < 4

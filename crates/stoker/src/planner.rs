@@ -1,6 +1,8 @@
 //! Rewrites a plan into one that computes the same elements faster.
 //!
-//! Two rewrites, both visible in `explain()`:
+//! Three rewrites, all visible in `explain()`:
+//! - `decode_image` followed by `random_resized_crop` becomes one fused op that decodes only
+//!   what the crop needs (DCT-domain scaling where the JPEG decoder has it);
 //! - consecutive native `map`s with the same parallelism are fused into one stage;
 //! - a `map` of element-wise native ops right before a `batch` is moved after it, so the ops
 //!   run once per batch (vectorised) instead of once per element. This is only done when
@@ -28,11 +30,19 @@ fn rewrite(plan: &Plan, policy: ErrorPolicy) -> Result<Plan> {
         .iter()
         .zip(plan.step().inputs())
         .any(|(a, b)| a.id() != b.id());
-    let step = if changed {
+    let mut step = if changed {
         plan.step().with_inputs(inputs)
     } else {
         plan.step().clone()
     };
+    let mut changed = changed;
+    if let Step::Map { ops, .. } = &mut step {
+        let fused = stoker_ops::decode_resized_crop::fuse(ops);
+        if fused.len() != ops.len() {
+            *ops = fused;
+            changed = true;
+        }
+    }
 
     match &step {
         Step::Batch {

@@ -28,6 +28,7 @@ from ._dtypes import (
     string,
     uint8,
 )
+from ._stoker import JPEG_BACKEND as _JPEG_BACKEND
 from ._stoker import __version__
 from .dataset import AUTOTUNE, Dataset, TensorSpec, TFRecordDataset
 from .errors import (
@@ -42,8 +43,12 @@ from .errors import (
 )
 from .ops import FixedLenFeature, VarLenFeature
 
+JPEG_BACKEND: str = _JPEG_BACKEND
+"""The JPEG decoder this build uses: ``zune-jpeg`` (default) or ``libjpeg-turbo``."""
+
 __all__ = [
     "AUTOTUNE",
+    "JPEG_BACKEND",
     "Dataset",
     "TFRecordDataset",
     "TensorSpec",

@@ -4,6 +4,7 @@ from collections.abc import Sequence
 from typing import Any, Callable
 
 AUTOTUNE: int
+JPEG_BACKEND: str
 __version__: str
 
 class Plan:
