@@ -17,8 +17,10 @@ $(VENV)/.ready:
 venv: $(VENV)/.ready
 
 # Builds the extension (release) into the venv.
+# FEATURES=turbojpeg: JPEG through libjpeg-turbo (needs cmake and nasm on PATH).
+FEATURES ?=
 develop: venv
-	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/maturin develop --release --quiet -m crates/stoker-python/Cargo.toml
+	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/maturin develop --release --quiet -m crates/stoker-python/Cargo.toml $(if $(FEATURES),--features $(FEATURES))
 
 cli:
 	$(CARGO) build --release -p stoker-cli

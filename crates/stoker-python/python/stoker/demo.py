@@ -1,4 +1,4 @@
-"""``python -m stoker.demo``: runs the reference workloads W1 and W4 on sample data it
+"""``python -m stoker.demo``: runs the reference workloads W1, W3 and W4 on sample data it
 generates (in a temporary folder), and prints throughput and per-stage counters."""
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--examples", type=int, default=200_000, help="W1 examples to generate")
     p.add_argument("--files", type=int, default=4)
+    p.add_argument("--jpegs", type=int, default=256, help="W3 JPEG files to generate")
     args = p.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="stoker-demo-") as tmp:
@@ -47,6 +48,16 @@ def main(argv: list[str] | None = None) -> None:
             n, secs = _epoch(ds)
             print(f"  epoch {epoch}: {n} examples in {secs:.2f} s = {n / secs:,.0f} examples/s")
         print(_table(ds.stats()))
+
+        print(f"\nW3 imagenet-jpeg: writing {args.jpegs} JPEGs (~500x375, quality 90) ...")
+        root = os.path.join(tmp, "w3")
+        datasets.write_image_folder(root, n=args.jpegs, seed=0)
+        w3 = workloads.imagenet_pipeline(root, batch_size=64)
+        print(w3.explain())
+        for epoch in (1, 2):
+            n, secs = _epoch(w3)
+            print(f"  epoch {epoch}: {n} images in {secs:.2f} s = {n / secs:,.0f} images/s")
+        print(_table(w3.stats()))
 
         print("\nW4 mnist-small: 60000 images, batch 128, cached after the first epoch ...")
         x, y = datasets.make_mnist_like(60_000, seed=0)
