@@ -8,6 +8,8 @@ W1: tf.data fast form, tf.data slow form and the torch reader, run unshuffled wi
 over tests/golden/w1_chess_plain.tfrecord, must equal w1_expected.npz (score: TF forms bit for
 bit; torch uses np.tanh, which may differ from TF's tanh by a couple of ULPs).
 W4: tf.data and both torch loaders over w4_input.npz, epoch 2, must equal w4_expected.npz.
+W2: tf.data (packed-code and per-colour one-hot) and the torch/OpenCV loader (0 and 1 worker)
+over tests/golden/w2/ (crop to 48x64, batch 3) must equal w2_expected.npz bit for bit.
 ``--stoker`` also checks the stoker pipelines on the same data (their shuffle is on, so W1 is
 compared as a multiset of examples).
 """
@@ -28,6 +30,7 @@ sys.path.insert(1, ROOT)
 
 import numpy as np  # noqa: E402
 import w1_peers  # noqa: E402
+import w2_peers  # noqa: E402
 import w4_peers  # noqa: E402
 
 GOLDEN = os.path.join(ROOT, "tests", "golden")
@@ -108,6 +111,32 @@ def main() -> int:
         good = (gx.dtype == np.float32 and np.array_equal(gx, w4exp["x"]) and gy.dtype == np.int64
                 and np.array_equal(gy, w4exp["y"]) and sizes == list(w4exp["batch_sizes"]))
         print(f"  {'ok  ' if good else 'FAIL'} W4 {name}")
+        ok &= good
+
+    w2dir = os.path.join(GOLDEN, "w2")
+    w2img = [os.path.join(w2dir, f"image{i}.png") for i in range(3)]
+    w2lab = [os.path.join(w2dir, f"label{i}.png") for i in range(3)]
+    w2cd = os.path.join(w2dir, "class_dict.csv")
+    w2colors = w2_peers.read_colors(w2cd)
+    w2exp = np.load(os.path.join(GOLDEN, "w2_expected.npz"))
+    w2 = [("tf.data (packed one-hot)", lambda: w2_peers.build_tf(w2img, w2lab, w2colors, 1, size=(48, 64))),
+          ("tf.data (per-colour one-hot)",
+           lambda: w2_peers.build_tf(w2img, w2lab, w2colors, 1, size=(48, 64), onehot="per-colour")),
+          ("torch (0 workers)", lambda: w2_peers.build_torch(w2img, w2lab, w2colors, 1, size=(48, 64), num_workers=0)),
+          ("torch (1 worker)", lambda: w2_peers.build_torch(w2img, w2lab, w2colors, 1, size=(48, 64), num_workers=1))]
+    if args.stoker:
+        def stoker_w2() -> w2_peers.Contender:
+            from stoker import workloads
+
+            ds = workloads.segmentation_pipeline(w2img, w2lab, w2colors, size=(48, 64), threads=1)
+            return w2_peers.Contender(lambda: ((b["image"], b["label"]) for b in ds.as_numpy_iterator()), {}, "")
+        w2.append(("stoker", stoker_w2))
+    for name, build in w2:
+        batches = list(build().epoch())
+        good = len(batches) == 1 and all(
+            g.dtype == e.dtype and g.shape == e.shape and np.array_equal(g, e)
+            for g, e in zip(batches[0], (w2exp["image"], w2exp["label"])))
+        print(f"  {'ok  ' if good else 'FAIL'} W2 {name}")
         ok &= good
 
     if args.stoker:

@@ -4,13 +4,17 @@
     python bench/run.py --workload all --out BENCHMARKS.md     # the full benchmark
     python bench/run.py --workload w1 --quick                   # a smoke run (tiny data)
 
-Workloads (docs: workloads): W1 chess-tfrecord, W4 mnist-small. Every (workload, contender,
+Workloads (docs: workloads): W1 chess-tfrecord, W2 segmentation-png, W3 imagenet-jpeg, W4
+mnist-small. Every (workload, contender,
 cores) runs in its own child process (bench_child.py), pinned with ``taskset -c 0`` (1 core) or
 ``taskset -c 0,1`` (2 cores), with OMP_NUM_THREADS & co. set to the core count; the child also
 sets TF's intra/inter-op threads / torch's threads / stoker's ``threads=`` to it. Peak RSS is
 the child's ``ru_maxrss`` from ``os.wait4``; the tree's summed PSS (the child plus any worker
 processes) is sampled from /proc meanwhile. Results go to ``bench/results/<workload>.json``
 and ``.png``, and a report to ``--out``. A contender that fails is reported as failed.
+W2/W3 also measure the decode-only limit (decode_limit.py: every file in memory, decoded alone
+on one pinned core, by stoker's decoder and, as reference lines, PIL, OpenCV and tf.io); the
+limit for N cores is that 1-core rate × N.
 """
 
 from __future__ import annotations
@@ -31,11 +35,20 @@ ROOT = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "results")
 sys.path.insert(0, HERE)
 
+import decode_limit  # noqa: E402
 from bench_mem import tree_mem_kib  # noqa: E402
 
+WORKLOADS = ["w1", "w2", "w3", "w4"]
 W1_CONTENDERS = ["stoker", "tf.data (fast form)", "tf.data (slow form)", "torch DataLoader (workers=cores)"]
+W2_CONTENDERS = ["stoker", "tf.data", "torch DataLoader (OpenCV, workers=cores)"]
+W3_CONTENDERS = ["stoker", "tf.data (ResNet preprocessing)", "torch DataLoader (torchvision, workers=cores)"]
 W4_CONTENDERS = ["stoker", "tf.data", "torch DataLoader (0 workers)", "torch DataLoader (2 workers)"]
-TITLES = {"w1": "W1 chess-tfrecord", "w4": "W4 mnist-small"}
+TITLES = {"w1": "W1 chess-tfrecord", "w2": "W2 segmentation-png", "w3": "W3 imagenet-jpeg", "w4": "W4 mnist-small"}
+UNITS = {"w1": "ex/s", "w2": "pairs/s", "w3": "images/s", "w4": "ex/s"}
+# The targets (the issue): stoker ÷ peer ≥ x, per workload; and ≥ LIMIT_TARGET of the decode-only limit.
+TARGETS = {"w2": {"tf.data": 1.5},
+           "w3": {"tf.data (ResNet preprocessing)": 1.5, "torch DataLoader (torchvision, workers=cores)": 2.0}}
+LIMIT_TARGET = 0.9
 
 THREAD_VARS = ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
                "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
@@ -63,7 +76,7 @@ def prepare_data(workload: str, data_dir: str, params: dict, prefer_stoker: bool
             meta = json.load(f)
         same = all(meta.get(k) == v for k, v in params.items())
         same = same and (meta["generator"].startswith("stoker") == prefer_stoker)
-        if workload == "w1":
+        if workload in ("w1", "w2", "w3"):
             same = same and all(os.path.exists(os.path.join(data_dir, n)) for n in meta["files"])
         else:
             same = same and all(os.path.exists(os.path.join(data_dir, n)) for n in ("x.npy", "y.npy"))
@@ -206,7 +219,8 @@ def core_scaling(py: str, cpus: list[int]) -> float | None:
 
 def lib_versions() -> dict:
     out = {}
-    for pkg in ("stoker", "tensorflow", "tensorflow-cpu", "torch", "numpy", "protobuf", "matplotlib"):
+    for pkg in ("stoker", "tensorflow", "tensorflow-cpu", "torch", "torchvision", "numpy", "protobuf", "pillow",
+                "opencv-python-headless", "opencv-python", "matplotlib"):
         try:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
@@ -259,7 +273,12 @@ def plot(doc: dict, path: str) -> str | None:
             ok = bool(r and r.get("ok"))
             ys.append(r["median_ex_per_s"] if ok else 0)
             labels.append(f"{ys[-1]:,.0f}" if ok else "failed")
-        ax.bar(xs, [y if y > 0 else float("nan") for y in ys], width, label=f"{c} core{'s' if c > 1 else ''}")
+        ax.bar(xs, [y if y > 0 else float("nan") for y in ys], width, label=f"{c} core{'s' if c > 1 else ''}",
+               color=f"C{j}")
+        lim = limit_rate(doc)
+        if lim:
+            ax.axhline(lim * c, color=f"C{j}", linestyle="--", linewidth=1,
+                       label=f"decode-only limit, {c} core{'s' if c > 1 else ''} (stoker decoder × {c})")
         for x, y, lab in zip(xs, ys, labels):
             if y > 0:
                 ax.annotate(lab, (x, y), ha="center", va="bottom", fontsize=7, rotation=90,
@@ -270,7 +289,7 @@ def plot(doc: dict, path: str) -> str | None:
     ax.set_yscale("log")
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels([n.replace(" (", "\n(") for n in names], fontsize=8)
-    ax.set_ylabel("examples / s (median, log scale)")
+    ax.set_ylabel(f"{UNITS.get(doc['workload'], 'ex/s').replace('/s', ' / s')} (median, log scale)")
     ax.set_title(f"{TITLES[doc['workload']]}{' (quick smoke run)' if doc['quick'] else ''}")
     ax.margins(y=0.25)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -281,9 +300,61 @@ def plot(doc: dict, path: str) -> str | None:
     return None
 
 
+def limit_rate(doc: dict, decoder: str | None = None) -> float | None:
+    """The 1-core decode-only rate (examples/s) of ``decoder`` (default: the stoker decoder)."""
+    r = doc.get("decode", {}).get(decoder or doc.get("limit_decoder", ""))
+    return r["median_ex_per_s"] if r and r.get("ok") and r.get("median_ex_per_s") else None
+
+
+def pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x * 100:.0f}%"
+
+
+def decode_section(doc: dict, s: dict) -> list[str]:
+    """W2/W3: the decode-only limit table and the targets."""
+    cores, unit = doc["cores"], UNITS[doc["workload"]]
+    dec = doc.get("decode", {})
+    L = [f"Decode-only limit (every {'pair (photo + label map)' if doc['workload'] == 'w2' else 'file'} "
+         "already in memory, decoded alone on one thread, one pinned core; the limit for N cores is the "
+         "1-core rate × N). The stoker decoder's is the limit; the others are reference lines.", ""]
+    head = ["decoder", f"{unit}, 1 core", "peak RSS MiB"] + [f"limit, {c}c" for c in cores] + \
+        [f"stoker pipeline ÷ limit, {c}c" for c in cores]
+    L += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for n in doc.get("decoders", []):
+        r = dec.get(n)
+        rate = limit_rate(doc, n)
+        row = [f"**{n}**" if n == doc.get("limit_decoder") else n, fmt_rate(r), mib(r, "peak_rss_mib")]
+        row += ["—" if rate is None else f"{rate * c:,.0f}" for c in cores]
+        row += [pct(s[c]["median_ex_per_s"] / (rate * c)) if rate and s[c] and s[c].get("ok") else "n/a"
+                for c in cores]
+        L.append("| " + " | ".join(row) + " |")
+    L.append("")
+    res = doc["results"]
+    L += ["Targets (from the issue):", ""]
+    for peer, want in TARGETS.get(doc["workload"], {}).items():
+        got = []
+        for c in cores:
+            p = res.get(peer, {}).get(str(c))
+            r = ratio(s[c], p)
+            ok = r != "n/a" and s[c]["median_ex_per_s"] / p["median_ex_per_s"] >= want
+            got.append(f"{c}c {r} ({'met' if ok else 'not met'})" if r != "n/a" else f"{c}c n/a")
+        L.append(f"- stoker ≥ {want:g}× {peer}: " + ", ".join(got))
+    lim = limit_rate(doc)
+    got = []
+    for c in cores:
+        if lim and s[c] and s[c].get("ok"):
+            f = s[c]["median_ex_per_s"] / (lim * c)
+            got.append(f"{c}c {pct(f)} ({'met' if f >= LIMIT_TARGET else 'not met'})")
+        else:
+            got.append(f"{c}c n/a")
+    L += [f"- stoker ≥ {LIMIT_TARGET * 100:.0f}% of the decode-only limit: " + ", ".join(got), ""]
+    return L
+
+
 def workload_section(doc: dict, out_dir: str) -> list[str]:
     names, cores = doc["contenders"], doc["cores"]
     res = doc["results"]
+    unit = UNITS.get(doc["workload"], "ex/s")
     s = {c: res.get("stoker", {}).get(str(c)) for c in cores}
     L = [f"## {TITLES[doc['workload']]}", ""]
     if doc["quick"]:
@@ -291,7 +362,7 @@ def workload_section(doc: dict, out_dir: str) -> list[str]:
     L += [(f"Run {doc['date']} · `{doc['command']}` · data: {doc['data']['desc']} "
            f"(generator: `{doc['data']['generator']}`) · {doc['protocol']} · load average (1 min) "
            f"{doc['loadavg_start'][0]:.2f} at start, {doc.get('loadavg_end', [float('nan')])[0]:.2f} at end"), ""]
-    head = ["contender"] + [f"ex/s, {c} core{'s' if c > 1 else ''}" for c in cores] + \
+    head = ["contender"] + [f"{unit}, {c} core{'s' if c > 1 else ''}" for c in cores] + \
         ["peak RSS MiB (" + " / ".join(f"{c}c" for c in cores) + ")",
          "tree PSS MiB (" + " / ".join(f"{c}c" for c in cores) + ")"] + \
         [f"stoker ÷ this, {c}c" for c in cores]
@@ -303,11 +374,14 @@ def workload_section(doc: dict, out_dir: str) -> list[str]:
         row += ["—" if n == "stoker" else ratio(s[c], r) for c, r in zip(cores, rs)]
         L.append("| " + " | ".join(row) + " |")
     L.append("")
+    if doc.get("decoders"):
+        L += decode_section(doc, s)
     png = doc.get("plot")
     if png:
         L += [f"![{TITLES[doc['workload']]}]({os.path.relpath(os.path.join(ROOT, png), out_dir)})", ""]
     fails = [(n, c, res[n][str(c)]) for n in names for c in cores
              if res.get(n, {}).get(str(c)) is not None and not res[n][str(c)].get("ok")]
+    fails += [(n, 1, r) for n, r in doc.get("decode", {}).items() if not r.get("ok")]
     if fails:
         L += ["Failures:", ""]
         for n, c, r in fails:
@@ -319,6 +393,9 @@ def workload_section(doc: dict, out_dir: str) -> list[str]:
         note = next((r.get("notes") for r in res.get(n, {}).values() if r.get("notes")), None)
         if note:
             L.append(f"- {n}: {note}")
+    for n, r in doc.get("decode", {}).items():
+        if r.get("notes"):
+            L.append(f"- {n}: {r['notes']}")
     L.append("")
     return L
 
@@ -344,6 +421,9 @@ METHOD = """## Method
   W4: epoch 1 is the warm-up and fills the cache; each timed pass is one whole later epoch
   served from the cache (60,000 examples, 469 batches); at least 10 epochs are timed, more
   until 2 s have been timed.
+  W2: a pass is one epoch of all 240 pairs (80 batches of 3; no shuffle). W3: a pass is one
+  epoch of all 3,000 files (11 batches of 256 + one of 184), reshuffled by every contender.
+  `--w2-pairs N` / `--w3-files N` change the sizes (`--quick`: 6 pairs, 24 files).
 - Consumption, identical for all: every batch is taken as NumPy arrays (tf.data:
   `as_numpy_iterator()`; stoker: `as_numpy_iterator()`; torch: `tensor.numpy()`, zero-copy) and
   the first and last element of every output array are read (`touch=ends`; no model, no
@@ -355,8 +435,27 @@ METHOD = """## Method
   0-5, 12-17 and {-1,0} on 6-11, 18-23, flags in {0,1}, score finite in [-1,1]; W4 first batch
   equal to `x[:128] / 255` and `y[:128]`, every timed epoch has 60,000 examples, and one more
   (untimed) cached epoch after the timed ones must equal `(x / 255, y)` in full, in batches of
-  128. A contender failing a check is reported as failed. `bench/check_peers.py` checks the peers'
-  outputs bit for bit against the golden fixtures in `tests/golden/`.
+  128. W2: every batch image (3,512,512,3) f32 and label (3,512,512,32) f32 (only the last may be
+  smaller), every epoch 240 pairs; the first batch equals pairs 0-2 computed with PIL + NumPy
+  (image within 1e-6 of `float32(x) / 255` centre-cropped, label exactly one-hot with the same
+  classes). W3: every batch image (B,224,224,3) f32 (torchvision: (B,3,224,224)) and label (B,)
+  int64, B = 256 except the last, every epoch 3,000 images with each class's count exactly as on
+  disk; the first batch finite, in a normalised range and not constant. A contender failing a
+  check is reported as failed. `bench/check_peers.py` checks the peers' outputs bit for bit
+  against the golden fixtures in `tests/golden/` (W2 on `tests/golden/w2/`).
+- Decode-only limit (W2, W3), measured in the same run: one child per decoder pinned to one core
+  (`taskset -c 0`, 1 thread) reads every file into memory, then decodes them one at a time to
+  uint8 RGB (H,W,3) — 1 warm-up pass (every shape checked; the first file(s) vs PIL: PNG bit-equal,
+  JPEG mean abs diff ≤ 3), then ≥3 timed passes (more until 2 s are timed), median. W2 counts a
+  pair (photo + label map) as one example. The limit for N cores is the 1-core rate × N (perfect
+  scaling, which favours the limit; a pipeline that decodes less than the whole image, like
+  TF's `decode_and_crop_jpeg` or a DCT-scaled JPEG decode, can exceed 100% of it). The limit
+  proper is stoker's decoder:
+  `Dataset.from_tensor_slices(np.array(blobs, dtype=object)).with_options(threads=1)
+  .map(ops.decode_image("value", channels=3))`, iterated; PIL
+  (`np.asarray(Image.open(BytesIO(b)).convert("RGB"))`, libjpeg-turbo / zlib), OpenCV
+  (`cv2.imdecode(..., IMREAD_COLOR_RGB)`, `cv2.setNumThreads(1)`) and TF
+  (`tf.io.decode_jpeg` / `decode_png(channels=3)` eagerly) are reference lines.
 - Peak RSS: `ru_maxrss` of the child from `os.wait4` (Linux: the max over the process and the
   descendants it reaped, e.g. DataLoader workers; not their sum). Tree PSS: the peak summed PSS
   of the child and all its descendants, from `/proc/*/smaps_rollup`, sampled every 0.5 s by the
@@ -387,6 +486,32 @@ METHOD = """## Method
   512 (drop remainder) and does the math vectorised per batch in NumPy (`np.unpackbits` = the
   bit formula; `np.tanh` — may differ from TF's tanh by a couple of ULPs). Batches are returned
   as torch tensors through the DataLoader's shared-memory transfer.
+- **W2 tf.data**: `from_tensor_slices((image paths, label paths)) → map(load,
+  num_parallel_calls=AUTOTUNE) → batch(3) → prefetch(AUTOTUNE)`; `load`: image `read_file →
+  decode_png(channels=3) → cast(float32) / 255 → resize_with_crop_or_pad(512, 512)`; label
+  `read_file → decode_png(channels=3) → resize_with_crop_or_pad(512, 512)` → one-hot by colour
+  equality → float32 (512,512,32). The one-hot compares a packed colour code `r·65536 + g·256 + b`
+  (int32) with the 32 class codes — the same values as the usual
+  `tf.stack([reduce_all(equal(label, c), -1) for c in colors], -1)`, but ~15× faster in TF (5.5
+  vs 89 ms per 512x512 label on one core here), so the peer is in its fast form. The label is
+  cropped before the one-hot (as stoker does; the same values).
+- **W2 torch**: `DataLoader(map-style Dataset, batch_size=3, shuffle=False, num_workers=cores,
+  persistent_workers=True)`; in each worker (`cv2.setNumThreads(1)`): `cv2.imread(IMREAD_COLOR)`
+  → `cvtColor(BGR2RGB)` → `astype(float32) / 255` → NumPy centre crop / zero pad with TF's
+  `resize_with_crop_or_pad` offsets; label `imread → cvtColor → crop/pad` → NumPy one-hot (packed
+  colour code == class codes) → float32; default collate stacks (shared-memory transfer).
+- **W3 tf.data** (TF's official ResNet preprocessing): `from_tensor_slices((paths, labels)) →
+  shuffle(3000, reshuffle_each_iteration=True) → map(preprocess, AUTOTUNE) → batch(256) →
+  prefetch(AUTOTUNE)`; `preprocess`: `read_file → extract_jpeg_shape →
+  sample_distorted_bounding_box(no boxes, min_object_covered=0.1, aspect_ratio_range=(3/4, 4/3),
+  area_range=(0.08, 1), max_attempts=10, use_image_if_no_bounding_boxes=True) →
+  decode_and_crop_jpeg(channels=3)` (decodes only the crop window) `→ resize(224x224, bilinear) →
+  random_flip_left_right → / 255 → random_brightness(0.2) → random_contrast(0.8, 1.2) →
+  (x − mean) / std` with ImageNet's mean (0.485, 0.456, 0.406) and std (0.229, 0.224, 0.225).
+- **W3 torch**: torchvision `ImageFolder(root, transform)` (PIL `Image.open(f).convert("RGB")`)
+  in `DataLoader(batch_size=256, shuffle=True, num_workers=cores, persistent_workers=True)`;
+  transform `RandomResizedCrop(224) → RandomHorizontalFlip() → ColorJitter(brightness=0.2,
+  contrast=0.2) → ToTensor() → Normalize(mean, std)` (output CHW; the others give HWC).
 - **W4 tf.data**: `from_tensor_slices((x, y)).map(cast / 255, num_parallel_calls=AUTOTUNE)
   .batch(128).cache().prefetch(AUTOTUNE)`.
 - **W4 torch**: map-style `Dataset` whose arrays are rescaled to float32 / 255 once, up front
@@ -427,15 +552,20 @@ def render(docs: list[dict], out_path: str) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workload", choices=["w1", "w4", "all"], default="all")
+    ap.add_argument("--workload", choices=WORKLOADS + ["all"], default="all")
     ap.add_argument("--quick", action="store_true", help="tiny data, smoke run only (results to bench/results/quick/)")
     ap.add_argument("--out", default=None, help="Markdown report (default: BENCHMARKS.md; with --quick: "
                     "bench/results/quick/BENCHMARKS.md)")
     ap.add_argument("--contenders", default="", help="comma-separated substrings: run only matching contenders")
     ap.add_argument("--cores", default="1,2", help="core counts to pin to (default 1,2)")
-    ap.add_argument("--runs", type=int, default=0, help="timed passes per child (default: W1 3, W4 10)")
+    ap.add_argument("--runs", type=int, default=0, help="timed passes per child (default: W1-W3 3, W4 10)")
     ap.add_argument("--w1-batches", type=int, default=200,
                     help="W1 batches per pass (default 200 = 102,400 examples; 0 = the whole epoch)")
+    ap.add_argument("--w2-pairs", type=int, default=None, help="W2 pairs per pass (default 240; --quick 6)")
+    ap.add_argument("--w3-files", type=int, default=None, help="W3 files per pass (default 3000; --quick 24)")
+    ap.add_argument("--decode-seconds", type=float, default=None,
+                    help="W2/W3 decode-only limit: time more passes until this many seconds are timed "
+                    "(default 2; --quick 0.5)")
     ap.add_argument("--w4-seconds", type=float, default=None,
                     help="W4: time more epochs until this many seconds are timed (default 2; --quick 0.5)")
     ap.add_argument("--touch", choices=["ends", "all"], default="ends",
@@ -448,6 +578,12 @@ def main() -> int:
     args = ap.parse_args()
     if args.w4_seconds is None:
         args.w4_seconds = 0.5 if args.quick else 2.0
+    if args.decode_seconds is None:
+        args.decode_seconds = 0.5 if args.quick else 2.0
+    if args.w2_pairs is None:
+        args.w2_pairs = 6 if args.quick else 240
+    if args.w3_files is None:
+        args.w3_files = 24 if args.quick else 3000
 
     res_dir = os.path.join(RESULTS, "quick") if args.quick else RESULTS
     out = args.out or (os.path.join(res_dir, "BENCHMARKS.md") if args.quick else os.path.join(ROOT, "BENCHMARKS.md"))
@@ -469,13 +605,30 @@ def main() -> int:
     wanted = [w.strip() for w in args.contenders.split(",") if w.strip()]
 
     docs = []
-    for workload in (["w1", "w4"] if args.workload == "all" else [args.workload]):
+    for workload in (WORKLOADS if args.workload == "all" else [args.workload]):
+        decoders: list[str] = []
         if workload == "w1":
             params = {"num_files": 8, "num_examples": 16_384 if args.quick else 400_000, "seed": 0}
             desc = f"{params['num_files']} TFRecord files, {params['num_examples']:,} examples"
             names, runs = W1_CONTENDERS, args.runs or 3
             per = f"{args.w1_batches} batches" if args.w1_batches else "one whole epoch"
             protocol = f"per child: 1 warm-up pass + {runs} timed passes of {per}; touch={args.touch}"
+        elif workload == "w2":
+            params = {"n": args.w2_pairs, "seed": 0}
+            desc = f"{params['n']:,} pairs of 960x720 PNG photo + PNG label map (32 classes)"
+            names, runs = W2_CONTENDERS, args.runs or 3
+            decoders = decode_limit.names()
+            protocol = (f"per child: 1 warm-up epoch + {runs} timed epochs of all {params['n']:,} pairs; "
+                        f"decode-only: 1 warm-up + ≥{runs} timed passes (more until ≥{args.decode_seconds:g} s), "
+                        f"1 core; touch={args.touch}")
+        elif workload == "w3":
+            params = {"n": args.w3_files, "seed": 0}
+            desc = f"{params['n']:,} JPEGs (~500x375, quality 90), ImageFolder layout, 10 classes"
+            names, runs = W3_CONTENDERS, args.runs or 3
+            decoders = decode_limit.names()
+            protocol = (f"per child: 1 warm-up epoch + {runs} timed epochs of all {params['n']:,} files; "
+                        f"decode-only: 1 warm-up + ≥{runs} timed passes (more until ≥{args.decode_seconds:g} s), "
+                        f"1 core; touch={args.touch}")
         else:
             params = {"n": 6_000 if args.quick else 60_000, "seed": 0}
             desc = f"{params['n']:,} examples of 28x28 uint8 + int64 label"
@@ -484,19 +637,32 @@ def main() -> int:
                         f"(more until ≥{args.w4_seconds:g} s timed); touch={args.touch}")
         if wanted:
             names = [n for n in names if any(w.lower() in n.lower() for w in wanted)]
-        data_dir = os.path.join(args.data_dir, f"{workload}-{'quick' if args.quick else 'full'}")
+            decoders = [n for n in decoders if any(w.lower() in n.lower() for w in wanted)]
+        # W2/W3 data dirs are named by size (e.g. w3-3000), so --w3-files N doesn't overwrite the full set.
+        size_tag = str(params["n"]) if workload in ("w2", "w3") else "quick" if args.quick else "full"
+        data_dir = os.path.join(args.data_dir, f"{workload}-{size_tag}")
         meta = prepare_data(workload, data_dir, params, has_stoker, args.python)
+        # Big per-file lists stay in meta.json, not in the results.
+        meta = {k: v for k, v in meta.items() if not (isinstance(v, list) and len(v) > 32)}
         date = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
         doc = {"workload": workload, "quick": args.quick, "date": date,
                "command": command, "machine": machine, "versions": versions, "git": git,
                "stoker_importable": has_stoker, "data": {"dir": data_dir, "desc": desc, **meta},
                "protocol": protocol, "cores": cores, "contenders": names, "loadavg_start": os.getloadavg(),
                "results": {n: {} for n in names}}
+        if decoders:
+            doc["decoders"] = decoders
+            doc["limit_decoder"] = decode_limit.LIMIT_DECODER
+            doc["decode"] = {}
+        # The decode-only limit first, on one core (the limit for N cores is its rate × N).
+        for n in decoders:
+            doc["decode"][n] = run_child(workload, n, 1, cpus, data_dir, runs, 0, args.decode_seconds,
+                                         args.touch, args.timeout, args.python, log_dir, args.sample)
         for c in cores:
             for n in names:
                 doc["results"][n][str(c)] = run_child(workload, n, c, cpus, data_dir, runs,
                                                       args.w1_batches if workload == "w1" else 0,
-                                                      0.0 if workload == "w1" else args.w4_seconds, args.touch,
+                                                      args.w4_seconds if workload == "w4" else 0.0, args.touch,
                                                       args.timeout, args.python, log_dir, args.sample)
         doc["loadavg_end"] = os.getloadavg()
         png = os.path.join(res_dir, f"{workload}.png")
@@ -509,7 +675,7 @@ def main() -> int:
         docs.append(doc)
 
     # Workloads not run this time: keep their last results in the report.
-    for workload in ("w1", "w4"):
+    for workload in WORKLOADS:
         if all(d["workload"] != workload for d in docs):
             try:
                 with open(os.path.join(res_dir, f"{workload}.json")) as f:
