@@ -1,5 +1,6 @@
-"""W2 segmentation-png with stoker: PNG photo + PNG label map (960x720) → decode → float32/255
-→ resize_with_crop_or_pad 512x512 → one-hot over the class_dict.csv colours → batch(3).
+"""W2 segmentation-png with stoker: PNG photo + PNG label map (960x720) → decode →
+resize_with_crop_or_pad 512x512 → image float32/255, label one-hot over the class_dict.csv
+colours → batch(3).
 
     python examples/w2_segmentation.py --data /tmp/w2      # generates 240 pairs once, then runs
 

@@ -4,6 +4,7 @@
 //! [`BufferPool`], go back to it when the last tensor viewing them is dropped — batch buffers
 //! are reused instead of being allocated (and page-faulted) again for every batch.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Weak};
 
 /// A heap buffer of `len` bytes, 16-byte aligned.
@@ -61,26 +62,40 @@ impl std::fmt::Debug for Storage {
     }
 }
 
-/// Keeps a few freed buffers for reuse by buffers of the same size.
+/// Keeps freed buffers, up to a total size, for reuse by buffers of the same size; when
+/// full, the buffers freed longest ago go first.
 #[derive(Debug)]
 pub struct BufferPool {
-    free: Mutex<Vec<Vec<u128>>>,
-    max_kept: usize,
+    free: Mutex<Free>,
+    max_bytes: usize,
 }
 
-/// The pool that native ops take their output buffers from. Buffers come back when the last
-/// tensor (or NumPy array) viewing them is dropped, so steady-state batches reuse memory that
-/// is already mapped instead of page-faulting fresh allocations.
+#[derive(Debug, Default)]
+struct Free {
+    /// Oldest first.
+    buffers: VecDeque<Vec<u128>>,
+    bytes: usize,
+}
+
+/// What the shared pool keeps at most: a few batches of 224x224 float images, or many
+/// decoded images.
+const SHARED_POOL_BYTES: usize = 512 << 20;
+
+/// The pool that native ops and batches take their output buffers from. Buffers come back
+/// when the last tensor (or NumPy array) viewing them is dropped, so steady-state elements
+/// and batches reuse memory that is already mapped instead of page-faulting fresh
+/// allocations, also from one epoch to the next.
 pub fn shared_pool() -> &'static Arc<BufferPool> {
     static POOL: std::sync::OnceLock<Arc<BufferPool>> = std::sync::OnceLock::new();
-    POOL.get_or_init(|| BufferPool::new(64))
+    POOL.get_or_init(|| BufferPool::new(SHARED_POOL_BYTES))
 }
 
 impl BufferPool {
-    pub fn new(max_kept: usize) -> Arc<BufferPool> {
+    /// A pool that keeps at most `max_bytes` of idle buffers.
+    pub fn new(max_bytes: usize) -> Arc<BufferPool> {
         Arc::new(BufferPool {
-            free: Mutex::new(Vec::new()),
-            max_kept,
+            free: Mutex::new(Free::default()),
+            max_bytes,
         })
     }
 
@@ -90,9 +105,11 @@ impl BufferPool {
         let words_needed = len.div_ceil(16);
         let reused = {
             let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-            free.iter()
-                .position(|w| w.len() == words_needed)
-                .map(|i| free.swap_remove(i))
+            // The most recently freed match: likely still in cache.
+            let found = free.buffers.iter().rposition(|w| w.len() == words_needed);
+            found.and_then(|i| free.buffers.remove(i)).inspect(|w| {
+                free.bytes -= w.len() * 16;
+            })
         };
         let words = reused.unwrap_or_else(|| vec![0u128; words_needed]);
         Storage {
@@ -103,15 +120,24 @@ impl BufferPool {
     }
 
     fn give_back(&self, words: Vec<u128>) {
+        let size = words.len() * 16;
+        if size > self.max_bytes {
+            return;
+        }
         let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        if free.len() < self.max_kept {
-            free.push(words);
+        free.bytes += size;
+        free.buffers.push_back(words);
+        while free.bytes > self.max_bytes {
+            match free.buffers.pop_front() {
+                Some(old) => free.bytes -= old.len() * 16,
+                None => break,
+            }
         }
     }
 
     /// Number of buffers waiting for reuse.
     pub fn idle(&self) -> usize {
-        self.free.lock().map(|f| f.len()).unwrap_or(0)
+        self.free.lock().map(|f| f.buffers.len()).unwrap_or(0)
     }
 }
 
@@ -121,7 +147,7 @@ mod tests {
 
     #[test]
     fn pooled_buffers_are_reused() {
-        let pool = BufferPool::new(2);
+        let pool = BufferPool::new(6000);
         let mut a = pool.take(100);
         a.as_bytes_mut()[0] = 7;
         let ptr = a.as_bytes().as_ptr();
@@ -135,6 +161,17 @@ mod tests {
         let c = pool.take(5000);
         assert_eq!(pool.idle(), 1);
         assert_eq!(c.len(), 5000);
+        // Over the byte bound, the buffers freed longest ago go: 112 + 5008 + 1008 > 6000
+        // drops the 112- and then the 5008-byte buffer.
+        drop(c);
+        assert_eq!(pool.idle(), 2);
+        let (d, e) = (pool.take(1000), pool.take(1000));
+        drop(d);
+        assert_eq!(pool.idle(), 1);
+        drop(e);
+        assert_eq!(pool.idle(), 2);
+        let _f = pool.take(5000);
+        assert_eq!(pool.idle(), 2, "the 5008-byte buffer was evicted");
     }
 
     #[test]

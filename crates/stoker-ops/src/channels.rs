@@ -15,30 +15,81 @@ fn pattern(values: &[f32]) -> Vec<f32> {
         .collect()
 }
 
+/// Two per-channel parameters repeated into chunk patterns, built once and used for many
+/// rows (see [`PerChannel::map`]).
+pub struct PerChannel {
+    a: Vec<f32>,
+    b: Vec<f32>,
+}
+
+impl PerChannel {
+    /// `a` and `b` hold one value per channel.
+    pub fn new(a: &[f32], b: &[f32]) -> PerChannel {
+        debug_assert_eq!(a.len(), b.len());
+        PerChannel {
+            a: pattern(a),
+            b: pattern(b),
+        }
+    }
+
+    /// `dst[i] = f(src[i], a[c], b[c])` with `c` the channel of lane `i`; `src.len()` is a
+    /// multiple of the channel count.
+    #[inline]
+    pub fn map<S: Copy>(&self, src: &[S], dst: &mut [f32], f: impl Fn(S, f32, f32) -> f32) {
+        let (pa, pb) = (&self.a, &self.b);
+        let n = pa.len().max(1);
+        let mut d_chunks = dst.chunks_exact_mut(n);
+        let mut s_chunks = src.chunks_exact(n);
+        for (d, s) in (&mut d_chunks).zip(&mut s_chunks) {
+            let (d, s, pa, pb) = (&mut d[..n], &s[..n], &pa[..n], &pb[..n]);
+            for i in 0..n {
+                d[i] = f(s[i], pa[i], pb[i]);
+            }
+        }
+        // The tail holds whole pixels, so it starts at channel 0 of the pattern.
+        for (i, (d, s)) in d_chunks
+            .into_remainder()
+            .iter_mut()
+            .zip(s_chunks.remainder())
+            .enumerate()
+        {
+            *d = f(*s, pa[i], pb[i]);
+        }
+    }
+}
+
 /// `dst[i] = f(src[i], a[c], b[c])` with `c` the channel of lane `i`; `a` and `b` have one
 /// value per channel and `src.len()` is a multiple of the channel count.
 #[inline]
 pub fn map2(src: &[f32], dst: &mut [f32], a: &[f32], b: &[f32], f: impl Fn(f32, f32, f32) -> f32) {
-    debug_assert_eq!(a.len(), b.len());
-    let (pa, pb) = (pattern(a), pattern(b));
-    let n = pa.len().max(1);
-    let mut d_chunks = dst.chunks_exact_mut(n);
-    let mut s_chunks = src.chunks_exact(n);
-    for (d, s) in (&mut d_chunks).zip(&mut s_chunks) {
-        let (d, s, pa, pb) = (&mut d[..n], &s[..n], &pa[..n], &pb[..n]);
-        for i in 0..n {
-            d[i] = f(s[i], pa[i], pb[i]);
+    PerChannel::new(a, b).map(src, dst, f);
+}
+
+/// Per-channel means of interleaved uint8 pixels with `channels` channels (exact sums).
+pub fn means_u8(src: &[u8], channels: usize) -> Vec<f32> {
+    let c = channels.max(1);
+    let n = c * PIXELS_PER_CHUNK;
+    // u32 lanes overflow only past 2^32 / 255 values per lane: flush to u64 well before.
+    let mut totals = vec![0u64; n];
+    for block in src.chunks(n * 65_536) {
+        let mut lanes = vec![0u32; n];
+        let mut chunks = block.chunks_exact(n);
+        for s in &mut chunks {
+            for (acc, v) in lanes.iter_mut().zip(s) {
+                *acc += u32::from(*v);
+            }
+        }
+        for (acc, v) in lanes.iter_mut().zip(chunks.remainder()) {
+            *acc += u32::from(*v);
+        }
+        for (t, l) in totals.iter_mut().zip(lanes) {
+            *t += u64::from(l);
         }
     }
-    // The tail holds whole pixels, so it starts at channel 0 of the pattern.
-    for (i, (d, s)) in d_chunks
-        .into_remainder()
-        .iter_mut()
-        .zip(s_chunks.remainder())
-        .enumerate()
-    {
-        *d = f(*s, pa[i], pb[i]);
-    }
+    let pixels = (src.len() / c).max(1) as f64;
+    (0..c)
+        .map(|k| (totals.iter().skip(k).step_by(c).sum::<u64>() as f64 / pixels) as f32)
+        .collect()
 }
 
 /// Per-channel means (accumulated in f64) of interleaved pixels with `channels` channels.
@@ -74,6 +125,16 @@ mod tests {
         map2(&src, &mut dst, &a, &b, |x, a, b| x * a + b);
         for (i, (d, s)) in dst.iter().zip(&src).enumerate() {
             assert_eq!(*d, s * a[i % c] + b[i % c]);
+        }
+    }
+
+    #[test]
+    fn means_u8_are_exact() {
+        let src: Vec<u8> = (0..(3 * 1001)).map(|i| (i * 7 % 256) as u8).collect();
+        let m = means_u8(&src, 3);
+        for (k, got) in m.iter().enumerate() {
+            let sum: f64 = src.iter().skip(k).step_by(3).map(|&v| f64::from(v)).sum();
+            assert_eq!(*got, (sum / 1001.0) as f32);
         }
     }
 

@@ -46,15 +46,15 @@ pub struct ColorJitter {
 
 /// The factors drawn for one element.
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct Draw {
-    brightness: Option<f32>,
-    contrast: Option<f32>,
-    saturation: Option<f32>,
-    hue: Option<f32>,
+pub(crate) struct Draw {
+    pub brightness: Option<f32>,
+    pub contrast: Option<f32>,
+    pub saturation: Option<f32>,
+    pub hue: Option<f32>,
 }
 
 impl ColorJitter {
-    fn check(&self, channels: Option<usize>) -> Result<()> {
+    pub(crate) fn check(&self, channels: Option<usize>) -> Result<()> {
         let ranges = [
             ("brightness", self.brightness, f32::NEG_INFINITY),
             ("contrast", self.contrast, 0.0),
@@ -84,7 +84,7 @@ impl ColorJitter {
         Ok(())
     }
 
-    fn draw(&self, ctx: &OpCtx<'_>) -> Draw {
+    pub(crate) fn draw(&self, ctx: &OpCtx<'_>) -> Draw {
         let mut state = ctx.element_seed(self.seed);
         let mut pick = |range: Option<[f32; 2]>| {
             // Always advance the stream, so enabling one adjustment leaves the others' draws alone.

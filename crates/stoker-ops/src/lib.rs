@@ -19,6 +19,7 @@ pub mod layout;
 pub mod normalize;
 pub mod one_hot_colors;
 pub mod parse_example;
+pub mod pixel_chain;
 pub mod random_flip;
 pub mod random_resized_crop;
 pub mod read_file;

@@ -23,7 +23,7 @@ pub struct Normalize {
 }
 
 impl Normalize {
-    fn check(&self, channels: Option<usize>) -> Result<()> {
+    pub(crate) fn check(&self, channels: Option<usize>) -> Result<()> {
         if self.mean.len() != self.std.len() || self.mean.is_empty() {
             return Err(Error::schema(
                 OP,

@@ -113,8 +113,8 @@ impl Op for OneHotColors {
             *last = k;
         }
         let out = build::<f32>(DType::F32, shape, |out| {
-            out.fill(0.0);
-            // Label maps come in runs of one colour: remember the last lookup.
+            // Each pixel's row is written whole (zeros and the one) in one pass over the
+            // output, which is far larger than the cache. Label maps come in runs of one colour: remember the last lookup.
             let mut last = (u32::MAX, 0usize);
             for (p, (dst, rgb)) in out.chunks_exact_mut(k).zip(px.chunks_exact(3)).enumerate() {
                 let kk = key([rgb[0], rgb[1], rgb[2]]);
@@ -134,6 +134,7 @@ impl Op for OneHotColors {
                     last = (kk, c);
                     c
                 };
+                dst.fill(0.0);
                 dst[class] = 1.0;
             }
             Ok(())

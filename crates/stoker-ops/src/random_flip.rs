@@ -41,6 +41,13 @@ pub fn unit(seed: u64) -> f64 {
     (seed >> 11) as f64 / (1u64 << 53) as f64
 }
 
+impl RandomFlip {
+    /// Whether this element is flipped.
+    pub fn flips(&self, ctx: &OpCtx<'_>) -> bool {
+        unit(ctx.element_seed(self.seed)) < self.probability
+    }
+}
+
 impl Op for RandomFlip {
     fn name(&self) -> &str {
         OP
@@ -73,7 +80,7 @@ impl Op for RandomFlip {
 
     fn apply(&self, input: Element, ctx: &OpCtx<'_>) -> Result<Option<Element>> {
         let i = input.require(OP, &self.field)?;
-        if unit(ctx.element_seed(self.seed)) >= self.probability {
+        if !self.flips(ctx) {
             let t = input.tensors[i].clone();
             return Ok(Some(put(input, out_name(&self.field, &self.output), t)));
         }

@@ -16,6 +16,7 @@ use crate::layout::ChangeLayout;
 use crate::normalize::Normalize;
 use crate::one_hot_colors::OneHotColors;
 use crate::parse_example::ParseExample;
+use crate::pixel_chain::PixelChain;
 use crate::random_flip::RandomFlip;
 use crate::random_resized_crop::RandomResizedCrop;
 use crate::read_file::ReadFile;
@@ -35,6 +36,7 @@ pub enum OpSpec {
     RandomResizedCrop(RandomResizedCrop),
     ColorJitter(ColorJitter),
     DecodeRandomResizedCrop(DecodeRandomResizedCrop),
+    PixelChain(PixelChain),
     Normalize(Normalize),
     Layout(ChangeLayout),
     DecodeRaw(DecodeRaw),
@@ -69,6 +71,7 @@ impl OpSpec {
             OpSpec::RandomResizedCrop(o) => Arc::new(o),
             OpSpec::ColorJitter(o) => Arc::new(o),
             OpSpec::DecodeRandomResizedCrop(o) => Arc::new(o),
+            OpSpec::PixelChain(o) => Arc::new(o),
             OpSpec::Normalize(o) => Arc::new(o),
             OpSpec::Layout(o) => Arc::new(o),
             OpSpec::DecodeImage(o) => Arc::new(o),

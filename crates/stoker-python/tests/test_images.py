@@ -397,3 +397,30 @@ def test_decode_then_random_resized_crop_is_fused_and_samples_the_same_boxes(tmp
         else:
             # DCT-scaled decode resamples differently, but it is the same picture.
             assert np.abs(a["value"].astype(int) - b["value"].astype(int)).mean() < 4
+
+
+def test_flips_and_affine_ops_are_fused_into_one_pass_with_the_same_result():
+    rng = np.random.default_rng(5)
+    images = np.stack([sk.datasets.natural_photo(rng, 24, 32) for _ in range(16)])
+    chain = [
+        sk.ops.random_flip_left_right("x", seed=1),
+        sk.ops.convert_image_dtype("x"),
+        sk.ops.color_jitter("x", brightness=0.2, contrast=0.3, seed=2),
+        sk.ops.normalize("x", [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+    ]
+    fused = sk.Dataset.from_tensor_slices({"x": images}).map(chain)
+    assert "pixel_chain" in fused.explain()
+    # Maps of alternating parallelism are not merged, so nothing is fused: op by op.
+    apart = sk.Dataset.from_tensor_slices({"x": images})
+    for i, op in enumerate(chain):
+        apart = apart.map(op, num_parallel_calls=1 + i % 2)
+    assert "pixel_chain" not in apart.explain()
+    flipped = 0
+    for a, b, src in zip(fused, apart, images):
+        assert a["x"].dtype == np.float32 and a["x"].shape == (24, 32, 3)
+        np.testing.assert_allclose(a["x"], b["x"], atol=1e-5, rtol=0)
+        same = np.corrcoef(a["x"][..., 0].ravel(), src[..., 0].ravel())[0, 1]
+        mirrored = np.corrcoef(a["x"][..., 0].ravel(), src[:, ::-1, 0].ravel())[0, 1]
+        assert max(same, mirrored) > 0.999  # an affine map of the source, mirrored or not
+        flipped += mirrored > same
+    assert 0 < flipped < 16  # flips happened, on some elements only

@@ -1,8 +1,10 @@
 //! Rewrites a plan into one that computes the same elements faster.
 //!
-//! Three rewrites, all visible in `explain()`:
+//! Four rewrites, all visible in `explain()`:
 //! - `decode_image` followed by `random_resized_crop` becomes one fused op that decodes only
 //!   what the crop needs (DCT-domain scaling where the JPEG decoder has it);
+//! - a run of flips and per-channel affine ops (`convert_image_dtype`, brightness/contrast
+//!   jitter, `normalize`) becomes one `pixel_chain` pass over the pixels;
 //! - consecutive native `map`s with the same parallelism are fused into one stage;
 //! - a `map` of element-wise native ops right before a `batch` is moved after it, so the ops
 //!   run once per batch (vectorised) instead of once per element. This is only done when
@@ -37,7 +39,7 @@ fn rewrite(plan: &Plan, policy: ErrorPolicy) -> Result<Plan> {
     };
     let mut changed = changed;
     if let Step::Map { ops, .. } = &mut step {
-        let fused = stoker_ops::decode_resized_crop::fuse(ops);
+        let fused = stoker_ops::pixel_chain::fuse(&stoker_ops::decode_resized_crop::fuse(ops));
         if fused.len() != ops.len() {
             *ops = fused;
             changed = true;

@@ -24,8 +24,8 @@ impl BatchIter {
             input,
             size,
             drop_remainder,
-            // Enough buffers for the batches in flight in a prefetch buffer and the consumer.
-            pool: BufferPool::new(8),
+            // Shared, so batch buffers are reused across epochs (a new iterator each time).
+            pool: Arc::clone(crate::storage::shared_pool()),
             stats,
             pending: Vec::with_capacity(size),
         }

@@ -88,9 +88,11 @@ def segmentation_pipeline(
     batch_size: int = 3,
     threads: int | None = None,
 ) -> Dataset:
-    """W2: read both PNGs → decode → image to float32 / 255 → ``resize_with_crop_or_pad`` to
-    ``size`` for both → label one-hot over the colours → batch → prefetch.
+    """W2: read both PNGs → decode → ``resize_with_crop_or_pad`` to ``size`` for both → image
+    to float32 / 255 → label one-hot over the colours → batch → prefetch.
 
+    The image is cropped while still uint8 (the same result as TF's order, /255 then crop,
+    as padding is 0 either way) so that only the crop is converted.
     The label is cropped/padded before the one-hot (cheaper on a 960x720 map). Where that pads,
     the padding is black, so pass a class for black (``one_hot_colors(..., fallback=)``) or
     one-hot first if black must become an all-zero row as in TF's ``equal``-based one-hot.
@@ -103,8 +105,8 @@ def segmentation_pipeline(
         [
             ops.read_file("image"),
             ops.decode_image("image", channels=3),
-            ops.rescale("image", divisor=255.0),
             ops.resize_with_crop_or_pad("image", h, w),
+            ops.rescale("image", divisor=255.0),
             ops.read_file("label"),
             ops.decode_image("label", channels=3),
             ops.resize_with_crop_or_pad("label", h, w),

@@ -1,0 +1,378 @@
+//! `pixel_chain`: a run of flips and per-channel affine ops on one image field, fused into a
+//! single pass that reads the source pixels once and writes the float32 result once. The
+//! planner puts it in place of the run (see [`fuse`]), so users write the ops themselves.
+//!
+//! Fused ops: `random_flip`, `rescale` (to float32, e.g. `convert_image_dtype`),
+//! `color_jitter` with brightness and/or contrast only, and `normalize`. Each of the value
+//! ops is `y = a[c] * x + b[c]` per channel (contrast too: the mean it uses is an affine
+//! function of the source's mean), so the chain composes (in f64) into one `a`, `b` per
+//! channel; flips commute with all of them and with the mean. The result equals the op-by-op
+//! result up to float32 rounding (a few ulp; tested to 1e-5).
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use stoker_core::element::{Element, Schema};
+use stoker_core::op::{Op, OpCtx};
+use stoker_core::{DType, Result};
+
+use crate::channels::{self, PerChannel};
+use crate::color_jitter::ColorJitter;
+use crate::fields::{build, put};
+use crate::normalize::Normalize;
+use crate::random_flip::{FlipAxis, RandomFlip};
+use crate::rescale::Rescale;
+use crate::spec::OpSpec;
+
+const OP: &str = "pixel_chain";
+
+/// One fused op.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Stage {
+    RandomFlip(RandomFlip),
+    Rescale(Rescale),
+    ColorJitter(ColorJitter),
+    Normalize(Normalize),
+}
+
+impl Stage {
+    fn op(&self) -> Arc<dyn Op> {
+        match self {
+            Stage::RandomFlip(o) => Arc::new(o.clone()),
+            Stage::Rescale(o) => Arc::new(o.clone()),
+            Stage::ColorJitter(o) => Arc::new(o.clone()),
+            Stage::Normalize(o) => Arc::new(o.clone()),
+        }
+    }
+
+    /// The stage for `spec` if it can join a chain on `field` (in place, float32 out).
+    fn of(spec: OpSpec, field: Option<&str>) -> Option<(String, Stage)> {
+        let (f, out, stage) = match spec {
+            OpSpec::RandomFlip(o) => (o.field.clone(), o.output.clone(), Stage::RandomFlip(o)),
+            OpSpec::Rescale(o) if o.dtype == DType::F32 => {
+                (o.field.clone(), o.output.clone(), Stage::Rescale(o))
+            }
+            OpSpec::ColorJitter(o) if o.saturation.is_none() && o.hue.is_none() => {
+                (o.field.clone(), o.output.clone(), Stage::ColorJitter(o))
+            }
+            OpSpec::Normalize(o) => (o.field.clone(), o.output.clone(), Stage::Normalize(o)),
+            _ => return None,
+        };
+        let in_place = out.as_deref().is_none_or(|o| o == f);
+        (in_place && field.is_none_or(|want| want == f)).then_some((f, stage))
+    }
+
+    /// Changes the pixel values, not just their positions.
+    fn is_affine(&self) -> bool {
+        !matches!(self, Stage::RandomFlip(_))
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PixelChain {
+    pub field: String,
+    pub stages: Vec<Stage>,
+}
+
+/// What one element's draws make of the chain: `y = a[c] * x + b[c]`, then flips.
+struct Composed {
+    a: Vec<f32>,
+    b: Vec<f32>,
+    flip_horizontal: bool,
+    flip_vertical: bool,
+}
+
+impl PixelChain {
+    /// Composes the stages for this element; `src_means` gives the source's per-channel means
+    /// (computed only if a contrast stage needs them).
+    fn compose(
+        &self,
+        channels: usize,
+        ctx: &OpCtx<'_>,
+        src_means: impl FnOnce() -> Vec<f32>,
+    ) -> Result<Composed> {
+        let (mut a, mut b) = (vec![1f64; channels], vec![0f64; channels]);
+        let (mut flip_horizontal, mut flip_vertical) = (false, false);
+        let mut src_means = Some(src_means);
+        let mut means: Option<Vec<f32>> = None;
+        for stage in &self.stages {
+            match stage {
+                Stage::RandomFlip(f) if f.flips(ctx) => match f.axis {
+                    FlipAxis::Horizontal => flip_horizontal = !flip_horizontal,
+                    FlipAxis::Vertical => flip_vertical = !flip_vertical,
+                },
+                Stage::RandomFlip(_) => {}
+                Stage::Rescale(r) => {
+                    let k = r.scale / r.divisor;
+                    for (a, b) in a.iter_mut().zip(&mut b) {
+                        *a *= k;
+                        *b = *b * k + r.offset;
+                    }
+                }
+                Stage::ColorJitter(j) => {
+                    j.check(Some(channels))?;
+                    let draw = j.draw(ctx);
+                    let delta = f64::from(draw.brightness.unwrap_or(0.0));
+                    b.iter_mut().for_each(|b| *b += delta);
+                    if let Some(f) = draw.contrast {
+                        let f = f64::from(f);
+                        if means.is_none() {
+                            means = src_means.take().map(|m| m());
+                        }
+                        let m = means.as_deref().unwrap_or_default();
+                        for (k, (a, b)) in a.iter_mut().zip(&mut b).enumerate() {
+                            // The current image's mean is the affine image of the source's.
+                            let current = *a * f64::from(m.get(k).copied().unwrap_or(0.0)) + *b;
+                            *a *= f;
+                            *b = (*b - current) * f + current;
+                        }
+                    }
+                }
+                Stage::Normalize(n) => {
+                    n.check(Some(channels))?;
+                    for (k, (a, b)) in a.iter_mut().zip(&mut b).enumerate() {
+                        let (mean, std) = (f64::from(n.mean[k]), f64::from(n.std[k]));
+                        *a /= std;
+                        *b = (*b - mean) / std;
+                    }
+                }
+            }
+        }
+        Ok(Composed {
+            a: a.iter().map(|&v| v as f32).collect(),
+            b: b.iter().map(|&v| v as f32).collect(),
+            flip_horizontal,
+            flip_vertical,
+        })
+    }
+
+    /// The stages one by one (for inputs the fused kernel does not take).
+    fn unfused(&self, input: Element, ctx: &OpCtx<'_>) -> Result<Option<Element>> {
+        let mut e = input;
+        for stage in &self.stages {
+            match stage.op().apply(e, ctx)? {
+                Some(next) => e = next,
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(e))
+    }
+}
+
+/// `dst = a * src + b` per channel over `h` rows of `w` pixels, flipped as asked.
+fn fill<S: Copy + Into<f32> + Default>(
+    src: &[S],
+    dst: &mut [f32],
+    shape: [usize; 3],
+    m: &Composed,
+) {
+    let [h, w, c] = shape;
+    let row = w * c;
+    let kernel = PerChannel::new(&m.a, &m.b);
+    let mut reversed = vec![S::default(); if m.flip_horizontal { row } else { 0 }];
+    for (y, dst_row) in dst.chunks_exact_mut(row.max(1)).take(h).enumerate() {
+        let sy = if m.flip_vertical { h - 1 - y } else { y };
+        let mut src_row = &src[sy * row..(sy + 1) * row];
+        if m.flip_horizontal {
+            for (d, s) in reversed
+                .chunks_exact_mut(c.max(1))
+                .zip(src_row.chunks_exact(c.max(1)).rev())
+            {
+                d.copy_from_slice(s);
+            }
+            src_row = &reversed;
+        }
+        kernel.map(src_row, dst_row, |x, a, b| x.into() * a + b);
+    }
+}
+
+impl Op for PixelChain {
+    fn name(&self) -> &str {
+        OP
+    }
+
+    fn output_schema(&self, input: &Schema) -> Result<Schema> {
+        self.stages
+            .iter()
+            .try_fold(input.clone(), |s, stage| stage.op().output_schema(&s))
+    }
+
+    fn elementwise(&self) -> bool {
+        self.stages.iter().all(|s| s.op().elementwise())
+    }
+
+    fn apply(&self, input: Element, ctx: &OpCtx<'_>) -> Result<Option<Element>> {
+        let i = input.require(OP, &self.field)?;
+        let t = &input.tensors[i];
+        // [H, W, C] images; a batch or any other rank only when nothing depends on the rows.
+        let shape = match (t.shape(), self.elementwise()) {
+            (&[h, w, c], _) => [h, w, c],
+            (&[.., c], true) if c > 0 => [1, t.numel() / c, c],
+            _ => return self.unfused(input, ctx),
+        };
+        let c = shape[2];
+        let out = match t.dtype() {
+            DType::U8 => {
+                let src = t.typed::<u8>().unwrap_or_default();
+                let m = self.compose(c, ctx, || channels::means_u8(src, c))?;
+                build::<f32>(DType::F32, t.shape().to_vec(), |out| {
+                    fill(src, out, shape, &m);
+                    Ok(())
+                })?
+            }
+            DType::F32 => {
+                let src = t.typed::<f32>().unwrap_or_default();
+                let m = self.compose(c, ctx, || channels::means(src, c))?;
+                build::<f32>(DType::F32, t.shape().to_vec(), |out| {
+                    fill(src, out, shape, &m);
+                    Ok(())
+                })?
+            }
+            _ => return self.unfused(input, ctx),
+        };
+        Ok(Some(put(input, &self.field, out)))
+    }
+
+    fn spec(&self) -> Result<serde_json::Value> {
+        OpSpec::PixelChain(self.clone()).to_json()
+    }
+}
+
+/// Replaces each run of two or more fusable ops (see the module docs) on the same field with
+/// one [`PixelChain`]. The run must change values (its output is then float32): flips alone
+/// keep their dtype and stay as they are.
+pub fn fuse(ops: &[Arc<dyn Op>]) -> Vec<Arc<dyn Op>> {
+    let spec = |op: &Arc<dyn Op>| op.spec().ok().and_then(|v| OpSpec::from_json(&v).ok());
+    let mut out: Vec<Arc<dyn Op>> = Vec::with_capacity(ops.len());
+    let mut i = 0;
+    while i < ops.len() {
+        let mut field: Option<String> = None;
+        let mut stages = Vec::new();
+        while let Some((f, stage)) = ops
+            .get(i + stages.len())
+            .and_then(spec)
+            .and_then(|s| Stage::of(s, field.as_deref()))
+        {
+            field = Some(f);
+            stages.push(stage);
+        }
+        match field {
+            Some(field) if stages.len() >= 2 && stages.iter().any(Stage::is_affine) => {
+                i += stages.len();
+                out.push(Arc::new(PixelChain { field, stages }));
+            }
+            _ => {
+                out.push(ops[i].clone());
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stoker_core::element::names;
+    use stoker_core::stats::StageStats;
+    use stoker_core::{ErrorPolicy, Tensor};
+
+    fn chain_ops() -> Vec<Arc<dyn Op>> {
+        let json = [
+            r#"{"op": "random_flip", "field": "image", "axis": "horizontal", "seed": 1}"#,
+            r#"{"op": "rescale", "field": "image", "divisor": 255.0}"#,
+            r#"{"op": "color_jitter", "field": "image", "brightness": [-0.2, 0.2],
+                "contrast": [0.8, 1.2], "seed": 2}"#,
+            r#"{"op": "random_flip", "field": "image", "axis": "vertical", "seed": 3}"#,
+            r#"{"op": "normalize", "field": "image", "mean": [0.485, 0.456, 0.406],
+                "std": [0.229, 0.224, 0.225]}"#,
+        ];
+        json.iter()
+            .map(|j| {
+                let v: serde_json::Value = serde_json::from_str(j).unwrap();
+                OpSpec::from_json(&v).unwrap().build().unwrap()
+            })
+            .collect()
+    }
+
+    fn image(dtype: DType, h: usize, w: usize) -> Tensor {
+        let n = h * w * 3;
+        let px: Vec<u8> = (0..n).map(|i| ((i * 37 + i / 7) % 256) as u8).collect();
+        match dtype {
+            DType::U8 => Tensor::from_slice(DType::U8, vec![h, w, 3], &px).unwrap(),
+            _ => {
+                let f: Vec<f32> = px.iter().map(|&v| f32::from(v) / 255.0).collect();
+                Tensor::from_slice(DType::F32, vec![h, w, 3], &f).unwrap()
+            }
+        }
+    }
+
+    fn run(ops: &[Arc<dyn Op>], x: Tensor, element: u64) -> Vec<f32> {
+        let stats = StageStats::new("t", "t");
+        let ctx = OpCtx {
+            policy: ErrorPolicy::Raise,
+            stats: &stats,
+            element,
+            epoch: 0,
+        };
+        let mut e = Element::new(names(&["image"]), vec![x]);
+        for op in ops {
+            e = op.apply(e, &ctx).unwrap().unwrap();
+        }
+        e.tensors[0].typed::<f32>().unwrap().to_vec()
+    }
+
+    #[test]
+    fn fused_equals_op_by_op_for_u8_and_f32_sources() {
+        let ops = chain_ops();
+        let fused = fuse(&ops);
+        assert_eq!(fused.len(), 1, "{fused:?}");
+        assert_eq!(fused[0].name(), OP);
+        for element in 0..16 {
+            for (dtype, from) in [(DType::U8, 0), (DType::F32, 1)] {
+                let want = run(&ops[from..], image(dtype, 13, 21), element);
+                let got = run(&fuse(&ops[from..]), image(dtype, 13, 21), element);
+                assert_eq!(want.len(), got.len());
+                let worst = want
+                    .iter()
+                    .zip(&got)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0f32, f32::max);
+                assert!(
+                    worst < 1e-5,
+                    "element {element} {dtype}: max |diff| {worst}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn only_runs_with_a_value_op_on_one_field_are_fused() {
+        let ops = chain_ops();
+        // Two flips alone keep their dtype: not fused.
+        let flips = [ops[0].clone(), ops[3].clone()];
+        assert_eq!(fuse(&flips).len(), 2);
+        // A single op is left alone.
+        assert_eq!(fuse(&ops[1..2])[0].name(), "rescale");
+        // Another field breaks the run.
+        let v: serde_json::Value =
+            serde_json::from_str(r#"{"op": "rescale", "field": "mask", "divisor": 255.0}"#)
+                .unwrap();
+        let other = OpSpec::from_json(&v).unwrap().build().unwrap();
+        let mixed = [ops[1].clone(), other, ops[4].clone()];
+        assert_eq!(fuse(&mixed).len(), 3);
+    }
+
+    #[test]
+    fn batches_of_elementwise_stages_are_fused_too() {
+        let ops = [chain_ops()[1].clone(), chain_ops()[4].clone()];
+        let fused = fuse(&ops);
+        assert!(fused[0].elementwise());
+        let px: Vec<u8> = (0..(2 * 4 * 5 * 3)).map(|i| (i * 11 % 256) as u8).collect();
+        let batch = || Tensor::from_slice(DType::U8, vec![2, 4, 5, 3], &px).unwrap();
+        let want = run(&ops, batch(), 0);
+        let got = run(&fused, batch(), 0);
+        assert!(want.iter().zip(&got).all(|(a, b)| (a - b).abs() < 1e-5));
+    }
+}
