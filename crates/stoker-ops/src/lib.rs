@@ -9,6 +9,7 @@ mod fields;
 pub mod numeric;
 
 pub mod cast;
+pub mod center_crop;
 pub mod color_jitter;
 pub mod decode_image;
 pub mod decode_raw;
@@ -24,6 +25,7 @@ pub mod random_flip;
 pub mod random_resized_crop;
 pub mod read_file;
 pub mod rescale;
+pub mod resize;
 pub mod resize_with_crop_or_pad;
 pub mod select;
 pub mod slice;

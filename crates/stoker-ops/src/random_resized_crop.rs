@@ -6,8 +6,7 @@
 //! resizing in one pass. Decisions come from (seed, epoch, element position), as for every
 //! random op. `box_output` names a field that receives the box `[top, left, height, width]`.
 
-use fast_image_resize::images::{Image, ImageRef};
-use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
+use fast_image_resize::{FilterType, ResizeAlg};
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Schema};
 use stoker_core::exec::shuffle::epoch_seed;
@@ -16,6 +15,7 @@ use stoker_core::{DType, Error, Result, Tensor};
 
 use crate::fields::{input_spec, out_name, put, with_field};
 use crate::random_flip::unit;
+use crate::resize::resize_u8;
 use crate::spec::OpSpec;
 
 const OP: &str = "random_resized_crop";
@@ -120,34 +120,18 @@ impl RandomResizedCrop {
         c: usize,
         bx: [f64; 4],
     ) -> Result<Tensor> {
-        let pixel = match c {
-            1 => PixelType::U8,
-            3 => PixelType::U8x3,
-            4 => PixelType::U8x4,
-            _ => {
-                return Err(Error::invalid(
-                    OP,
-                    format!("{c} channels; expected 1, 3 or 4"),
-                ))
-            }
-        };
-        let as_u32 = |v: usize| u32::try_from(v).map_err(|_| Error::invalid(OP, "image too large"));
-        let src = ImageRef::new(as_u32(w)?, as_u32(h)?, raw, pixel)
-            .map_err(|e| Error::invalid(OP, e.to_string()))?;
         let mut storage = stoker_core::storage::shared_pool().take(self.height * self.width * c);
-        let mut dst = Image::from_slice_u8(
-            as_u32(self.width)?,
-            as_u32(self.height)?,
+        let algorithm = ResizeAlg::Convolution(FilterType::Bilinear);
+        let size = [self.height, self.width];
+        resize_u8(
+            OP,
+            raw,
+            [h, w, c],
+            Some(bx),
             storage.as_bytes_mut(),
-            pixel,
-        )
-        .map_err(|e| Error::invalid(OP, e.to_string()))?;
-        let options = ResizeOptions::new()
-            .resize_alg(ResizeAlg::Convolution(FilterType::Bilinear))
-            .crop(bx[1], bx[0], bx[3], bx[2]);
-        Resizer::new()
-            .resize(&src, &mut dst, &options)
-            .map_err(|e| Error::invalid(OP, e.to_string()))?;
+            size,
+            algorithm,
+        )?;
         Tensor::from_storage(DType::U8, vec![self.height, self.width, c], storage)
     }
 

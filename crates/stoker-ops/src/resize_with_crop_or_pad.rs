@@ -37,30 +37,8 @@ impl Op for ResizeWithCropOrPad {
     }
 
     fn output_schema(&self, input: &Schema) -> Result<Schema> {
-        if self.height == 0 || self.width == 0 {
-            return Err(Error::schema(OP, "height and width must be at least 1"));
-        }
-        let Some(f) = input_spec(input, OP, &self.field, is_numeric, "a numeric image")? else {
-            return Ok(input.clone());
-        };
-        let r = f.shape.len();
-        if r < 3 {
-            return Err(Error::schema(
-                OP,
-                format!(
-                    "field '{}' has shape {}; expected [..., H, W, C]",
-                    self.field,
-                    f.shape_str()
-                ),
-            ));
-        }
-        let mut shape = f.shape.clone();
-        shape[r - 3] = Some(self.height);
-        shape[r - 2] = Some(self.width);
-        Ok(with_field(
-            input,
-            FieldSpec::new(out_name(&self.field, &self.output), f.dtype, shape),
-        ))
+        let out = out_name(&self.field, &self.output);
+        crop_or_pad_schema(OP, input, &self.field, out, self.height, self.width)
     }
 
     fn elementwise(&self) -> bool {
@@ -69,41 +47,83 @@ impl Op for ResizeWithCropOrPad {
 
     fn apply(&self, input: Element, _ctx: &OpCtx<'_>) -> Result<Option<Element>> {
         let i = input.require(OP, &self.field)?;
-        let t = &input.tensors[i];
-        let raw = t
-            .raw()
-            .ok_or_else(|| Error::invalid(OP, "expected a numeric image"))?;
-        let r = t.shape().len();
-        if r < 3 {
-            return Err(Error::invalid(
-                OP,
-                format!("expected [..., H, W, C], got {:?}", t.shape()),
-            ));
-        }
-        let (h, w, c) = (t.shape()[r - 3], t.shape()[r - 2], t.shape()[r - 1]);
-        let outer: usize = t.shape()[..r - 3].iter().product();
-        let px = c * t.dtype().size().unwrap_or(1);
-        let (sy, dy, ny) = span(h, self.height);
-        let (sx, dx, nx) = span(w, self.width);
-        let (src_img, dst_img) = (h * w * px, self.height * self.width * px);
-        let mut storage = stoker_core::storage::shared_pool().take(outer * dst_img);
-        let out = storage.as_bytes_mut();
-        out.fill(0);
-        for o in 0..outer {
-            for y in 0..ny {
-                let src = o * src_img + ((sy + y) * w + sx) * px;
-                let dst = o * dst_img + ((dy + y) * self.width + dx) * px;
-                out[dst..dst + nx * px].copy_from_slice(&raw[src..src + nx * px]);
-            }
-        }
-        let mut shape = t.shape().to_vec();
-        shape[r - 3] = self.height;
-        shape[r - 2] = self.width;
-        let out = Tensor::from_storage(t.dtype(), shape, storage)?;
+        let out = crop_or_pad(OP, &input.tensors[i], self.height, self.width, span)?;
         Ok(Some(put(input, out_name(&self.field, &self.output), out)))
     }
 
     fn spec(&self) -> Result<serde_json::Value> {
         OpSpec::ResizeWithCropOrPad(self.clone()).to_json()
     }
+}
+
+/// The schema of a crop or pad of `field` (`[..., H, W, C]`) to `height x width`.
+pub(crate) fn crop_or_pad_schema(
+    op: &str,
+    input: &Schema,
+    field: &str,
+    output: &str,
+    height: usize,
+    width: usize,
+) -> Result<Schema> {
+    if height == 0 || width == 0 {
+        return Err(Error::schema(op, "height and width must be at least 1"));
+    }
+    let Some(f) = input_spec(input, op, field, is_numeric, "a numeric image")? else {
+        return Ok(input.clone());
+    };
+    let r = f.shape.len();
+    if r < 3 {
+        return Err(Error::schema(
+            op,
+            format!(
+                "field '{field}' has shape {}; expected [..., H, W, C]",
+                f.shape_str()
+            ),
+        ));
+    }
+    let mut shape = f.shape.clone();
+    shape[r - 3] = Some(height);
+    shape[r - 2] = Some(width);
+    Ok(with_field(input, FieldSpec::new(output, f.dtype, shape)))
+}
+
+/// Crops or zero-pads `[..., H, W, C]` to `height x width`; `span(from, to)` gives (source
+/// offset, destination offset, length) along one axis.
+pub(crate) fn crop_or_pad(
+    op: &str,
+    t: &Tensor,
+    height: usize,
+    width: usize,
+    span: fn(usize, usize) -> (usize, usize, usize),
+) -> Result<Tensor> {
+    let raw = t
+        .raw()
+        .ok_or_else(|| Error::invalid(op, "expected a numeric image"))?;
+    let r = t.shape().len();
+    if r < 3 {
+        return Err(Error::invalid(
+            op,
+            format!("expected [..., H, W, C], got {:?}", t.shape()),
+        ));
+    }
+    let (h, w, c) = (t.shape()[r - 3], t.shape()[r - 2], t.shape()[r - 1]);
+    let outer: usize = t.shape()[..r - 3].iter().product();
+    let px = c * t.dtype().size().unwrap_or(1);
+    let (sy, dy, ny) = span(h, height);
+    let (sx, dx, nx) = span(w, width);
+    let (src_img, dst_img) = (h * w * px, height * width * px);
+    let mut storage = stoker_core::storage::shared_pool().take(outer * dst_img);
+    let out = storage.as_bytes_mut();
+    out.fill(0);
+    for o in 0..outer {
+        for y in 0..ny {
+            let src = o * src_img + ((sy + y) * w + sx) * px;
+            let dst = o * dst_img + ((dy + y) * width + dx) * px;
+            out[dst..dst + nx * px].copy_from_slice(&raw[src..src + nx * px]);
+        }
+    }
+    let mut shape = t.shape().to_vec();
+    shape[r - 3] = height;
+    shape[r - 2] = width;
+    Tensor::from_storage(t.dtype(), shape, storage)
 }

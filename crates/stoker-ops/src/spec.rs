@@ -7,6 +7,7 @@ use stoker_core::op::Op;
 use stoker_core::{Error, Result};
 
 use crate::cast::Cast;
+use crate::center_crop::CenterCrop;
 use crate::color_jitter::ColorJitter;
 use crate::decode_image::DecodeImage;
 use crate::decode_raw::DecodeRaw;
@@ -21,6 +22,7 @@ use crate::random_flip::RandomFlip;
 use crate::random_resized_crop::RandomResizedCrop;
 use crate::read_file::ReadFile;
 use crate::rescale::Rescale;
+use crate::resize::Resize;
 use crate::resize_with_crop_or_pad::ResizeWithCropOrPad;
 use crate::select::Select;
 use crate::slice::Slice;
@@ -37,6 +39,8 @@ pub enum OpSpec {
     ColorJitter(ColorJitter),
     DecodeRandomResizedCrop(DecodeRandomResizedCrop),
     PixelChain(PixelChain),
+    Resize(Resize),
+    CenterCrop(CenterCrop),
     Normalize(Normalize),
     Layout(ChangeLayout),
     DecodeRaw(DecodeRaw),
@@ -72,6 +76,8 @@ impl OpSpec {
             OpSpec::ColorJitter(o) => Arc::new(o),
             OpSpec::DecodeRandomResizedCrop(o) => Arc::new(o),
             OpSpec::PixelChain(o) => Arc::new(o),
+            OpSpec::Resize(o) => Arc::new(o),
+            OpSpec::CenterCrop(o) => Arc::new(o),
             OpSpec::Normalize(o) => Arc::new(o),
             OpSpec::Layout(o) => Arc::new(o),
             OpSpec::DecodeImage(o) => Arc::new(o),

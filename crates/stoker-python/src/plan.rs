@@ -9,6 +9,7 @@ use stoker::plan::{Plan, Step};
 use stoker::sources::{Opener, TfRecordOpener};
 use stoker::Pipeline;
 use stoker_core::exec::memory_cache::MemoryCache;
+use stoker_core::exec::padded_batch::Padding;
 use stoker_core::op::Op;
 use stoker_core::{ErrorPolicy, PipelineOptions};
 use stoker_formats::Compression;
@@ -235,6 +236,23 @@ impl PyPlan {
     fn batch(&self, py: Python<'_>, batch_size: usize, drop_remainder: bool) -> PyResult<PyPlan> {
         Ok(PyPlan::wrap(
             self.plan.batch(batch_size, drop_remainder).py(py)?,
+        ))
+    }
+
+    /// `padding_json`: `{"shapes": {field: [size or null, ...]}, "values": {field: number}}`.
+    fn padded_batch(
+        &self,
+        py: Python<'_>,
+        batch_size: usize,
+        drop_remainder: bool,
+        padding_json: &str,
+    ) -> PyResult<PyPlan> {
+        let padding: Padding = serde_json::from_str(padding_json)
+            .map_err(|e| PyValueError::new_err(format!("padded_batch: {e}")))?;
+        Ok(PyPlan::wrap(
+            self.plan
+                .padded_batch(batch_size, drop_remainder, padding)
+                .py(py)?,
         ))
     }
 

@@ -424,3 +424,81 @@ def test_flips_and_affine_ops_are_fused_into_one_pass_with_the_same_result():
         assert max(same, mirrored) > 0.999  # an affine map of the source, mirrored or not
         flipped += mirrored > same
     assert 0 < flipped < 16  # flips happened, on some elements only
+
+
+def _max_diff(a, b):
+    return int(np.abs(a.astype(int) - np.rint(b).astype(int)).max())
+
+
+def test_resize_matches_pil_and_tf(golden):
+    g = np.load(golden / "resize_expected.npz")
+    # PIL: bilinear/bicubic/area (BOX) antialiased, nearest; RGB and grey.
+    for key in [k for k in g.files if k.startswith(("pil/", "pil_grey/"))]:
+        kind, method, size = key.split("/")
+        h, w = map(int, size.split("x"))
+        src = g["grey"] if kind == "pil_grey" else g["src"]
+        got = _apply(src, sk.ops.resize("value", (h, w), method=method))
+        assert got.dtype == np.uint8 and got.shape == (h, w, src.shape[2]), key
+        if method == "area" and (h > src.shape[0] or w > src.shape[1]):
+            # Enlarging an axis, the box takes one source pixel; where an output pixel's
+            # centre falls exactly between two, PIL and fast_image_resize pick different ones.
+            close = np.abs(got.astype(int) - g[key].astype(int)) <= 1
+            assert close.mean() > 0.9, (key, close.mean())
+            continue
+        assert _max_diff(got, g[key]) <= 1, (key, _max_diff(got, g[key]))
+    # TF: bilinear without antialias (half-pixel centres), and area for whole-number factors.
+    for key in [k for k in g.files if k.startswith("tf/bilinear/")]:
+        h, w = map(int, key.split("/")[2].split("x"))
+        got = _apply(g["src"], sk.ops.resize("value", (h, w), antialias=False))
+        assert _max_diff(got, g[key]) <= 1, (key, _max_diff(got, g[key]))
+    got = _apply(g["src36"], sk.ops.resize("value", (12, 13), method="area"))
+    assert _max_diff(got, g["tf/area/12x13"]) <= 1
+    # Batched: each image resized alone.
+    batch = np.stack([g["src"], g["src"][::-1]])
+    (out,) = list(sk.Dataset.from_tensor_slices(batch[None]).map(sk.ops.resize("value", (17, 23))))
+    np.testing.assert_array_equal(out[0], _apply(g["src"], sk.ops.resize("value", (17, 23))))
+    np.testing.assert_array_equal(out[1], _apply(g["src"][::-1].copy(), sk.ops.resize("value", (17, 23))))
+    with pytest.raises(ValueError, match="method"):
+        sk.ops.resize("value", 4, method="lanczos")
+    with pytest.raises(sk.SchemaError, match="uint8"):
+        sk.Dataset.from_tensor_slices(g["src"][None].astype(np.float32)).map(sk.ops.resize("value", 4))
+
+
+def test_center_crop_matches_torchvision(golden):
+    g = np.load(golden / "resize_expected.npz")
+    for key in [k for k in g.files if k.startswith("tv/center_crop/")]:
+        h, w = map(int, key.split("/")[2].split("x"))
+        got = _apply(g["src"], sk.ops.center_crop("value", (h, w)))
+        np.testing.assert_array_equal(got, g[key], err_msg=key)
+
+
+def test_tfrecord_examples_with_encoded_images(tmp_path):
+    """Examples as TF's ImageNet/TFDS converters write them: ``image/encoded`` bytes, format
+    and an int64 label; parsed, decoded and cropped in one native map."""
+    rng = np.random.default_rng(8)
+    encoded = [sk.io.encode_jpeg(sk.datasets.natural_photo(rng, 60 + 8 * i, 80), quality=95) for i in range(5)]
+    f = str(tmp_path / "train-00000-of-00001")
+    with sk.io.TFRecordWriter(f) as w:
+        for i, data in enumerate(encoded + [b"\xff\xd8\xff garbage"]):
+            example = {"image/encoded": [data], "image/format": [b"jpeg"], "image/class/label": [i]}
+            w.write(sk.io.serialize_example(example))
+    features = {
+        "image/encoded": sk.FixedLenFeature([], sk.string),
+        "image/class/label": sk.FixedLenFeature([], sk.int64),
+    }
+    ds = sk.TFRecordDataset(f).map(
+        [
+            sk.ops.parse_example(features),
+            sk.ops.decode_image("image/encoded", channels=3, output="image"),
+            sk.ops.center_crop("image", 48),
+        ]
+    )
+    with pytest.raises(sk.InvalidRecordError) as e:
+        list(ds)
+    assert (e.value.file, e.value.record) == (f, 5)
+    out = list(ds.ignore_errors())
+    assert [int(o["image/class/label"]) for o in out] == [0, 1, 2, 3, 4]
+    for o, data in zip(out, encoded):
+        full = decode(data, 3)
+        top = round((full.shape[0] - 48) / 2)
+        np.testing.assert_array_equal(o["image"], full[top : top + 48, 16:64])

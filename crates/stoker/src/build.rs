@@ -8,6 +8,7 @@ use stoker_core::exec::enumerate::EnumerateIter;
 use stoker_core::exec::filter::FilterIter;
 use stoker_core::exec::interleave::{InterleaveConfig, InterleaveIter, OpenFn};
 use stoker_core::exec::map::{MapIter, OpChain};
+use stoker_core::exec::padded_batch::PaddedBatchIter;
 use stoker_core::exec::parallel_map::{ParallelMap, ParallelMapConfig};
 use stoker_core::exec::prefetch::Prefetch;
 use stoker_core::exec::repeat::RepeatIter;
@@ -201,17 +202,25 @@ pub fn iterate(plan: &Plan, ctx: &BuildCtx) -> Result<BoxIter> {
             input,
             batch_size,
             drop_remainder,
+            padding,
         } => {
             let inner = iterate(input, ctx)?;
-            Metered::wrap(
-                Box::new(BatchIter::new(
+            let it: BoxIter = match padding {
+                None => Box::new(BatchIter::new(
                     inner,
                     *batch_size,
                     *drop_remainder,
                     Arc::clone(&stats),
                 )),
-                stats,
-            )
+                Some(p) => Box::new(PaddedBatchIter::new(
+                    inner,
+                    *batch_size,
+                    *drop_remainder,
+                    Arc::clone(p),
+                    Arc::clone(&stats),
+                )),
+            };
+            Metered::wrap(it, stats)
         }
         Step::Interleave {
             input,

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use stoker_core::element::{FieldSpec, Schema};
 use stoker_core::exec::memory_cache::MemoryCache;
+use stoker_core::exec::padded_batch::Padding;
 use stoker_core::op::{Op, Predicate};
 use stoker_core::{DType, Error, PipelineOptions, Result, Tensor};
 use stoker_formats::Compression;
@@ -85,6 +86,8 @@ pub enum Step {
         input: Plan,
         batch_size: usize,
         drop_remainder: bool,
+        /// `padded_batch`: how elements of different shapes are padded.
+        padding: Option<Arc<Padding>>,
     },
     Interleave {
         input: Plan,
@@ -212,11 +215,15 @@ impl Step {
                 input,
                 batch_size,
                 drop_remainder,
+                padding,
             } => {
                 if *batch_size == 0 {
                     return Err(Error::schema("batch", "batch_size must be at least 1"));
                 }
                 let mut s = same(input);
+                if let Some(p) = padding {
+                    pad_schema(&mut s, p)?;
+                }
                 for f in &mut s.fields {
                     let dim = drop_remainder.then_some(*batch_size);
                     f.shape.insert(0, dim);
@@ -342,7 +349,8 @@ impl Step {
             Step::TfRecord { .. } => "tfrecord",
             Step::Shuffle { .. } => "shuffle",
             Step::Map { .. } => "map",
-            Step::Batch { .. } => "batch",
+            Step::Batch { padding: None, .. } => "batch",
+            Step::Batch { .. } => "padded_batch",
             Step::Interleave { .. } => "interleave",
             Step::Filter { .. } => "filter",
             Step::Take { .. } => "take",
@@ -356,6 +364,58 @@ impl Step {
             Step::WithOptions { .. } => "options",
         }
     }
+}
+
+/// The schema after `padded_batch`'s padding (before the batch axis): fixed padded sizes
+/// replace the fields' sizes; string fields must already have fixed shapes.
+fn pad_schema(schema: &mut Schema, padding: &Padding) -> Result<()> {
+    for name in padding.shapes.keys().chain(padding.values.keys()) {
+        // (Unknown before a Python function has run: checked per batch then.)
+        if !schema.dynamic && !schema.fields.iter().any(|f| &f.name == name) {
+            return Err(Error::schema(
+                "padded_batch",
+                format!("no field '{name}' to pad"),
+            ));
+        }
+    }
+    for f in &mut schema.fields {
+        let Some(fixed) = padding.shapes.get(&f.name) else {
+            continue;
+        };
+        if f.dtype == DType::Bytes {
+            return Err(Error::schema(
+                "padded_batch",
+                format!("field '{}' holds strings, which are not padded", f.name),
+            ));
+        }
+        if !schema.dynamic && fixed.len() != f.shape.len() {
+            return Err(Error::schema(
+                "padded_batch",
+                format!(
+                    "field '{}' has rank {} but its padded shape {fixed:?} has rank {}",
+                    f.name,
+                    f.shape.len(),
+                    fixed.len()
+                ),
+            ));
+        }
+        for (dim, want) in f.shape.iter_mut().zip(fixed) {
+            match (*dim, want) {
+                (Some(have), Some(w)) if have > *w => {
+                    return Err(Error::schema(
+                        "padded_batch",
+                        format!(
+                            "field '{}' has size {have} where the padded shape asks for {w}",
+                            f.name
+                        ),
+                    ))
+                }
+                (_, Some(w)) => *dim = Some(*w),
+                _ => {}
+            }
+        }
+    }
+    Ok(())
 }
 
 fn unique(step: &str, schema: Schema) -> Result<Schema> {
@@ -502,6 +562,21 @@ impl Plan {
             input: self.clone(),
             batch_size,
             drop_remainder,
+            padding: None,
+        })
+    }
+
+    pub fn padded_batch(
+        &self,
+        batch_size: usize,
+        drop_remainder: bool,
+        padding: Padding,
+    ) -> Result<Plan> {
+        Plan::new(Step::Batch {
+            input: self.clone(),
+            batch_size,
+            drop_remainder,
+            padding: Some(Arc::new(padding)),
         })
     }
 
@@ -561,10 +636,16 @@ impl Plan {
             Step::Batch {
                 batch_size,
                 drop_remainder,
+                padding,
                 ..
             } => {
                 format!(
-                    "batch({batch_size}{})",
+                    "{}({batch_size}{})",
+                    if padding.is_some() {
+                        "padded_batch"
+                    } else {
+                        "batch"
+                    },
                     if *drop_remainder {
                         ", drop_remainder"
                     } else {

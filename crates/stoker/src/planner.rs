@@ -47,10 +47,12 @@ fn rewrite(plan: &Plan, policy: ErrorPolicy) -> Result<Plan> {
     }
 
     match &step {
+        // Not for padded batches: padding positions would go through the ops too.
         Step::Batch {
             input,
             batch_size,
             drop_remainder,
+            padding: None,
         } => {
             if let Step::Map {
                 input: x,
@@ -72,6 +74,7 @@ fn rewrite(plan: &Plan, policy: ErrorPolicy) -> Result<Plan> {
                         input: x.clone(),
                         batch_size: *batch_size,
                         drop_remainder: *drop_remainder,
+                        padding: None,
                     })?;
                     return Plan::new(Step::Map {
                         input: batched,

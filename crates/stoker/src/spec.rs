@@ -26,6 +26,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 use stoker_core::exec::memory_cache::MemoryCache;
+use stoker_core::exec::padded_batch::Padding;
 use stoker_core::{Error, PipelineOptions, Result};
 use stoker_formats::Compression;
 use stoker_ops::OpSpec;
@@ -135,10 +136,16 @@ fn step_spec(p: &Plan) -> Result<(Option<Value>, Option<Plan>)> {
             input,
             batch_size,
             drop_remainder,
-        } => (
-            json!({"step": "batch", "batch_size": batch_size, "drop_remainder": drop_remainder}),
-            Some(input.clone()),
-        ),
+            padding,
+        } => {
+            let mut m = json!({"step": "batch", "batch_size": batch_size, "drop_remainder": drop_remainder});
+            if let Some(p) = padding {
+                m["step"] = json!("padded_batch");
+                m["padded_shapes"] = json!(p.shapes);
+                m["padding_values"] = json!(p.values);
+            }
+            (m, Some(input.clone()))
+        }
         Step::Interleave {
             input,
             opener,
@@ -404,6 +411,20 @@ fn plan_of(steps: &[Value]) -> Result<Plan> {
                 f.u64("batch_size")? as usize,
                 f.bool_or("drop_remainder", false)?,
             )?,
+            "padded_batch" => {
+                let field = |key: &str| m.get(key).cloned().unwrap_or_else(|| json!({}));
+                let padding = Padding {
+                    shapes: serde_json::from_value(field("padded_shapes"))
+                        .map_err(|e| err(i, name, format!("padded_shapes: {e}")))?,
+                    values: serde_json::from_value(field("padding_values"))
+                        .map_err(|e| err(i, name, format!("padding_values: {e}")))?,
+                };
+                need_input()?.padded_batch(
+                    f.u64("batch_size")? as usize,
+                    f.bool_or("drop_remainder", false)?,
+                    padding,
+                )?
+            }
             "interleave" => {
                 let dataset = m
                     .get("dataset")

@@ -12,6 +12,7 @@ pub mod filter;
 pub mod interleave;
 pub mod map;
 pub mod memory_cache;
+pub mod padded_batch;
 pub mod parallel_map;
 pub mod prefetch;
 pub mod repeat;

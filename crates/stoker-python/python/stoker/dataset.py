@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 from collections.abc import Iterator, Sequence
 from typing import Any, Callable, NamedTuple, Union
+
+import numpy as np
 
 from . import _stoker
 from ._structure import Dynamic, Template, after_native_ops, flatten, pack_element, prefixed
@@ -191,6 +194,36 @@ class Dataset:
         """Stacks ``batch_size`` consecutive elements; the last batch may be smaller unless
         ``drop_remainder``. Written straight into pooled buffers."""
         return Dataset(self._plan.batch(int(batch_size), bool(drop_remainder)), self._structure)
+
+    def padded_batch(
+        self,
+        batch_size: int,
+        padded_shapes: Any = None,
+        padding_values: Any = None,
+        drop_remainder: bool = False,
+    ) -> Dataset:
+        """Like :meth:`batch` for elements of different shapes, as ``tf.data``'s
+        ``padded_batch``: every numeric field is padded at the end of each axis to the largest
+        size in the batch, or to ``padded_shapes`` (in the element's structure: a dict of
+        shapes for dict elements, one shape for single values; ``None`` or -1 in a dimension
+        means "the batch's largest"). ``padding_values`` (default 0) is one number for every
+        field or a number per field in the element's structure. A fixed padded size smaller
+        than an element raises; string fields are not padded."""
+        shapes: dict[str, list[int | None]] = {}
+        if padded_shapes is not None:
+            for name, shape in flatten(padded_shapes)[1]:
+                dims = [None if d is None or int(d) < 0 else int(d) for d in shape]
+                shapes[name] = dims
+        values: dict[str, float] = {}
+        if isinstance(padding_values, (int, float, np.integer, np.floating)):
+            schema = self._plan.schema()
+            if schema is None:
+                raise TypeError("padding_values as one number needs a known element structure; give one per field")
+            values = {n: float(padding_values) for n, d, _ in schema if d != "string"}
+        elif padding_values is not None:
+            values = {name: float(v) for name, v in flatten(padding_values)[1]}
+        padding = json.dumps({"shapes": shapes, "values": values})
+        return Dataset(self._plan.padded_batch(int(batch_size), bool(drop_remainder), padding), self._structure)
 
     def interleave(
         self,

@@ -187,6 +187,42 @@ def resize_with_crop_or_pad(field: str, height: int, width: int, output: str | N
     return _out({"op": "resize_with_crop_or_pad", "field": field, "height": int(height), "width": int(width)}, output)
 
 
+def center_crop(field: str, size: int | Sequence[int], output: str | None = None) -> NativeOp:
+    """torchvision's ``CenterCrop``: the centred ``size = (height, width)`` window of
+    ``[..., H, W, C]``, zero-padded where the image is smaller. Like
+    :func:`resize_with_crop_or_pad` except for odd differences, where torchvision rounds the
+    offset half to even and TensorFlow floors it."""
+    height, width = _size(size)
+    return _out({"op": "center_crop", "field": field, "height": height, "width": width}, output)
+
+
+def resize(
+    field: str,
+    size: int | Sequence[int],
+    method: str = "bilinear",
+    antialias: bool = True,
+    output: str | None = None,
+) -> NativeOp:
+    """Resizes uint8 ``[H, W, C]`` (or ``[B, H, W, C]``; C = 1, 3 or 4) to ``size = (height,
+    width)``. ``method``: ``"bilinear"`` (PIL's BILINEAR with ``antialias``, the default, as
+    torchvision's ``Resize`` on PIL images; without it a fixed 2x2 kernel like OpenCV's
+    INTER_LINEAR / ``tf.image.resize(antialias=False)``), ``"bicubic"`` (PIL's BICUBIC),
+    ``"area"`` (PIL's BOX: the mean of the covered source area) or ``"nearest"``."""
+    if method not in ("bilinear", "bicubic", "area", "nearest"):
+        raise ValueError(f"method={method!r}: expected 'bilinear', 'bicubic', 'area' or 'nearest'")
+    height, width = _size(size)
+    spec = {"op": "resize", "field": field, "height": height, "width": width, "method": method}
+    spec["antialias"] = bool(antialias)
+    return _out(spec, output)
+
+
+def _size(size: int | Sequence[int]) -> tuple[int, int]:
+    if isinstance(size, int):
+        return int(size), int(size)
+    height, width = size
+    return int(height), int(width)
+
+
 def one_hot_colors(
     field: str, colors: Sequence[Sequence[int]], fallback: int | None = None, output: str | None = None
 ) -> NativeOp:
@@ -260,7 +296,7 @@ def random_resized_crop(
     fallback) resized to ``size = (height, width)`` with antialiased bilinear filtering, in one
     pass. Decisions depend on (seed, epoch, element position) only. ``box_output`` adds a field
     with the box ``[top, left, height, width]``."""
-    height, width = (int(size), int(size)) if isinstance(size, int) else (int(size[0]), int(size[1]))
+    height, width = _size(size)
     spec: dict[str, Any] = {
         "op": "random_resized_crop",
         "field": field,
@@ -353,6 +389,8 @@ __all__ = [
     "slice",
     "unflatten",
     "resize_with_crop_or_pad",
+    "center_crop",
+    "resize",
     "one_hot_colors",
     "read_class_colors",
     "random_flip_left_right",

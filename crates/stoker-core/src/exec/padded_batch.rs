@@ -1,0 +1,270 @@
+//! `padded_batch(n, padded_shapes, padding_values, drop_remainder)`: like `batch`, but each
+//! numeric field is padded (at the end of every axis) to a common shape first — the largest
+//! in the batch, or the shape the user fixed — as `tf.data.Dataset.padded_batch` does.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::dtype::DType;
+use crate::element::Element;
+use crate::error::{Error, Result};
+use crate::exec::batch::stack;
+use crate::exec::{BoxIter, ElementIter};
+use crate::stats::StageStats;
+use crate::storage::{shared_pool, Storage};
+use crate::tensor::Tensor;
+
+const OP: &str = "padded_batch";
+
+/// How each field is padded. Fields not named get the largest shape in the batch and 0.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Padding {
+    /// Per field, the padded shape: `None` in a dimension means "the batch's largest".
+    #[serde(default)]
+    pub shapes: BTreeMap<String, Vec<Option<usize>>>,
+    /// Per field, the value written where there is no data.
+    #[serde(default)]
+    pub values: BTreeMap<String, f64>,
+}
+
+impl Padding {
+    /// The padded shape for `field` given its elements' shapes (all of one rank).
+    fn target(&self, field: &str, shapes: &[&[usize]]) -> Result<Vec<usize>> {
+        let rank = shapes.first().map_or(0, |s| s.len());
+        if let Some(i) = shapes.iter().position(|s| s.len() != rank) {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "field '{field}': element {i} has rank {} but element 0 has rank {rank}; \
+                     padding cannot change the rank",
+                    shapes[i].len()
+                ),
+            ));
+        }
+        let largest: Vec<usize> = (0..rank)
+            .map(|d| shapes.iter().map(|s| s[d]).max().unwrap_or(0))
+            .collect();
+        let Some(fixed) = self.shapes.get(field) else {
+            return Ok(largest);
+        };
+        if fixed.len() != rank {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "field '{field}': padded shape {fixed:?} has rank {} but the elements have rank {rank}",
+                    fixed.len()
+                ),
+            ));
+        }
+        let mut out = Vec::with_capacity(rank);
+        for (d, (want, big)) in fixed.iter().zip(&largest).enumerate() {
+            match want {
+                Some(w) if w < big => {
+                    return Err(Error::invalid(
+                        OP,
+                        format!(
+                            "field '{field}': an element has size {big} in dimension {d}, \
+                             larger than the padded size {w}"
+                        ),
+                    ))
+                }
+                Some(w) => out.push(*w),
+                None => out.push(*big),
+            }
+        }
+        Ok(out)
+    }
+}
+
+pub struct PaddedBatchIter {
+    input: BoxIter,
+    size: usize,
+    drop_remainder: bool,
+    padding: Arc<Padding>,
+    stats: Arc<StageStats>,
+    pending: Vec<Element>,
+}
+
+impl PaddedBatchIter {
+    pub fn new(
+        input: BoxIter,
+        size: usize,
+        drop_remainder: bool,
+        padding: Arc<Padding>,
+        stats: Arc<StageStats>,
+    ) -> Self {
+        PaddedBatchIter {
+            input,
+            size,
+            drop_remainder,
+            padding,
+            stats,
+            pending: Vec::with_capacity(size),
+        }
+    }
+}
+
+impl ElementIter for PaddedBatchIter {
+    fn next(&mut self) -> Result<Option<Element>> {
+        while self.pending.len() < self.size {
+            match self.stats.pull(&mut self.input)? {
+                Some(e) => self.pending.push(e),
+                None => break,
+            }
+        }
+        if self.pending.is_empty() || (self.drop_remainder && self.pending.len() < self.size) {
+            self.pending.clear();
+            return Ok(None);
+        }
+        let out = stack_padded(&self.pending, &self.padding);
+        self.pending.clear();
+        out.map(Some)
+    }
+}
+
+/// Pads every element's numeric fields to their common shape, then stacks them.
+pub fn stack_padded(elements: &[Element], padding: &Padding) -> Result<Element> {
+    let Some(first) = elements.first() else {
+        return Err(Error::internal("padded batch of no elements"));
+    };
+    let mut padded: Vec<Element> = elements.to_vec();
+    for (f, name) in first.names.iter().enumerate() {
+        let dtype = first.tensors[f].dtype();
+        let shapes: Vec<&[usize]> = elements.iter().map(|e| e.tensors[f].shape()).collect();
+        if dtype == DType::Bytes {
+            if shapes.iter().any(|s| *s != shapes[0]) {
+                return Err(Error::invalid(
+                    OP,
+                    format!(
+                        "field '{name}': string fields are not padded; their shapes must match"
+                    ),
+                ));
+            }
+            continue;
+        }
+        let target = padding.target(name, &shapes)?;
+        let value = padding.values.get(&**name).copied().unwrap_or(0.0);
+        for (i, e) in padded.iter_mut().enumerate() {
+            let t = &e.tensors[f];
+            if t.dtype() != dtype {
+                return Err(Error::invalid(
+                    OP,
+                    format!(
+                        "field '{name}': element {i} is {} but element 0 is {dtype}",
+                        t.dtype()
+                    ),
+                ));
+            }
+            if t.shape() != target.as_slice() {
+                e.tensors[f] = pad(t, &target, value)?;
+            }
+        }
+    }
+    stack(&padded, shared_pool())
+}
+
+/// `t` placed at the origin of a `target`-shaped tensor filled with `value`.
+fn pad(t: &Tensor, target: &[usize], value: f64) -> Result<Tensor> {
+    let size = t.dtype().size().unwrap_or(1);
+    let raw = t
+        .raw()
+        .ok_or_else(|| Error::internal("padding a tensor without dense data"))?;
+    let mut storage: Storage = shared_pool().take(target.iter().product::<usize>() * size);
+    let out = storage.as_bytes_mut();
+    let fill = encode(t.dtype(), value);
+    for chunk in out.chunks_exact_mut(size) {
+        chunk.copy_from_slice(&fill[..size]);
+    }
+    // Copy the source row by row (rows along the last axis).
+    let (shape, rank) = (t.shape(), t.shape().len());
+    let row = shape.last().copied().unwrap_or(1) * size;
+    let rows: usize = shape[..rank.saturating_sub(1)].iter().product();
+    let mut index = vec![0usize; rank.saturating_sub(1)];
+    for r in 0..rows {
+        // Destination offset of this row: its index in the padded shape.
+        let mut offset = 0;
+        for (d, &i) in index.iter().enumerate() {
+            offset = offset * target[d] + i;
+        }
+        let dst = offset * target.last().copied().unwrap_or(1) * size;
+        out[dst..dst + row].copy_from_slice(&raw[r * row..(r + 1) * row]);
+        // Next row index (odometer over all but the last axis).
+        for d in (0..index.len()).rev() {
+            index[d] += 1;
+            if index[d] < shape[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+    Tensor::from_storage(t.dtype(), target.to_vec(), storage)
+}
+
+/// `value` as one element of `dtype`, little-endian.
+fn encode(dtype: DType, value: f64) -> Vec<u8> {
+    match dtype {
+        DType::Bool => vec![u8::from(value != 0.0)],
+        DType::U8 => vec![value as u8],
+        DType::I8 => (value as i8).to_le_bytes().to_vec(),
+        DType::I16 => (value as i16).to_le_bytes().to_vec(),
+        DType::I32 => (value as i32).to_le_bytes().to_vec(),
+        DType::I64 => (value as i64).to_le_bytes().to_vec(),
+        DType::F16 => half::f16::from_f64(value).to_le_bytes().to_vec(),
+        DType::BF16 => half::bf16::from_f64(value).to_le_bytes().to_vec(),
+        DType::F32 => (value as f32).to_le_bytes().to_vec(),
+        DType::F64 => value.to_le_bytes().to_vec(),
+        DType::Bytes => vec![0],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::element::names;
+    use crate::exec::VecIter;
+
+    fn element(rows: usize, cols: usize, base: i32) -> Result<Element> {
+        let v: Vec<i32> = (0..(rows * cols) as i32).map(|i| base + i).collect();
+        Ok(Element::new(
+            names(&["x"]),
+            vec![Tensor::from_slice(DType::I32, vec![rows, cols], &v)?],
+        ))
+    }
+
+    #[test]
+    fn pads_to_the_largest_shape_with_the_value() {
+        let st = Arc::new(StageStats::new("pb", "pb"));
+        let padding = Padding {
+            values: [("x".to_string(), -1.0)].into(),
+            ..Padding::default()
+        };
+        let input = VecIter::boxed(vec![element(1, 3, 0), element(2, 1, 10)]);
+        let mut it = PaddedBatchIter::new(input, 2, false, Arc::new(padding), st);
+        let b = it.next().unwrap().unwrap();
+        assert_eq!(b.tensors[0].shape(), &[2, 2, 3]);
+        assert_eq!(
+            b.tensors[0].typed::<i32>().unwrap(),
+            &[0, 1, 2, -1, -1, -1, 10, -1, -1, 11, -1, -1]
+        );
+        assert!(it.next().unwrap().is_none());
+    }
+
+    #[test]
+    fn fixed_shapes_and_errors() {
+        let padding = Padding {
+            shapes: [("x".to_string(), vec![Some(3), None])].into(),
+            ..Padding::default()
+        };
+        let b = stack_padded(&[element(1, 2, 0).unwrap()], &padding).unwrap();
+        assert_eq!(b.tensors[0].shape(), &[1, 3, 2]);
+        let too_big = stack_padded(&[element(4, 2, 0).unwrap()], &padding).unwrap_err();
+        assert!(
+            too_big
+                .to_string()
+                .contains("larger than the padded size 3"),
+            "{too_big}"
+        );
+    }
+}
