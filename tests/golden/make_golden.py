@@ -534,6 +534,21 @@ def make_images(rng: np.random.Generator) -> None:
                 # TF's default is the fast integer IDCT; libjpeg's own default is the accurate one.
                 img = tf.io.decode_jpeg(data, channels=channels, dct_method="INTEGER_ACCURATE")
                 expected[f"{name}/islow/channels={channels}"] = img.numpy()
+    # 16-bit output (tf.io.decode_image(dtype=tf.uint16)), and a 16-bit RGB PNG (own generator,
+    # so the draws above are unchanged).
+    rgb16 = natural_image(np.random.default_rng(SEED + 10), 48, 64).astype(np.uint16) * 257 + 99
+    files["rgb16.png"] = tf.io.encode_png(tf.constant(rgb16, tf.uint16)).numpy()
+    with open(out(os.path.join("images", "rgb16.png")), "wb") as f:
+        f.write(files["rgb16.png"])
+    for name, data in files.items():
+        for channels in (0, 1, 3, 4):
+            if name.endswith(".jpg") and channels == 4:
+                continue
+            img = tf.io.decode_image(data, channels=channels, dtype=tf.uint16, expand_animations=False)
+            expected[f"{name}/uint16/channels={channels}"] = img.numpy()
+            if name == "rgb16.png":
+                img8 = tf.io.decode_image(data, channels=channels, dtype=tf.uint8, expand_animations=False)
+                expected[f"{name}/channels={channels}"] = img8.numpy()
     save_npz(out("images_expected.npz"), **expected)
 
 

@@ -9,6 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub enum DType {
     Bool,
     U8,
+    U16,
     I8,
     I16,
     I32,
@@ -25,7 +26,7 @@ impl DType {
     pub fn size(self) -> Option<usize> {
         Some(match self {
             DType::Bool | DType::U8 | DType::I8 => 1,
-            DType::I16 | DType::F16 | DType::BF16 => 2,
+            DType::U16 | DType::I16 | DType::F16 | DType::BF16 => 2,
             DType::I32 | DType::F32 => 4,
             DType::I64 | DType::F64 => 8,
             DType::Bytes => return None,
@@ -37,6 +38,7 @@ impl DType {
         match self {
             DType::Bool => "bool",
             DType::U8 => "uint8",
+            DType::U16 => "uint16",
             DType::I8 => "int8",
             DType::I16 => "int16",
             DType::I32 => "int32",
@@ -54,6 +56,7 @@ impl DType {
         Some(match name.trim().to_ascii_lowercase().as_str() {
             "bool" => DType::Bool,
             "uint8" | "u8" => DType::U8,
+            "uint16" | "u16" => DType::U16,
             "int8" | "i8" => DType::I8,
             "int16" | "i16" => DType::I16,
             "int32" | "i32" => DType::I32,

@@ -19,6 +19,7 @@ fn dtype_of(path: &str, descr: &npyz::DType) -> Result<DType> {
     let d = match (kind, size) {
         (T::Bool, 1) => DType::Bool,
         (T::Uint, 1) => DType::U8,
+        (T::Uint, 2) => DType::U16,
         (T::Int, 1) => DType::I8,
         (T::Int, 2) => DType::I16,
         (T::Int, 4) => DType::I32,
@@ -56,6 +57,7 @@ fn read_array<R: Read>(path: &str, npy: NpyFile<R>) -> Result<Tensor> {
         }
         DType::U8 => Tensor::from_slice(dtype, shape, &npy.into_vec::<u8>().map_err(bad)?),
         DType::I8 => Tensor::from_slice(dtype, shape, &npy.into_vec::<i8>().map_err(bad)?),
+        DType::U16 => Tensor::from_slice(dtype, shape, &npy.into_vec::<u16>().map_err(bad)?),
         DType::I16 => Tensor::from_slice(dtype, shape, &npy.into_vec::<i16>().map_err(bad)?),
         DType::I32 => Tensor::from_slice(dtype, shape, &npy.into_vec::<i32>().map_err(bad)?),
         DType::I64 => Tensor::from_slice(dtype, shape, &npy.into_vec::<i64>().map_err(bad)?),

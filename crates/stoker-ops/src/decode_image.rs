@@ -4,7 +4,11 @@
 //! - `channels=0` keeps what the file stores (grey 1, grey+alpha 2, RGB 3, RGBA 4; palette PNGs
 //!   are expanded); 1, 3 or 4 converts (grey is replicated, alpha dropped or set to 255, colour
 //!   to grey by ITU-R 601 luma).
-//! - PNG: 8-bit output; 16-bit samples are reduced to their high byte.
+//! - `dtype="uint8"` (default): 16-bit PNG samples are reduced to their high byte.
+//!   `dtype="uint16"`, as `tf.io.decode_image(dtype=tf.uint16)`: 16-bit PNGs keep their
+//!   samples; 8-bit PNGs are widened by 257 (libpng's expansion, 255 → 65535) and JPEGs by 256
+//!   (`convert_image_dtype`'s scale). Channel conversion of 8-bit sources is done at 8 bits,
+//!   then widened, as TF does.
 //! - The header's size is checked against `max_pixels` before anything is allocated, so a
 //!   damaged or hostile header cannot make the pipeline allocate gigabytes.
 //! - The output is written into a pooled buffer (JPEG decodes straight into it).
@@ -33,12 +37,28 @@ pub struct DecodeImage {
     /// Images whose header claims more pixels are refused (default 2^28, e.g. 16384 x 16384).
     #[serde(default = "default_max_pixels")]
     pub max_pixels: u64,
+    /// uint8 (default) or uint16.
+    #[serde(default = "u8_dtype", skip_serializing_if = "is_u8")]
+    pub dtype: DType,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
 }
 
 fn default_max_pixels() -> u64 {
     1 << 28
+}
+
+fn u8_dtype() -> DType {
+    DType::U8
+}
+
+fn is_u8(d: &DType) -> bool {
+    *d == DType::U8
+}
+
+/// Whether a PNG's IHDR declares 16-bit samples.
+fn is_png16(data: &[u8]) -> bool {
+    data.starts_with(PNG_MAGIC) && data.get(24) == Some(&16)
 }
 
 /// A decoded image: height, width, channels and its pixels (HWC).
@@ -76,6 +96,11 @@ pub(crate) fn check_size(width: usize, height: usize, max_pixels: u64) -> Result
 }
 
 fn decode_png(data: &[u8], max_pixels: u64) -> Result<Decoded, String> {
+    decode_png_depth(data, max_pixels, false)
+}
+
+/// A PNG decoded to `u8` samples, or with `keep_16` its 16-bit samples as native `u16`.
+fn decode_png_depth(data: &[u8], max_pixels: u64, keep_16: bool) -> Result<Decoded, String> {
     // IHDR is always the first chunk: check the claimed size before the decoder sees the file.
     if let (Some(b"IHDR"), Some(w), Some(h)) =
         (data.get(12..16), data.get(16..20), data.get(20..24))
@@ -87,12 +112,21 @@ fn decode_png(data: &[u8], max_pixels: u64) -> Result<Decoded, String> {
         bytes: usize::try_from(max_pixels.saturating_mul(8)).unwrap_or(usize::MAX),
     };
     let mut decoder = png::Decoder::new_with_limits(Cursor::new(data), limits);
-    decoder.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
+    decoder.set_transformations(if keep_16 {
+        png::Transformations::EXPAND
+    } else {
+        png::Transformations::EXPAND | png::Transformations::STRIP_16
+    });
     let mut reader = decoder.read_info().map_err(|e| format!("PNG: {e}"))?;
     let (width, height) = (reader.info().width as usize, reader.info().height as usize);
     check_size(width, height, max_pixels)?;
-    let (color, _) = reader.output_color_type();
+    let (color, depth) = reader.output_color_type();
     let channels = color.samples();
+    let sample = if depth == png::BitDepth::Sixteen {
+        2
+    } else {
+        1
+    };
     let size = reader
         .output_buffer_size()
         .ok_or_else(|| "PNG: the image is too large".to_string())?;
@@ -100,11 +134,18 @@ fn decode_png(data: &[u8], max_pixels: u64) -> Result<Decoded, String> {
     let frame = reader
         .next_frame(pixels.as_bytes_mut())
         .map_err(|e| format!("PNG: {e}"))?;
-    if frame.buffer_size() != height * width * channels {
+    if frame.buffer_size() != height * width * channels * sample {
         return Err(format!(
             "PNG: decoded {} bytes for {width}x{height}x{channels}",
             frame.buffer_size()
         ));
+    }
+    if sample == 2 {
+        // PNG stores big-endian samples.
+        for s in pixels.as_bytes_mut().chunks_exact_mut(2) {
+            let v = u16::from_be_bytes([s[0], s[1]]);
+            s.copy_from_slice(&v.to_ne_bytes());
+        }
     }
     Ok(Decoded {
         height,
@@ -112,6 +153,59 @@ fn decode_png(data: &[u8], max_pixels: u64) -> Result<Decoded, String> {
         channels,
         pixels,
     })
+}
+
+/// 16-bit pixels converted to `wanted` channels (0: as they are), like [`convert`].
+fn convert16(img: Decoded, wanted: usize) -> Decoded {
+    if wanted == 0 || wanted == img.channels {
+        return img;
+    }
+    let n = img.height * img.width;
+    let mut out = shared_pool().take(n * wanted * 2);
+    let src: &[u16] = bytemuck::cast_slice(img.pixels.as_bytes());
+    let dst: &mut [u16] = bytemuck::cast_slice_mut(out.as_bytes_mut());
+    for (d, s) in dst
+        .chunks_exact_mut(wanted)
+        .zip(src.chunks_exact(img.channels))
+    {
+        let (rgb, alpha) = match *s {
+            [g] => ([g, g, g], u16::MAX),
+            [g, a] => ([g, g, g], a),
+            [r, g, b] => ([r, g, b], u16::MAX),
+            [r, g, b, a] => ([r, g, b], a),
+            _ => ([0, 0, 0], u16::MAX),
+        };
+        match wanted {
+            1 if img.channels > 2 => {
+                let y = 0.2989 * f32::from(rgb[0])
+                    + 0.587 * f32::from(rgb[1])
+                    + 0.114 * f32::from(rgb[2]);
+                d[0] = y.round().clamp(0.0, 65535.0) as u16;
+            }
+            1 => d[0] = rgb[0],
+            3 => d.copy_from_slice(&rgb),
+            _ => {
+                d[..3].copy_from_slice(&rgb);
+                d[3] = alpha;
+            }
+        }
+    }
+    Decoded {
+        channels: wanted,
+        pixels: out,
+        ..img
+    }
+}
+
+/// 8-bit pixels as 16-bit ones, each multiplied by `factor`.
+fn widen(img: Decoded, factor: u16) -> Decoded {
+    let src = img.pixels.as_bytes();
+    let mut out = shared_pool().take(src.len() * 2);
+    let dst: &mut [u16] = bytemuck::cast_slice_mut(out.as_bytes_mut());
+    for (d, &s) in dst.iter_mut().zip(src) {
+        *d = u16::from(s) * factor;
+    }
+    Decoded { pixels: out, ..img }
 }
 
 /// ITU-R 601 luma, rounded: what TensorFlow's `rgb_to_grayscale` computes on uint8.
@@ -175,6 +269,23 @@ impl DecodeImage {
         };
         Ok(convert(img, usize::from(self.channels)))
     }
+
+    /// The image with the output dtype's samples (1 or 2 bytes each).
+    fn decode_as_dtype(&self, data: &[u8]) -> Result<Decoded, String> {
+        if self.dtype != DType::U16 {
+            return self.decode(data);
+        }
+        if is_png16(data) {
+            let img = decode_png_depth(data, self.max_pixels, true)?;
+            return Ok(convert16(img, usize::from(self.channels)));
+        }
+        let factor = if data.starts_with(PNG_MAGIC) {
+            257
+        } else {
+            256
+        };
+        Ok(widen(self.decode(data)?, factor))
+    }
 }
 
 impl Op for DecodeImage {
@@ -183,6 +294,12 @@ impl Op for DecodeImage {
     }
 
     fn output_schema(&self, input: &Schema) -> Result<Schema> {
+        if !matches!(self.dtype, DType::U8 | DType::U16) {
+            return Err(Error::schema(
+                OP,
+                format!("dtype must be uint8 or uint16, not {}", self.dtype),
+            ));
+        }
         if !matches!(self.channels, 0 | 1 | 3 | 4) {
             return Err(Error::schema(
                 OP,
@@ -214,7 +331,7 @@ impl Op for DecodeImage {
             input,
             FieldSpec::new(
                 out_name(&self.field, &self.output),
-                DType::U8,
+                self.dtype,
                 vec![None, None, c],
             ),
         ))
@@ -236,10 +353,10 @@ impl Op for DecodeImage {
                 )
             })?;
         let bytes = data.values.first().map(|b| b.as_ref()).unwrap_or_default();
-        match self.decode(bytes) {
+        match self.decode_as_dtype(bytes) {
             Ok(img) => {
                 let shape = vec![img.height, img.width, img.channels];
-                let out = Tensor::from_storage(DType::U8, shape, img.pixels)?;
+                let out = Tensor::from_storage(self.dtype, shape, img.pixels)?;
                 Ok(Some(put(input, out_name(&self.field, &self.output), out)))
             }
             Err(reason) => {
@@ -283,6 +400,7 @@ mod tests {
             field: "x".into(),
             channels,
             max_pixels: default_max_pixels(),
+            dtype: DType::U8,
             output: None,
         }
     }

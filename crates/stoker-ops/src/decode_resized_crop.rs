@@ -131,7 +131,8 @@ pub fn fuse(ops: &[Arc<dyn Op>]) -> Vec<Arc<dyn Op>> {
         {
             let decoded = out_name(&decode.field, &decode.output).to_string();
             let overwrites = crop.output.as_deref().is_none_or(|o| o == decoded);
-            if crop.field == decoded && overwrites && crop.validate().is_ok() {
+            let u8_out = decode.dtype == stoker_core::DType::U8;
+            if crop.field == decoded && overwrites && u8_out && crop.validate().is_ok() {
                 out.push(Arc::new(DecodeRandomResizedCrop { decode, crop }));
                 i += 2;
                 continue;

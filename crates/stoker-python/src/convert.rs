@@ -105,6 +105,7 @@ fn dtype_of(kind: u8, size: usize) -> Option<DType> {
     Some(match (kind, size) {
         (b'b', 1) => DType::Bool,
         (b'u', 1) => DType::U8,
+        (b'u', 2) => DType::U16,
         (b'i', 1) => DType::I8,
         (b'i', 2) => DType::I16,
         (b'i', 4) => DType::I32,
@@ -147,7 +148,7 @@ pub fn py_to_tensor(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Tensor> {
     let descr = arr.dtype();
     let dtype = dtype_of(descr.kind(), descr.itemsize()).ok_or_else(|| {
         PyTypeError::new_err(format!(
-            "{what}: dtype {} is not supported (use bool, uint8, int8/16/32/64, float16/32/64, bytes or str)",
+            "{what}: dtype {} is not supported (use bool, uint8/16, int8/16/32/64, float16/32/64, bytes or str)",
             arr.dtype()
         ))
     })?;

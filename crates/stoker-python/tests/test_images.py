@@ -9,21 +9,50 @@ import pytest
 import stoker as sk
 
 
-def decode(data: bytes, channels: int):
-    ds = sk.Dataset.from_tensor_slices(np.array([data], dtype=object)).map(sk.ops.decode_image("value", channels))
-    (img,) = list(ds)
+def decode(data: bytes, channels: int, dtype: str = "uint8"):
+    op = sk.ops.decode_image("value", channels, dtype=dtype)
+    (img,) = list(sk.Dataset.from_tensor_slices(np.array([data], dtype=object)).map(op))
     return img
 
 
-@pytest.mark.parametrize("name", ["rgb.png", "grey.png", "rgba.png", "grey16.png"])
+@pytest.mark.parametrize("name", ["rgb.png", "grey.png", "rgba.png", "grey16.png", "rgb16.png"])
 @pytest.mark.parametrize("channels", [0, 1, 3, 4])
 def test_png_decode_matches_tf_bit_for_bit(golden, name, channels):
     want = np.load(golden / "images_expected.npz")[f"{name}/channels={channels}"]
     got = decode((golden / "images" / name).read_bytes(), channels)
     assert got.dtype == np.uint8 and got.shape == want.shape
-    if channels == 1 and name in ("rgb.png", "rgba.png"):
+    if channels == 1 and name in ("rgb.png", "rgba.png", "rgb16.png"):
         # Colour → grey: TF rounds ITU-R 601 luma in its own arithmetic; allow 1.
         assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+UINT16_CASES = [
+    (name, channels)
+    for name in ["rgb.png", "grey.png", "rgba.png", "grey16.png", "rgb16.png", "rgb.jpg", "grey.jpg"]
+    for channels in (0, 1, 3, 4)
+    if not (name.endswith(".jpg") and channels == 4)  # decode_jpeg has no RGBA output
+]
+
+
+@pytest.mark.parametrize("name,channels", UINT16_CASES)
+def test_uint16_output_matches_tf(golden, name, channels):
+    g = np.load(golden / "images_expected.npz")
+    key = f"{name}/uint16/channels={channels}"
+    data = (golden / "images" / name).read_bytes()
+    got, want = decode(data, channels, "uint16"), g[key]
+    assert got.dtype == np.uint16 and got.shape == want.shape
+    if name.endswith(".jpg"):
+        # JPEG: the 8-bit decode × 256 (convert_image_dtype), as TF does.
+        np.testing.assert_array_equal(got, decode(data, channels).astype(np.uint16) * 256)
+        assert np.abs(got.astype(int) // 256 - want.astype(int) // 256).mean() < 1.5
+    elif channels == 1 and name in ("rgb.png", "rgba.png"):
+        # 8-bit colour → grey at 8 bits (±1, as above), then × 257.
+        assert np.abs(got.astype(int) - want.astype(int)).max() <= 257
+    elif channels == 1 and name == "rgb16.png":
+        # 16-bit colour → grey: TF's luma comes out 0-4 higher (of 65535; mean 2.7) here.
+        assert np.abs(got.astype(int) - want.astype(int)).max() <= 4
     else:
         np.testing.assert_array_equal(got, want)
 

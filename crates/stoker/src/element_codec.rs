@@ -8,7 +8,8 @@ use stoker_core::element::{Element, Names};
 use stoker_core::storage::Storage;
 use stoker_core::{DType, Error, Result, Tensor};
 
-const DTYPES: [DType; 11] = [
+// Appended only: a dtype's index is its code in cache files.
+const DTYPES: [DType; 12] = [
     DType::Bool,
     DType::U8,
     DType::I8,
@@ -20,6 +21,7 @@ const DTYPES: [DType; 11] = [
     DType::F32,
     DType::F64,
     DType::Bytes,
+    DType::U16,
 ];
 
 pub fn encode(element: &Element, out: &mut Vec<u8>) {

@@ -207,6 +207,7 @@ fn encode(dtype: DType, value: f64) -> Vec<u8> {
     match dtype {
         DType::Bool => vec![u8::from(value != 0.0)],
         DType::U8 => vec![value as u8],
+        DType::U16 => (value as u16).to_le_bytes().to_vec(),
         DType::I8 => (value as i8).to_le_bytes().to_vec(),
         DType::I16 => (value as i16).to_le_bytes().to_vec(),
         DType::I32 => (value as i32).to_le_bytes().to_vec(),

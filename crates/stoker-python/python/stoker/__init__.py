@@ -27,6 +27,7 @@ from ._dtypes import (
     int64,
     string,
     uint8,
+    uint16,
 )
 from ._stoker import JPEG_BACKEND as _JPEG_BACKEND
 from ._stoker import __version__
@@ -68,6 +69,7 @@ __all__ = [
     "InternalError",
     "bool_",
     "uint8",
+    "uint16",
     "int8",
     "int16",
     "int32",

@@ -6,6 +6,7 @@ from typing import Any
 
 bool_ = "bool"
 uint8 = "uint8"
+uint16 = "uint16"
 int8 = "int8"
 int16 = "int16"
 int32 = "int32"

@@ -105,14 +105,26 @@ def convert_image_dtype(field: str, output: str | None = None) -> NativeOp:
     return rescale(field, scale=1.0 / 255.0, output=output)
 
 
-def decode_image(field: str, channels: int = 0, max_pixels: int = 1 << 28, output: str | None = None) -> NativeOp:
-    """PNG or JPEG bytes → uint8 ``[H, W, C]`` (format sniffed, like ``tf.io.decode_image``).
+def decode_image(
+    field: str,
+    channels: int = 0,
+    max_pixels: int = 1 << 28,
+    output: str | None = None,
+    dtype: str = "uint8",
+) -> NativeOp:
+    """PNG or JPEG bytes → ``[H, W, C]`` (format sniffed, like ``tf.io.decode_image``).
 
-    ``channels=0`` keeps what the file stores; 1, 3 or 4 converts. A header claiming more than
+    ``channels=0`` keeps what the file stores; 1, 3 or 4 converts. ``dtype="uint8"`` (16-bit
+    PNG samples keep their high byte) or ``"uint16"`` (as ``tf.io.decode_image(dtype=tf.uint16)``:
+    16-bit PNG samples as stored, 8-bit PNG × 257, JPEG × 256). A header claiming more than
     ``max_pixels`` pixels is refused before anything is allocated. Bad images raise
     ``InvalidRecordError`` naming the file and record (or are skipped under the skip policy).
     """
+    if dtype not in ("uint8", "uint16"):
+        raise ValueError(f"dtype={dtype!r}: expected 'uint8' or 'uint16'")
     spec = {"op": "decode_image", "field": field, "channels": int(channels), "max_pixels": int(max_pixels)}
+    if dtype != "uint8":
+        spec["dtype"] = dtype
     return _out(spec, output)
 
 
