@@ -157,3 +157,37 @@ def test_serialize_example_types():
     assert parsed["flag"] == ("int64", [1])
     with pytest.raises(ValueError, match="empty list"):
         sk.io.serialize_example({"e": []})
+
+
+def test_parallel_map_then_batch_is_fused_with_the_same_batches():
+    # On 2 threads a parallel map right before a batch runs as one stage whose workers write
+    # each element into its batch row; batches must equal the 1-thread map-then-batch.
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (103, 6, 5, 3), dtype=np.uint8)
+    names = np.array([f"n{i}".encode() for i in range(103)], dtype=object)
+
+    def run(threads, drop_remainder=False, deterministic=None):
+        ds = sk.Dataset.from_tensor_slices({"image": images, "name": names}).with_options(threads=threads)
+        ds = ds.map(
+            [sk.ops.random_flip_left_right("image", seed=3), sk.ops.cast("image", np.float32)],
+            num_parallel_calls=sk.AUTOTUNE,
+            deterministic=deterministic,
+        )
+        ds = ds.batch(10, drop_remainder=drop_remainder)
+        return list(ds), ds.stats()
+
+    for drop in (False, True):
+        one, _ = run(1, drop)
+        two, stats = run(2, drop)
+        assert len(two) == (10 if drop else 11) and two[-1]["image"].shape[0] == (10 if drop else 3)
+        for a, b in zip(one, two, strict=True):
+            np.testing.assert_array_equal(a["image"], b["image"])
+            assert a["name"].tolist() == b["name"].tolist()
+        by_kind = {s["kind"]: s for s in stats}
+        assert by_kind["batch"]["elements"] == len(two)
+        assert by_kind["map"]["elements"] == 103  # the map runs on the dropped remainder too
+    # Unordered: the same batches, in some order.
+    one, _ = run(1)
+    anyorder, _ = run(2, deterministic=False)
+    key = lambda b: b["name"].tolist()  # noqa: E731
+    assert sorted(map(key, anyorder)) == sorted(map(key, one))

@@ -10,6 +10,7 @@ use stoker_core::exec::interleave::{InterleaveConfig, InterleaveIter, OpenFn};
 use stoker_core::exec::map::{MapIter, OpChain};
 use stoker_core::exec::padded_batch::PaddedBatchIter;
 use stoker_core::exec::parallel_map::{ParallelMap, ParallelMapConfig};
+use stoker_core::exec::parallel_map_batch::{BatchConfig, ParallelMapBatch};
 use stoker_core::exec::prefetch::Prefetch;
 use stoker_core::exec::repeat::RepeatIter;
 use stoker_core::exec::shard::ShardIter;
@@ -18,8 +19,8 @@ use stoker_core::exec::slices::SlicesIter;
 use stoker_core::exec::take_skip::{SkipIter, TakeIter};
 use stoker_core::exec::zip::ZipIter;
 use stoker_core::exec::{BoxIter, CancelFlag, Fused, MakeIter};
-use stoker_core::stats::{Metered, WaitMeter};
-use stoker_core::{PipelineOptions, Result, StatsRegistry, Tensor};
+use stoker_core::stats::{Metered, StageStats, WaitMeter};
+use stoker_core::{ErrorPolicy, PipelineOptions, Result, StatsRegistry, Tensor};
 
 use crate::disk_cache;
 use crate::plan::{Plan, Step, AUTOTUNE};
@@ -58,6 +59,57 @@ fn file_names(files: &[String], field: &str) -> Result<BoxIter> {
 
 fn field_names(plan: &Plan) -> Names {
     plan.schema().names()
+}
+
+/// A parallel `map` right before a `batch`, run as one stage whose workers write each element
+/// into its batch row; `None` when `map_plan` is not a parallel map, or when bad records are
+/// skipped (a dropped element would leave a hole in its batch).
+fn map_and_batch(
+    map_plan: &Plan,
+    batch_size: usize,
+    drop_remainder: bool,
+    batch_stats: &Arc<StageStats>,
+    ctx: &BuildCtx,
+) -> Result<Option<BoxIter>> {
+    let Step::Map {
+        input,
+        ops,
+        num_parallel_calls,
+        deterministic,
+        epoch,
+    } = map_plan.step()
+    else {
+        return Ok(None);
+    };
+    let workers = ctx.threads_for(*num_parallel_calls);
+    let policy = ctx.options.on_bad_record;
+    if num_parallel_calls.is_none() || workers <= 1 || policy != ErrorPolicy::Raise {
+        return Ok(None);
+    }
+    let map_stats = ctx
+        .stats
+        .stage(map_plan.id(), &map_plan.label(), map_plan.step().kind());
+    let epoch = epoch.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let inner = iterate(input, ctx)?;
+    let config = ParallelMapConfig {
+        epoch,
+        workers,
+        buffer: 2 * workers,
+        deterministic: *deterministic,
+        policy,
+    };
+    let batch = BatchConfig {
+        size: batch_size,
+        drop_remainder,
+    };
+    Ok(Some(Box::new(ParallelMapBatch::spawn(
+        inner,
+        Arc::from(ops.clone()),
+        config,
+        batch,
+        map_stats,
+        Arc::clone(batch_stats),
+    )?)))
 }
 
 /// Starts iterating over `plan`.
@@ -204,6 +256,13 @@ pub fn iterate(plan: &Plan, ctx: &BuildCtx) -> Result<BoxIter> {
             drop_remainder,
             padding,
         } => {
+            if padding.is_none() {
+                if let Some(fused) =
+                    map_and_batch(input, *batch_size, *drop_remainder, &stats, ctx)?
+                {
+                    return Ok(fused);
+                }
+            }
             let inner = iterate(input, ctx)?;
             let it: BoxIter = match padding {
                 None => Box::new(BatchIter::new(

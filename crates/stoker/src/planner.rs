@@ -11,6 +11,10 @@
 //!   it cannot change the result: every op is element-wise, the map's input has fixed shapes
 //!   (so it can be batched), and bad records raise (under the `skip` policy a batched op
 //!   would drop rows and change the batch sizes).
+//!
+//! A parallel `map` right before a `batch` is also fused, but when the pipeline is built
+//! (`build::map_and_batch`), since whether the map runs in parallel depends on the thread
+//! budget.
 
 use stoker_core::{ErrorPolicy, Result};
 

@@ -14,6 +14,7 @@ pub mod map;
 pub mod memory_cache;
 pub mod padded_batch;
 pub mod parallel_map;
+pub mod parallel_map_batch;
 pub mod prefetch;
 pub mod repeat;
 pub mod shard;

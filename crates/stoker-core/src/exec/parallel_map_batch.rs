@@ -1,0 +1,494 @@
+//! A parallel `map` followed by `batch`, fused: each worker writes the element it has just
+//! made straight into its row of the batch buffer (tf.data's `map_and_batch`).
+//!
+//! Unfused, every element goes through a channel to the batch stage, which copies it on the
+//! consumer's thread, one element after another, from another core's cache. Fused, the copies
+//! run on all workers at once, right after the element was made (still in the worker's
+//! cache), and the element's buffer goes back to the pool warm for the worker's next element.
+//!
+//! The feeder thread numbers the input elements and gives each batch a [`Pending`] record;
+//! the worker that writes a batch's last row finishes it and sends it on, to the batch's
+//! one-shot slot (ordered mode: the consumer takes slots in order) or to a shared channel.
+//! The results equal `map` then `batch`: the same rows in the same order, the same element
+//! seeds, the same errors (an element's error fails its batch, and the batch's rows are lost,
+//! as in `batch`).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+
+use crate::element::Element;
+use crate::error::{Error, Result};
+use crate::exec::batch::BatchBuilder;
+use crate::exec::map::{apply_chain, OpChain};
+use crate::exec::parallel_map::ParallelMapConfig;
+use crate::exec::{catch_panic, BoxIter, ElementIter};
+use crate::stats::StageStats;
+use crate::storage::{shared_pool, BufferPool};
+
+type Outcome = Result<Option<Element>>;
+
+pub struct BatchConfig {
+    pub size: usize,
+    pub drop_remainder: bool,
+}
+
+enum Output {
+    /// One slot per batch, in input order.
+    Ordered(Receiver<Receiver<Outcome>>),
+    Unordered(Receiver<Outcome>),
+}
+
+pub struct ParallelMapBatch {
+    output: Option<Output>,
+    threads: Vec<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    map_stats: Arc<StageStats>,
+    batch_stats: Arc<StageStats>,
+    batches_in_flight: usize,
+    done: bool,
+}
+
+/// One batch being filled.
+struct Pending {
+    state: Mutex<PendingState>,
+    reply: Sender<Outcome>,
+    size: usize,
+    drop_remainder: bool,
+}
+
+#[derive(Default)]
+struct PendingState {
+    /// Made by the first row to arrive, from its shapes.
+    builder: Option<BatchBuilder>,
+    written: usize,
+    /// Rows this batch gets, known once the feeder has sent them all.
+    expected: Option<usize>,
+    /// The batch, or an error in its place, was sent (once: an ordered slot holds one).
+    sent: bool,
+}
+
+impl Pending {
+    fn lock(&self) -> std::sync::MutexGuard<'_, PendingState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends `err` in place of the batch, unless it already failed. The builder stays (rows
+    /// may be being written into it); it goes with the last work item holding this batch.
+    fn fail(&self, err: Error) {
+        let mut state = self.lock();
+        if !state.sent {
+            state.sent = true;
+            let _ = self.reply.send(Err(err));
+        }
+    }
+
+    /// Sends the batch if every expected row is written (`state` is this batch's, locked).
+    fn finish_if_complete(&self, state: &mut PendingState) {
+        if state.sent || state.expected != Some(state.written) {
+            return;
+        }
+        let rows = state.written;
+        let outcome = match state.builder.take() {
+            _ if rows < self.size && self.drop_remainder => Ok(None),
+            None => Ok(None),
+            Some(builder) => builder.finish(rows).map(Some),
+        };
+        state.sent = true;
+        let _ = self.reply.send(outcome);
+    }
+
+    /// Writes `element` into row `row`.
+    fn write(&self, row: usize, element: Element, pool: &Arc<BufferPool>) {
+        let write = {
+            let mut state = self.lock();
+            if state.sent {
+                return;
+            }
+            let size = self.size;
+            let builder = state
+                .builder
+                .get_or_insert_with(|| BatchBuilder::new(&element, size, pool));
+            match builder.reserve(row, &element) {
+                Ok(w) => w,
+                Err(e) => {
+                    drop(state);
+                    return self.fail(e);
+                }
+            }
+        };
+        // SAFETY: the builder stays in `state`, which lives as long as `self`, until the batch
+        // is finished, and that waits for this row to be counted below (a failed batch is
+        // never finished). Each row is reserved by one work item only, so nothing else
+        // touches these bytes.
+        unsafe { write.write(&element) };
+        drop(element);
+        let mut state = self.lock();
+        state.written += 1;
+        self.finish_if_complete(&mut state);
+    }
+}
+
+/// A work item: an input element, its position in the pass, its batch and row.
+type Work = (Element, u64, Arc<Pending>, usize);
+
+impl ParallelMapBatch {
+    /// `map_stats` gets the ops' time and counts elements; `batch_stats` gets the copies into
+    /// the batch and counts batches.
+    pub fn spawn(
+        mut input: BoxIter,
+        ops: OpChain,
+        config: ParallelMapConfig,
+        batch: BatchConfig,
+        map_stats: Arc<StageStats>,
+        batch_stats: Arc<StageStats>,
+    ) -> Result<ParallelMapBatch> {
+        let workers = config.workers.max(1);
+        let size = batch.size.max(1);
+        // Batches in flight besides the one the consumer holds: enough that workers finishing
+        // a batch's last rows can start on the next one.
+        let batches_in_flight = 2;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (work_tx, work_rx) = bounded::<Work>(workers);
+        let mut threads = Vec::with_capacity(workers + 1);
+        let spawn_err = |e| Error::io("spawning a map worker thread", e);
+
+        for w in 0..workers {
+            let work_rx = work_rx.clone();
+            let ops = Arc::clone(&ops);
+            let (st, bst) = (Arc::clone(&map_stats), Arc::clone(&batch_stats));
+            let (policy, epoch) = (config.policy, config.epoch);
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("stoker-map-{w}"))
+                    .spawn(move || {
+                        let pool = shared_pool();
+                        for (element, index, pending, row) in work_rx {
+                            let t = Instant::now();
+                            let out = catch_panic(&st.name, || {
+                                apply_chain(&ops, element, policy, &st, (index, epoch))
+                            });
+                            st.add_busy(t.elapsed());
+                            match out {
+                                Ok(Some(e)) => {
+                                    st.add_elements(1);
+                                    let t = Instant::now();
+                                    pending.write(row, e, pool);
+                                    bst.add_busy(t.elapsed());
+                                }
+                                // Only fused when bad records raise, so nothing is dropped.
+                                Ok(None) => pending.fail(Error::internal(
+                                    "an element was dropped inside a fused map and batch",
+                                )),
+                                Err(e) => pending.fail(e),
+                            }
+                        }
+                    })
+                    .map_err(spawn_err)?,
+            );
+        }
+        drop(work_rx);
+
+        let (result_tx, result_rx) = bounded::<Outcome>(batches_in_flight);
+        let (order_tx, order_rx) = bounded::<Receiver<Outcome>>(batches_in_flight);
+        let ordered = config.deterministic;
+        let output = if ordered {
+            Output::Ordered(order_rx)
+        } else {
+            Output::Unordered(result_rx)
+        };
+        let feeder_stop = Arc::clone(&stop);
+        let st = Arc::clone(&map_stats);
+        let new_batch = move || -> Option<Arc<Pending>> {
+            let reply = if ordered {
+                let (slot_tx, slot_rx) = bounded::<Outcome>(1);
+                order_tx.send(slot_rx).ok()?;
+                slot_tx
+            } else {
+                result_tx.clone()
+            };
+            Some(Arc::new(Pending {
+                state: Mutex::new(PendingState::default()),
+                reply,
+                size,
+                drop_remainder: batch.drop_remainder,
+            }))
+        };
+        threads.push(
+            std::thread::Builder::new()
+                .name("stoker-map-feed".into())
+                .spawn(move || {
+                    let mut index = 0u64;
+                    'batches: while !feeder_stop.load(Ordering::Relaxed) {
+                        let Some(pending) = new_batch() else { break };
+                        let mut rows = 0;
+                        while rows < size && !feeder_stop.load(Ordering::Relaxed) {
+                            match catch_panic(&st.name, || st.pull(&mut input)) {
+                                Ok(Some(e)) => {
+                                    let work = (e, index, Arc::clone(&pending), rows);
+                                    if work_tx.send(work).is_err() {
+                                        break 'batches;
+                                    }
+                                    index += 1;
+                                    rows += 1;
+                                }
+                                Ok(None) => {
+                                    let mut state = pending.lock();
+                                    state.expected = Some(rows);
+                                    pending.finish_if_complete(&mut state);
+                                    break 'batches;
+                                }
+                                Err(err) => {
+                                    pending.fail(err);
+                                    break 'batches;
+                                }
+                            }
+                        }
+                        let mut state = pending.lock();
+                        state.expected = Some(rows);
+                        pending.finish_if_complete(&mut state);
+                    }
+                })
+                .map_err(spawn_err)?,
+        );
+        map_stats.set_workers(workers);
+        Ok(ParallelMapBatch {
+            output: Some(output),
+            threads,
+            stop,
+            map_stats,
+            batch_stats,
+            batches_in_flight,
+            done: false,
+        })
+    }
+}
+
+impl ElementIter for ParallelMapBatch {
+    fn next(&mut self) -> Result<Option<Element>> {
+        while !self.done {
+            let t = Instant::now();
+            // `None`: the stream ended (every sender is gone).
+            let outcome: Option<Outcome> = match self.output.as_ref() {
+                None => None,
+                Some(Output::Ordered(order)) => {
+                    self.map_stats
+                        .sample_buffer(order.len(), self.batches_in_flight);
+                    order.recv().ok().map(|slot| {
+                        slot.recv().unwrap_or_else(|_| {
+                            Err(Error::WorkerPanic {
+                                step: self.map_stats.name.clone(),
+                                message: "a batch ended without a result".into(),
+                            })
+                        })
+                    })
+                }
+                Some(Output::Unordered(results)) => {
+                    self.map_stats
+                        .sample_buffer(results.len(), self.batches_in_flight);
+                    results.recv().ok()
+                }
+            };
+            self.batch_stats.add_wait_input(t.elapsed());
+            match outcome {
+                None => self.done = true,
+                Some(Ok(Some(e))) => {
+                    self.batch_stats.add_elements(1);
+                    return Ok(Some(e));
+                }
+                // An empty or dropped last batch.
+                Some(Ok(None)) => {}
+                Some(Err(e)) => {
+                    self.done = true;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl Drop for ParallelMapBatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        drop(self.output.take());
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+    use crate::element::{names, Schema};
+    use crate::exec::batch::BatchIter;
+    use crate::exec::map::MapIter;
+    use crate::exec::testutil::*;
+    use crate::op::{Op, OpCtx};
+    use crate::options::ErrorPolicy;
+    use crate::tensor::Tensor;
+
+    /// `x` → `{v: [x, x², a value drawn from the element's seed], s: "e<x>"}`, slower for
+    /// even x so that elements finish out of order; fails at `fail_at`, and makes `v` one
+    /// value longer at `long_at`.
+    #[derive(Debug)]
+    struct Row {
+        fail_at: Option<i64>,
+        long_at: Option<i64>,
+    }
+    impl Op for Row {
+        fn name(&self) -> &str {
+            "row"
+        }
+        fn output_schema(&self, input: &Schema) -> Result<Schema> {
+            Ok(input.clone())
+        }
+        fn apply(&self, e: Element, ctx: &OpCtx<'_>) -> Result<Option<Element>> {
+            let x = value(&e);
+            if Some(x) == self.fail_at {
+                return Err(Error::invalid("row", format!("bad element {x}")));
+            }
+            if x % 2 == 0 {
+                std::thread::sleep(std::time::Duration::from_micros(300));
+            }
+            let mut v = vec![x, x * x, (ctx.element_seed(7) % 1000) as i64];
+            if Some(x) == self.long_at {
+                v.push(0);
+            }
+            let s = bytes::Bytes::from(format!("e{x}"));
+            Ok(Some(Element::new(
+                names(&["v", "s"]),
+                vec![
+                    Tensor::from_slice(DType::I64, vec![v.len()], &v)?,
+                    Tensor::from_bytes(vec![], vec![s], Vec::new())?,
+                ],
+            )))
+        }
+        fn spec(&self) -> Result<serde_json::Value> {
+            Ok(serde_json::json!({"op": "row"}))
+        }
+    }
+
+    fn stats() -> Arc<StageStats> {
+        Arc::new(StageStats::new("s", "s"))
+    }
+
+    fn chain(fail_at: Option<i64>, long_at: Option<i64>) -> OpChain {
+        Arc::from(vec![Arc::new(Row { fail_at, long_at }) as Arc<dyn Op>])
+    }
+
+    fn fused(n: i64, size: usize, drop_remainder: bool, deterministic: bool) -> BoxIter {
+        fused_with(n, size, drop_remainder, deterministic, chain(None, None))
+    }
+
+    fn fused_with(
+        n: i64,
+        size: usize,
+        drop_remainder: bool,
+        deterministic: bool,
+        ops: OpChain,
+    ) -> BoxIter {
+        let config = ParallelMapConfig {
+            epoch: 3,
+            workers: 3,
+            buffer: 6,
+            deterministic,
+            policy: ErrorPolicy::Raise,
+        };
+        let batch = BatchConfig {
+            size,
+            drop_remainder,
+        };
+        Box::new(ParallelMapBatch::spawn(ints(0..n), ops, config, batch, stats(), stats()).unwrap())
+    }
+
+    /// `map` then `batch`, one element at a time.
+    fn reference(n: i64, size: usize, drop_remainder: bool) -> BoxIter {
+        let map = MapIter::new(
+            ints(0..n),
+            chain(None, None),
+            ErrorPolicy::Raise,
+            stats(),
+            3,
+        );
+        Box::new(BatchIter::new(Box::new(map), size, drop_remainder, stats()))
+    }
+
+    /// Each batch as (v values, v shape, s values).
+    fn batches(mut it: BoxIter) -> Vec<(Vec<i64>, Vec<usize>, Vec<String>)> {
+        let mut out = Vec::new();
+        while let Some(b) = it.next().unwrap() {
+            let s = b.tensors[1].bytes_data().unwrap();
+            out.push((
+                b.tensors[0].typed::<i64>().unwrap().to_vec(),
+                b.tensors[0].shape().to_vec(),
+                s.values
+                    .iter()
+                    .map(|v| String::from_utf8(v.to_vec()).unwrap())
+                    .collect(),
+            ));
+        }
+        out
+    }
+
+    #[test]
+    fn equals_map_then_batch() {
+        for (n, size, drop) in [
+            (100, 8, false),
+            (100, 8, true),
+            (96, 8, false),
+            (5, 8, false),
+        ] {
+            let want = batches(reference(n, size, drop));
+            assert_eq!(
+                batches(fused(n, size, drop, true)),
+                want,
+                "n={n} size={size}"
+            );
+        }
+        assert!(batches(fused(5, 8, true, true)).is_empty());
+        assert!(batches(fused(0, 8, false, true)).is_empty());
+    }
+
+    #[test]
+    fn unordered_gives_the_same_batches_in_some_order() {
+        let mut want = batches(reference(100, 8, false));
+        let mut got = batches(fused(100, 8, false, false));
+        want.sort();
+        got.sort();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn an_element_error_fails_its_batch_after_the_earlier_batches() {
+        let mut it = fused_with(100, 8, false, true, chain(Some(21), None));
+        for _ in 0..2 {
+            assert!(it.next().unwrap().is_some());
+        }
+        let err = it.next().unwrap_err().to_string();
+        assert!(err.contains("bad element 21"), "{err}");
+        assert!(it.next().unwrap().is_none());
+    }
+
+    #[test]
+    fn unequal_shapes_are_an_error_naming_the_field() {
+        let mut it = fused_with(100, 8, false, true, chain(None, Some(12)));
+        assert!(it.next().unwrap().is_some());
+        let err = it.next().unwrap_err().to_string();
+        assert!(err.contains("field 'v'") && err.contains("[4]"), "{err}");
+    }
+
+    #[test]
+    fn early_drop_joins_threads() {
+        for deterministic in [true, false] {
+            let mut it = fused(1_000_000, 16, false, deterministic);
+            it.next().unwrap().unwrap();
+            drop(it);
+        }
+    }
+}
