@@ -1,12 +1,11 @@
 //! `stoker bench SPEC`: runs the pipeline alone, as fast as it goes, and reports.
 
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
-use stoker::Pipeline;
-use stoker_core::stats::StageSnapshot;
+use stoker::bench_run::{bench_with_progress, BenchLimits, BenchResult};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -39,82 +38,51 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             options,
         })?;
     }
-    let pipeline = Pipeline::new(&plan)?;
-    let limit = match (args.seconds, args.batches) {
-        (None, None) => Some(Duration::from_secs(10)),
-        (s, _) => s.map(Duration::from_secs_f64),
+    let seconds = match (args.seconds, args.batches) {
+        (None, None) => Some(10.0),
+        (s, _) => s,
     };
-
-    let mut it = pipeline.start().context("starting the pipeline")?;
-    use stoker_core::exec::ElementIter;
-    for _ in 0..args.warmup {
-        if it.next()?.is_none() {
-            break;
+    let limits = BenchLimits {
+        warmup: args.warmup,
+        seconds,
+        elements: args.batches,
+    };
+    // A progress bar on a terminal (indicatif draws nothing when stderr is not one).
+    let bar = match (args.json, seconds, args.batches) {
+        (true, _, _) => ProgressBar::hidden(),
+        (false, _, Some(n)) => ProgressBar::new(n),
+        (false, Some(s), None) => {
+            ProgressBar::new((s * 10.0) as u64).with_message(format!("{s:.0} s"))
         }
-    }
-    let start = Instant::now();
-    let (mut elements, mut examples) = (0u64, 0u64);
-    let mut ended = false;
-    loop {
-        if args.batches.is_some_and(|b| elements >= b)
-            || limit.is_some_and(|l| start.elapsed() >= l)
-        {
-            break;
+        (false, None, None) => ProgressBar::new_spinner(),
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} {per_sec}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let by_time = args.batches.is_none();
+    let result = bench_with_progress(&plan, limits, |elapsed, elements| {
+        if by_time {
+            bar.set_position((elapsed * 10.0) as u64);
+            bar.set_message(format!("{elements} elements"));
+        } else {
+            bar.set_position(elements);
         }
-        match it.next()? {
-            Some(e) => {
-                elements += 1;
-                // Examples: the first dimension of a batched element, else 1.
-                let batch_dim = e.tensors.first().and_then(|t| t.shape().first().copied());
-                let batched = pipeline
-                    .plan()
-                    .schema()
-                    .fields
-                    .first()
-                    .is_some_and(|f| !f.shape.is_empty())
-                    && batch_dim.is_some();
-                examples += if batched {
-                    batch_dim.unwrap_or(1) as u64
-                } else {
-                    1
-                };
-            }
-            None => {
-                ended = true;
-                break;
-            }
-        }
-    }
-    let secs = start.elapsed().as_secs_f64();
-    drop(it);
-    let stages = pipeline.stats();
-    let report = json!({
-        "spec": args.spec,
-        "seconds": secs,
-        "elements": elements,
-        "examples": examples,
-        "elements_per_s": elements as f64 / secs,
-        "examples_per_s": examples as f64 / secs,
-        "ended": ended,
-        "threads": pipeline.plan().options().threads(),
-        "stages": stages,
-    });
+    })
+    .context("running the pipeline")?;
+    bar.finish_and_clear();
     if args.json {
+        let mut report = serde_json::to_value(&result)?;
+        report["spec"] = json!(args.spec);
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print_text(&args.spec, secs, elements, examples, ended, &stages);
+        print_text(&args.spec, &result);
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_text(
-    spec: &str,
-    secs: f64,
-    elements: u64,
-    examples: u64,
-    ended: bool,
-    stages: &[StageSnapshot],
-) {
+fn print_text(spec: &str, r: &BenchResult) {
+    let (secs, elements, examples, ended) = (r.seconds, r.elements, r.examples, r.ended);
     println!(
         "{spec}: {elements} elements, {examples} examples in {secs:.2} s{}",
         if ended { " (dataset ended)" } else { "" }
@@ -129,7 +97,7 @@ fn print_text(
         "  {:<60} {:>10} {:>9} {:>9} {:>9} {:>8} {:>8}",
         "stage (sink first)", "elements", "busy s", "wait s", "blocked s", "python s", "skipped"
     );
-    for s in stages {
+    for s in &r.stages {
         let mut name = s.name.clone();
         if name.len() > 60 {
             name.truncate(57);
@@ -140,4 +108,6 @@ fn print_text(
             name, s.elements, s.busy_s, s.wait_input_s, s.blocked_output_s, s.python_s, s.skipped
         );
     }
+    println!();
+    print!("{}", r.verdict.to_text());
 }

@@ -174,6 +174,12 @@ impl StatsRegistry {
         stages.iter().map(|(_, s)| s.snapshot()).collect()
     }
 
+    /// Each stage's counters by its key.
+    pub fn snapshot_by_key(&self) -> std::collections::HashMap<u64, StageSnapshot> {
+        let stages = self.stages.lock().unwrap_or_else(|e| e.into_inner());
+        stages.iter().map(|(k, s)| (*k, s.snapshot())).collect()
+    }
+
     /// Total bad records skipped by all stages.
     pub fn skipped(&self) -> u64 {
         let stages = self.stages.lock().unwrap_or_else(|e| e.into_inner());

@@ -410,6 +410,31 @@ impl PyPlan {
         json_to_py(py, &v)
     }
 
+    /// Runs the pipeline alone on fresh counters and returns throughput, counters and the
+    /// bottleneck verdict (with its text under `verdict.text`).
+    #[pyo3(signature = (seconds, elements, warmup))]
+    fn diagnose<'py>(
+        &self,
+        py: Python<'py>,
+        seconds: Option<f64>,
+        elements: Option<u64>,
+        warmup: u64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let limits = stoker::bench_run::BenchLimits {
+            warmup,
+            seconds,
+            elements,
+        };
+        let plan = self.plan.clone();
+        let result = py
+            .detach(|| stoker::bench_run::bench(&plan, limits))
+            .py(py)?;
+        let mut v =
+            serde_json::to_value(&result).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        v["verdict"]["text"] = serde_json::Value::String(result.verdict.to_text());
+        json_to_py(py, &v)
+    }
+
     fn spec<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let v = stoker::spec::to_spec(&self.plan).py(py)?;
         json_to_py(py, &v)

@@ -134,10 +134,26 @@ def test_cli_bench_runs_a_saved_spec(chess_files, tmp_path):
     assert report["examples_per_s"] > 0
     kinds = [s["kind"] for s in report["stages"]]
     assert "map" in kinds and "batch" in kinds and "tfrecord" in kinds
+    # Repeated, so that it runs the whole half second; the verdict in the terminal and the JSON.
+    native.repeat().save_spec(spec)
     text = subprocess.run(
-        [_stoker_bin(), "bench", str(spec), "--seconds", "0.5"], capture_output=True, text=True, check=True
+        [_stoker_bin(), "bench", str(spec), "--seconds", "0.5", "--threads", "2"],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     assert "examples/s" in text and "busy s" in text
+    assert "verdict: " in text and "end the pipeline with .prefetch(" in text, text
+    r = subprocess.run(
+        [_stoker_bin(), "bench", str(spec), "--json", "--seconds", "0.5", "--threads", "2"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    verdict = json.loads(r.stdout)["verdict"]
+    assert verdict["bottleneck"] in [s["name"] for s in verdict["stages"]]
+    assert verdict["groups"][0]["label"] == "driver thread"
+    assert all(r["evidence"] for r in verdict["recommendations"])
     bad = tmp_path / "bad.json"
     bad.write_text('{"pipeline": [{"step": "shuffle", "buffer_size": 3}]}')
     r = subprocess.run([_stoker_bin(), "bench", str(bad)], capture_output=True, text=True)

@@ -19,6 +19,7 @@
 //! # Ok::<(), stoker_core::Error>(())
 //! ```
 
+pub mod bench_run;
 pub mod build;
 pub mod disk_cache;
 pub mod element_codec;
@@ -27,6 +28,7 @@ pub mod plan;
 pub mod planner;
 pub mod sources;
 pub mod spec;
+pub mod verdict;
 
 pub use pipeline::Pipeline;
 pub use plan::{Plan, Step, AUTOTUNE};

@@ -255,6 +255,8 @@ impl ParallelMapBatch {
                 .map_err(spawn_err)?,
         );
         map_stats.set_workers(workers);
+        // The copies into the batch run on the map's workers too.
+        batch_stats.set_workers(workers);
         Ok(ParallelMapBatch {
             output: Some(output),
             threads,

@@ -32,6 +32,7 @@ from ._dtypes import (
 from ._stoker import JPEG_BACKEND as _JPEG_BACKEND
 from ._stoker import __version__
 from .dataset import AUTOTUNE, Dataset, TensorSpec, TFRecordDataset
+from .diagnosis import Diagnosis, Recommendation
 from .errors import (
     CorruptRecordError,
     InternalError,
@@ -43,6 +44,7 @@ from .errors import (
     WorkerPanicError,
 )
 from .ops import FixedLenFeature, VarLenFeature
+from .timing import StepReport, StepTimer, timed
 
 JPEG_BACKEND: str = _JPEG_BACKEND
 """The JPEG decoder this build uses: ``zune-jpeg`` (default) or ``libjpeg-turbo``."""
@@ -51,6 +53,11 @@ __all__ = [
     "AUTOTUNE",
     "JPEG_BACKEND",
     "Dataset",
+    "Diagnosis",
+    "Recommendation",
+    "StepReport",
+    "StepTimer",
+    "timed",
     "TFRecordDataset",
     "TensorSpec",
     "FixedLenFeature",

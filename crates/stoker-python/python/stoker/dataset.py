@@ -12,6 +12,7 @@ import numpy as np
 
 from . import _stoker
 from ._structure import Dynamic, Template, after_native_ops, flatten, pack_element, prefixed
+from .diagnosis import Diagnosis
 from .ops import NativeOp
 
 AUTOTUNE: int = _stoker.AUTOTUNE
@@ -359,6 +360,13 @@ class Dataset:
         waiting for input, time blocked on a full buffer, buffer fill, Python time, skipped
         bad records."""
         return self._plan.stats()
+
+    def diagnose(self, seconds: float | None = 5.0, batches: int | None = None, warmup: int = 1) -> Diagnosis:
+        """Runs the pipeline alone, as fast as it goes (for ``seconds``, or ``batches``
+        elements, after ``warmup`` elements), on fresh counters, and says which stage limits
+        its throughput and what to change, with the predicted gain and the evidence for each
+        recommendation. ``str()`` of the result is the report ``stoker bench`` prints."""
+        return Diagnosis(self._plan.diagnose(seconds, batches, warmup))
 
     def explain(self) -> str:
         """The pipeline as stoker runs it (after its rewrites), sink first, with schemas."""

@@ -156,7 +156,13 @@ def imagenet_pipeline(
     return ds.batch(batch_size).prefetch(AUTOTUNE)
 
 
-__all__ = ["CHESS_CHANNELS", "chess_ops", "chess_score", "chess_pipeline", "mnist_pipeline", "segmentation_pipeline",
+__all__ = [
+    "CHESS_CHANNELS",
+    "chess_ops",
+    "chess_score",
+    "chess_pipeline",
+    "mnist_pipeline",
+    "segmentation_pipeline",
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "imagenet_ops",

@@ -1,0 +1,121 @@
+//! Runs a pipeline alone, as fast as it goes, for a time or a number of elements, and reports
+//! its throughput, its stages' counters and the bottleneck verdict (`stoker bench`,
+//! `Dataset.diagnose`).
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use stoker_core::exec::ElementIter;
+use stoker_core::stats::StageSnapshot;
+use stoker_core::Result;
+
+use crate::pipeline::Pipeline;
+use crate::plan::Plan;
+use crate::verdict::{diagnose, Verdict};
+
+/// When to stop.
+#[derive(Clone, Copy, Debug)]
+pub struct BenchLimits {
+    /// Elements pulled before timing starts (fills buffers and caches); counted in the stats.
+    pub warmup: u64,
+    pub seconds: Option<f64>,
+    pub elements: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchResult {
+    /// Timed seconds (after warm-up).
+    pub seconds: f64,
+    pub elements: u64,
+    /// Examples: a batched element counts its first dimension.
+    pub examples: u64,
+    pub elements_per_s: f64,
+    pub examples_per_s: f64,
+    /// The dataset ended before the limit.
+    pub ended: bool,
+    pub threads: usize,
+    pub stages: Vec<StageSnapshot>,
+    pub verdict: Verdict,
+}
+
+/// Runs `plan` on a fresh pipeline (fresh counters) until `limits`.
+pub fn bench(plan: &Plan, limits: BenchLimits) -> Result<BenchResult> {
+    bench_with_progress(plan, limits, |_, _| {})
+}
+
+/// [`bench`], calling `progress(elapsed_s, elements)` after each element.
+pub fn bench_with_progress(
+    plan: &Plan,
+    limits: BenchLimits,
+    mut progress: impl FnMut(f64, u64),
+) -> Result<BenchResult> {
+    let pipeline = Pipeline::new(plan)?;
+    let batched = has_batch(pipeline.plan());
+    let run_start = Instant::now();
+    let mut it = pipeline.start()?;
+    let mut ended = false;
+    for _ in 0..limits.warmup {
+        if it.next()?.is_none() {
+            ended = true;
+            break;
+        }
+    }
+    let limit = limits.seconds.map(Duration::from_secs_f64);
+    let start = Instant::now();
+    let (mut elements, mut examples) = (0u64, 0u64);
+    while !ended {
+        if limits.elements.is_some_and(|n| elements >= n)
+            || limit.is_some_and(|l| start.elapsed() >= l)
+        {
+            break;
+        }
+        match it.next()? {
+            Some(e) => {
+                elements += 1;
+                let rows = e.tensors.first().and_then(|t| t.shape().first().copied());
+                examples += match rows {
+                    Some(n) if batched => n as u64,
+                    _ => 1,
+                };
+                progress(start.elapsed().as_secs_f64(), elements);
+            }
+            None => ended = true,
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    drop(it);
+    // The counters cover the warm-up too, so the verdict uses the whole run's wall time.
+    let wall = run_start.elapsed().as_secs_f64();
+    let threads = pipeline.plan().options().threads();
+    let verdict = diagnose(
+        pipeline.plan(),
+        &pipeline.registry().snapshot_by_key(),
+        wall,
+        threads,
+    );
+    let rate = |n: u64| {
+        if seconds > 0.0 {
+            n as f64 / seconds
+        } else {
+            0.0
+        }
+    };
+    Ok(BenchResult {
+        seconds,
+        elements,
+        examples,
+        elements_per_s: rate(elements),
+        examples_per_s: rate(examples),
+        ended,
+        threads,
+        stages: pipeline.stats(),
+        verdict,
+    })
+}
+
+/// True when the pipeline's elements are batches (of which the first dimension counts
+/// examples): some step on the way from the sink to a source batches.
+fn has_batch(plan: &Plan) -> bool {
+    matches!(plan.step(), crate::plan::Step::Batch { .. })
+        || plan.step().inputs().into_iter().any(has_batch)
+}

@@ -1,0 +1,583 @@
+//! The bottleneck verdict: from a run's per-stage counters, which stage limits the pipeline's
+//! throughput, and what to change, with the predicted gain and the evidence for each advice.
+//!
+//! The model: stages run on thread groups. Synchronous stages run on the thread that pulls
+//! them (the driver, a prefetch thread or a parallel map's feeder); a parallel map (with the
+//! batch fused into it) or a parallel reader is a group of its own workers. A group's
+//! utilisation is its stages' busy time over the run's wall time times its threads; the most
+//! utilised group limits throughput. A change is scored by recomputing the utilisations with
+//! the change applied: the predicted speed-up is how far the most utilised group (or the CPU
+//! budget, or the GIL for Python functions) lets throughput rise, after against before.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use stoker_core::stats::StageSnapshot;
+
+use crate::plan::{Plan, Step};
+
+/// One stage's share of the run.
+#[derive(Clone, Debug, Serialize)]
+pub struct StageCost {
+    pub name: String,
+    pub kind: String,
+    pub elements: u64,
+    pub busy_s: f64,
+    /// Milliseconds of own work per element (summed over threads).
+    pub ms_per_element: f64,
+    /// Threads working on it: 0 for a stage that runs on the thread pulling it.
+    pub workers: u64,
+    pub python_s: f64,
+    /// Which thread group it runs on (see [`Verdict::groups`]).
+    pub group: usize,
+}
+
+/// Threads that run a set of stages.
+#[derive(Clone, Debug, Serialize)]
+pub struct ThreadGroup {
+    pub label: String,
+    pub threads: usize,
+    /// Busy time of its stages over wall time × threads (1.0 = always busy).
+    pub utilisation: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Recommendation {
+    pub action: String,
+    /// The stage it is about, when there is one.
+    pub stage: Option<String>,
+    /// Predicted change in pipeline throughput, in percent; `None` when it cannot be predicted
+    /// from the pipeline alone.
+    pub predicted_gain_percent: Option<f64>,
+    pub evidence: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Verdict {
+    pub wall_s: f64,
+    /// The CPU budget (threads).
+    pub threads: usize,
+    pub stages: Vec<StageCost>,
+    pub groups: Vec<ThreadGroup>,
+    /// The stage that limits throughput (the busiest stage of the most utilised group).
+    pub bottleneck: Option<String>,
+    /// Share of the CPU budget the pipeline used, 0..1.
+    pub cpu_utilisation: f64,
+    /// Share of the run some thread held the GIL in a Python function, 0..1.
+    pub gil_utilisation: f64,
+    pub summary: String,
+    pub recommendations: Vec<Recommendation>,
+}
+
+/// Stages of `plan` as run, with what the verdict needs to know about each.
+struct Node<'a> {
+    plan: &'a Plan,
+    snap: StageSnapshot,
+    group: usize,
+}
+
+struct Model<'a> {
+    nodes: Vec<Node<'a>>,
+    /// Threads of each group and its label.
+    groups: Vec<(usize, String)>,
+}
+
+impl<'a> Model<'a> {
+    fn new_group(&mut self, threads: usize, label: String) -> usize {
+        self.groups.push((threads.max(1), label));
+        self.groups.len() - 1
+    }
+
+    /// Assigns `plan` and its inputs to thread groups; `group` runs `plan`.
+    fn walk(&mut self, plan: &'a Plan, group: usize, snaps: &HashMap<u64, StageSnapshot>) {
+        let snap = snaps.get(&plan.id()).cloned();
+        let workers = snap.as_ref().map_or(0, |s| s.workers as usize);
+        let mut own_group = group;
+        let mut input_group = group;
+        match plan.step() {
+            Step::Prefetch { .. } => {
+                input_group = self.new_group(1, format!("thread feeding {}", plan.label()));
+            }
+            // A batch written by the workers of the parallel map before it.
+            Step::Batch { input, .. } if workers > 1 => {
+                own_group = self.new_group(workers, format!("{} workers", input.label()));
+                if let Some(s) = snap {
+                    self.nodes.push(Node {
+                        plan,
+                        snap: s,
+                        group: own_group,
+                    });
+                }
+                let map_snap = snaps.get(&input.id()).cloned();
+                if let Some(s) = map_snap {
+                    self.nodes.push(Node {
+                        plan: input,
+                        snap: s,
+                        group: own_group,
+                    });
+                }
+                let feeder = self.new_group(1, format!("thread feeding {}", input.label()));
+                for i in input.step().inputs() {
+                    self.walk(i, feeder, snaps);
+                }
+                return;
+            }
+            Step::Map { .. } | Step::Interleave { .. } | Step::TfRecord { .. } if workers > 1 => {
+                own_group = self.new_group(workers, format!("{} workers", plan.label()));
+                input_group = self.new_group(1, format!("thread feeding {}", plan.label()));
+            }
+            _ => {}
+        }
+        if let Some(s) = snap {
+            self.nodes.push(Node {
+                plan,
+                snap: s,
+                group: own_group,
+            });
+        }
+        for i in plan.step().inputs() {
+            self.walk(i, input_group, snaps);
+        }
+    }
+}
+
+/// A thread-count-independent view of a stage's parallelism knob.
+fn parallelism_knob(plan: &Plan) -> Option<(&'static str, Option<i64>)> {
+    match plan.step() {
+        Step::Map {
+            num_parallel_calls, ..
+        } => Some(("num_parallel_calls", *num_parallel_calls)),
+        Step::Interleave {
+            num_parallel_calls, ..
+        } => Some(("num_parallel_calls", *num_parallel_calls)),
+        Step::TfRecord {
+            num_parallel_reads, ..
+        } => Some(("num_parallel_reads", Some(*num_parallel_reads))),
+        _ => None,
+    }
+}
+
+/// True when the stage gives the same elements in the same order every epoch, so that its
+/// output can be cached: no random op, no Python function, no shuffle.
+fn deterministic(plan: &Plan) -> bool {
+    match plan.step() {
+        Step::Range { .. }
+        | Step::Slices { .. }
+        | Step::Npz { .. }
+        | Step::TfRecord { .. }
+        | Step::Batch { .. }
+        | Step::Take { .. }
+        | Step::Skip { .. }
+        | Step::Enumerate { .. }
+        | Step::WithOptions { .. } => true,
+        Step::ListFiles { shuffle, .. } => !shuffle,
+        Step::Map { ops, .. } => ops.iter().all(|op| {
+            op.spec()
+                .map(|s| s.get("seed").is_none_or(serde_json::Value::is_null))
+                .unwrap_or(false)
+        }),
+        _ => false,
+    }
+}
+
+/// Bytes of one element of `plan`'s output, when its schema fixes them.
+fn element_bytes(plan: &Plan) -> Option<usize> {
+    let schema = plan.schema();
+    if schema.dynamic {
+        return None;
+    }
+    // A batch's first dimension is unknown when the last batch may be short: count full ones.
+    let rows = match plan.step() {
+        Step::Batch { batch_size, .. } => Some(*batch_size),
+        _ => None,
+    };
+    let mut total = 0;
+    for f in &schema.fields {
+        let mut n = 1;
+        for (i, d) in f.shape.iter().enumerate() {
+            n *= match (d, rows) {
+                (Some(d), _) => *d,
+                (None, Some(rows)) if i == 0 => rows,
+                (None, _) => return None,
+            };
+        }
+        total += n * f.dtype.size()?;
+    }
+    Some(total)
+}
+
+/// Predicted gain in percent; `None` when the change removes all the measured work (no
+/// finite prediction).
+fn gain(after: f64, before: f64) -> Option<f64> {
+    let g = (after / before - 1.0) * 100.0;
+    g.is_finite().then_some(g)
+}
+
+/// A thread group busier than this share of the run is taken as the limit.
+const SATURATED: f64 = 0.6;
+
+/// Advice predicted to gain less than this (percent) is left out.
+const MIN_GAIN_PERCENT: f64 = 5.0;
+
+/// The verdict on a run of `plan` (the optimised plan the pipeline ran) that took `wall_s`
+/// seconds, from its stages' counters (`snaps`, by plan id; `driver` for the driver stage).
+pub fn diagnose(
+    plan: &Plan,
+    snaps: &HashMap<u64, StageSnapshot>,
+    wall_s: f64,
+    budget: usize,
+) -> Verdict {
+    let wall = wall_s.max(1e-9);
+    let mut model = Model {
+        nodes: Vec::new(),
+        groups: Vec::new(),
+    };
+    let driver = model.new_group(1, "driver thread".into());
+    model.walk(plan, driver, snaps);
+
+    let busy: Vec<f64> = model.nodes.iter().map(|n| n.snap.busy_s).collect();
+    let threads: Vec<usize> = model.groups.iter().map(|g| g.0).collect();
+    let mut group_busy = vec![0.0; threads.len()];
+    for n in &model.nodes {
+        group_busy[n.group] += n.snap.busy_s;
+    }
+    let groups: Vec<ThreadGroup> = model
+        .groups
+        .iter()
+        .zip(&group_busy)
+        .map(|((t, label), b)| ThreadGroup {
+            label: label.clone(),
+            threads: *t,
+            utilisation: b / (wall * *t as f64),
+        })
+        .collect();
+    let total_busy: f64 = busy.iter().sum();
+    let python_total: f64 = model.nodes.iter().map(|n| n.snap.python_s).sum();
+    let stages: Vec<StageCost> = model
+        .nodes
+        .iter()
+        .map(|n| StageCost {
+            name: n.snap.name.clone(),
+            kind: n.snap.kind.clone(),
+            elements: n.snap.elements,
+            busy_s: n.snap.busy_s,
+            ms_per_element: if n.snap.elements > 0 {
+                n.snap.busy_s * 1e3 / n.snap.elements as f64
+            } else {
+                0.0
+            },
+            workers: n.snap.workers,
+            python_s: n.snap.python_s,
+            group: n.group,
+        })
+        .collect();
+
+    // The bottleneck: the busiest stage of the most utilised group.
+    let top_group = groups
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.utilisation.total_cmp(&b.1.utilisation))
+        .map(|(i, _)| i);
+    let bottleneck_idx = top_group.and_then(|g| {
+        model
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.group == g)
+            .max_by(|a, b| a.1.snap.busy_s.total_cmp(&b.1.snap.busy_s))
+            .map(|(i, _)| i)
+    });
+    let identity: Vec<usize> = model.nodes.iter().map(|n| n.group).collect();
+    let before = headroom(&busy, &identity, &threads, wall, budget);
+    let mut recs = Vec::new();
+
+    if let Some(bi) = bottleneck_idx {
+        let node = &model.nodes[bi];
+        let g = &groups[node.group];
+        let name = node.snap.name.clone();
+        let per = stages[bi].ms_per_element;
+        let workers_now = g.threads;
+        let python_share = if node.snap.busy_s > 0.0 {
+            node.snap.python_s / node.snap.busy_s
+        } else {
+            0.0
+        };
+        let base_evidence = format!(
+            "'{name}' takes {per:.3} ms per element ({:.2} s busy of a {wall:.2} s run); its \
+             {} thread(s) are {:.0} % busy, the most of any stage",
+            node.snap.busy_s,
+            workers_now,
+            g.utilisation * 100.0
+        );
+
+        // More threads for the bottleneck stage: a stage on a shared thread moves to a group
+        // of its own; a parallel stage's group gets more threads.
+        // Not for a stage mostly in Python: threads would take turns holding the GIL (and
+        // lose time handing it over), so native ops are the advice there.
+        if let Some((knob, _)) = parallelism_knob(node.plan) {
+            let k = budget;
+            if k > workers_now && python_share <= 0.5 {
+                let mut t2 = threads.clone();
+                let mut group_of = identity.clone();
+                if node.snap.workers > 1 {
+                    t2[node.group] = k;
+                } else {
+                    t2.push(k);
+                    group_of[bi] = t2.len() - 1;
+                }
+                let mut after = headroom(&busy, &group_of, &t2, wall, budget);
+                let mut evidence = base_evidence.clone();
+                if python_share > 0.2 {
+                    // Python code runs one thread at a time.
+                    after = after.min((wall / python_total).max(before));
+                    evidence.push_str(&format!(
+                        "; {:.0} % of its time is in Python, which holds the GIL, so more \
+                         threads help only up to the GIL's limit",
+                        python_share * 100.0
+                    ));
+                }
+                recs.push(Recommendation {
+                    action: format!(
+                        "raise the parallelism of '{name}' to {k} ({knob}=stoker.AUTOTUNE \
+                         uses the whole budget of {budget} threads)"
+                    ),
+                    stage: Some(name.clone()),
+                    predicted_gain_percent: gain(after, before),
+                    evidence,
+                });
+            }
+        }
+
+        // Native ops instead of a Python function.
+        if python_share > 0.3 {
+            let mut t2 = threads.clone();
+            t2.push(budget);
+            let mut group_of = identity.clone();
+            group_of[bi] = t2.len() - 1;
+            let after = headroom(&busy, &group_of, &t2, wall, budget);
+            recs.push(Recommendation {
+                action: format!(
+                    "replace the Python function in '{name}' with native ops (stoker.ops), \
+                     which run on all {budget} threads without the GIL"
+                ),
+                stage: Some(name.clone()),
+                predicted_gain_percent: gain(after.max(before), before),
+                evidence: format!(
+                    "{base_evidence}; {:.2} s of it ({:.0} %) is inside Python, holding the GIL \
+                     ({} calls). The gain assumes native ops as fast as the Python code; they \
+                     are usually faster",
+                    node.snap.python_s,
+                    python_share * 100.0,
+                    node.snap.python_calls
+                ),
+            });
+        }
+
+        // A per-element Python function right before a batch: batch first, then map.
+        if python_share > 0.3 && per < 0.1 {
+            recs.push(Recommendation {
+                action: format!(
+                    "move '{name}' after the batch and make it work on whole batches \
+                     (vectorised): its per-call overhead is then paid once per batch"
+                ),
+                stage: Some(name.clone()),
+                predicted_gain_percent: None,
+                evidence: format!(
+                    "{base_evidence}; at {:.1} µs per element, most of it is the cost of a \
+                     Python call",
+                    per * 1e3
+                ),
+            });
+        }
+    }
+
+    // Cache the deterministic prefix.
+    let has_cache = model
+        .nodes
+        .iter()
+        .any(|n| matches!(n.plan.step(), Step::Cache { .. }));
+    if !has_cache {
+        if let Some((top, top_plan, share, removed)) =
+            deterministic_prefix(plan, &model, total_busy)
+        {
+            if share >= 0.2 {
+                let busy_after: Vec<f64> = busy
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| if removed.contains(&i) { 0.0 } else { *b })
+                    .collect();
+                let after = headroom(&busy_after, &identity, &threads, wall, budget);
+                recs.push(Recommendation {
+                    action: format!(
+                        "add .cache() after '{}': everything up to it gives the same elements \
+                         every epoch, so from the second epoch on it is read from the cache \
+                         (in memory, or .cache(filename) on disk)",
+                        top
+                    ),
+                    stage: Some(top.clone()),
+                    predicted_gain_percent: gain(after, before),
+                    evidence: format!(
+                        "the stages up to '{top}' are deterministic (no random op, Python \
+                         function or shuffle) and take {:.0} % of the pipeline's busy time{}",
+                        share * 100.0,
+                        match element_bytes(top_plan) {
+                            Some(b) => format!(
+                                "; the cache holds {:.2} MB per element of its output",
+                                b as f64 / 1e6
+                            ),
+                            None => String::new(),
+                        }
+                    ),
+                });
+            }
+        }
+    }
+
+    // A prefetch at the end (options are not a stage).
+    let mut sink = plan;
+    while let Step::WithOptions { input, .. } = sink.step() {
+        sink = input;
+    }
+    if !matches!(sink.step(), Step::Prefetch { .. }) {
+        recs.push(Recommendation {
+            action: "end the pipeline with .prefetch(stoker.AUTOTUNE)".into(),
+            stage: None,
+            predicted_gain_percent: None,
+            evidence: format!(
+                "the last stage is '{}': only a one-element buffer lets the pipeline work while \
+                 the training step runs, so any slow element stalls the step",
+                sink.label()
+            ),
+        });
+    }
+    // Advice with a prediction too small to matter goes (a prediction of `None` stays).
+    recs.retain(|r| {
+        r.predicted_gain_percent
+            .is_none_or(|g| g >= MIN_GAIN_PERCENT)
+    });
+    recs.sort_by(|a, b| {
+        b.predicted_gain_percent
+            .unwrap_or(-1.0)
+            .total_cmp(&a.predicted_gain_percent.unwrap_or(-1.0))
+    });
+
+    let bottleneck = bottleneck_idx.map(|i| model.nodes[i].snap.name.clone());
+    let cpu_utilisation = total_busy / (wall * budget.max(1) as f64);
+    let summary = match (&bottleneck, top_group) {
+        (Some(b), Some(g)) if groups[g].utilisation < SATURATED => format!(
+            "no stage is saturated (the busiest, '{b}', kept its {} thread(s) {:.0} % busy): \
+             throughput is limited by hand-overs between stages or by the consumer; the \
+             pipeline used {:.0} % of its {budget}-thread CPU budget",
+            groups[g].threads,
+            groups[g].utilisation * 100.0,
+            cpu_utilisation * 100.0,
+        ),
+        (Some(b), Some(g)) => format!(
+            "'{b}' limits throughput: its {} thread(s) were {:.0} % busy; the pipeline used \
+             {:.0} % of its {budget}-thread CPU budget{}",
+            groups[g].threads,
+            groups[g].utilisation * 100.0,
+            cpu_utilisation * 100.0,
+            if python_total > 0.0 {
+                format!(
+                    ", and Python held the GIL {:.0} % of the run",
+                    python_total / wall * 100.0
+                )
+            } else {
+                String::new()
+            }
+        ),
+        _ => "no stage did measurable work".into(),
+    };
+    Verdict {
+        wall_s,
+        threads: budget,
+        stages,
+        groups,
+        bottleneck,
+        cpu_utilisation,
+        gil_utilisation: python_total / wall,
+        summary,
+        recommendations: recs,
+    }
+}
+
+/// How many times faster the pipeline could go before some thread group or the CPU budget is
+/// saturated, given each stage's busy time, the group it runs on and each group's threads.
+fn headroom(busy: &[f64], group_of: &[usize], threads: &[usize], wall: f64, budget: usize) -> f64 {
+    let mut per_group = vec![0.0; threads.len()];
+    let mut total = 0.0;
+    for (i, b) in busy.iter().enumerate() {
+        per_group[group_of[i]] += b;
+        total += b;
+    }
+    let mut f = f64::INFINITY;
+    for (b, t) in per_group.iter().zip(threads) {
+        if *b > 0.0 {
+            f = f.min(wall * *t as f64 / b);
+        }
+    }
+    if total > 0.0 {
+        f = f.min(wall * budget as f64 / total);
+    }
+    f
+}
+
+/// The topmost stage of the deterministic chain that starts at the source, the share of all
+/// busy time its chain takes, and the chain's node indices.
+fn deterministic_prefix<'a>(
+    plan: &'a Plan,
+    model: &Model<'a>,
+    total_busy: f64,
+) -> Option<(String, &'a Plan, f64, Vec<usize>)> {
+    // The chain from the sink to the source, along first inputs.
+    let mut chain = vec![plan];
+    while let Some(next) = chain
+        .last()
+        .and_then(|p| p.step().inputs().first().copied())
+    {
+        chain.push(next);
+    }
+    if chain.iter().any(|p| p.step().inputs().len() > 1) {
+        return None;
+    }
+    let mut top = None;
+    let mut removed = Vec::new();
+    let mut busy = 0.0;
+    for p in chain.iter().rev() {
+        if !deterministic(p) {
+            break;
+        }
+        if let Some(i) = model.nodes.iter().position(|n| n.plan.id() == p.id()) {
+            busy += model.nodes[i].snap.busy_s;
+            removed.push(i);
+            top = Some((model.nodes[i].snap.name.clone(), model.nodes[i].plan));
+        }
+    }
+    let share = if total_busy > 0.0 {
+        busy / total_busy
+    } else {
+        0.0
+    };
+    top.map(|(t, p)| (t, p, share, removed))
+}
+
+impl Verdict {
+    /// The verdict as text for a terminal.
+    pub fn to_text(&self) -> String {
+        let mut out = format!("verdict: {}\n", self.summary);
+        for (i, r) in self.recommendations.iter().enumerate() {
+            let g = r
+                .predicted_gain_percent
+                .map(|g| format!("predicted {g:+.0} %"))
+                .unwrap_or_else(|| "gain not predictable from the pipeline alone".into());
+            out.push_str(&format!(
+                "  {}. {} [{g}]\n     because {}\n",
+                i + 1,
+                r.action,
+                r.evidence
+            ));
+        }
+        out
+    }
+}
