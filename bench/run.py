@@ -521,6 +521,28 @@ METHOD = """## Method
 """
 
 
+def trace_overhead_section() -> list[str]:
+    """The cost of `stoker.trace` on W1, from bench/trace_overhead.py's last run."""
+    path = os.path.join(RESULTS, "trace_overhead.json")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        doc = json.load(f)
+    L = ["## Tracing overhead (W1)", "",
+         f"Run {doc['date']} · `{doc['command']}` · per pass: W1 (`examples/w1_chess.py`), 20 warm-up "
+         f"batches then {doc['batches']} batches of 512 timed, in its own pinned child; {doc['runs']} passes "
+         "traced and untraced, alternating; medians.", "",
+         "| cores | untraced ex/s | traced ex/s | overhead | trace file | spans kept | spans dropped | "
+         "file write |", "|---|---|---|---|---|---|---|---|"]
+    for r in doc["rows"]:
+        L.append(f"| {r['cores']} | {r['off_examples_per_s']:,.0f} | {r['on_examples_per_s']:,.0f} | "
+                 f"{r['overhead_percent']:+.1f} % | {r['trace_mb']:.1f} MB | {r['spans']:,.0f} | "
+                 f"{r['dropped_spans']} | {r['write_s']:.2f} s |")
+    L += ["", "Runs (ex/s): " + "; ".join(
+        f"{r['cores']} core(s) untraced {r['off_runs']}, traced {r['on_runs']}" for r in doc["rows"]), ""]
+    return L
+
+
 def render(docs: list[dict], out_path: str) -> str:
     out_dir = os.path.dirname(os.path.abspath(out_path))
     first = docs[0]
@@ -541,6 +563,7 @@ def render(docs: list[dict], out_path: str) -> str:
           f"- Repository commit: `{first.get('git', '?')}`", ""]
     for d in docs:
         L += workload_section(d, out_dir)
+    L += trace_overhead_section()
     L += [METHOD]
     text = "\n".join(L).rstrip() + "\n"
     with open(out_path, "w") as f:

@@ -17,6 +17,7 @@ pub mod options;
 pub mod stats;
 pub mod storage;
 pub mod tensor;
+pub mod trace;
 
 pub use dtype::DType;
 pub use element::{Element, FieldSpec, Names, Schema};

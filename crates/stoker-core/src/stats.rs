@@ -9,12 +9,15 @@ use serde::Serialize;
 use crate::element::Element;
 use crate::error::Result;
 use crate::exec::BoxIter;
+use crate::trace;
 
 /// Counters of one pipeline stage, accumulated over every iteration of the pipeline.
 #[derive(Debug, Default)]
 pub struct StageStats {
     pub name: String,
     pub kind: String,
+    /// `name`, shared by the timeline's spans.
+    trace_name: Arc<str>,
     elements: AtomicU64,
     busy_ns: AtomicU64,
     wait_input_ns: AtomicU64,
@@ -61,11 +64,30 @@ fn ns(d: Duration) -> u64 {
 
 impl StageStats {
     pub fn new(name: impl Into<String>, kind: impl Into<String>) -> StageStats {
+        let name = name.into();
         StageStats {
-            name: name.into(),
+            trace_name: Arc::from(name.as_str()),
+            name,
             kind: kind.into(),
             ..StageStats::default()
         }
+    }
+
+    /// The stage's name as the timeline shows it.
+    pub fn trace_name(&self) -> &Arc<str> {
+        &self.trace_name
+    }
+
+    /// Counts the time since `start` as blocked on a full output buffer (and shows it on the
+    /// timeline).
+    pub fn blocked_since(&self, start: Instant) {
+        self.add_blocked_output(start.elapsed());
+        trace::span(
+            &self.trace_name,
+            trace::Category::BlockedOutput,
+            start,
+            None,
+        );
     }
 
     pub fn add_elements(&self, n: u64) {
@@ -98,6 +120,7 @@ impl StageStats {
 
     /// Records the current fill of this stage's output buffer.
     pub fn sample_buffer(&self, len: usize, capacity: usize) {
+        trace::counter(&self.trace_name, len as u64);
         self.buffer_len.store(len as u64, Relaxed);
         self.buffer_capacity.store(capacity as u64, Relaxed);
         if let Some(fill) = (len * 1_000_000).checked_div(capacity) {
@@ -110,7 +133,15 @@ impl StageStats {
     pub fn pull(&self, input: &mut BoxIter) -> Result<Option<Element>> {
         let t = Instant::now();
         let r = input.next();
-        self.add_wait_input(t.elapsed());
+        let waited = t.elapsed();
+        self.add_wait_input(waited);
+        trace::span_of(
+            &self.trace_name,
+            trace::Category::WaitInput,
+            t,
+            waited,
+            None,
+        );
         r
     }
 
@@ -205,7 +236,15 @@ impl crate::exec::ElementIter for Metered {
         let wait_before = self.stats.wait_input_ns();
         let t = Instant::now();
         let r = self.inner.next();
-        let total = ns(t.elapsed());
+        let elapsed = t.elapsed();
+        trace::span_of(
+            &self.stats.trace_name,
+            trace::Category::Stage,
+            t,
+            elapsed,
+            None,
+        );
+        let total = ns(elapsed);
         let waited = self.stats.wait_input_ns().saturating_sub(wait_before);
         self.stats
             .busy_ns

@@ -6,6 +6,7 @@ mod io;
 mod iter;
 mod plan;
 mod py_ops;
+mod trace;
 
 use pyo3::prelude::*;
 
@@ -19,6 +20,9 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(io::parse_example_proto, m)?)?;
     m.add_function(wrap_pyfunction!(io::encode_png, m)?)?;
     m.add_function(wrap_pyfunction!(io::encode_jpeg, m)?)?;
+    m.add_function(wrap_pyfunction!(trace::trace_start, m)?)?;
+    m.add_function(wrap_pyfunction!(trace::trace_stop, m)?)?;
+    m.add_function(wrap_pyfunction!(trace::trace_write, m)?)?;
     m.add("AUTOTUNE", stoker::AUTOTUNE)?;
     m.add("JPEG_BACKEND", stoker_ops::jpeg::BACKEND)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

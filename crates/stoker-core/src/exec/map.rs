@@ -29,7 +29,14 @@ pub fn apply_chain(
     };
     let mut e = element;
     for op in ops {
-        match op.apply(e, &ctx)? {
+        // The clock is read only while tracing, so that an untraced op costs nothing more.
+        let traced = crate::trace::enabled().then(std::time::Instant::now);
+        let out = op.apply(e, &ctx);
+        if let Some(t) = traced {
+            let name: Arc<str> = Arc::from(op.name());
+            crate::trace::span(&name, crate::trace::Category::Op, t, Some(index));
+        }
+        match out? {
             Some(next) => e = next,
             None => return Ok(None),
         }

@@ -19,6 +19,7 @@ use crate::exec::map::{apply_chain, OpChain};
 use crate::exec::{catch_panic, BoxIter, ElementIter};
 use crate::options::ErrorPolicy;
 use crate::stats::StageStats;
+use crate::trace;
 
 type Outcome = Result<Option<Element>>;
 type Slot = Receiver<Outcome>;
@@ -80,11 +81,12 @@ impl ParallelMap {
                                 apply_chain(&ops, element, policy, &st, (index, epoch))
                             });
                             st.add_busy(t.elapsed());
+                            trace::span(st.trace_name(), trace::Category::Stage, t, Some(index));
                             let t = Instant::now();
                             if reply.send(out).is_err() {
                                 break;
                             }
-                            st.add_blocked_output(t.elapsed());
+                            st.blocked_since(t);
                         }
                     })
                     .map_err(spawn_err)?,

@@ -28,6 +28,7 @@ use crate::exec::parallel_map::ParallelMapConfig;
 use crate::exec::{catch_panic, BoxIter, ElementIter};
 use crate::stats::StageStats;
 use crate::storage::{shared_pool, BufferPool};
+use crate::trace;
 
 type Outcome = Result<Option<Element>>;
 
@@ -172,12 +173,15 @@ impl ParallelMapBatch {
                                 apply_chain(&ops, element, policy, &st, (index, epoch))
                             });
                             st.add_busy(t.elapsed());
+                            trace::span(st.trace_name(), trace::Category::Stage, t, Some(index));
                             match out {
                                 Ok(Some(e)) => {
                                     st.add_elements(1);
                                     let t = Instant::now();
                                     pending.write(row, e, pool);
                                     bst.add_busy(t.elapsed());
+                                    let name = bst.trace_name();
+                                    trace::span(name, trace::Category::Stage, t, Some(index));
                                 }
                                 // Only fused when bad records raise, so nothing is dropped.
                                 Ok(None) => pending.fail(Error::internal(

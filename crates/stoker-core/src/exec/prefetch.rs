@@ -81,7 +81,7 @@ impl Prefetch {
                     if tx.send((out, ending)).is_err() {
                         break; // the consumer is gone
                     }
-                    st.add_blocked_output(t.elapsed());
+                    st.blocked_since(t);
                     if last {
                         break;
                     }

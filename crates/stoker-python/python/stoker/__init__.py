@@ -45,6 +45,7 @@ from .errors import (
 )
 from .ops import FixedLenFeature, VarLenFeature
 from .timing import StepReport, StepTimer, timed
+from .tracing import _trace_from_environment, trace
 
 JPEG_BACKEND: str = _JPEG_BACKEND
 """The JPEG decoder this build uses: ``zune-jpeg`` (default) or ``libjpeg-turbo``."""
@@ -58,6 +59,7 @@ __all__ = [
     "StepReport",
     "StepTimer",
     "timed",
+    "trace",
     "TFRecordDataset",
     "TensorSpec",
     "FixedLenFeature",
@@ -88,3 +90,5 @@ __all__ = [
     "string",
     "__version__",
 ]
+
+_trace_from_environment()
