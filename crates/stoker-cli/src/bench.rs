@@ -26,6 +26,9 @@ pub struct Args {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// Also write the HTML report (self-contained: plots, stage table, verdict) here.
+    #[arg(long)]
+    report: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
@@ -71,6 +74,11 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     })
     .context("running the pipeline")?;
     bar.finish_and_clear();
+    if let Some(path) = &args.report {
+        let html = stoker::report::render(&args.spec, &result, None);
+        std::fs::write(path, html)
+            .with_context(|| format!("writing the report {}", path.display()))?;
+    }
     if args.json {
         let mut report = serde_json::to_value(&result)?;
         report["spec"] = json!(args.spec);

@@ -435,6 +435,43 @@ impl PyPlan {
         json_to_py(py, &v)
     }
 
+    /// Runs the pipeline alone like `diagnose` and writes the HTML report to `path`, with a
+    /// training loop's steps (milliseconds) when given.
+    #[pyo3(signature = (path, title, seconds, elements, warmup, steps=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn report(
+        &self,
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        title: String,
+        seconds: Option<f64>,
+        elements: Option<u64>,
+        warmup: u64,
+        steps: Option<(Vec<f64>, Vec<f64>, String)>,
+    ) -> PyResult<()> {
+        let limits = stoker::bench_run::BenchLimits {
+            warmup,
+            seconds,
+            elements,
+        };
+        let plan = self.plan.clone();
+        let result = py
+            .detach(|| stoker::bench_run::bench(&plan, limits))
+            .py(py)?;
+        let steps = steps.map(|(input_ms, compute_ms, verdict)| stoker::report::Steps {
+            input_ms,
+            compute_ms,
+            verdict,
+        });
+        let html = stoker::report::render(&title, &result, steps.as_ref());
+        std::fs::write(&path, html).map_err(|e| {
+            pyo3::exceptions::PyOSError::new_err(format!(
+                "writing the report {}: {e}",
+                path.display()
+            ))
+        })
+    }
+
     fn spec<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let v = stoker::spec::to_spec(&self.plan).py(py)?;
         json_to_py(py, &v)

@@ -36,6 +36,60 @@ pub struct BenchResult {
     pub threads: usize,
     pub stages: Vec<StageSnapshot>,
     pub verdict: Verdict,
+    /// How the run went over time (for the report).
+    pub series: Series,
+}
+
+/// Samples of a run over time, bounded in size.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Series {
+    /// Per timed element: milliseconds the consumer waited for it (the first
+    /// [`MAX_WAITS`] elements).
+    pub wait_ms: Vec<f32>,
+    /// Every [`SAMPLE_EVERY`]: seconds since timing started, elements so far, and the fill of
+    /// each buffered stage.
+    pub samples: Vec<Sample>,
+    /// Names of the buffered stages, in the order of `Sample::fill`.
+    pub buffers: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Sample {
+    pub t: f64,
+    pub elements: u64,
+    /// Elements in each buffer over its capacity, 0..1.
+    pub fill: Vec<f32>,
+}
+
+/// Per-element waits kept for the report.
+pub const MAX_WAITS: usize = 100_000;
+/// How often buffer fill and progress are sampled.
+pub const SAMPLE_EVERY: Duration = Duration::from_millis(50);
+/// Samples kept (a long run keeps its first this many).
+const MAX_SAMPLES: usize = 20_000;
+
+fn sample(pipeline: &Pipeline, t: f64, elements: u64, series: &mut Series) {
+    if series.samples.len() >= MAX_SAMPLES {
+        return;
+    }
+    let stages = pipeline.stats();
+    if series.buffers.is_empty() {
+        series.buffers = stages
+            .iter()
+            .filter(|s| s.buffer_capacity > 0)
+            .map(|s| s.name.clone())
+            .collect();
+    }
+    let fill = series
+        .buffers
+        .iter()
+        .map(|name| {
+            stages.iter().find(|s| &s.name == name).map_or(0.0, |s| {
+                s.buffer_len as f32 / s.buffer_capacity.max(1) as f32
+            })
+        })
+        .collect();
+    series.samples.push(Sample { t, elements, fill });
 }
 
 /// Runs `plan` on a fresh pipeline (fresh counters) until `limits`.
@@ -63,13 +117,30 @@ pub fn bench_with_progress(
     let limit = limits.seconds.map(Duration::from_secs_f64);
     let start = Instant::now();
     let (mut elements, mut examples) = (0u64, 0u64);
+    let mut series = Series::default();
+    let mut next_sample = start;
     while !ended {
+        let now = Instant::now();
+        if now >= next_sample {
+            sample(
+                &pipeline,
+                (now - start).as_secs_f64(),
+                elements,
+                &mut series,
+            );
+            next_sample = now + SAMPLE_EVERY;
+        }
         if limits.elements.is_some_and(|n| elements >= n)
             || limit.is_some_and(|l| start.elapsed() >= l)
         {
             break;
         }
-        match it.next()? {
+        let asked = Instant::now();
+        let next = it.next()?;
+        if series.wait_ms.len() < MAX_WAITS {
+            series.wait_ms.push(asked.elapsed().as_secs_f32() * 1e3);
+        }
+        match next {
             Some(e) => {
                 elements += 1;
                 let rows = e.tensors.first().and_then(|t| t.shape().first().copied());
@@ -83,6 +154,7 @@ pub fn bench_with_progress(
         }
     }
     let seconds = start.elapsed().as_secs_f64();
+    sample(&pipeline, seconds, elements, &mut series);
     drop(it);
     // The counters cover the warm-up too, so the verdict uses the whole run's wall time.
     let wall = run_start.elapsed().as_secs_f64();
@@ -110,6 +182,7 @@ pub fn bench_with_progress(
         threads,
         stages: pipeline.stats(),
         verdict,
+        series,
     })
 }
 

@@ -26,6 +26,7 @@ pub mod element_codec;
 pub mod pipeline;
 pub mod plan;
 pub mod planner;
+pub mod report;
 pub mod sources;
 pub mod spec;
 pub mod verdict;

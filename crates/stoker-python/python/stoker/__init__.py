@@ -44,7 +44,7 @@ from .errors import (
     WorkerPanicError,
 )
 from .ops import FixedLenFeature, VarLenFeature
-from .timing import StepReport, StepTimer, timed
+from .timing import Headspace, StepReport, StepTimer, headspace, timed
 from .tracing import _trace_from_environment, trace
 
 JPEG_BACKEND: str = _JPEG_BACKEND
@@ -59,6 +59,8 @@ __all__ = [
     "StepReport",
     "StepTimer",
     "timed",
+    "headspace",
+    "Headspace",
     "trace",
     "TFRecordDataset",
     "TensorSpec",

@@ -14,6 +14,7 @@ from . import _stoker
 from ._structure import Dynamic, Template, after_native_ops, flatten, pack_element, prefixed
 from .diagnosis import Diagnosis
 from .ops import NativeOp
+from .timing import StepReport
 
 AUTOTUNE: int = _stoker.AUTOTUNE
 
@@ -367,6 +368,25 @@ class Dataset:
         its throughput and what to change, with the predicted gain and the evidence for each
         recommendation. ``str()`` of the result is the report ``stoker bench`` prints."""
         return Diagnosis(self._plan.diagnose(seconds, batches, warmup))
+
+    def report(
+        self,
+        path: PathLike,
+        seconds: float | None = 5.0,
+        batches: int | None = None,
+        warmup: int = 1,
+        steps: StepReport | None = None,
+        title: str | None = None,
+    ) -> None:
+        """Runs the pipeline alone like :meth:`diagnose` and writes a self-contained HTML
+        report to ``path``: the verdict and recommendations, the step-time graph, throughput
+        and buffer fill over time, and the per-stage table. ``steps`` (a step timer's
+        ``report()``, see :func:`stoker.timed`) adds the training loop's steps and verdict."""
+        step_data = None
+        if steps is not None:
+            ms = lambda xs: [x * 1e3 for x in xs]  # noqa: E731
+            step_data = (ms(steps.input_s), ms(steps.compute_s), str(steps))
+        self._plan.report(os.fspath(path), title or repr(self), seconds, batches, warmup, step_data)
 
     def explain(self) -> str:
         """The pipeline as stoker runs it (after its rewrites), sink first, with schemas."""

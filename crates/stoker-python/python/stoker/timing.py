@@ -165,7 +165,61 @@ class timed(Generic[T]):  # noqa: N801 - used like a function: `for b in stoker.
         return len(self.iterable)  # type: ignore[arg-type]
 
 
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+@dataclass(frozen=True)
+class Headspace:
+    """What :func:`headspace` measured: the training step fed live, and fed from memory."""
+
+    live: StepReport
+    """Steps on batches as the iterable delivers them."""
+    replayed: StepReport
+    """The same steps on the same batches, replayed from memory (input costs nothing)."""
+
+    @property
+    def speedup(self) -> float:
+        """How many times faster steps go when input is free (1.0: input costs nothing now)."""
+        live, free = _mean(self.live.step_s), _mean(self.replayed.step_s)
+        return live / free if free > 0 else float("inf")
+
+    def __str__(self) -> str:
+        return (
+            f"with input free, steps would run {self.speedup:.2f}x as fast "
+            f"({_mean(self.live.step_s) * 1e3:.1f} -> {_mean(self.replayed.step_s) * 1e3:.1f} ms "
+            f"per step); live: {self.live}"
+        )
+
+
+def headspace(
+    step: Callable[[T], Any],
+    iterable: Iterable[T],
+    steps: int = 50,
+    warmup: int = 5,
+    synchronize: Callable[[], Any] | None = None,
+) -> Headspace:
+    """Runs ``step`` on ``warmup + steps`` batches of ``iterable`` as they come, keeping the
+    batches, then again on the kept batches replayed from memory: the headspace is how much
+    faster the training step would go if input were free. The kept batches stay in memory
+    until it returns."""
+    kept: list[T] = []
+    live = timed(iterable, warmup=warmup, synchronize=synchronize)
+    for batch in live:
+        step(batch)
+        kept.append(batch)
+        if len(kept) >= warmup + steps:
+            break
+    # The loop left with `break`, so its last step is not counted (means are compared).
+    replay = timed(kept, warmup=warmup, synchronize=synchronize)
+    for batch in replay:
+        step(batch)
+    return Headspace(live.report(), replay.report())
+
+
 __all__ = [
+    "Headspace",
+    "headspace",
     "HIGHLY_INPUT_BOUND_PERCENT",
     "MODERATELY_INPUT_BOUND_PERCENT",
     "StepReport",
