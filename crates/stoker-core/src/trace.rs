@@ -86,7 +86,7 @@ struct Ring {
 
 struct Registry {
     rings: Mutex<Vec<Arc<Mutex<Ring>>>>,
-    short: Mutex<Vec<Arc<ShortSpans>>>,
+    totals: Mutex<Vec<Arc<Totals>>>,
     next_tid: AtomicU64,
 }
 
@@ -94,7 +94,7 @@ fn registry() -> &'static Registry {
     static R: OnceLock<Registry> = OnceLock::new();
     R.get_or_init(|| Registry {
         rings: Mutex::new(Vec::new()),
-        short: Mutex::new(Vec::new()),
+        totals: Mutex::new(Vec::new()),
         next_tid: AtomicU64::new(1),
     })
 }
@@ -150,16 +150,18 @@ fn with_ring(f: impl FnOnce(&mut Ring)) {
 
 /// Records a span from `start` to now on this thread, if tracing is on.
 #[inline]
-pub fn span(name: &Arc<str>, cat: Category, start: Instant, element: Option<u64>) {
+pub fn span(name: &str, cat: Category, start: Instant, element: Option<u64>) {
     if enabled() {
         span_of(name, cat, start, start.elapsed(), element);
     }
 }
 
 /// Records a span of `dur` from `start` (for callers that have measured it already).
+/// `name` should be a string that lives as long as its stage or op (it is looked up by
+/// address first).
 #[inline]
 pub fn span_of(
-    name: &Arc<str>,
+    name: &str,
     cat: Category,
     start: Instant,
     dur: std::time::Duration,
@@ -169,80 +171,121 @@ pub fn span_of(
         return;
     }
     let dur_ns = u64::try_from(dur.as_nanos()).unwrap_or(u64::MAX);
-    if dur_ns < MIN_SPAN_NS {
-        count_short(name, cat, dur_ns);
-    } else {
+    let kept = dur_ns >= MIN_SPAN_NS;
+    let shared = count(name, cat, dur_ns, kept);
+    if let (true, Some(name)) = (kept, shared) {
         record_span(name, cat, start, dur_ns, element);
     }
 }
 
-/// Spans too short to keep, counted per (stage, category); shared with the writer.
-struct ShortSpans {
+/// Every span of one (name, category) on one thread: how many and how long, in all and of
+/// those too short to keep. Written by its thread only, read by the writer of the file.
+struct Totals {
     name: Arc<str>,
     cat: Category,
     generation: u64,
     count: AtomicU64,
     total_ns: AtomicU64,
+    short_count: AtomicU64,
+    short_ns: AtomicU64,
+}
+
+/// Adds `v` to a counter only this thread writes: a load and a store, no locked instruction.
+#[inline]
+fn bump(c: &AtomicU64, v: u64) {
+    c.store(c.load(Relaxed).wrapping_add(v), Relaxed);
 }
 
 thread_local! {
-    /// This thread's short-span counters of the current trace, found by name pointer: a
-    /// reader stage makes hundreds of thousands of spans a second, so this path must be cheap.
-    static SHORT: RefCell<(u64, Vec<Arc<ShortSpans>>)> = const { RefCell::new((0, Vec::new())) };
+    /// This thread's totals of the current trace. A reader stage makes hundreds of thousands
+    /// of spans a second, so they are found by the name's address (then checked by content).
+    static TOTALS: RefCell<(u64, Vec<Arc<Totals>>)> = const { RefCell::new((0, Vec::new())) };
 }
 
-fn count_short(name: &Arc<str>, cat: Category, dur_ns: u64) {
+/// Counts a span; returns the shared name when the span is to be kept.
+fn count(name: &str, cat: Category, dur_ns: u64, kept: bool) -> Option<Arc<str>> {
     let generation = GENERATION.load(Relaxed);
-    SHORT.with(|cell| {
-        let mut cache = cell.borrow_mut();
-        if cache.0 != generation {
-            *cache = (generation, Vec::new());
+    TOTALS.with(|cell| {
+        let mut table = cell.borrow_mut();
+        if table.0 != generation {
+            *table = (generation, Vec::new());
         }
-        let index = match cache
-            .1
-            .iter()
-            .position(|c| c.cat == cat && Arc::ptr_eq(&c.name, name))
-        {
+        let found = table.1.iter().position(|t| {
+            t.cat == cat
+                && (std::ptr::eq(t.name.as_ptr(), name.as_ptr()) && t.name.len() == name.len()
+                    || *t.name == *name)
+        });
+        let index = match found {
             Some(i) => i,
             None => {
-                let c = Arc::new(ShortSpans {
-                    name: Arc::clone(name),
+                let t = Arc::new(Totals {
+                    name: Arc::from(name),
                     cat,
                     generation,
                     count: AtomicU64::new(0),
                     total_ns: AtomicU64::new(0),
+                    short_count: AtomicU64::new(0),
+                    short_ns: AtomicU64::new(0),
                 });
                 registry()
-                    .short
+                    .totals
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .push(Arc::clone(&c));
-                cache.1.push(c);
-                cache.1.len() - 1
+                    .push(Arc::clone(&t));
+                table.1.push(t);
+                table.1.len() - 1
             }
         };
-        // Only this thread writes these counters: a load and a store, no locked instruction.
-        let c = &cache.1[index];
-        c.count.store(c.count.load(Relaxed) + 1, Relaxed);
-        c.total_ns.store(c.total_ns.load(Relaxed) + dur_ns, Relaxed);
-    });
+        let t = &table.1[index];
+        bump(&t.count, 1);
+        bump(&t.total_ns, dur_ns);
+        if kept {
+            Some(Arc::clone(&t.name))
+        } else {
+            bump(&t.short_count, 1);
+            bump(&t.short_ns, dur_ns);
+            None
+        }
+    })
 }
 
 #[cold]
-fn record_span(name: &Arc<str>, cat: Category, start: Instant, dur_ns: u64, element: Option<u64>) {
+fn record_span(name: Arc<str>, cat: Category, start: Instant, dur_ns: u64, element: Option<u64>) {
     with_ring(|r| {
         if r.spans.len() >= RING_SPANS {
             r.spans.pop_front();
             r.dropped_spans += 1;
         }
         r.spans.push_back(Span {
-            name: Arc::clone(name),
+            name,
             cat,
             start_ns: ns_since_epoch(start),
             dur_ns,
             element,
         });
     });
+}
+
+/// Time per op name over the current trace (every span, kept or not): (name, calls, seconds),
+/// summed over threads.
+pub fn op_totals() -> Vec<(String, u64, f64)> {
+    let generation = GENERATION.load(Relaxed);
+    let mut by_name: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for t in registry()
+        .totals
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter(|t| t.generation == generation && t.cat == Category::Op)
+    {
+        let e = by_name.entry(t.name.to_string()).or_insert((0, 0));
+        e.0 += t.count.load(Relaxed);
+        e.1 += t.total_ns.load(Relaxed);
+    }
+    by_name
+        .into_iter()
+        .map(|(name, (calls, ns))| (name, calls, ns as f64 / 1e9))
+        .collect()
 }
 
 /// Records a buffer's fill level, if tracing is on.
@@ -276,7 +319,7 @@ pub fn start() {
     // Counters of earlier traces are no longer written.
     let generation = GENERATION.load(Relaxed);
     registry()
-        .short
+        .totals
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .retain(|c| c.generation == generation);
@@ -332,18 +375,18 @@ pub fn to_json() -> Value {
     }
     // Short spans, summed over threads per (stage, category).
     let mut short: BTreeMap<(String, &'static str), (u64, u64)> = BTreeMap::new();
-    for c in registry()
-        .short
+    for t in registry()
+        .totals
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
-        .filter(|c| c.generation == generation)
+        .filter(|t| t.generation == generation && t.short_count.load(Relaxed) > 0)
     {
         let e = short
-            .entry((c.name.to_string(), c.cat.name()))
+            .entry((t.name.to_string(), t.cat.name()))
             .or_insert((0, 0));
-        e.0 += c.count.load(Relaxed);
-        e.1 += c.total_ns.load(Relaxed);
+        e.0 += t.short_count.load(Relaxed);
+        e.1 += t.short_ns.load(Relaxed);
     }
     let short: Vec<Value> = short
         .into_iter()
@@ -377,8 +420,12 @@ pub fn write(path: &std::path::Path) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    /// Tracing is process-wide: these tests take turns.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
     #[test]
     fn records_only_while_on_and_writes_chrome_events() {
+        let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let name: Arc<str> = Arc::from("stage a");
         stop();
         span(&name, Category::Stage, Instant::now(), None);
@@ -403,5 +450,33 @@ mod tests {
             .any(|e| e["ph"] == "M" && e["name"] == "thread_name"));
         let short = v["otherData"]["short_spans_not_kept"].as_array().unwrap();
         assert!(short.iter().any(|s| s["cat"] == "op" && s["count"] == 1));
+    }
+
+    #[test]
+    fn op_totals_count_every_span_of_a_name() {
+        let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        start();
+        for i in 0..1000 {
+            // A new string each time, as a short-lived name would be: one entry all the same.
+            let name = format!("op{}", i % 2);
+            span(&name, Category::Op, Instant::now(), None);
+        }
+        let t = Instant::now();
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        span("op0", Category::Op, t, None);
+        let totals = op_totals();
+        stop();
+        let get = |n: &str| totals.iter().find(|(name, ..)| name == n).cloned();
+        assert_eq!(get("op0").map(|t| t.1), Some(501));
+        assert_eq!(get("op1").map(|t| t.1), Some(500));
+        assert!(get("op0").is_some_and(|t| t.2 >= 0.001));
+        let entries = registry()
+            .totals
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|t| t.generation == GENERATION.load(Relaxed) && t.cat == Category::Op)
+            .count();
+        assert_eq!(entries, 2);
     }
 }

@@ -108,3 +108,22 @@ def test_deterministic_prefix_is_advised_to_be_cached(segmentation):
     good = prefix.cache().repeat().prefetch(sk.AUTOTUNE).diagnose(seconds=1.5)
     assert good.examples_per_s > 2 * bad.examples_per_s, (str(bad), str(good))
     assert not any(".cache()" in r.action for r in good.recommendations)
+
+
+def test_time_per_op_and_decode_advice(segmentation):
+    images, labels, colors = segmentation
+    source = sk.Dataset.from_tensor_slices(
+        {"image": np.array(images, dtype=object), "label": np.array(labels, dtype=object)}
+    ).with_options(threads=2)
+    ds = source.repeat().map(segmentation_ops(colors), num_parallel_calls=sk.AUTOTUNE).batch(3)
+    d = ds.diagnose(seconds=1.0)
+    ops = {o["name"]: o for o in d.ops}
+    assert {"read_file", "decode_image", "one_hot_colors", "resize_with_crop_or_pad"} <= set(ops)
+    # Two decodes per pair, every pair of the run.
+    map_stage = next(s for s in d.stages if s["kind"] == "map")
+    assert ops["decode_image"]["calls"] == 2 * map_stage["elements"]
+    # PNG decoding is ~3/4 of W2's work.
+    assert ops["decode_image"]["share"] > 0.5
+    assert sum(o["busy_s"] for o in d.ops) <= map_stage["busy_s"] * 1.05
+    rec = gain_of(d, "decoding images dominates")
+    assert f"for {ops['decode_image']['calls']} images" in rec.evidence

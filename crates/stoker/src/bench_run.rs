@@ -105,6 +105,68 @@ pub fn bench_with_progress(
 ) -> Result<BenchResult> {
     let pipeline = Pipeline::new(plan)?;
     let batched = has_batch(pipeline.plan());
+    // The timeline's per-op totals say which op of a map takes the time; tracing costs
+    // about nothing here (see BENCHMARKS.md). A trace the caller runs is left running.
+    let own_trace = !stoker_core::trace::enabled();
+    let before = if own_trace {
+        stoker_core::trace::start();
+        Vec::new()
+    } else {
+        stoker_core::trace::op_totals()
+    };
+    let result = run(&pipeline, batched, limits, &mut progress);
+    let mut ops = stoker_core::trace::op_totals();
+    if own_trace {
+        stoker_core::trace::stop();
+    }
+    // Only this run's share of a caller's running trace.
+    for (name, calls, secs) in &mut ops {
+        if let Some((_, c0, s0)) = before.iter().find(|(n, ..)| n == name) {
+            *calls -= c0;
+            *secs -= s0;
+        }
+    }
+    ops.retain(|(_, calls, _)| *calls > 0);
+    let (seconds, wall, elements, examples, ended, series) = result?;
+    let threads = pipeline.plan().options().threads();
+    let verdict = diagnose(
+        pipeline.plan(),
+        &pipeline.registry().snapshot_by_key(),
+        wall,
+        threads,
+        &ops,
+    );
+    let rate = |n: u64| {
+        if seconds > 0.0 {
+            n as f64 / seconds
+        } else {
+            0.0
+        }
+    };
+    Ok(BenchResult {
+        seconds,
+        elements,
+        examples,
+        elements_per_s: rate(elements),
+        examples_per_s: rate(examples),
+        ended,
+        threads,
+        stages: pipeline.stats(),
+        verdict,
+        series,
+    })
+}
+
+type RunOutcome = (f64, f64, u64, u64, bool, Series);
+
+/// The timed loop: (timed seconds, wall seconds with warm-up, elements, examples, ended,
+/// series).
+fn run(
+    pipeline: &Pipeline,
+    batched: bool,
+    limits: BenchLimits,
+    progress: &mut impl FnMut(f64, u64),
+) -> Result<RunOutcome> {
     let run_start = Instant::now();
     let mut it = pipeline.start()?;
     let mut ended = false;
@@ -122,12 +184,7 @@ pub fn bench_with_progress(
     while !ended {
         let now = Instant::now();
         if now >= next_sample {
-            sample(
-                &pipeline,
-                (now - start).as_secs_f64(),
-                elements,
-                &mut series,
-            );
+            sample(pipeline, (now - start).as_secs_f64(), elements, &mut series);
             next_sample = now + SAMPLE_EVERY;
         }
         if limits.elements.is_some_and(|n| elements >= n)
@@ -154,36 +211,11 @@ pub fn bench_with_progress(
         }
     }
     let seconds = start.elapsed().as_secs_f64();
-    sample(&pipeline, seconds, elements, &mut series);
+    sample(pipeline, seconds, elements, &mut series);
     drop(it);
     // The counters cover the warm-up too, so the verdict uses the whole run's wall time.
     let wall = run_start.elapsed().as_secs_f64();
-    let threads = pipeline.plan().options().threads();
-    let verdict = diagnose(
-        pipeline.plan(),
-        &pipeline.registry().snapshot_by_key(),
-        wall,
-        threads,
-    );
-    let rate = |n: u64| {
-        if seconds > 0.0 {
-            n as f64 / seconds
-        } else {
-            0.0
-        }
-    };
-    Ok(BenchResult {
-        seconds,
-        elements,
-        examples,
-        elements_per_s: rate(elements),
-        examples_per_s: rate(examples),
-        ended,
-        threads,
-        stages: pipeline.stats(),
-        verdict,
-        series,
-    })
+    Ok((seconds, wall, elements, examples, ended, series))
 }
 
 /// True when the pipeline's elements are batches (of which the first dimension counts

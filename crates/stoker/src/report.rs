@@ -375,6 +375,26 @@ pub fn render(title: &str, run: &BenchResult, steps: Option<&Steps>) -> String {
         );
     }
     h.push_str("</table>");
+    if !v.ops.is_empty() {
+        h.push_str(
+            "<h2>Ops inside maps</h2><table><tr><th>op</th><th>calls</th><th>ms / call</th>\
+             <th>busy s</th><th>share of all busy time</th></tr>",
+        );
+        for o in &v.ops {
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{:.3}</td><td>{:.2}</td><td><span class=\"bar\" \
+                 style=\"width:{:.0}px\"></span> {:.0} %</td></tr>",
+                esc(&o.name),
+                o.calls,
+                o.busy_s * 1e3 / o.calls.max(1) as f64,
+                o.busy_s,
+                o.share.clamp(0.0, 1.0) * 80.0,
+                o.share * 100.0
+            );
+        }
+        h.push_str("</table>");
+    }
     let _ = write!(
         h,
         "<p class=\"sub\">CPU budget used: {:.0} %; Python held the GIL {:.0} % of the run. \

@@ -41,6 +41,16 @@ pub struct ThreadGroup {
     pub utilisation: f64,
 }
 
+/// One op's time inside the map stages, from the timeline.
+#[derive(Clone, Debug, Serialize)]
+pub struct OpCost {
+    pub name: String,
+    pub calls: u64,
+    pub busy_s: f64,
+    /// Share of the busy time of all stages, 0..1.
+    pub share: f64,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Recommendation {
     pub action: String,
@@ -58,6 +68,8 @@ pub struct Verdict {
     /// The CPU budget (threads).
     pub threads: usize,
     pub stages: Vec<StageCost>,
+    /// Ops by time, when the run was timed per op (most first).
+    pub ops: Vec<OpCost>,
     pub groups: Vec<ThreadGroup>,
     /// The stage that limits throughput (the busiest stage of the most utilised group).
     pub bottleneck: Option<String>,
@@ -220,12 +232,14 @@ const SATURATED: f64 = 0.6;
 const MIN_GAIN_PERCENT: f64 = 5.0;
 
 /// The verdict on a run of `plan` (the optimised plan the pipeline ran) that took `wall_s`
-/// seconds, from its stages' counters (`snaps`, by plan id; `driver` for the driver stage).
+/// seconds, from its stages' counters (`snaps`, by plan id) and the time of each op inside
+/// maps (`ops`: name, calls, seconds; empty when not measured).
 pub fn diagnose(
     plan: &Plan,
     snaps: &HashMap<u64, StageSnapshot>,
     wall_s: f64,
     budget: usize,
+    ops: &[(String, u64, f64)],
 ) -> Verdict {
     let wall = wall_s.max(1e-9);
     let mut model = Model {
@@ -433,6 +447,22 @@ pub fn diagnose(
         }
     }
 
+    let mut op_costs: Vec<OpCost> = ops
+        .iter()
+        .map(|(name, calls, secs)| OpCost {
+            name: name.clone(),
+            calls: *calls,
+            busy_s: *secs,
+            share: if total_busy > 0.0 {
+                secs / total_busy
+            } else {
+                0.0
+            },
+        })
+        .collect();
+    op_costs.sort_by(|a, b| b.busy_s.total_cmp(&a.busy_s));
+    recs.extend(op_advice(&op_costs));
+
     // A prefetch at the end (options are not a stage).
     let mut sink = plan;
     while let Step::WithOptions { input, .. } = sink.step() {
@@ -493,6 +523,7 @@ pub fn diagnose(
         wall_s,
         threads: budget,
         stages,
+        ops: op_costs,
         groups,
         bottleneck,
         cpu_utilisation,
@@ -500,6 +531,55 @@ pub fn diagnose(
         summary,
         recommendations: recs,
     }
+}
+
+/// Advice from where the time goes inside maps: image decoding, or reading many small files.
+fn op_advice(ops: &[OpCost]) -> Vec<Recommendation> {
+    let mut recs = Vec::new();
+    let share_of = |pred: &dyn Fn(&str) -> bool| -> (f64, f64, u64) {
+        ops.iter()
+            .filter(|o| pred(&o.name))
+            .fold((0.0, 0.0, 0), |(sh, s, c), o| {
+                (sh + o.share, s + o.busy_s, c + o.calls)
+            })
+    };
+    let (decode, decode_s, decodes) = share_of(&|n| n.starts_with("decode_") && n != "decode_raw");
+    if decode >= 0.5 {
+        recs.push(Recommendation {
+            action: "decoding images dominates: preprocess them offline, once (store them \
+                     already resized to about the training size, so each decode has fewer \
+                     pixels to do); for JPEGs, the libjpeg-turbo build (`--features \
+                     turbojpeg`) also decodes at 1/2 to 1/8 scale where a crop is resized down \
+                     that much"
+                .into(),
+            stage: None,
+            predicted_gain_percent: None,
+            evidence: format!(
+                "image decoding takes {:.0} % of the pipeline's busy time ({decode_s:.2} s for \
+                 {decodes} images, {:.2} ms each)",
+                decode * 100.0,
+                decode_s * 1e3 / decodes.max(1) as f64
+            ),
+        });
+    }
+    let (read, read_s, reads) = share_of(&|n| n == "read_file");
+    if read >= 0.2 {
+        recs.push(Recommendation {
+            action: "reading many small files costs much: pack them into a few TFRecord files \
+                     (stoker.io.TFRecordWriter) and read those with \
+                     TFRecordDataset(num_parallel_reads=stoker.AUTOTUNE)"
+                .into(),
+            stage: None,
+            predicted_gain_percent: None,
+            evidence: format!(
+                "read_file takes {:.0} % of the pipeline's busy time ({read_s:.2} s for {reads} \
+                 files, {:.3} ms each: opening and reading a file at a time)",
+                read * 100.0,
+                read_s * 1e3 / reads.max(1) as f64
+            ),
+        });
+    }
+    recs
 }
 
 /// How many times faster the pipeline could go before some thread group or the CPU budget is

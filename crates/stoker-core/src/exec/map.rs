@@ -33,8 +33,7 @@ pub fn apply_chain(
         let traced = crate::trace::enabled().then(std::time::Instant::now);
         let out = op.apply(e, &ctx);
         if let Some(t) = traced {
-            let name: Arc<str> = Arc::from(op.name());
-            crate::trace::span(&name, crate::trace::Category::Op, t, Some(index));
+            crate::trace::span(op.name(), crate::trace::Category::Op, t, Some(index));
         }
         match out? {
             Some(next) => e = next,

@@ -25,6 +25,8 @@ class Diagnosis:
         self.examples_per_s: float = raw["examples_per_s"]
         self.elements_per_s: float = raw["elements_per_s"]
         self.stages: list[dict[str, Any]] = raw["stages"]
+        self.ops: list[dict[str, Any]] = verdict["ops"]
+        """Time per op inside maps (name, calls, busy_s, share of all busy time), most first."""
         self.bottleneck: str | None = verdict["bottleneck"]
         """The name of the stage that limits throughput (as in ``stats()``)."""
         self.summary: str = verdict["summary"]
