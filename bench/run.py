@@ -532,12 +532,12 @@ def trace_overhead_section() -> list[str]:
          f"Run {doc['date']} · `{doc['command']}` · per pass: W1 (`examples/w1_chess.py`), 20 warm-up "
          f"batches then {doc['batches']} batches of 512 timed, in its own pinned child; {doc['runs']} passes "
          "traced and untraced, alternating; medians.", "",
-         "| cores | untraced ex/s | traced ex/s | overhead | trace file | spans kept | spans dropped | "
-         "file write |", "|---|---|---|---|---|---|---|---|"]
+         "| cores | untraced ex/s | traced ex/s | overhead | trace file | spans kept | spans / counter samples "
+         "dropped | file write |", "|---|---|---|---|---|---|---|---|"]
     for r in doc["rows"]:
         L.append(f"| {r['cores']} | {r['off_examples_per_s']:,.0f} | {r['on_examples_per_s']:,.0f} | "
                  f"{r['overhead_percent']:+.1f} % | {r['trace_mb']:.1f} MB | {r['spans']:,.0f} | "
-                 f"{r['dropped_spans']} | {r['write_s']:.2f} s |")
+                 f"{r['dropped_spans']} / {r.get('dropped_counter_samples', '?')} | {r['write_s']:.2f} s |")
     L += ["", "Runs (ex/s): " + "; ".join(
         f"{r['cores']} core(s) untraced {r['off_runs']}, traced {r['on_runs']}" for r in doc["rows"]), ""]
     return L

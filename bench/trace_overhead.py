@@ -55,6 +55,7 @@ def child(args: argparse.Namespace) -> None:
         out["trace_mb"] = os.path.getsize(path) / 1e6
         doc = json.load(open(path))
         out["dropped_spans"] = doc["otherData"]["dropped_spans"]
+        out["dropped_samples"] = doc["otherData"]["dropped_counter_samples"]
         out["spans"] = sum(1 for e in doc["traceEvents"] if e["ph"] == "X")
         out["traced_s"] = t1 - t0
     else:
@@ -66,7 +67,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default="/tmp/stoker-bench-data/w1-full")
     ap.add_argument("--cores", default="1,2")
-    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=11)
     ap.add_argument("--batches", type=int, default=300)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--trace", type=int, default=0, help=argparse.SUPPRESS)
@@ -102,6 +103,7 @@ def main() -> int:
             "trace_mb": statistics.median(r["trace_mb"] for r in runs[1]),
             "spans": statistics.median(r["spans"] for r in runs[1]),
             "dropped_spans": max(r["dropped_spans"] for r in runs[1]),
+            "dropped_counter_samples": max(r["dropped_samples"] for r in runs[1]),
             "write_s": statistics.median(r["write_s"] for r in runs[1]),
         }
         print(json.dumps(row))

@@ -29,6 +29,8 @@ pub struct StageStats {
     buffer_capacity: AtomicU64,
     buffer_fill_sum: AtomicU64,
     buffer_samples: AtomicU64,
+    /// When the timeline last got this stage's buffer fill (ns on the trace clock).
+    last_fill_traced_ns: AtomicU64,
     workers: AtomicU64,
     last_skip: Mutex<Option<String>>,
 }
@@ -57,6 +59,9 @@ pub struct StageSnapshot {
     pub buffer_fill_mean: Option<f64>,
     pub workers: u64,
 }
+
+/// Shortest interval between two buffer-fill samples of one stage on the timeline.
+const FILL_TRACE_EVERY_NS: u64 = 100_000;
 
 fn ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
@@ -120,7 +125,16 @@ impl StageStats {
 
     /// Records the current fill of this stage's output buffer.
     pub fn sample_buffer(&self, len: usize, capacity: usize) {
-        trace::counter(&self.trace_name, len as u64);
+        if trace::enabled() {
+            // At most one sample per FILL_TRACE_EVERY_NS: a shuffle buffer is sampled for
+            // every record, which would flood the timeline (and cost) for nothing.
+            let now = trace::now_ns();
+            let last = self.last_fill_traced_ns.load(Relaxed);
+            if now.saturating_sub(last) >= FILL_TRACE_EVERY_NS || last > now {
+                self.last_fill_traced_ns.store(now, Relaxed);
+                trace::counter(&self.trace_name, len as u64);
+            }
+        }
         self.buffer_len.store(len as u64, Relaxed);
         self.buffer_capacity.store(capacity as u64, Relaxed);
         if let Some(fill) = (len * 1_000_000).checked_div(capacity) {

@@ -104,6 +104,11 @@ fn epoch() -> Instant {
     *E.get_or_init(Instant::now)
 }
 
+/// Nanoseconds on the trace's clock.
+pub fn now_ns() -> u64 {
+    ns_since_epoch(Instant::now())
+}
+
 fn ns_since_epoch(t: Instant) -> u64 {
     u64::try_from(t.saturating_duration_since(epoch()).as_nanos()).unwrap_or(u64::MAX)
 }
