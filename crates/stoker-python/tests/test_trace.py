@@ -26,6 +26,26 @@ def check_chrome_trace(doc):
             assert e["name"] in {"process_name", "thread_name"} and isinstance(e["args"]["name"], str), e
 
 
+def check_nesting(doc):
+    """Perfetto (and chrome://tracing) need the complete events of one thread to nest: a span
+    that starts inside another ends inside it too."""
+    by_thread = {}
+    for e in doc["traceEvents"]:
+        if e["ph"] == "X":
+            by_thread.setdefault(e["tid"], []).append((e["ts"], e["ts"] + e["dur"], e["name"]))
+    eps = 1e-3  # µs: float rounding of nanosecond times
+    for spans in by_thread.values():
+        spans.sort(key=lambda s: (s[0], -s[1]))
+        open_ends = []
+        for start, end, name in spans:
+            while open_ends and start >= open_ends[-1][0] - eps:
+                open_ends.pop()
+            if open_ends:
+                assert end <= open_ends[-1][0] + eps, (name, start, end, open_ends[-1])
+            open_ends.append((end, name))
+    return sum(len(v) for v in by_thread.values())
+
+
 def slow_pipeline():
     def slow(x):
         # Long enough (> 10 µs) for every element's spans to be kept.
@@ -48,6 +68,7 @@ def test_trace_records_stages_ops_waits_and_buffer_fill(tmp_path):
         assert sum(len(b) for b in ds) == 400
     doc = json.loads(path.read_text())
     check_chrome_trace(doc)
+    assert check_nesting(doc) > 400
     events = doc["traceEvents"]
     threads = {e["args"]["name"] for e in events if e["name"] == "thread_name"}
     assert {"stoker-map-0", "stoker-map-1", "stoker-prefetch(2)"} <= threads, threads

@@ -87,6 +87,10 @@ def test_w2_serial_decode_map_is_named_and_more_parallelism_fixes_it(segmentatio
     assert first.action.startswith(f"raise the parallelism of '{bad.bottleneck}' to 2"), str(bad)
     assert first.predicted_gain_percent is not None and first.predicted_gain_percent > 30, str(bad)
     assert bad.gil_utilisation == 0
+    # Its capacity on its one thread is about what the serial pipeline achieved.
+    stage = next(s for s in bad.raw["verdict"]["stages"] if s["name"] == bad.bottleneck)
+    assert stage["capacity_per_s"] == pytest.approx(1e3 / stage["ms_per_element"], rel=1e-6)
+    assert stage["capacity_per_s"] == pytest.approx(3 * bad.elements_per_s, rel=0.35)
 
     good = run(sk.AUTOTUNE)
     # Predicted: faster. Measured with a generous margin (a shared 2-core machine).

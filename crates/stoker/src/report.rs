@@ -349,8 +349,8 @@ pub fn render(title: &str, run: &BenchResult, steps: Option<&Steps>) -> String {
     // Stages.
     h.push_str(
         "<h2>Stages (sink first)</h2><table><tr><th>stage</th><th>elements</th>\
-         <th>ms / element</th><th>busy s</th><th>threads</th><th>Python s</th>\
-         <th>share of its threads' time</th></tr>",
+         <th>ms / element</th><th>capacity el/s</th><th>busy s</th><th>threads</th>\
+         <th>Python s</th><th>share of its threads' time</th></tr>",
     );
     for s in v.stages.iter().filter(|s| s.elements > 0 || s.busy_s > 0.0) {
         let g = &v.groups[s.group];
@@ -362,11 +362,16 @@ pub fn render(title: &str, run: &BenchResult, steps: Option<&Steps>) -> String {
         };
         let _ = write!(
             h,
-            "<tr><td>{}{marker}</td><td>{}</td><td>{:.3}</td><td>{:.2}</td><td>{}</td>\
+            "<tr><td>{}{marker}</td><td>{}</td><td>{:.3}</td><td>{}</td><td>{:.2}</td><td>{}</td>\
              <td>{:.2}</td><td><span class=\"bar\" style=\"width:{:.0}px\"></span> {:.0} %</td></tr>",
             esc(&s.name),
             s.elements,
             s.ms_per_element,
+            if s.capacity_per_s.is_finite() {
+                format!("{:.0}", s.capacity_per_s)
+            } else {
+                "—".into()
+            },
             s.busy_s,
             g.threads,
             s.python_s,

@@ -30,6 +30,9 @@ pub struct StageCost {
     pub python_s: f64,
     /// Which thread group it runs on (see [`Verdict::groups`]).
     pub group: usize,
+    /// Elements per second it could make on its threads if nothing else ran there (its
+    /// threads over its time per element); infinite for a stage that did no measurable work.
+    pub capacity_per_s: f64,
 }
 
 /// Threads that run a set of stages.
@@ -283,6 +286,11 @@ pub fn diagnose(
             workers: n.snap.workers,
             python_s: n.snap.python_s,
             group: n.group,
+            capacity_per_s: if n.snap.busy_s > 0.0 {
+                model.groups[n.group].0 as f64 * n.snap.elements as f64 / n.snap.busy_s
+            } else {
+                f64::INFINITY
+            },
         })
         .collect();
 
