@@ -28,6 +28,23 @@ pub struct PyPlan {
 }
 
 impl PyPlan {
+    /// Runs the pipeline alone on fresh counters, with the GIL released.
+    fn bench(
+        &self,
+        py: Python<'_>,
+        seconds: Option<f64>,
+        elements: Option<u64>,
+        warmup: u64,
+    ) -> PyResult<stoker::bench_run::BenchResult> {
+        let limits = stoker::bench_run::BenchLimits {
+            warmup,
+            seconds,
+            elements,
+        };
+        let plan = self.plan.clone();
+        py.detach(|| stoker::bench_run::bench(&plan, limits)).py(py)
+    }
+
     fn wrap(plan: Plan) -> PyPlan {
         PyPlan {
             plan,
@@ -420,15 +437,7 @@ impl PyPlan {
         elements: Option<u64>,
         warmup: u64,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let limits = stoker::bench_run::BenchLimits {
-            warmup,
-            seconds,
-            elements,
-        };
-        let plan = self.plan.clone();
-        let result = py
-            .detach(|| stoker::bench_run::bench(&plan, limits))
-            .py(py)?;
+        let result = self.bench(py, seconds, elements, warmup)?;
         let mut v =
             serde_json::to_value(&result).map_err(|e| PyValueError::new_err(e.to_string()))?;
         v["verdict"]["text"] = serde_json::Value::String(result.verdict.to_text());
@@ -449,15 +458,7 @@ impl PyPlan {
         warmup: u64,
         steps: Option<(Vec<f64>, Vec<f64>, String)>,
     ) -> PyResult<()> {
-        let limits = stoker::bench_run::BenchLimits {
-            warmup,
-            seconds,
-            elements,
-        };
-        let plan = self.plan.clone();
-        let result = py
-            .detach(|| stoker::bench_run::bench(&plan, limits))
-            .py(py)?;
+        let result = self.bench(py, seconds, elements, warmup)?;
         let steps = steps.map(|(input_ms, compute_ms, verdict)| stoker::report::Steps {
             input_ms,
             compute_ms,

@@ -61,6 +61,22 @@ fn field_names(plan: &Plan) -> Names {
     plan.schema().names()
 }
 
+/// How a parallel map runs: `workers` threads, two elements in flight per worker.
+fn parallel_config(
+    epoch: u64,
+    workers: usize,
+    deterministic: bool,
+    policy: ErrorPolicy,
+) -> ParallelMapConfig {
+    ParallelMapConfig {
+        epoch,
+        workers,
+        buffer: 2 * workers,
+        deterministic,
+        policy,
+    }
+}
+
 /// A parallel `map` right before a `batch`, run as one stage whose workers write each element
 /// into its batch row; `None` when `map_plan` is not a parallel map, or when bad records are
 /// skipped (a dropped element would leave a hole in its batch).
@@ -91,13 +107,7 @@ fn map_and_batch(
         .stage(map_plan.id(), &map_plan.label(), map_plan.step().kind());
     let epoch = epoch.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let inner = iterate(input, ctx)?;
-    let config = ParallelMapConfig {
-        epoch,
-        workers,
-        buffer: 2 * workers,
-        deterministic: *deterministic,
-        policy,
-    };
+    let config = parallel_config(epoch, workers, *deterministic, policy);
     let batch = BatchConfig {
         size: batch_size,
         drop_remainder,
@@ -229,13 +239,7 @@ pub fn iterate(plan: &Plan, ctx: &BuildCtx) -> Result<BoxIter> {
             let chain: OpChain = Arc::from(ops.clone());
             let workers = ctx.threads_for(*num_parallel_calls);
             if num_parallel_calls.is_some() && workers > 1 {
-                let config = ParallelMapConfig {
-                    epoch,
-                    workers,
-                    buffer: 2 * workers,
-                    deterministic: *deterministic,
-                    policy,
-                };
+                let config = parallel_config(epoch, workers, *deterministic, policy);
                 Box::new(ParallelMap::spawn(inner, chain, config, stats)?)
             } else {
                 Metered::wrap(

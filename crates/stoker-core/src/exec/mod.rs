@@ -17,6 +17,7 @@ pub mod parallel_map;
 pub mod parallel_map_batch;
 pub mod prefetch;
 pub mod repeat;
+pub mod results;
 pub mod shard;
 pub mod shuffle;
 pub mod slices;

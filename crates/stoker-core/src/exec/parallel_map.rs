@@ -8,7 +8,6 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
@@ -16,23 +15,16 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::exec::map::{apply_chain, OpChain};
+use crate::exec::results::{Outcome, Results, Running};
 use crate::exec::{catch_panic, BoxIter, ElementIter};
 use crate::options::ErrorPolicy;
 use crate::stats::StageStats;
 use crate::trace;
 
-type Outcome = Result<Option<Element>>;
 type Slot = Receiver<Outcome>;
 
-enum Output {
-    Ordered(Receiver<Slot>),
-    Unordered(Receiver<Outcome>),
-}
-
 pub struct ParallelMap {
-    output: Option<Output>,
-    threads: Vec<JoinHandle<()>>,
-    stop: Arc<AtomicBool>,
+    running: Running,
     stats: Arc<StageStats>,
     capacity: usize,
     done: bool,
@@ -101,7 +93,7 @@ impl ParallelMap {
             drop(result_rx);
             drop(result_tx);
             let (order_tx, order_rx) = bounded::<Slot>(capacity);
-            output = Output::Ordered(order_rx);
+            output = Results::Ordered(order_rx);
             threads.push(
                 std::thread::Builder::new()
                     .name("stoker-map-feed".into())
@@ -132,7 +124,7 @@ impl ParallelMap {
         } else {
             // Each work item carries a sender of the shared result channel; the channel closes
             // once the feeder and every in-flight item have dropped theirs.
-            output = Output::Unordered(result_rx);
+            output = Results::Unordered(result_rx);
             threads.push(
                 std::thread::Builder::new()
                     .name("stoker-map-feed".into())
@@ -159,9 +151,7 @@ impl ParallelMap {
         }
         stats.set_workers(workers);
         Ok(ParallelMap {
-            output: Some(output),
-            threads,
-            stop,
+            running: Running::new(output, threads, stop),
             stats,
             capacity,
             done: false,
@@ -173,24 +163,8 @@ impl ElementIter for ParallelMap {
     fn next(&mut self) -> Result<Option<Element>> {
         while !self.done {
             // `None`: the stream ended (every sender is gone).
-            let outcome: Option<Outcome> = match self.output.as_ref() {
-                None => None,
-                Some(Output::Ordered(order)) => {
-                    self.stats.sample_buffer(order.len(), self.capacity);
-                    order.recv().ok().map(|slot| {
-                        slot.recv().unwrap_or_else(|_| {
-                            Err(Error::WorkerPanic {
-                                step: self.stats.name.clone(),
-                                message: "a worker thread ended without a result".into(),
-                            })
-                        })
-                    })
-                }
-                Some(Output::Unordered(results)) => {
-                    self.stats.sample_buffer(results.len(), self.capacity);
-                    results.recv().ok()
-                }
-            };
+            let lost = "a worker thread ended without a result";
+            let outcome = self.running.recv(&self.stats, self.capacity, lost);
             match outcome {
                 None => self.done = true,
                 Some(Ok(Some(e))) => {
@@ -206,16 +180,6 @@ impl ElementIter for ParallelMap {
             }
         }
         Ok(None)
-    }
-}
-
-impl Drop for ParallelMap {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        drop(self.output.take());
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
     }
 }
 

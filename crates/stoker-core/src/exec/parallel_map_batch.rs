@@ -15,7 +15,6 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
@@ -25,28 +24,19 @@ use crate::error::{Error, Result};
 use crate::exec::batch::BatchBuilder;
 use crate::exec::map::{apply_chain, OpChain};
 use crate::exec::parallel_map::ParallelMapConfig;
+use crate::exec::results::{Outcome, Results, Running};
 use crate::exec::{catch_panic, BoxIter, ElementIter};
 use crate::stats::StageStats;
 use crate::storage::{shared_pool, BufferPool};
 use crate::trace;
-
-type Outcome = Result<Option<Element>>;
 
 pub struct BatchConfig {
     pub size: usize,
     pub drop_remainder: bool,
 }
 
-enum Output {
-    /// One slot per batch, in input order.
-    Ordered(Receiver<Receiver<Outcome>>),
-    Unordered(Receiver<Outcome>),
-}
-
 pub struct ParallelMapBatch {
-    output: Option<Output>,
-    threads: Vec<JoinHandle<()>>,
-    stop: Arc<AtomicBool>,
+    running: Running,
     map_stats: Arc<StageStats>,
     batch_stats: Arc<StageStats>,
     batches_in_flight: usize,
@@ -200,9 +190,9 @@ impl ParallelMapBatch {
         let (order_tx, order_rx) = bounded::<Receiver<Outcome>>(batches_in_flight);
         let ordered = config.deterministic;
         let output = if ordered {
-            Output::Ordered(order_rx)
+            Results::Ordered(order_rx)
         } else {
-            Output::Unordered(result_rx)
+            Results::Unordered(result_rx)
         };
         let feeder_stop = Arc::clone(&stop);
         let st = Arc::clone(&map_stats);
@@ -262,9 +252,7 @@ impl ParallelMapBatch {
         // The copies into the batch run on the map's workers too.
         batch_stats.set_workers(workers);
         Ok(ParallelMapBatch {
-            output: Some(output),
-            threads,
-            stop,
+            running: Running::new(output, threads, stop),
             map_stats,
             batch_stats,
             batches_in_flight,
@@ -278,26 +266,10 @@ impl ElementIter for ParallelMapBatch {
         while !self.done {
             let t = Instant::now();
             // `None`: the stream ended (every sender is gone).
-            let outcome: Option<Outcome> = match self.output.as_ref() {
-                None => None,
-                Some(Output::Ordered(order)) => {
-                    self.map_stats
-                        .sample_buffer(order.len(), self.batches_in_flight);
-                    order.recv().ok().map(|slot| {
-                        slot.recv().unwrap_or_else(|_| {
-                            Err(Error::WorkerPanic {
-                                step: self.map_stats.name.clone(),
-                                message: "a batch ended without a result".into(),
-                            })
-                        })
-                    })
-                }
-                Some(Output::Unordered(results)) => {
-                    self.map_stats
-                        .sample_buffer(results.len(), self.batches_in_flight);
-                    results.recv().ok()
-                }
-            };
+            let lost = "a batch ended without a result";
+            let outcome = self
+                .running
+                .recv(&self.map_stats, self.batches_in_flight, lost);
             self.batch_stats.add_wait_input(t.elapsed());
             match outcome {
                 None => self.done = true,
@@ -314,16 +286,6 @@ impl ElementIter for ParallelMapBatch {
             }
         }
         Ok(None)
-    }
-}
-
-impl Drop for ParallelMapBatch {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        drop(self.output.take());
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
     }
 }
 
