@@ -1,6 +1,7 @@
 //! `stoker`: run a pipeline spec alone and measure it (`bench`), look into TFRecord files
 //! (`inspect`), print the plan stoker runs (`explain`).
 
+mod analyze;
 mod bench;
 mod inspect;
 
@@ -20,6 +21,8 @@ enum Command {
     /// Run a pipeline spec (TOML or JSON, as written by `Dataset.save_spec`) and report its
     /// throughput and per-stage counters.
     Bench(bench::Args),
+    /// Why did the accelerator sit idle? Reads PyTorch (Kineto), TensorFlow and JAX traces.
+    Analyze(analyze::Args),
     /// Count and CRC-check the records of TFRecord files and show the first Example's features.
     Inspect(inspect::Args),
     /// Print the plan of a spec as stoker runs it (after its rewrites), with schemas.
@@ -33,6 +36,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(args) => bench::run(&args),
+        Command::Analyze(args) => analyze::run(&args),
         Command::Inspect(args) => inspect::run(&args),
         Command::Explain { spec } => explain(&spec),
     };

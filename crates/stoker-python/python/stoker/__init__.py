@@ -31,6 +31,7 @@ from ._dtypes import (
 )
 from ._stoker import JPEG_BACKEND as _JPEG_BACKEND
 from ._stoker import __version__
+from .analyze import TraceAnalysis, analyze
 from .dataset import AUTOTUNE, Dataset, TensorSpec, TFRecordDataset
 from .diagnosis import Diagnosis, Recommendation
 from .errors import (
@@ -59,6 +60,8 @@ __all__ = [
     "StepReport",
     "StepTimer",
     "timed",
+    "analyze",
+    "TraceAnalysis",
     "headspace",
     "Headspace",
     "trace",

@@ -1,0 +1,550 @@
+//! Per step and overall: step time, accelerator busy and idle, every idle gap on the compute
+//! streams classified by cause, the input-bound share with TensorFlow Profiler's bands,
+//! host-to-device copies, top kernels, and recommendations tied to their evidence.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::intervals::Union;
+use crate::model::{DeviceKind, Direction, HostKind, Trace};
+
+/// Idle time on the compute streams, by what the host was doing meanwhile (ms).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct GapCauses {
+    /// The host was getting the next batch (DataLoader `__next__`, `IteratorGetNext`).
+    pub input: f64,
+    /// A host-to-device copy was running.
+    pub h2d: f64,
+    /// The host was waiting for the device (synchronize, blocking copy).
+    pub sync: f64,
+    /// The host was launching kernels or doing other work (operators, runtime calls) while
+    /// the device had nothing queued: kernel-launch and host overhead.
+    pub launch: f64,
+    pub other: f64,
+}
+
+impl GapCauses {
+    fn add(&mut self, o: &GapCauses) {
+        self.input += o.input;
+        self.h2d += o.h2d;
+        self.sync += o.sync;
+        self.launch += o.launch;
+        self.other += o.other;
+    }
+    fn scale(&mut self, k: f64) {
+        for v in [
+            &mut self.input,
+            &mut self.h2d,
+            &mut self.sync,
+            &mut self.launch,
+            &mut self.other,
+        ] {
+            *v *= k;
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct StepStats {
+    pub name: String,
+    /// Host step time: the step marker's span.
+    pub step_ms: f64,
+    /// Until the last device work launched in the step has finished.
+    pub device_step_ms: f64,
+    pub busy_ms: f64,
+    pub idle_ms: f64,
+    /// Time in data loading within the step.
+    pub input_ms: f64,
+    pub input_percent: f64,
+    pub gaps: GapCauses,
+    pub h2d_bytes: f64,
+    pub h2d_ms: f64,
+    /// Host-to-device copy time not overlapped by kernels.
+    pub h2d_exposed_ms: f64,
+    /// Left out of the totals: warm-up.
+    pub warmup: bool,
+    /// Left out of the totals: cut off by the end of the profile.
+    pub incomplete: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelStat {
+    pub name: String,
+    pub count: u64,
+    pub total_ms: f64,
+    pub share: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct H2d {
+    pub bytes_per_step: f64,
+    pub ms_per_step: f64,
+    pub gbps: Option<f64>,
+    pub pageable_bytes: f64,
+    pub pinned_bytes: f64,
+    pub exposed_ms_per_step: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Recommendation {
+    pub action: String,
+    pub evidence: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Analysis {
+    pub path: String,
+    pub dialect: String,
+    pub events: u64,
+    pub devices: Vec<i64>,
+    pub kernels: u64,
+    /// How the steps were found: `ProfilerStep`, or the whole trace as one step.
+    pub steps_from: String,
+    pub steps: Vec<StepStats>,
+    /// Over the steps kept (warm-up left out), per step.
+    pub step_ms: f64,
+    pub busy_percent: f64,
+    pub idle_percent: f64,
+    pub input_percent: f64,
+    pub verdict: String,
+    pub gaps_ms_per_step: GapCauses,
+    pub h2d: H2d,
+    pub top_kernels: Vec<KernelStat>,
+    /// Median kernel time, µs.
+    pub median_kernel_us: f64,
+    pub launch_share: f64,
+    pub recommendations: Vec<Recommendation>,
+}
+
+/// TensorFlow Profiler's bands.
+pub fn verdict(input_percent: f64) -> &'static str {
+    if input_percent >= 20.0 {
+        "highly input-bound"
+    } else if input_percent >= 5.0 {
+        "moderately input-bound"
+    } else {
+        "not input-bound"
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+pub fn analyze(t: &Trace) -> Analysis {
+    let kernels: Vec<(f64, f64)> = t
+        .device_ops
+        .iter()
+        .filter(|o| matches!(o.kind, DeviceKind::Kernel | DeviceKind::Memset))
+        .map(|o| (o.start, o.end))
+        .collect();
+    let compute = Union::new(kernels);
+    let host = |k: HostKind| {
+        Union::new(
+            t.host
+                .iter()
+                .filter(|h| h.kind == k)
+                .map(|h| (h.start, h.end))
+                .collect(),
+        )
+    };
+    let (input, sync) = (host(HostKind::DataLoading), host(HostKind::Sync));
+    // Host overhead: launching kernels, or any other host work while the device has none.
+    let launch = Union::new(
+        t.host
+            .iter()
+            .filter(|h| matches!(h.kind, HostKind::Launch | HostKind::Cpu))
+            .map(|h| (h.start, h.end))
+            .collect(),
+    );
+    let h2d_ops: Vec<_> = t
+        .device_ops
+        .iter()
+        .filter(|o| o.kind == DeviceKind::Memcpy(Direction::HtoD))
+        .collect();
+    let h2d = Union::new(h2d_ops.iter().map(|o| (o.start, o.end)).collect());
+
+    // Steps: the markers, or the whole trace.
+    let (steps_from, marks): (String, Vec<(String, f64, f64)>) = if t.steps.is_empty() {
+        let (a, b) = t.span.unwrap_or((0.0, 0.0));
+        (
+            "the whole trace (no step markers)".into(),
+            vec![("trace".into(), a, b)],
+        )
+    } else {
+        (
+            "ProfilerStep markers".into(),
+            t.steps
+                .iter()
+                .map(|s| (s.name.clone(), s.start, s.end))
+                .collect(),
+        )
+    };
+    // The first of three or more steps is warm-up; a last step that ends long after the last
+    // activity was cut off by the profiler (both left out, unless nothing would be left).
+    let warmup_steps = usize::from(marks.len() >= 3);
+    let cut_last = match (marks.last(), t.activity_end) {
+        (Some((_, a, b)), Some(end)) => marks.len() > warmup_steps + 1 && *b > end + 0.1 * (b - a),
+        _ => false,
+    };
+
+    let mut steps = Vec::with_capacity(marks.len());
+    for (i, (name, a, b)) in marks.iter().enumerate() {
+        let (a, b) = (*a, *b);
+        let busy = compute.covered(a, b);
+        let mut gaps = GapCauses::default();
+        // Each moment of idle compute goes to the first cause present then, in this order.
+        let causes = [&input, &h2d, &sync, &launch];
+        for gap in compute.gaps(a, b) {
+            let mut left = vec![gap];
+            for (i, cause) in causes.iter().enumerate() {
+                let mut rest = Vec::new();
+                for &(x, y) in &left {
+                    let covered = cause.covered(x, y);
+                    match i {
+                        0 => gaps.input += covered,
+                        1 => gaps.h2d += covered,
+                        2 => gaps.sync += covered,
+                        _ => gaps.launch += covered,
+                    }
+                    rest.extend(cause.gaps(x, y));
+                }
+                left = rest;
+            }
+            gaps.other += left.iter().fold(0.0, |acc, (x, y)| acc + (y - x));
+        }
+        gaps.scale(1e-3);
+        let device_end = t
+            .device_ops
+            .iter()
+            .skip(t.device_ops.partition_point(|o| o.start < a))
+            .take_while(|o| o.start < b)
+            .map(|o| o.end)
+            .fold(b, f64::max);
+        let in_step: Vec<_> = h2d_ops
+            .iter()
+            .filter(|o| o.start >= a && o.start < b)
+            .collect();
+        let exposed: f64 = in_step
+            .iter()
+            .map(|o| (o.end - o.start) - compute.covered(o.start, o.end))
+            .fold(0.0, |a, b| a + b);
+        let input_ms = input.covered(a, b) * 1e-3;
+        let step_ms = (b - a) * 1e-3;
+        steps.push(StepStats {
+            name: name.clone(),
+            step_ms,
+            device_step_ms: (device_end - a) * 1e-3,
+            busy_ms: busy * 1e-3,
+            idle_ms: step_ms - busy * 1e-3,
+            input_ms,
+            input_percent: if step_ms > 0.0 {
+                100.0 * input_ms / step_ms
+            } else {
+                0.0
+            },
+            gaps,
+            h2d_bytes: in_step
+                .iter()
+                .filter_map(|o| o.bytes)
+                .fold(0.0, |a, b| a + b),
+            h2d_ms: in_step
+                .iter()
+                .map(|o| o.end - o.start)
+                .fold(0.0, |a, b| a + b)
+                * 1e-3,
+            h2d_exposed_ms: exposed * 1e-3,
+            warmup: i < warmup_steps,
+            incomplete: cut_last && i + 1 == marks.len(),
+        });
+    }
+
+    let kept: Vec<&StepStats> = steps
+        .iter()
+        .filter(|s| !s.warmup && !s.incomplete)
+        .collect();
+    let n = kept.len().max(1) as f64;
+    let total_step: f64 = kept.iter().map(|s| s.step_ms).fold(0.0, |a, b| a + b);
+    let pct = |v: f64| {
+        if total_step > 0.0 {
+            100.0 * v / total_step
+        } else {
+            0.0
+        }
+    };
+    let busy: f64 = kept.iter().map(|s| s.busy_ms).fold(0.0, |a, b| a + b);
+    let input_ms: f64 = kept.iter().map(|s| s.input_ms).fold(0.0, |a, b| a + b);
+    let mut gaps = GapCauses::default();
+    for s in &kept {
+        gaps.add(&s.gaps);
+    }
+    gaps.scale(1.0 / n);
+
+    let h2d_bytes: f64 = kept.iter().map(|s| s.h2d_bytes).fold(0.0, |a, b| a + b);
+    let h2d_ms: f64 = kept.iter().map(|s| s.h2d_ms).fold(0.0, |a, b| a + b);
+    let (mut pageable, mut pinned) = (0.0, 0.0);
+    for o in &h2d_ops {
+        match o.pinned {
+            Some(true) => pinned += o.bytes.unwrap_or(0.0),
+            Some(false) => pageable += o.bytes.unwrap_or(0.0),
+            None => {}
+        }
+    }
+    let h2d_stats = H2d {
+        bytes_per_step: h2d_bytes / n,
+        ms_per_step: h2d_ms / n,
+        gbps: (h2d_ms > 0.0 && h2d_bytes > 0.0).then(|| h2d_bytes / (h2d_ms * 1e-3) / 1e9),
+        pageable_bytes: pageable,
+        pinned_bytes: pinned,
+        exposed_ms_per_step: kept
+            .iter()
+            .map(|s| s.h2d_exposed_ms)
+            .fold(0.0, |a, b| a + b)
+            / n,
+    };
+
+    // Top kernels.
+    let mut by_name: HashMap<u32, (u64, f64)> = HashMap::new();
+    let mut durations = Vec::new();
+    for o in t.device_ops.iter().filter(|o| o.kind == DeviceKind::Kernel) {
+        let e = by_name.entry(o.name).or_insert((0, 0.0));
+        e.0 += 1;
+        e.1 += o.end - o.start;
+        durations.push(o.end - o.start);
+    }
+    let kernel_total: f64 = by_name.values().map(|v| v.1).fold(0.0, |a, b| a + b);
+    let mut top: Vec<KernelStat> = by_name
+        .iter()
+        .map(|(name, (count, total))| KernelStat {
+            name: t.names[*name as usize].clone(),
+            count: *count,
+            total_ms: total * 1e-3,
+            share: if kernel_total > 0.0 {
+                total / kernel_total
+            } else {
+                0.0
+            },
+        })
+        .collect();
+    top.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms));
+    let kernel_count = durations.len() as u64;
+    let median_kernel_us = median(durations);
+    let mut devices: Vec<i64> = t.device_ops.iter().map(|o| o.device).collect();
+    devices.sort_unstable();
+    devices.dedup();
+
+    let input_percent = pct(input_ms);
+    let idle_ms = total_step - busy;
+    let launch_share = if idle_ms > 0.0 {
+        gaps.launch * n / idle_ms
+    } else {
+        0.0
+    };
+    let mut a = Analysis {
+        path: t.path.clone(),
+        dialect: t.dialect.clone(),
+        events: t.header.events,
+        devices,
+        kernels: kernel_count,
+        steps_from,
+        step_ms: total_step / n,
+        busy_percent: pct(busy),
+        idle_percent: pct(idle_ms),
+        input_percent,
+        verdict: verdict(input_percent).to_string(),
+        gaps_ms_per_step: gaps,
+        h2d: h2d_stats,
+        top_kernels: top.into_iter().take(10).collect(),
+        median_kernel_us,
+        launch_share,
+        recommendations: Vec::new(),
+        steps,
+    };
+    a.recommendations = recommend(&a);
+    a
+}
+
+fn recommend(a: &Analysis) -> Vec<Recommendation> {
+    let mut out = Vec::new();
+    let g = &a.gaps_ms_per_step;
+    if a.input_percent >= 5.0 {
+        out.push(Recommendation {
+            action: "feed the accelerator faster: more DataLoader workers (num_workers, with \
+                     persistent_workers), or a faster input pipeline (stoker: parallel native \
+                     decoding and prefetching)"
+                .into(),
+            evidence: format!(
+                "{:.1} % of each step ({:.1} of {:.1} ms) is spent getting the next batch \
+                 ({}); the device is idle {:.1} ms per step while it happens",
+                a.input_percent,
+                a.input_percent * a.step_ms / 100.0,
+                a.step_ms,
+                a.verdict,
+                g.input
+            ),
+        });
+    }
+    if a.h2d.pageable_bytes > 0.0 && a.h2d.exposed_ms_per_step > 0.01 * a.step_ms {
+        out.push(Recommendation {
+            action: "copy from pinned memory without blocking: DataLoader(pin_memory=True) and \
+                     .to(device, non_blocking=True)"
+                .into(),
+            evidence: format!(
+                "{:.1} MB of host-to-device copies come from pageable memory; {:.2} ms of copy \
+                 per step is not overlapped with kernels",
+                a.h2d.pageable_bytes / 1e6,
+                a.h2d.exposed_ms_per_step
+            ),
+        });
+    }
+    if g.h2d >= 0.05 * a.step_ms {
+        out.push(Recommendation {
+            action: "prefetch batches to the device (copy the next batch while this one \
+                     computes)"
+                .into(),
+            evidence: format!(
+                "the compute streams wait {:.2} ms per step for host-to-device copies",
+                g.h2d
+            ),
+        });
+    }
+    if g.launch >= 0.2 * a.step_ms && a.median_kernel_us < 20.0 {
+        out.push(Recommendation {
+            action: "the device waits for kernel launches: use a larger batch, or compile the \
+                     step (torch.compile / CUDA graphs, XLA) to launch fewer, bigger kernels"
+                .into(),
+            evidence: format!(
+                "{:.1} ms per step of idle device time overlaps kernel launches, and the median \
+                 kernel takes {:.1} µs",
+                g.launch, a.median_kernel_us
+            ),
+        });
+    }
+    let fp32: f64 = a
+        .top_kernels
+        .iter()
+        .filter(|k| {
+            let n = k.name.to_ascii_lowercase();
+            // cuDNN and ATen name FP32 kernels by their template arguments (`<float, …`).
+            n.contains("sgemm") || n.contains("fp32") || n.contains("f32") || n.contains("<float")
+        })
+        .map(|k| k.share)
+        .fold(0.0, |a, b| a + b);
+    if fp32 >= 0.5 {
+        out.push(Recommendation {
+            action: "use mixed precision (torch.autocast / Keras mixed_float16): FP32 kernels \
+                     dominate"
+                .into(),
+            evidence: format!(
+                "FP32 GEMM/convolution kernels take {:.0} % of kernel time among the top kernels",
+                fp32 * 100.0
+            ),
+        });
+    }
+    let bn: Vec<&KernelStat> = a
+        .top_kernels
+        .iter()
+        .filter(|k| {
+            let n = k.name.to_ascii_lowercase();
+            n.contains("batch_norm")
+                || n.contains("batchnorm")
+                || n.contains("bn_fw")
+                || n.contains("bn_bw")
+        })
+        .collect();
+    let bn_share: f64 = bn.iter().map(|k| k.share).fold(0.0, |a, b| a + b);
+    if bn_share >= 0.1 {
+        out.push(Recommendation {
+            action: "fuse batch norm (cuDNN's fused kernels, channels-last, or compile the \
+                     model): many small batch-norm kernels"
+                .into(),
+            evidence: format!(
+                "batch-norm kernels take {:.0} % of kernel time ({} launches)",
+                bn_share * 100.0,
+                bn.iter().map(|k| k.count).sum::<u64>()
+            ),
+        });
+    }
+    out
+}
+
+impl Analysis {
+    /// The analysis as text for a terminal.
+    pub fn to_text(&self) -> String {
+        let a = self;
+        let g = &a.gaps_ms_per_step;
+        let kept = a
+            .steps
+            .iter()
+            .filter(|s| !s.warmup && !s.incomplete)
+            .count();
+        let mut out = format!(
+            "{} ({}, {} events, {} kernels on device(s) {:?})\n\
+             steps: {} from {} ({} warm-up or cut off, left out); {:.2} ms per step\n\
+             verdict: {}: {:.1} % of step time getting the next batch\n\
+             device busy {:.1} %, idle {:.1} %; idle per step by cause: input {:.2} ms, \
+             host-to-device copy {:.2} ms, sync {:.2} ms, launch / host overhead {:.2} ms, other {:.2} ms\n",
+            a.path,
+            a.dialect,
+            a.events,
+            a.kernels,
+            a.devices,
+            kept,
+            a.steps_from,
+            a.steps.len() - kept,
+            a.step_ms,
+            a.verdict,
+            a.input_percent,
+            a.busy_percent,
+            a.idle_percent,
+            g.input,
+            g.h2d,
+            g.sync,
+            g.launch,
+            g.other
+        );
+        let h = &a.h2d;
+        if h.bytes_per_step > 0.0 || h.ms_per_step > 0.0 {
+            out.push_str(&format!(
+                "host-to-device: {:.2} MB and {:.2} ms per step{}, {:.2} ms exposed; pageable {:.1} \
+                 MB, pinned {:.1} MB\n",
+                h.bytes_per_step / 1e6,
+                h.ms_per_step,
+                h.gbps
+                    .map(|g| format!(" ({g:.1} GB/s)"))
+                    .unwrap_or_default(),
+                h.exposed_ms_per_step,
+                h.pageable_bytes / 1e6,
+                h.pinned_bytes / 1e6
+            ));
+        }
+        for k in a.top_kernels.iter().take(5) {
+            let mut name = k.name.clone();
+            if name.len() > 80 {
+                name.truncate(77);
+                name.push_str("...");
+            }
+            out.push_str(&format!(
+                "  {:5.1} %  {:9.2} ms  {:6}x  {name}\n",
+                k.share * 100.0,
+                k.total_ms,
+                k.count
+            ));
+        }
+        for (i, r) in a.recommendations.iter().enumerate() {
+            out.push_str(&format!(
+                "  {}. {}\n     because {}\n",
+                i + 1,
+                r.action,
+                r.evidence
+            ));
+        }
+        out.push('\n');
+        out
+    }
+}

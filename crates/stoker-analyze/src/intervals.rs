@@ -1,0 +1,78 @@
+//! Sets of time intervals: merged, sorted, and queried by binary search, so that a trace with
+//! millions of kernels is measured per step without a pass over all of them per step.
+
+/// Disjoint, sorted intervals (start, end).
+#[derive(Clone, Debug, Default)]
+pub struct Union {
+    spans: Vec<(f64, f64)>,
+}
+
+impl Union {
+    /// The union of `intervals` (in any order).
+    pub fn new(mut intervals: Vec<(f64, f64)>) -> Union {
+        intervals.retain(|(a, b)| b > a);
+        intervals.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut spans: Vec<(f64, f64)> = Vec::with_capacity(intervals.len());
+        for (a, b) in intervals {
+            match spans.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => spans.push((a, b)),
+            }
+        }
+        Union { spans }
+    }
+
+    /// The intervals that overlap [a, b), clipped to it.
+    pub fn within(&self, a: f64, b: f64) -> impl Iterator<Item = (f64, f64)> + '_ {
+        let first = self.spans.partition_point(|s| s.1 <= a);
+        self.spans[first..]
+            .iter()
+            .take_while(move |s| s.0 < b)
+            .map(move |s| (s.0.max(a), s.1.min(b)))
+    }
+
+    /// Time covered within [a, b).
+    pub fn covered(&self, a: f64, b: f64) -> f64 {
+        // A fold from +0.0: an empty `sum` of floats is -0.0, which prints as "-0.0".
+        self.within(a, b).fold(0.0, |acc, (x, y)| acc + (y - x))
+    }
+
+    /// The uncovered parts of [a, b).
+    pub fn gaps(&self, a: f64, b: f64) -> Vec<(f64, f64)> {
+        let mut out = Vec::new();
+        let mut at = a;
+        for (x, y) in self.within(a, b) {
+            if x > at {
+                out.push((at, x));
+            }
+            at = at.max(y);
+        }
+        if b > at {
+            out.push((at, b));
+        }
+        out
+    }
+
+    pub fn total(&self) -> f64 {
+        self.spans.iter().fold(0.0, |acc, (a, b)| acc + (b - a))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn union_coverage_and_gaps() {
+        let u = Union::new(vec![(5.0, 7.0), (0.0, 2.0), (1.0, 3.0), (9.0, 9.0)]);
+        assert_eq!(u.total(), 5.0);
+        assert_eq!(u.covered(1.0, 6.0), 3.0);
+        assert_eq!(u.gaps(0.0, 10.0), vec![(3.0, 5.0), (7.0, 10.0)]);
+        assert_eq!(u.gaps(2.5, 2.8), Vec::<(f64, f64)>::new());
+        assert_eq!(Union::new(vec![]).gaps(1.0, 2.0), vec![(1.0, 2.0)]);
+    }
+}

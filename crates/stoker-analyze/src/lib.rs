@@ -1,0 +1,15 @@
+//! `stoker analyze`: reads the traces PyTorch (Kineto), TensorFlow and JAX write, finds where
+//! the accelerator sat idle and why, and what to change.
+
+pub mod analysis;
+pub mod error;
+pub mod intervals;
+pub mod model;
+pub mod read;
+
+pub use error::{AnalyzeError, Result};
+
+/// Reads and analyses the trace at `path`.
+pub fn analyze_path(path: &std::path::Path) -> Result<analysis::Analysis> {
+    Ok(analysis::analyze(&model::load(path)?))
+}

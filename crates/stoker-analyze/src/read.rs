@@ -1,0 +1,262 @@
+//! Streaming reader of Chrome-trace-style JSON (Kineto, TensorFlow timeline, the JSON that the
+//! TensorFlow and JAX profilers export): the events are handed to a callback one at a time, so
+//! memory does not grow with the file. Plain or gzipped (`.gz`, or sniffed), object form
+//! (`{"traceEvents": [...], ...}`) or bare array.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+
+use crate::error::{AnalyzeError, Result};
+
+/// An id that traces write as a number or a string (Kineto's `pid`/`tid`, both forms seen).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Id {
+    Num(i64),
+    Str(String),
+}
+
+impl<'de> Deserialize<'de> for Id {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Id, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Id;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number or a string")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<Id, E> {
+                Ok(Id::Num(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Id, E> {
+                Ok(i64::try_from(v).map_or_else(|_| Id::Str(v.to_string()), Id::Num))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<Id, E> {
+                Ok(Id::Str(v.to_string()))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Id, E> {
+                Ok(Id::Str(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A time or size that traces write as a number or a numeric string.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Num(pub f64);
+
+impl<'de> Deserialize<'de> for Num {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Num, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Num;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<Num, E> {
+                Ok(Num(v as f64))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Num, E> {
+                Ok(Num(v as f64))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<Num, E> {
+                Ok(Num(v))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Num, E> {
+                v.trim()
+                    .parse::<f64>()
+                    .map(Num)
+                    .map_err(|_| E::custom(format!("not a number: {v:?}")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The arguments of an event that the analysis uses; the rest are skipped. Kept as JSON
+/// values: dialects disagree on their types (numbers, numeric strings, names), and an odd
+/// argument must not make a whole trace unreadable.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Args {
+    pub name: Option<serde_json::Value>,
+    pub correlation: Option<serde_json::Value>,
+    #[serde(alias = "External id")]
+    pub external_id: Option<serde_json::Value>,
+    pub stream: Option<serde_json::Value>,
+    pub device: Option<serde_json::Value>,
+    pub bytes: Option<serde_json::Value>,
+    #[serde(rename = "memory bandwidth (GB/s)")]
+    pub bandwidth_gbs: Option<serde_json::Value>,
+    /// ROCm memcpy: the direction.
+    pub kind: Option<serde_json::Value>,
+    /// TensorFlow 1.x timeline: the op's type.
+    pub op: Option<serde_json::Value>,
+}
+
+/// A number, or a string holding one.
+pub fn as_f64(v: &Option<serde_json::Value>) -> Option<f64> {
+    match v.as_ref()? {
+        serde_json::Value::Number(n) => n.as_f64(),
+        serde_json::Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// A string, or a number written as one.
+pub fn as_string(v: &Option<serde_json::Value>) -> Option<String> {
+    match v.as_ref()? {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// One trace event, with the fields the analysis reads.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct RawEvent {
+    pub ph: Option<String>,
+    pub cat: Option<String>,
+    pub name: Option<String>,
+    pub pid: Option<Id>,
+    pub tid: Option<Id>,
+    pub ts: Option<Num>,
+    pub dur: Option<Num>,
+    pub id: Option<Id>,
+    pub args: Option<Args>,
+}
+
+/// What the file says about itself, besides its events.
+#[derive(Clone, Debug, Default)]
+pub struct Header {
+    pub display_time_unit: Option<String>,
+    pub base_time_ns: Option<f64>,
+    pub schema_version: Option<String>,
+    /// The file was a bare array of events.
+    pub bare_array: bool,
+    pub events: u64,
+}
+
+/// Opens `path`, gunzipping when it is gzip (by magic bytes, whatever its name).
+fn open(path: &Path) -> Result<Box<dyn Read>> {
+    let file = File::open(path).map_err(|e| AnalyzeError::io(path, e))?;
+    let mut buf = BufReader::with_capacity(1 << 20, file);
+    let head = buf.fill_buf().map_err(|e| AnalyzeError::io(path, e))?;
+    if head.starts_with(&[0x1f, 0x8b]) {
+        Ok(Box::new(BufReader::with_capacity(
+            1 << 20,
+            flate2::bufread::MultiGzDecoder::new(buf),
+        )))
+    } else {
+        Ok(Box::new(buf))
+    }
+}
+
+/// Reads the trace at `path`, calling `on_event` for each event in file order.
+pub fn read_events(path: &Path, mut on_event: impl FnMut(RawEvent)) -> Result<Header> {
+    let reader = open(path)?;
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    let mut header = Header::default();
+    let seed = TraceSeed {
+        header: &mut header,
+        on_event: &mut on_event,
+    };
+    seed.deserialize(&mut de)
+        .and_then(|()| de.end())
+        .map_err(|e| AnalyzeError::parse(path, &e))?;
+    Ok(header)
+}
+
+struct TraceSeed<'a, F: FnMut(RawEvent)> {
+    header: &'a mut Header,
+    on_event: &'a mut F,
+}
+
+impl<'de, F: FnMut(RawEvent)> DeserializeSeed<'de> for TraceSeed<'_, F> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, F: FnMut(RawEvent)> Visitor<'de> for TraceSeed<'_, F> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a trace: an object with \"traceEvents\", or an array of events")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> std::result::Result<(), A::Error> {
+        self.header.bare_array = true;
+        Events {
+            header: self.header,
+            on_event: self.on_event,
+        }
+        .visit_seq(seq)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
+        let mut saw_events = false;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "traceEvents" => {
+                    saw_events = true;
+                    map.next_value_seed(Events {
+                        header: &mut *self.header,
+                        on_event: &mut *self.on_event,
+                    })?;
+                }
+                "displayTimeUnit" => {
+                    self.header.display_time_unit = map.next_value::<Option<String>>()?;
+                }
+                "baseTimeNanoseconds" => {
+                    self.header.base_time_ns = map.next_value::<Option<Num>>()?.map(|n| n.0);
+                }
+                "schemaVersion" => {
+                    self.header.schema_version = map
+                        .next_value::<Option<serde_json::Value>>()?
+                        .map(|v| v.to_string());
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        if !saw_events {
+            return Err(de::Error::custom(
+                "no \"traceEvents\" in the object: not a Chrome/Kineto trace",
+            ));
+        }
+        Ok(())
+    }
+}
+
+struct Events<'a, F: FnMut(RawEvent)> {
+    header: &'a mut Header,
+    on_event: &'a mut F,
+}
+
+impl<'de, F: FnMut(RawEvent)> DeserializeSeed<'de> for Events<'_, F> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de, F: FnMut(RawEvent)> Visitor<'de> for Events<'_, F> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of trace events")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
+        while let Some(event) = seq.next_element::<RawEvent>()? {
+            self.header.events += 1;
+            (self.on_event)(event);
+        }
+        Ok(())
+    }
+}

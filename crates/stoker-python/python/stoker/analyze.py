@@ -1,0 +1,48 @@
+"""``stoker.analyze``: why did the accelerator sit idle? Reads the traces PyTorch (Kineto, also
+the 2021 schema and ROCm), TensorFlow (1.x timeline) and the Chrome JSON of the TensorFlow and JAX
+profilers write; ``stoker analyze TRACE…`` on the command line does the same.
+
+    a = stoker.analyze("resnet50.pt.trace.json.gz")
+    print(a)                      # the summary and the recommendations
+    a.input_percent, a.verdict    # 39.8, "highly input-bound"
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from . import _stoker
+
+
+class TraceAnalysis:
+    """What :func:`analyze` found. ``raw`` holds everything (per step, gaps, copies, kernels)."""
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.raw = raw
+        self.verdict: str = raw["verdict"]
+        """TensorFlow Profiler's bands: highly (≥ 20 %), moderately (≥ 5 %) or not input-bound."""
+        self.input_percent: float = raw["input_percent"]
+        self.step_ms: float = raw["step_ms"]
+        self.busy_percent: float = raw["busy_percent"]
+        self.idle_ms_per_step_by_cause: dict[str, float] = raw["gaps_ms_per_step"]
+        self.steps: list[dict[str, Any]] = raw["steps"]
+        self.recommendations: list[dict[str, str]] = raw["recommendations"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.raw
+
+    def __str__(self) -> str:
+        return str(self.raw["text"])
+
+    def __repr__(self) -> str:
+        return f"<TraceAnalysis {self.verdict}: {self.input_percent:.1f} % input, {self.step_ms:.1f} ms/step>"
+
+
+def analyze(path: str | os.PathLike[str]) -> TraceAnalysis:
+    """Analyses one trace file (``.json`` or ``.json.gz``). Raises ``FileNotFoundError``, or
+    ``ValueError`` naming the file, line and column for a trace it cannot read."""
+    return TraceAnalysis(_stoker.analyze_trace(os.fspath(path)))
+
+
+__all__ = ["TraceAnalysis", "analyze"]
