@@ -84,7 +84,7 @@ pub struct Trace {
     pub activity_end: Option<f64>,
     pub cpu_ops: u64,
     pub python_functions: u64,
-    /// Ranks seen (`distributedInfo` is not read; from `rank` in the file name or none).
+    /// Complete events without a time or duration, or with one that is not finite.
     pub skipped_events: u64,
 }
 
