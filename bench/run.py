@@ -543,6 +543,30 @@ def trace_overhead_section() -> list[str]:
     return L
 
 
+def analyze_section() -> list[str]:
+    """`stoker analyze` on a large trace against HTA, from bench/analyze_speed.py's last run."""
+    path = os.path.join(RESULTS, "analyze.json")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        d = json.load(f)
+    gb = d["trace_bytes"] / 1e9
+    L = ["## stoker analyze: a large trace", "",
+         f"Run {d['date']} · `{d['command']}` · a synthetic {gb:.2f} GB Kineto trace "
+         "(`bench/make_big_trace.py`: the real ResNet-50 `num_workers=0` trace's events replicated, "
+         "shifted in time), each tool on one pinned core, peak RSS from `wait4`.", "",
+         "| tool | seconds | peak RSS MiB | GB/s |", "|---|---|---|---|",
+         f"| **stoker analyze** | {d['stoker_seconds_median']:.1f} (runs {d['stoker_seconds']}) | "
+         f"{d['stoker_peak_rss_mib']:.0f} | {gb / d['stoker_seconds_median']:.2f} |"]
+    if "hta_seconds" in d:
+        L.append(f"| HolisticTraceAnalysis {d.get('hta_version', '')} (load + temporal and idle-time breakdowns) | "
+                 f"{d['hta_seconds']:.1f} | {d['hta_peak_rss_mib']:.0f} | {gb / d['hta_seconds']:.3f} |")
+        L += ["", f"stoker is {d['hta_seconds'] / d['stoker_seconds_median']:.0f}× faster than HTA on this file. "
+              "Targets (issue): < 10 s, < 1 GB RSS, ≥ 20× HTA."]
+    L += ["", f"Verdict on the file: {d['stoker_verdict']}.", ""]
+    return L
+
+
 def render(docs: list[dict], out_path: str) -> str:
     out_dir = os.path.dirname(os.path.abspath(out_path))
     first = docs[0]
@@ -564,6 +588,7 @@ def render(docs: list[dict], out_path: str) -> str:
     for d in docs:
         L += workload_section(d, out_dir)
     L += trace_overhead_section()
+    L += analyze_section()
     L += [METHOD]
     text = "\n".join(L).rstrip() + "\n"
     with open(out_path, "w") as f:
