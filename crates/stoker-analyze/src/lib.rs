@@ -6,6 +6,7 @@ pub mod error;
 pub mod intervals;
 pub mod model;
 pub mod read;
+pub mod split;
 
 pub use error::{AnalyzeError, Result};
 

@@ -1,14 +1,14 @@
-//! Streaming reader of Chrome-trace-style JSON (Kineto, TensorFlow timeline, the JSON that the
-//! TensorFlow and JAX profilers export): the events are handed to a callback one at a time, so
-//! memory does not grow with the file. Plain or gzipped (`.gz`, or sniffed), object form
-//! (`{"traceEvents": [...], ...}`) or bare array.
+//! Reader of Chrome-trace-style JSON (Kineto, TensorFlow timeline, the JSON that the TensorFlow
+//! and JAX profilers export): the events are handed to a callback one at a time (found in the
+//! byte stream by [`crate::split`]), so memory does not grow with the file. Plain or gzipped
+//! (sniffed), object form (`{"traceEvents": [...], ...}`) or bare array.
 
 use std::fmt;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
 use crate::error::{AnalyzeError, Result};
@@ -160,103 +160,12 @@ fn open(path: &Path) -> Result<Box<dyn Read>> {
 /// Reads the trace at `path`, calling `on_event` for each event in file order.
 pub fn read_events(path: &Path, mut on_event: impl FnMut(RawEvent)) -> Result<Header> {
     let reader = open(path)?;
-    let mut de = serde_json::Deserializer::from_reader(reader);
     let mut header = Header::default();
-    let seed = TraceSeed {
-        header: &mut header,
-        on_event: &mut on_event,
-    };
-    seed.deserialize(&mut de)
-        .and_then(|()| de.end())
-        .map_err(|e| AnalyzeError::parse(path, &e))?;
+    crate::split::split(reader, &mut header, &mut on_event).map_err(|e| AnalyzeError::Parse {
+        path: path.to_path_buf(),
+        line: e.line,
+        column: e.column,
+        message: e.message,
+    })?;
     Ok(header)
-}
-
-struct TraceSeed<'a, F: FnMut(RawEvent)> {
-    header: &'a mut Header,
-    on_event: &'a mut F,
-}
-
-impl<'de, F: FnMut(RawEvent)> DeserializeSeed<'de> for TraceSeed<'_, F> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de, F: FnMut(RawEvent)> Visitor<'de> for TraceSeed<'_, F> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a trace: an object with \"traceEvents\", or an array of events")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> std::result::Result<(), A::Error> {
-        self.header.bare_array = true;
-        Events {
-            header: self.header,
-            on_event: self.on_event,
-        }
-        .visit_seq(seq)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
-        let mut saw_events = false;
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
-                "traceEvents" => {
-                    saw_events = true;
-                    map.next_value_seed(Events {
-                        header: &mut *self.header,
-                        on_event: &mut *self.on_event,
-                    })?;
-                }
-                "displayTimeUnit" => {
-                    self.header.display_time_unit = map.next_value::<Option<String>>()?;
-                }
-                "baseTimeNanoseconds" => {
-                    self.header.base_time_ns = map.next_value::<Option<Num>>()?.map(|n| n.0);
-                }
-                "schemaVersion" => {
-                    self.header.schema_version = map
-                        .next_value::<Option<serde_json::Value>>()?
-                        .map(|v| v.to_string());
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        if !saw_events {
-            return Err(de::Error::custom(
-                "no \"traceEvents\" in the object: not a Chrome/Kineto trace",
-            ));
-        }
-        Ok(())
-    }
-}
-
-struct Events<'a, F: FnMut(RawEvent)> {
-    header: &'a mut Header,
-    on_event: &'a mut F,
-}
-
-impl<'de, F: FnMut(RawEvent)> DeserializeSeed<'de> for Events<'_, F> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de, F: FnMut(RawEvent)> Visitor<'de> for Events<'_, F> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an array of trace events")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
-        while let Some(event) = seq.next_element::<RawEvent>()? {
-            self.header.events += 1;
-            (self.on_event)(event);
-        }
-        Ok(())
-    }
 }
