@@ -269,12 +269,9 @@ pub fn split(
                     s.last_key.clear();
                 }
                 b' ' | b'\n' | b'\r' | b'\t' => {}
+                b',' if s.top == Top::Events => {}
                 _ if s.top == Top::Events && s.depth == s.events_depth && !s.in_event => {
-                    if b != b',' {
-                        return Err(
-                            s.err(abs, format!("unexpected {:?} between events", b as char))
-                        );
-                    }
+                    return Err(s.err(abs, format!("unexpected {:?} between events", b as char)));
                 }
                 _ if s.top == Top::Start || s.top == Top::Done => {
                     return Err(s.err(abs, format!("unexpected {:?} outside the trace", b as char)));
