@@ -7,7 +7,9 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use crate::error::Result;
-use crate::read::{as_f64, as_string, read_events, Header, Id, RawEvent};
+use std::borrow::Cow;
+
+use crate::read::{as_f64, as_string, read_events, Header, Id, Num, RawEvent};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum Direction {
@@ -97,6 +99,9 @@ struct Pending {
     name: u32,
 }
 
+/// A `B` event waiting for its `E`: name, category, start.
+type OpenSpan = (String, Option<String>, Num);
+
 #[derive(Default)]
 struct Builder {
     trace: Trace,
@@ -104,7 +109,7 @@ struct Builder {
     process_names: HashMap<Id, String>,
     pending: Vec<Pending>,
     /// Open `B` events per (pid, tid).
-    open: HashMap<(Option<Id>, Option<Id>), Vec<RawEvent>>,
+    open: HashMap<(Option<Id>, Option<Id>), Vec<OpenSpan>>,
     /// Some event had a category only Kineto writes.
     kineto: bool,
 }
@@ -127,8 +132,8 @@ const KINETO_CATS: [&str; 14] = [
     "cuda_profiler_range",
 ];
 
-fn lower(s: &Option<String>) -> String {
-    s.as_deref().unwrap_or("").to_ascii_lowercase()
+fn lower(s: Option<&str>) -> String {
+    s.unwrap_or("").to_ascii_lowercase()
 }
 
 fn direction(name: &str, kind: Option<String>) -> Direction {
@@ -168,28 +173,40 @@ impl Builder {
         i
     }
 
-    fn event(&mut self, e: RawEvent) {
+    fn event(&mut self, e: RawEvent<'_>) {
         match e.ph.as_deref() {
             Some("X") => self.complete(e),
             Some("B") => {
-                self.open
-                    .entry((e.pid.clone(), e.tid.clone()))
-                    .or_default()
-                    .push(e);
+                if let Some(ts) = e.ts {
+                    let name = e.name.as_deref().unwrap_or("").to_string();
+                    let cat = e.cat.as_deref().map(str::to_string);
+                    self.open
+                        .entry((e.pid.clone(), e.tid.clone()))
+                        .or_default()
+                        .push((name, cat, ts));
+                }
             }
             Some("E") => {
                 let key = (e.pid.clone(), e.tid.clone());
-                if let Some(mut begin) = self.open.get_mut(&key).and_then(Vec::pop) {
-                    let (Some(b), Some(end)) = (begin.ts, e.ts) else {
+                if let Some((name, cat, begin)) = self.open.get_mut(&key).and_then(Vec::pop) {
+                    let Some(end) = e.ts else {
                         return;
                     };
-                    begin.dur = Some(crate::read::Num(end.0 - b.0));
-                    self.complete(begin);
+                    self.complete(RawEvent {
+                        ph: Some(Cow::Borrowed("X")),
+                        cat: cat.map(Cow::Owned),
+                        name: Some(Cow::Owned(name)),
+                        pid: e.pid,
+                        tid: e.tid,
+                        ts: Some(begin),
+                        dur: Some(Num(end.0 - begin.0)),
+                        args: None,
+                    });
                 }
             }
             Some("M") if e.name.as_deref() == Some("process_name") => {
                 if let (Some(pid), Some(args)) = (e.pid, e.args) {
-                    if let Some(n) = as_string(&args.name) {
+                    if let Some(n) = as_string(args.name) {
                         self.process_names.insert(pid, n);
                     }
                 }
@@ -198,7 +215,7 @@ impl Builder {
         }
     }
 
-    fn complete(&mut self, e: RawEvent) {
+    fn complete(&mut self, e: RawEvent<'_>) {
         let (Some(ts), Some(dur)) = (e.ts, e.dur) else {
             self.trace.skipped_events += 1;
             return;
@@ -212,10 +229,11 @@ impl Builder {
             None => (start, end),
             Some((a, b)) => (a.min(start), b.max(end)),
         });
-        let cat = lower(&e.cat);
+        let cat = lower(e.cat.as_deref());
         self.kineto |= KINETO_CATS.contains(&cat.as_str());
-        let name = e.name.clone().unwrap_or_default();
+        let name: &str = e.name.as_deref().unwrap_or("");
         if name.starts_with("ProfilerStep#") {
+            let name = name.to_string();
             self.trace.steps.push(Step { name, start, end });
             return;
         }
@@ -229,7 +247,7 @@ impl Builder {
                 let kind = match cat.as_str() {
                     "kernel" => DeviceKind::Kernel,
                     "gpu_memset" | "memset" => DeviceKind::Memset,
-                    _ => DeviceKind::Memcpy(direction(&name, as_string(&args.kind))),
+                    _ => DeviceKind::Memcpy(direction(name, as_string(args.kind))),
                 };
                 let pinned = if name.contains("Pinned") {
                     Some(true)
@@ -238,9 +256,9 @@ impl Builder {
                 } else {
                     None
                 };
-                let device = as_f64(&args.device).map_or_else(|| id_num(&e.pid), |d| d as i64);
-                let stream = as_f64(&args.stream).map_or_else(|| id_num(&e.tid), |s| s as i64);
-                let name = self.intern(&name);
+                let device = as_f64(args.device).map_or_else(|| id_num(&e.pid), |d| d as i64);
+                let stream = as_f64(args.stream).map_or_else(|| id_num(&e.tid), |s| s as i64);
+                let name = self.intern(name);
                 self.trace.device_ops.push(DeviceOp {
                     start,
                     end,
@@ -248,7 +266,7 @@ impl Builder {
                     device,
                     stream,
                     name,
-                    bytes: as_f64(&args.bytes),
+                    bytes: as_f64(args.bytes),
                     pinned,
                 });
             }
@@ -265,7 +283,7 @@ impl Builder {
                 self.trace.host.push(HostSpan { start, end, kind });
             }
             _ => {
-                if is_data_loading(&name) {
+                if is_data_loading(name) {
                     self.trace.host.push(HostSpan {
                         start,
                         end,
@@ -282,7 +300,7 @@ impl Builder {
                     });
                 } else if let Some(pid) = e.pid {
                     // TensorFlow 1.x timeline (`cat: "Op"`): decided by the process name.
-                    let name = self.intern(&name);
+                    let name = self.intern(name);
                     self.pending.push(Pending {
                         pid,
                         start,

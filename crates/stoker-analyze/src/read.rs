@@ -8,8 +8,11 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
+use std::borrow::Cow;
+
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use crate::error::{AnalyzeError, Result};
 
@@ -77,58 +80,61 @@ impl<'de> Deserialize<'de> for Num {
     }
 }
 
-/// The arguments of an event that the analysis uses; the rest are skipped. Kept as JSON
-/// values: dialects disagree on their types (numbers, numeric strings, names), and an odd
-/// argument must not make a whole trace unreadable.
+/// The arguments of an event that the analysis uses; the rest are skipped. Kept as raw JSON,
+/// borrowed from the event's bytes and read only when needed: dialects disagree on their
+/// types (numbers, numeric strings, names), and an odd argument must not make a whole trace
+/// unreadable.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
-pub struct Args {
-    pub name: Option<serde_json::Value>,
-    pub correlation: Option<serde_json::Value>,
-    #[serde(alias = "External id")]
-    pub external_id: Option<serde_json::Value>,
-    pub stream: Option<serde_json::Value>,
-    pub device: Option<serde_json::Value>,
-    pub bytes: Option<serde_json::Value>,
-    #[serde(rename = "memory bandwidth (GB/s)")]
-    pub bandwidth_gbs: Option<serde_json::Value>,
+pub struct Args<'a> {
+    #[serde(borrow)]
+    pub name: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub correlation: Option<&'a RawValue>,
+    #[serde(borrow, alias = "External id")]
+    pub external_id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub stream: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub device: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub bytes: Option<&'a RawValue>,
     /// ROCm memcpy: the direction.
-    pub kind: Option<serde_json::Value>,
-    /// TensorFlow 1.x timeline: the op's type.
-    pub op: Option<serde_json::Value>,
+    #[serde(borrow)]
+    pub kind: Option<&'a RawValue>,
 }
 
 /// A number, or a string holding one.
-pub fn as_f64(v: &Option<serde_json::Value>) -> Option<f64> {
-    match v.as_ref()? {
-        serde_json::Value::Number(n) => n.as_f64(),
-        serde_json::Value::String(s) => s.trim().parse().ok(),
-        _ => None,
-    }
+pub fn as_f64(v: Option<&RawValue>) -> Option<f64> {
+    serde_json::from_str::<Num>(v?.get()).ok().map(|n| n.0)
 }
 
 /// A string, or a number written as one.
-pub fn as_string(v: &Option<serde_json::Value>) -> Option<String> {
-    match v.as_ref()? {
-        serde_json::Value::String(s) => Some(s.clone()),
+pub fn as_string(v: Option<&RawValue>) -> Option<String> {
+    match serde_json::from_str::<serde_json::Value>(v?.get()).ok()? {
+        serde_json::Value::String(s) => Some(s),
         serde_json::Value::Number(n) => Some(n.to_string()),
         _ => None,
     }
 }
 
-/// One trace event, with the fields the analysis reads.
+/// One trace event, with the fields the analysis reads; strings borrow from the event's bytes
+/// where they hold no escapes.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
-pub struct RawEvent {
-    pub ph: Option<String>,
-    pub cat: Option<String>,
-    pub name: Option<String>,
+pub struct RawEvent<'a> {
+    #[serde(borrow)]
+    pub ph: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    pub cat: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    pub name: Option<Cow<'a, str>>,
     pub pid: Option<Id>,
     pub tid: Option<Id>,
     pub ts: Option<Num>,
     pub dur: Option<Num>,
-    pub id: Option<Id>,
-    pub args: Option<Args>,
+    #[serde(borrow)]
+    pub args: Option<Args<'a>>,
 }
 
 /// What the file says about itself, besides its events.
@@ -158,7 +164,7 @@ fn open(path: &Path) -> Result<Box<dyn Read>> {
 }
 
 /// Reads the trace at `path`, calling `on_event` for each event in file order.
-pub fn read_events(path: &Path, mut on_event: impl FnMut(RawEvent)) -> Result<Header> {
+pub fn read_events(path: &Path, mut on_event: impl FnMut(RawEvent<'_>)) -> Result<Header> {
     let reader = open(path)?;
     let mut header = Header::default();
     crate::split::split(reader, &mut header, &mut on_event).map_err(|e| AnalyzeError::Parse {

@@ -88,7 +88,7 @@ const HEADER_KEYS: [&[u8]; 3] = [b"displayTimeUnit", b"baseTimeNanoseconds", b"s
 pub fn split(
     mut src: impl Read,
     header: &mut Header,
-    on_event: &mut dyn FnMut(RawEvent),
+    on_event: &mut dyn FnMut(RawEvent<'_>),
 ) -> Result<(), SplitError> {
     let mut s = Scan {
         line: 1,
@@ -330,7 +330,7 @@ mod tests {
                 step,
             },
             &mut header,
-            &mut |e| names.push(e.name.unwrap_or_default()),
+            &mut |e| names.push(e.name.as_deref().unwrap_or("").to_string()),
         )?;
         Ok((header, names))
     }
