@@ -561,7 +561,7 @@ def analyze_section() -> list[str]:
     if "hta_seconds" in d:
         L.append(f"| HolisticTraceAnalysis {d.get('hta_version', '')} (load + temporal and idle-time breakdowns) | "
                  f"{d['hta_seconds']:.1f} | {d['hta_peak_rss_mib']:.0f} | {gb / d['hta_seconds']:.3f} |")
-        L += ["", f"stoker is {d['hta_seconds'] / d['stoker_seconds_median']:.0f}× faster than HTA on this file. "
+        L += ["", f"stoker is {d['hta_seconds'] / d['stoker_seconds_median']:.1f}× faster than HTA on this file. "
               "Targets (issue): < 10 s, < 1 GB RSS, ≥ 20× HTA."]
     L += ["", f"Verdict on the file: {d['stoker_verdict']}.", ""]
     return L
