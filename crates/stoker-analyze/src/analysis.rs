@@ -226,9 +226,11 @@ pub fn analyze(t: &Trace) -> Analysis {
             .take_while(|o| o.start < b)
             .map(|o| o.end)
             .fold(b, f64::max);
-        let in_step: Vec<_> = h2d_ops
+        // `h2d_ops` is sorted by start (as `device_ops` is): the step's copies are one run.
+        let first = h2d_ops.partition_point(|o| o.start < a);
+        let in_step: Vec<_> = h2d_ops[first..]
             .iter()
-            .filter(|o| o.start >= a && o.start < b)
+            .take_while(|o| o.start < b)
             .collect();
         let exposed: f64 = in_step
             .iter()
