@@ -25,6 +25,22 @@ pub struct GapCauses {
 }
 
 impl GapCauses {
+    /// Milliseconds per class of `spans` (µs), as [`Causes::classify`] returns them.
+    fn from_classes(classes: &[Vec<(f64, f64)>; 5]) -> GapCauses {
+        let ms = |i: usize| classes[i].iter().fold(0.0, |acc, (x, y)| acc + (y - x)) * 1e-3;
+        GapCauses {
+            input: ms(0),
+            h2d: ms(1),
+            sync: ms(2),
+            launch: ms(3),
+            other: ms(4),
+        }
+    }
+    fn largest(&self) -> &'static str {
+        let v = [self.input, self.h2d, self.sync, self.launch, self.other];
+        let i = (0..5).fold(0, |best, i| if v[i] > v[best] { i } else { best });
+        CAUSE_NAMES[i]
+    }
     fn add(&mut self, o: &GapCauses) {
         self.input += o.input;
         self.h2d += o.h2d;
@@ -86,6 +102,29 @@ pub struct H2d {
     pub exposed_ms_per_step: f64,
 }
 
+/// Host work overlapping an idle gap.
+#[derive(Clone, Debug, Serialize)]
+pub struct HostActivity {
+    pub name: String,
+    /// `data loading`, `launch`, `sync` or `cpu`.
+    pub kind: &'static str,
+    pub overlap_ms: f64,
+}
+
+/// One of the longest stretches of idle compute, with what the host was doing then.
+#[derive(Clone, Debug, Serialize)]
+pub struct IdleGap {
+    pub step: String,
+    /// From the step's start.
+    pub at_ms: f64,
+    pub ms: f64,
+    /// The cause that covers most of the gap.
+    pub cause: &'static str,
+    pub by_cause: GapCauses,
+    /// The host spans overlapping it, longest overlap first (at most 5).
+    pub host: Vec<HostActivity>,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Recommendation {
     pub action: String,
@@ -111,6 +150,8 @@ pub struct Analysis {
     pub gaps_ms_per_step: GapCauses,
     pub h2d: H2d,
     pub top_kernels: Vec<KernelStat>,
+    /// The longest idle gaps of the steps kept (at most 10), longest first.
+    pub largest_gaps: Vec<IdleGap>,
     /// Median kernel time, µs.
     pub median_kernel_us: f64,
     pub launch_share: f64,
@@ -136,6 +177,71 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// What the host was doing while the compute streams were idle, in order of priority: each
+/// idle moment goes to the first cause present then.
+pub struct Causes {
+    pub compute: Union,
+    /// Input, host-to-device copy, synchronisation, launch / host overhead.
+    pub by_priority: [Union; 4],
+}
+
+/// The names of [`Causes::classify`]'s five classes, in its order.
+pub const CAUSE_NAMES: [&str; 5] = [
+    "waiting for input",
+    "host-to-device copy",
+    "synchronisation",
+    "launch / host overhead",
+    "other",
+];
+
+impl Causes {
+    pub fn new(t: &Trace, compute: Union) -> Causes {
+        let host = |keep: &dyn Fn(HostKind) -> bool| {
+            Union::new(
+                t.host
+                    .iter()
+                    .filter(|h| keep(h.kind))
+                    .map(|h| (h.start, h.end))
+                    .collect(),
+            )
+        };
+        let h2d = Union::new(
+            t.device_ops
+                .iter()
+                .filter(|o| o.kind == DeviceKind::Memcpy(Direction::HtoD))
+                .map(|o| (o.start, o.end))
+                .collect(),
+        );
+        Causes {
+            compute,
+            by_priority: [
+                host(&|k| k == HostKind::DataLoading),
+                h2d,
+                host(&|k| k == HostKind::Sync),
+                // Host overhead: launching kernels, or other host work while the device has none.
+                host(&|k| matches!(k, HostKind::Launch | HostKind::Cpu)),
+            ],
+        }
+    }
+
+    /// The idle parts of [a, b) on the compute streams, split into the five classes of
+    /// [`CAUSE_NAMES`].
+    pub fn classify(&self, a: f64, b: f64) -> [Vec<(f64, f64)>; 5] {
+        let mut out: [Vec<(f64, f64)>; 5] = Default::default();
+        let mut left = self.compute.gaps(a, b);
+        for (i, cause) in self.by_priority.iter().enumerate() {
+            let mut rest = Vec::new();
+            for &(x, y) in &left {
+                out[i].extend(cause.within(x, y));
+                rest.extend(cause.gaps(x, y));
+            }
+            left = rest;
+        }
+        out[4] = left;
+        out
+    }
+}
+
 pub fn analyze(t: &Trace) -> Analysis {
     let kernels: Vec<(f64, f64)> = t
         .device_ops
@@ -143,31 +249,13 @@ pub fn analyze(t: &Trace) -> Analysis {
         .filter(|o| matches!(o.kind, DeviceKind::Kernel | DeviceKind::Memset))
         .map(|o| (o.start, o.end))
         .collect();
-    let compute = Union::new(kernels);
-    let host = |k: HostKind| {
-        Union::new(
-            t.host
-                .iter()
-                .filter(|h| h.kind == k)
-                .map(|h| (h.start, h.end))
-                .collect(),
-        )
-    };
-    let (input, sync) = (host(HostKind::DataLoading), host(HostKind::Sync));
-    // Host overhead: launching kernels, or any other host work while the device has none.
-    let launch = Union::new(
-        t.host
-            .iter()
-            .filter(|h| matches!(h.kind, HostKind::Launch | HostKind::Cpu))
-            .map(|h| (h.start, h.end))
-            .collect(),
-    );
+    let causes = Causes::new(t, Union::new(kernels));
+    let (compute, input) = (&causes.compute, &causes.by_priority[0]);
     let h2d_ops: Vec<_> = t
         .device_ops
         .iter()
         .filter(|o| o.kind == DeviceKind::Memcpy(Direction::HtoD))
         .collect();
-    let h2d = Union::new(h2d_ops.iter().map(|o| (o.start, o.end)).collect());
 
     // Steps: the markers, or the whole trace.
     let (steps_from, marks): (String, Vec<(String, f64, f64)>) = if t.steps.is_empty() {
@@ -178,7 +266,9 @@ pub fn analyze(t: &Trace) -> Analysis {
         )
     } else {
         (
-            "ProfilerStep markers".into(),
+            t.steps_from
+                .clone()
+                .unwrap_or_else(|| "step markers".into()),
             t.steps
                 .iter()
                 .map(|s| (s.name.clone(), s.start, s.end))
@@ -194,31 +284,27 @@ pub fn analyze(t: &Trace) -> Analysis {
     };
 
     let mut steps = Vec::with_capacity(marks.len());
+    // The longest gaps: a min-heap of (length, step, start, end), non-negative f64 as bits.
+    const MAX_GAPS: usize = 10;
+    let mut longest = std::collections::BinaryHeap::new();
     for (i, (name, a, b)) in marks.iter().enumerate() {
         let (a, b) = (*a, *b);
         let busy = compute.covered(a, b);
-        let mut gaps = GapCauses::default();
-        // Each moment of idle compute goes to the first cause present then, in this order.
-        let causes = [&input, &h2d, &sync, &launch];
-        for gap in compute.gaps(a, b) {
-            let mut left = vec![gap];
-            for (i, cause) in causes.iter().enumerate() {
-                let mut rest = Vec::new();
-                for &(x, y) in &left {
-                    let covered = cause.covered(x, y);
-                    match i {
-                        0 => gaps.input += covered,
-                        1 => gaps.h2d += covered,
-                        2 => gaps.sync += covered,
-                        _ => gaps.launch += covered,
-                    }
-                    rest.extend(cause.gaps(x, y));
+        let gaps = GapCauses::from_classes(&causes.classify(a, b));
+        let kept_step = i >= warmup_steps && !(cut_last && i + 1 == marks.len());
+        if kept_step && !t.device_ops.is_empty() {
+            for (x, y) in compute.gaps(a, b) {
+                longest.push(std::cmp::Reverse((
+                    (y - x).to_bits(),
+                    i,
+                    x.to_bits(),
+                    y.to_bits(),
+                )));
+                if longest.len() > MAX_GAPS {
+                    longest.pop();
                 }
-                left = rest;
             }
-            gaps.other += left.iter().fold(0.0, |acc, (x, y)| acc + (y - x));
         }
-        gaps.scale(1e-3);
         let device_end = t
             .device_ops
             .iter()
@@ -340,6 +426,27 @@ pub fn analyze(t: &Trace) -> Analysis {
     devices.sort_unstable();
     devices.dedup();
 
+    let mut largest: Vec<(f64, usize, f64, f64)> = longest
+        .into_iter()
+        .map(|std::cmp::Reverse((d, i, x, y))| {
+            (f64::from_bits(d), i, f64::from_bits(x), f64::from_bits(y))
+        })
+        .collect();
+    largest.sort_by(|p, q| q.0.total_cmp(&p.0));
+    let largest_gaps = largest
+        .into_iter()
+        .map(|(d, i, x, y)| {
+            let by_cause = GapCauses::from_classes(&causes.classify(x, y));
+            IdleGap {
+                step: marks[i].0.clone(),
+                at_ms: (x - marks[i].1) * 1e-3,
+                ms: d * 1e-3,
+                cause: by_cause.largest(),
+                by_cause,
+                host: host_during(t, x, y),
+            }
+        })
+        .collect();
     let input_percent = pct(input_ms);
     let idle_ms = total_step - busy;
     let launch_share = if idle_ms > 0.0 {
@@ -362,6 +469,7 @@ pub fn analyze(t: &Trace) -> Analysis {
         gaps_ms_per_step: gaps,
         h2d: h2d_stats,
         top_kernels: top.into_iter().take(10).collect(),
+        largest_gaps,
         median_kernel_us,
         launch_share,
         recommendations: Vec::new(),
@@ -371,23 +479,70 @@ pub fn analyze(t: &Trace) -> Analysis {
     a
 }
 
+/// The host spans overlapping [x, y), by name and kind, longest overlap first (at most 5).
+fn host_during(t: &Trace, x: f64, y: f64) -> Vec<HostActivity> {
+    let mut by: HashMap<(u32, HostKind), f64> = HashMap::new();
+    // (A span starting long before the gap may still cover it: all earlier spans are looked at;
+    // this runs for a handful of gaps.)
+    let before_end = t.host.partition_point(|h| h.start < y);
+    for h in &t.host[..before_end] {
+        let overlap = h.end.min(y) - h.start.max(x);
+        if overlap > 0.0 {
+            *by.entry((h.name, h.kind)).or_insert(0.0) += overlap;
+        }
+    }
+    let mut out: Vec<HostActivity> = by
+        .into_iter()
+        .map(|((name, kind), us)| HostActivity {
+            name: t.names[name as usize].clone(),
+            kind: match kind {
+                HostKind::DataLoading => "data loading",
+                HostKind::Launch => "launch",
+                HostKind::Sync => "sync",
+                HostKind::Cpu => "cpu",
+            },
+            overlap_ms: us * 1e-3,
+        })
+        .collect();
+    out.sort_by(|p, q| {
+        q.overlap_ms
+            .total_cmp(&p.overlap_ms)
+            .then(p.name.cmp(&q.name))
+    });
+    out.truncate(5);
+    out
+}
+
 fn recommend(a: &Analysis) -> Vec<Recommendation> {
     let mut out = Vec::new();
     let g = &a.gaps_ms_per_step;
     if a.input_percent >= 5.0 {
+        let action = if a.dialect == "kineto" {
+            "feed the accelerator faster: more DataLoader workers (num_workers, with \
+             persistent_workers), or a faster input pipeline (stoker: parallel native decoding \
+             and prefetching)"
+        } else {
+            "feed the accelerator faster: parallel tf.data stages (num_parallel_calls=AUTOTUNE, \
+             interleave), .cache() and .prefetch(AUTOTUNE), or a faster input pipeline (stoker: \
+             parallel native decoding and prefetching)"
+        };
+        let idle = if a.devices.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; the device is idle {:.1} ms per step while it happens",
+                g.input
+            )
+        };
         out.push(Recommendation {
-            action: "feed the accelerator faster: more DataLoader workers (num_workers, with \
-                     persistent_workers), or a faster input pipeline (stoker: parallel native \
-                     decoding and prefetching)"
-                .into(),
+            action: action.into(),
             evidence: format!(
-                "{:.1} % of each step ({:.1} of {:.1} ms) is spent getting the next batch \
-                 ({}); the device is idle {:.1} ms per step while it happens",
+                "{:.1} % of each step ({:.2} of {:.2} ms) is spent getting the next batch \
+                 ({}){idle}",
                 a.input_percent,
                 a.input_percent * a.step_ms / 100.0,
                 a.step_ms,
                 a.verdict,
-                g.input
             ),
         });
     }
@@ -415,7 +570,7 @@ fn recommend(a: &Analysis) -> Vec<Recommendation> {
             ),
         });
     }
-    if g.launch >= 0.2 * a.step_ms && a.median_kernel_us < 20.0 {
+    if a.kernels > 0 && g.launch >= 0.2 * a.step_ms && a.median_kernel_us < 20.0 {
         out.push(Recommendation {
             action: "the device waits for kernel launches: use a larger batch, or compile the \
                      step (torch.compile / CUDA graphs, XLA) to launch fewer, bigger kernels"
@@ -510,6 +665,12 @@ impl Analysis {
             g.launch,
             g.other
         );
+        if a.devices.is_empty() {
+            out.push_str(
+                "no accelerator activity in this trace (CPU only): busy and idle refer to no \
+                 device; the input share is of the host's step time\n",
+            );
+        }
         let h = &a.h2d;
         if h.bytes_per_step > 0.0 || h.ms_per_step > 0.0 {
             out.push_str(&format!(
@@ -526,16 +687,42 @@ impl Analysis {
             ));
         }
         for k in a.top_kernels.iter().take(5) {
-            let mut name = k.name.clone();
-            if name.len() > 80 {
-                name.truncate(77);
-                name.push_str("...");
-            }
             out.push_str(&format!(
-                "  {:5.1} %  {:9.2} ms  {:6}x  {name}\n",
+                "  {:5.1} %  {:9.2} ms  {:6}x  {}\n",
                 k.share * 100.0,
                 k.total_ms,
-                k.count
+                k.count,
+                short(&k.name, 80)
+            ));
+        }
+        if !a.largest_gaps.is_empty() {
+            out.push_str("longest idle gaps (what the host was doing):\n");
+        }
+        for g in a.largest_gaps.iter().take(3) {
+            let host: Vec<String> = g
+                .host
+                .iter()
+                .take(3)
+                .map(|h| {
+                    format!(
+                        "{} ({}, {:.2} ms)",
+                        short(&h.name, 60),
+                        h.kind,
+                        h.overlap_ms
+                    )
+                })
+                .collect();
+            out.push_str(&format!(
+                "  {:.2} ms in {} at +{:.2} ms, mostly {}: {}\n",
+                g.ms,
+                g.step,
+                g.at_ms,
+                g.cause,
+                if host.is_empty() {
+                    "no host activity recorded".to_string()
+                } else {
+                    host.join(", ")
+                }
             ));
         }
         for (i, r) in a.recommendations.iter().enumerate() {
@@ -549,4 +736,13 @@ impl Analysis {
         out.push('\n');
         out
     }
+}
+
+/// `name` cut to at most `max` characters (on a character boundary), marked with "...".
+fn short(name: &str, max: usize) -> String {
+    if name.chars().count() <= max {
+        return name.to_string();
+    }
+    let cut: String = name.chars().take(max - 3).collect();
+    format!("{cut}...")
 }

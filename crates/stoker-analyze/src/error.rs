@@ -16,6 +16,12 @@ pub enum AnalyzeError {
         column: usize,
         message: String,
     },
+    #[error("{path}: not a readable XSpace (.xplane.pb) at byte {offset}: {message}")]
+    Decode {
+        path: PathBuf,
+        offset: usize,
+        message: String,
+    },
 }
 
 impl AnalyzeError {

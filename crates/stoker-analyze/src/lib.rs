@@ -6,7 +6,9 @@ pub mod error;
 pub mod intervals;
 pub mod model;
 pub mod read;
+pub mod report;
 pub mod split;
+pub mod xspace;
 
 pub use error::{AnalyzeError, Result};
 

@@ -6,7 +6,9 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use crate::error::Result;
+use std::io::Read;
+
+use crate::error::{AnalyzeError, Result};
 use std::borrow::Cow;
 
 use crate::read::{as_f64, as_string, read_events, Header, Id, Num, RawEvent};
@@ -41,7 +43,7 @@ pub struct DeviceOp {
     pub pinned: Option<bool>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum HostKind {
     /// Waiting for the next batch: PyTorch's `enumerate(DataLoader)…__next__`, TensorFlow's
     /// `IteratorGetNext`, stoker's driver.
@@ -60,6 +62,8 @@ pub struct HostSpan {
     pub start: f64,
     pub end: f64,
     pub kind: HostKind,
+    /// Index into [`Trace::names`].
+    pub name: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -78,6 +82,8 @@ pub struct Trace {
     pub device_ops: Vec<DeviceOp>,
     pub host: Vec<HostSpan>,
     pub steps: Vec<Step>,
+    /// How the steps were found (`None`: no steps).
+    pub steps_from: Option<String>,
     pub names: Vec<String>,
     /// First and last time of any event.
     pub span: Option<(f64, f64)>,
@@ -94,6 +100,9 @@ pub struct Trace {
 /// come later in the file: kept compact until the end.
 struct Pending {
     pid: Id,
+    tid: Option<Id>,
+    /// A copy's kind and size, as TensorFlow / JAX device traces give them.
+    details: Option<String>,
     start: f64,
     end: f64,
     name: u32,
@@ -107,11 +116,14 @@ struct Builder {
     trace: Trace,
     name_ids: HashMap<String, u32>,
     process_names: HashMap<Id, String>,
+    thread_names: HashMap<(Id, Id), String>,
     pending: Vec<Pending>,
     /// Open `B` events per (pid, tid).
     open: HashMap<(Option<Id>, Option<Id>), Vec<OpenSpan>>,
     /// Some event had a category only Kineto writes.
     kineto: bool,
+    /// The trace was an XSpace.
+    xspace: bool,
 }
 
 /// Categories of the PyTorch profiler (Kineto), current and 2021 (capitalised) schemas.
@@ -211,6 +223,13 @@ impl Builder {
                     }
                 }
             }
+            Some("M") if e.name.as_deref() == Some("thread_name") => {
+                if let (Some(pid), Some(tid), Some(args)) = (e.pid, e.tid, e.args) {
+                    if let Some(n) = as_string(args.name) {
+                        self.thread_names.insert((pid, tid), n);
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -237,11 +256,15 @@ impl Builder {
             self.trace.steps.push(Step { name, start, end });
             return;
         }
+        let args = e.args.clone().unwrap_or_default();
+        if let Some(n) = as_f64(args.step_num) {
+            self.step(name, n, start, end);
+            return;
+        }
         if cat != "trace" {
             // (Kineto's `Trace` span covers the whole profiling window.)
             self.trace.activity_end = Some(self.trace.activity_end.map_or(end, |a| a.max(end)));
         }
-        let args = e.args.clone().unwrap_or_default();
         match cat.as_str() {
             "kernel" | "gpu_memcpy" | "memcpy" | "gpu_memset" | "memset" => {
                 let kind = match cat.as_str() {
@@ -280,29 +303,42 @@ impl Builder {
                 } else {
                     HostKind::Cpu
                 };
-                self.trace.host.push(HostSpan { start, end, kind });
+                let name = self.intern(name);
+                self.trace.host.push(HostSpan {
+                    start,
+                    end,
+                    kind,
+                    name,
+                });
             }
             _ => {
                 if is_data_loading(name) {
+                    let name = self.intern(name);
                     self.trace.host.push(HostSpan {
                         start,
                         end,
                         kind: HostKind::DataLoading,
+                        name,
                     });
                 } else if cat == "python_function" {
                     self.trace.python_functions += 1;
                 } else if cat == "cpu_op" || cat == "operator" {
                     self.trace.cpu_ops += 1;
+                    let name = self.intern(name);
                     self.trace.host.push(HostSpan {
                         start,
                         end,
                         kind: HostKind::Cpu,
+                        name,
                     });
                 } else if let Some(pid) = e.pid {
-                    // TensorFlow 1.x timeline (`cat: "Op"`): decided by the process name.
+                    // TensorFlow 1.x timeline (`cat: "Op"`), TensorFlow / JAX trace viewer JSON:
+                    // decided by the process's (and thread's) name, which may come later.
                     let name = self.intern(name);
                     self.pending.push(Pending {
                         pid,
+                        tid: e.tid,
+                        details: as_string(args.memcpy_details),
                         start,
                         end,
                         name,
@@ -321,10 +357,26 @@ impl Builder {
             .any(|n| n.contains("stream:all"));
         let pending = std::mem::take(&mut self.pending);
         let mut tf_device = false;
+        let mut xprof = false;
         for p in pending {
             let Some(pname) = self.process_names.get(&p.pid) else {
                 continue;
             };
+            // TensorFlow 2 / JAX trace viewer JSON: xprof's planes and lines as processes and
+            // threads.
+            if pname.starts_with("/device:") || pname.starts_with("/host:") {
+                xprof = true;
+                let pname = pname.clone();
+                let tname = p
+                    .tid
+                    .as_ref()
+                    .and_then(|t| self.thread_names.get(&(p.pid.clone(), t.clone())))
+                    .cloned()
+                    .unwrap_or_default();
+                let name = self.trace.names[p.name as usize].clone();
+                self.xprof_event(&pname, &tname, &name, p.details.as_deref(), p.start, p.end);
+                continue;
+            }
             let pl = pname.to_ascii_lowercase();
             let device = pl
                 .split("gpu:")
@@ -343,6 +395,7 @@ impl Builder {
                         start: p.start,
                         end: p.end,
                         kind: HostKind::DataLoading,
+                        name: p.name,
                     });
                 }
                 None
@@ -361,21 +414,208 @@ impl Builder {
                 });
             }
         }
-        self.trace.dialect =
-            if tf_device || self.process_names.values().any(|n| n.contains("/job:")) {
-                "tensorflow-timeline".into()
-            } else if self.kineto {
-                "kineto".into()
-            } else {
-                "chrome-json".into()
-            };
+        self.trace.dialect = if self.xspace {
+            "xspace".into()
+        } else if xprof {
+            "tensorflow/jax trace viewer".into()
+        } else if tf_device || self.process_names.values().any(|n| n.contains("/job:")) {
+            "tensorflow-timeline".into()
+        } else if self.kineto {
+            "kineto".into()
+        } else {
+            "chrome-json".into()
+        };
         self.trace
             .device_ops
             .sort_by(|a, b| a.start.total_cmp(&b.start));
         self.trace.host.sort_by(|a, b| a.start.total_cmp(&b.start));
         self.trace.steps.sort_by(|a, b| a.start.total_cmp(&b.start));
+        if self.trace.steps.is_empty() {
+            self.infer_steps();
+        } else if self.trace.steps[0].name.starts_with("ProfilerStep#") {
+            self.trace.steps_from = Some("ProfilerStep markers".into());
+        } else {
+            self.trace.steps_from = Some("step markers (step_num)".into());
+        }
         self.trace
     }
+
+    /// Without step markers, each fetch of a batch starts a step: steps run from one data
+    /// loading call's start to the next's (nested or overlapping calls count once). The last
+    /// runs to the end of the activity.
+    fn infer_steps(&mut self) {
+        let fetches: Vec<(f64, f64)> = crate::intervals::Union::new(
+            self.trace
+                .host
+                .iter()
+                .filter(|h| h.kind == HostKind::DataLoading)
+                .map(|h| (h.start, h.end))
+                .collect(),
+        )
+        .within(f64::NEG_INFINITY, f64::INFINITY)
+        .collect();
+        if fetches.len() < 3 {
+            return;
+        }
+        let last = fetches[fetches.len() - 1].1;
+        let end = self.trace.activity_end.unwrap_or(last).max(last);
+        for (i, (a, _)) in fetches.iter().enumerate() {
+            let b = fetches.get(i + 1).map_or(end, |n| n.0);
+            self.trace.steps.push(Step {
+                name: format!("inferred step {}", i + 1),
+                start: *a,
+                end: b,
+            });
+        }
+        self.trace.steps_from = Some("data loading calls (no step markers: inferred)".into());
+    }
+
+    /// A step marker: TensorFlow's `Trace(name, step_num=)` (Keras: `Profiled batch`), JAX's
+    /// `StepTraceAnnotation`.
+    fn step(&mut self, name: &str, step_num: f64, start: f64, end: f64) {
+        self.trace.steps.push(Step {
+            name: format!("{name}#{step_num}"),
+            start,
+            end,
+        });
+    }
+
+    fn xspace_event(&mut self, plane: &str, line: &str, e: &crate::xspace::Event<'_>) {
+        let (start, end) = (e.start_us, e.start_us + e.dur_us);
+        if !start.is_finite() || !end.is_finite() {
+            self.trace.skipped_events += 1;
+            return;
+        }
+        if plane.starts_with("/host:") {
+            if let Some(n) = e.stat("step_num").and_then(|v| v.as_f64()) {
+                self.note_span(start, end);
+                self.step(e.name, n, start, end);
+                return;
+            }
+        }
+        let details = match e.stat("memcpy_details") {
+            Some(crate::xspace::StatValue::Str(s)) => Some(s.as_str()),
+            _ => None,
+        };
+        self.xprof_event(plane, line, e.name, details, start, end);
+    }
+
+    fn note_span(&mut self, start: f64, end: f64) {
+        self.trace.span = Some(match self.trace.span {
+            None => (start, end),
+            Some((a, b)) => (a.min(start), b.max(end)),
+        });
+    }
+
+    fn note_activity(&mut self, end: f64) {
+        self.trace.activity_end = Some(self.trace.activity_end.map_or(end, |a| a.max(end)));
+    }
+
+    /// A host span, classified by its name.
+    fn host_event(&mut self, name: &str, start: f64, end: f64) {
+        let kind = if is_data_loading(name) {
+            HostKind::DataLoading
+        } else if name.starts_with('$') {
+            // The Python tracer's function spans (which contain everything below them).
+            self.trace.python_functions += 1;
+            return;
+        } else if is_runtime_api(name) && name.contains("Launch") {
+            HostKind::Launch
+        } else if is_runtime_api(name) && name.contains("Synchronize") {
+            HostKind::Sync
+        } else {
+            self.trace.cpu_ops += 1;
+            HostKind::Cpu
+        };
+        let name = self.intern(name);
+        self.trace.host.push(HostSpan {
+            start,
+            end,
+            kind,
+            name,
+        });
+    }
+
+    /// An event of xprof's model (XSpace, or the trace viewer's JSON): planes `/device:GPU:0`
+    /// (lines `Stream #N(...)`; TPUs `XLA Ops`) and `/host:CPU` (a line per thread).
+    fn xprof_event(
+        &mut self,
+        plane: &str,
+        line: &str,
+        name: &str,
+        details: Option<&str>,
+        start: f64,
+        end: f64,
+    ) {
+        self.note_span(start, end);
+        if let Some(device) = plane.strip_prefix("/device:") {
+            let Some(stream) = xprof_stream(device, line) else {
+                return; // derived lines (XLA Modules, TensorFlow Ops, Steps …) repeat the streams
+            };
+            self.note_activity(end);
+            let details = details.unwrap_or("");
+            let lower = name.to_ascii_lowercase();
+            let kind = if lower.contains("memcpy") {
+                DeviceKind::Memcpy(direction(name, None))
+            } else if lower.contains("memset") {
+                DeviceKind::Memset
+            } else {
+                DeviceKind::Kernel
+            };
+            let pinned = if details.contains("kind_src:pinned")
+                || details.contains("kind_dst:pinned")
+            {
+                Some(true)
+            } else if details.contains("kind_src:pageable") || details.contains("kind_dst:pageable")
+            {
+                Some(false)
+            } else {
+                None
+            };
+            let bytes = details
+                .split_whitespace()
+                .find_map(|kv| kv.strip_prefix("size:"))
+                .and_then(|v| v.parse().ok());
+            let index = device
+                .rsplit(':')
+                .next()
+                .and_then(|d| d.parse().ok())
+                .unwrap_or(0);
+            let name = self.intern(name);
+            self.trace.device_ops.push(DeviceOp {
+                start,
+                end,
+                kind,
+                device: index,
+                stream,
+                name,
+                bytes,
+                pinned,
+            });
+        } else if plane.starts_with("/host:") {
+            self.note_activity(end);
+            self.host_event(name, start, end);
+        }
+    }
+}
+
+/// CUDA / ROCm API calls (runtime and driver), as host events name them.
+fn is_runtime_api(name: &str) -> bool {
+    name.starts_with("cu") || name.starts_with("hip")
+}
+
+/// The stream of a device line holding device activity: `Stream #N(...)` on GPUs, the `XLA Ops`
+/// line on TPUs (stream 0).
+fn xprof_stream(device: &str, line: &str) -> Option<i64> {
+    if let Some(rest) = line.strip_prefix("Stream #") {
+        return Some(
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()
+                .and_then(|d| d.parse().ok())
+                .unwrap_or(0),
+        );
+    }
+    (device.starts_with("TPU") && line == "XLA Ops").then_some(0)
 }
 
 /// Host spans of waiting for the next batch.
@@ -384,12 +624,50 @@ fn is_data_loading(name: &str) -> bool {
         || name.contains("IteratorGetNext")
 }
 
-/// Reads `path` into the model.
+/// Reads `path` into the model: JSON (Kineto, TensorFlow timeline, trace viewer JSON), or an
+/// XSpace protobuf (`.xplane.pb`), plain or gzipped.
 pub fn load(path: &Path) -> Result<Trace> {
     let mut b = Builder::default();
-    let header = read_events(path, |e| b.event(e))?;
+    let header = if is_xspace(path)? {
+        let bytes = read_all(path)?;
+        let events = crate::xspace::read_xspace(path, &bytes, |plane, line, e| {
+            b.xspace_event(plane, line, e)
+        })?;
+        b.xspace = true;
+        Header {
+            events,
+            ..Header::default()
+        }
+    } else {
+        read_events(path, |e| b.event(e))?
+    };
     let mut trace = b.finish();
     trace.header = header;
     trace.path = path.display().to_string();
     Ok(trace)
+}
+
+/// An XSpace by its name (`.pb`, `.pb.gz`), or by its first byte when the name says nothing.
+fn is_xspace(path: &Path) -> Result<bool> {
+    let name = path.to_string_lossy();
+    if name.ends_with(".pb") || name.ends_with(".pb.gz") {
+        return Ok(true);
+    }
+    if name.ends_with(".json") || name.ends_with(".json.gz") {
+        return Ok(false);
+    }
+    let mut first = [0u8; 1];
+    let n = crate::read::open(path)?
+        .read(&mut first)
+        .map_err(|e| AnalyzeError::io(path, e))?;
+    Ok(n == 1 && crate::xspace::looks_like_xspace(&first))
+}
+
+/// The whole (gunzipped) file: an XSpace is not a stream of events.
+fn read_all(path: &Path) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    crate::read::open(path)?
+        .read_to_end(&mut bytes)
+        .map_err(|e| AnalyzeError::io(path, e))?;
+    Ok(bytes)
 }

@@ -102,6 +102,13 @@ pub struct Args<'a> {
     /// ROCm memcpy: the direction.
     #[serde(borrow)]
     pub kind: Option<&'a RawValue>,
+    /// The step of a TensorFlow / JAX step marker (`Trace(..., step_num=)`,
+    /// `StepTraceAnnotation`).
+    #[serde(borrow)]
+    pub step_num: Option<&'a RawValue>,
+    /// TensorFlow / JAX device traces: a copy's kind and size (`kind_src:pageable ... size:N`).
+    #[serde(borrow)]
+    pub memcpy_details: Option<&'a RawValue>,
 }
 
 /// A number, or a string holding one.
@@ -149,7 +156,7 @@ pub struct Header {
 }
 
 /// Opens `path`, gunzipping when it is gzip (by magic bytes, whatever its name).
-fn open(path: &Path) -> Result<Box<dyn Read>> {
+pub(crate) fn open(path: &Path) -> Result<Box<dyn Read>> {
     let file = File::open(path).map_err(|e| AnalyzeError::io(path, e))?;
     let mut buf = BufReader::with_capacity(1 << 20, file);
     let head = buf.fill_buf().map_err(|e| AnalyzeError::io(path, e))?;

@@ -53,6 +53,16 @@ fn resnet50_with_no_dataloader_workers_is_input_bound() {
     let first = &a.recommendations[0];
     assert!(first.action.contains("DataLoader workers"), "{first:?}");
     assert!(first.evidence.contains("% of each step"));
+    // The longest gaps are the waits for the next batch, and say so with the DataLoader's span.
+    let gap = &a.largest_gaps[0];
+    assert!(gap.ms > 50.0, "{gap:?}");
+    assert_eq!(gap.cause, "waiting for input");
+    assert_eq!(gap.host[0].kind, "data loading");
+    assert!(
+        gap.host[0].name.starts_with("enumerate(DataLoader)"),
+        "{gap:?}"
+    );
+    assert!(a.largest_gaps.windows(2).all(|w| w[0].ms >= w[1].ms));
 }
 
 #[test]
@@ -74,6 +84,12 @@ fn resnet50_with_four_workers_is_not_input_bound() {
         .recommendations
         .iter()
         .any(|r| r.action.contains("pin_memory=True")));
+    // Its gaps are short and not waits for input.
+    assert!(a.largest_gaps[0].ms < 20.0, "{:?}", a.largest_gaps[0]);
+    assert!(a
+        .largest_gaps
+        .iter()
+        .all(|g| g.cause != "waiting for input"));
 }
 
 #[test]
@@ -138,6 +154,23 @@ fn every_shared_trace_is_read() {
             0,
             1,
         ),
+        ("tensorflow/xspace/tf_custom_loop", "xspace", 1_730, 0, 6),
+        ("tensorflow/xspace/tf_keras_fit.", "xspace", 2_126, 0, 6),
+        (
+            "tensorflow/xspace/tf_keras_fit_batchtrace",
+            "xspace",
+            2_096,
+            0,
+            6,
+        ),
+        ("jax/jax_train.xplane", "xspace", 397, 0, 6),
+        (
+            "jax/jax_train.perfetto",
+            "tensorflow/jax trace viewer",
+            404,
+            0,
+            6,
+        ),
     ];
     for (prefix, dialect, events, kernels, steps) in expected {
         let (dir, file) = prefix.rsplit_once('/').unwrap();
@@ -171,4 +204,63 @@ fn ns_display_unit_keeps_microsecond_timestamps() {
     let a = analyze(&find("pytorch/hta", "ns_resolution_rank-0"));
     assert!((80.0..100.0).contains(&a.step_ms), "{}", a.step_ms);
     assert!(a.busy_percent > 90.0);
+}
+
+// The XSpace figures below were also computed with TensorFlow's own protobuf classes
+// (xplane_pb2): step spans from the events with a `step_num` stat, input from the union of
+// events named `*IteratorGetNext*` inside the steps after the first.
+
+#[test]
+fn tensorflow_xspace_step_markers_and_input_share() {
+    let a = analyze("tensorflow/xspace/tf_custom_loop.xplane.pb");
+    assert_eq!(a.steps_from, "step markers (step_num)");
+    let names: Vec<&str> = a.steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["train#0", "train#1", "train#2", "train#3", "train#4", "train#5"]
+    );
+    assert!(a.steps[0].warmup);
+    assert!((a.step_ms - 0.6937).abs() < 0.001, "{}", a.step_ms);
+    assert!(
+        (a.input_percent - 10.61).abs() < 0.05,
+        "{}",
+        a.input_percent
+    );
+    assert_eq!(a.verdict, "moderately input-bound");
+
+    // Keras 3's batch markers (`Profiled batch`, step_num without `_r`).
+    let k = analyze("tensorflow/xspace/tf_keras_fit_batchtrace.xplane.pb");
+    assert_eq!(k.steps[1].name, "Profiled batch#1");
+    assert!((k.step_ms - 1.0734).abs() < 0.001, "{}", k.step_ms);
+    assert!((k.input_percent - 4.58).abs() < 0.05, "{}", k.input_percent);
+}
+
+#[test]
+fn keras_fit_without_markers_infers_a_step_per_batch() {
+    // 6 batches of 8 from tf.data; Keras 3 writes no step markers by itself.
+    let a = analyze("tensorflow/xspace/tf_keras_fit.xplane.pb");
+    assert!(a.steps_from.contains("inferred"), "{}", a.steps_from);
+    assert_eq!(a.steps.len(), 6);
+    assert!(a.steps.windows(2).all(|w| w[0].step_ms > 0.0));
+    assert!(a.input_percent > 0.0 && a.input_percent < 5.0);
+}
+
+#[test]
+fn jax_xspace_and_its_json_export_agree() {
+    let pb = analyze("jax/jax_train.xplane.pb");
+    let json = analyze("jax/jax_train.perfetto_trace.json.gz");
+    assert_eq!(pb.steps.len(), 6);
+    for (x, y) in pb.steps.iter().zip(&json.steps) {
+        assert_eq!(x.name, y.name);
+        assert!(
+            (x.step_ms - y.step_ms).abs() < 1e-3,
+            "{} {}",
+            x.step_ms,
+            y.step_ms
+        );
+    }
+    assert!((pb.step_ms - 0.0986).abs() < 0.001, "{}", pb.step_ms);
+    // A CPU-only run: no device, said so.
+    assert!(pb.devices.is_empty());
+    assert!(pb.to_text().contains("no accelerator activity"));
 }

@@ -24,27 +24,41 @@ pub fn trace_write(py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
 }
 
 /// Analyses a profiler trace (Kineto, TensorFlow timeline, Chrome JSON): the analysis as a
-/// dict, with its text under `text`.
+/// dict, with its text under `text`; writes the HTML report to `html` when given.
 #[pyfunction]
+#[pyo3(signature = (path, html=None))]
 pub fn analyze_trace<'py>(
     py: Python<'py>,
     path: std::path::PathBuf,
+    html: Option<std::path::PathBuf>,
 ) -> PyResult<Bound<'py, pyo3::PyAny>> {
-    let analysis = py
-        .detach(|| stoker_analyze::analyze_path(&path))
-        .map_err(|e| match e {
-            stoker_analyze::AnalyzeError::Io { ref source, .. }
-                if source.kind() == std::io::ErrorKind::NotFound =>
-            {
-                pyo3::exceptions::PyFileNotFoundError::new_err(e.to_string())
-            }
-            stoker_analyze::AnalyzeError::Io { .. } => PyOSError::new_err(e.to_string()),
-            stoker_analyze::AnalyzeError::Parse { .. } => {
-                pyo3::exceptions::PyValueError::new_err(e.to_string())
-            }
-        })?;
+    let analysis = py.detach(|| -> PyResult<_> {
+        let trace = stoker_analyze::model::load(&path).map_err(analyze_error)?;
+        let analysis = stoker_analyze::analysis::analyze(&trace);
+        if let Some(out) = &html {
+            std::fs::write(out, stoker_analyze::report::render(&trace, &analysis)).map_err(
+                |e| PyOSError::new_err(format!("writing the report {}: {e}", out.display())),
+            )?;
+        }
+        Ok(analysis)
+    })?;
     let mut v = serde_json::to_value(&analysis)
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
     v["text"] = serde_json::Value::String(analysis.to_text());
     crate::plan::json_to_py(py, &v)
+}
+
+fn analyze_error(e: stoker_analyze::AnalyzeError) -> PyErr {
+    match e {
+        stoker_analyze::AnalyzeError::Io { ref source, .. }
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            pyo3::exceptions::PyFileNotFoundError::new_err(e.to_string())
+        }
+        stoker_analyze::AnalyzeError::Io { .. } => PyOSError::new_err(e.to_string()),
+        stoker_analyze::AnalyzeError::Parse { .. }
+        | stoker_analyze::AnalyzeError::Decode { .. } => {
+            pyo3::exceptions::PyValueError::new_err(e.to_string())
+        }
+    }
 }

@@ -47,3 +47,33 @@ def test_errors_name_the_file(tmp_path):
     p.write_text('{"traceEvents": [{"ph": "X"')
     with pytest.raises(ValueError, match="cut.json: not a readable trace at line 1"):
         sk.analyze(p)
+
+
+def test_html_report_from_python_and_cli(tmp_path):
+    out = tmp_path / "why.html"
+    a = sk.analyze(resnet(0), html=out)
+    html = out.read_text()
+    assert f"<b>{a.verdict}:</b> {a.input_percent:.1f} %" in html and "<script" not in html
+    assert "Timeline of the longest step" in html
+    stoker_bin = os.environ.get("STOKER_BIN")
+    assert stoker_bin and os.path.exists(stoker_bin), "STOKER_BIN must point at the built `stoker` binary"
+    subprocess.run(
+        [stoker_bin, "analyze", "--html", str(tmp_path / "r.html"), str(resnet(0)), str(resnet(4))],
+        capture_output=True,
+        check=True,
+    )
+    written = sorted(p.name for p in tmp_path.glob("r.*.html"))
+    assert len(written) == 2 and "num_workers_0" in written[0] and "num_workers_4" in written[1]
+    assert "not input-bound:" in (tmp_path / written[1]).read_text()
+
+
+def test_tensorflow_xspace_and_jax_json():
+    tf = sk.analyze(TRACES / "tensorflow" / "xspace" / "tf_custom_loop.xplane.pb")
+    assert tf.raw["dialect"] == "xspace" and len(tf.steps) == 6
+    assert tf.verdict == "moderately input-bound" and abs(tf.input_percent - 10.61) < 0.05
+    assert "tf.data" in tf.recommendations[0]["action"]
+    jax = sk.analyze(TRACES / "jax" / "jax_train.perfetto_trace.json.gz")
+    assert [s["name"] for s in jax.steps] == [f"train#{i}" for i in range(6)]
+    bad = TRACES / "README.md"
+    with pytest.raises(ValueError, match="README.md"):
+        sk.analyze(bad)

@@ -1,10 +1,12 @@
 """``stoker.analyze``: why did the accelerator sit idle? Reads the traces PyTorch (Kineto, also
-the 2021 schema and ROCm), TensorFlow (1.x timeline) and the Chrome JSON of the TensorFlow and JAX
-profilers write; ``stoker analyze TRACE…`` on the command line does the same.
+the 2021 schema and ROCm), TensorFlow (1.x timeline) and the TensorFlow and JAX profilers (XSpace
+``*.xplane.pb``, and the trace viewer JSON they export) write; ``stoker analyze TRACE…`` on the
+command line does the same.
 
     a = stoker.analyze("resnet50.pt.trace.json.gz")
     print(a)                      # the summary and the recommendations
     a.input_percent, a.verdict    # 39.8, "highly input-bound"
+    stoker.analyze(path, html="why.html")  # and the HTML report
 """
 
 from __future__ import annotations
@@ -39,10 +41,12 @@ class TraceAnalysis:
         return f"<TraceAnalysis {self.verdict}: {self.input_percent:.1f} % input, {self.step_ms:.1f} ms/step>"
 
 
-def analyze(path: str | os.PathLike[str]) -> TraceAnalysis:
-    """Analyses one trace file (``.json`` or ``.json.gz``). Raises ``FileNotFoundError``, or
-    ``ValueError`` naming the file, line and column for a trace it cannot read."""
-    return TraceAnalysis(_stoker.analyze_trace(os.fspath(path)))
+def analyze(path: str | os.PathLike[str], html: str | os.PathLike[str] | None = None) -> TraceAnalysis:
+    """Analyses one trace file (``.json``, ``.json.gz`` or ``.xplane.pb``); with ``html``, also writes the
+    self-contained HTML report there (step time by cause, idle-gap breakdown, a timeline of the
+    longest step, step and kernel tables). Raises ``FileNotFoundError``, or ``ValueError`` naming
+    the file and the place (line and column, or byte offset) for a trace it cannot read."""
+    return TraceAnalysis(_stoker.analyze_trace(os.fspath(path), None if html is None else os.fspath(html)))
 
 
 __all__ = ["TraceAnalysis", "analyze"]

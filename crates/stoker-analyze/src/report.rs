@@ -1,0 +1,381 @@
+//! The HTML report of an analysis (`stoker analyze --html`), in the pipeline report's style:
+//! the verdict and recommendations, step time by cause, the idle-gap breakdown, a timeline
+//! strip of the worst step, and the step and kernel tables.
+
+use std::fmt::Write;
+
+use stoker_html::{esc, share_cell, stacked_bars, timeline_strip, Lane, Page, Series};
+
+use crate::analysis::{Analysis, Causes, CAUSE_NAMES};
+use crate::intervals::Union;
+use crate::model::{DeviceKind, Direction, HostKind, Trace};
+
+const BUSY: &str = "#1a73e8";
+/// Colours of [`CAUSE_NAMES`], in its order.
+const CAUSE_COLORS: [&str; 5] = ["#e8710a", "#188038", "#d93025", "#9334e6", "#9aa0a6"];
+
+/// The report of `analysis`, made from `trace`.
+pub fn render(trace: &Trace, analysis: &Analysis) -> String {
+    let a = analysis;
+    let file = std::path::Path::new(&a.path)
+        .file_name()
+        .map_or_else(|| a.path.clone(), |f| f.to_string_lossy().into_owned());
+    let kept: Vec<_> = a
+        .steps
+        .iter()
+        .filter(|s| !s.warmup && !s.incomplete)
+        .collect();
+    let mut page = Page::new(
+        "analysis",
+        &file,
+        "stoker analyze",
+        &format!(
+            "{} · {} · {} events · {} kernels on device(s) {:?} · {} steps from {} ({} warm-up \
+             or cut off, left out)",
+            esc(&a.path),
+            esc(&a.dialect),
+            a.events,
+            a.kernels,
+            a.devices,
+            kept.len(),
+            esc(&a.steps_from),
+            a.steps.len() - kept.len()
+        ),
+    );
+
+    // The verdict.
+    let mut h = format!(
+        "<h2>Verdict</h2><div class=\"verdict\"><p><b>{}:</b> {:.1} % of step time getting \
+         the next batch. {:.2} ms per step; the device is busy {:.1} % and idle {:.1} % of it.\
+         </p>",
+        esc(&a.verdict),
+        a.input_percent,
+        a.step_ms,
+        a.busy_percent,
+        a.idle_percent
+    );
+    if a.recommendations.is_empty() {
+        h.push_str("<p>Nothing to change stands out in this trace.</p>");
+    } else {
+        h.push_str("<ol>");
+        for r in &a.recommendations {
+            let _ = write!(
+                h,
+                "<li><b>{}</b><br><span class=\"ev\">because {}</span></li>",
+                esc(&r.action),
+                esc(&r.evidence)
+            );
+        }
+        h.push_str("</ol>");
+    }
+    h.push_str("</div>");
+    page.push(&h);
+
+    // Step time by cause.
+    let busy: Vec<f64> = kept.iter().map(|s| s.busy_ms).collect();
+    let by_cause: [Vec<f64>; 5] = [
+        kept.iter().map(|s| s.gaps.input).collect(),
+        kept.iter().map(|s| s.gaps.h2d).collect(),
+        kept.iter().map(|s| s.gaps.sync).collect(),
+        kept.iter().map(|s| s.gaps.launch).collect(),
+        kept.iter().map(|s| s.gaps.other).collect(),
+    ];
+    let mut series = vec![Series {
+        label: "device busy",
+        color: BUSY,
+        values: &busy,
+    }];
+    for i in 0..5 {
+        series.push(Series {
+            label: CAUSE_NAMES[i],
+            color: CAUSE_COLORS[i],
+            values: &by_cause[i],
+        });
+    }
+    page.push(&stacked_bars(
+        "Step time: device busy, and idle by what the host was doing",
+        &series,
+    ));
+
+    // The idle-gap breakdown.
+    page.heading("Device idle time per step, by cause");
+    let g = &a.gaps_ms_per_step;
+    let per_step = [g.input, g.h2d, g.sync, g.launch, g.other];
+    let idle: f64 = per_step.iter().sum();
+    let rows: Vec<Vec<String>> = CAUSE_NAMES
+        .iter()
+        .zip(per_step)
+        .map(|(name, ms)| {
+            vec![
+                esc(name),
+                format!("{ms:.2}"),
+                share_cell(if idle > 0.0 { ms / idle } else { 0.0 }),
+            ]
+        })
+        .collect();
+    page.table(&["cause", "ms per step", "share of idle time"], &rows);
+
+    // The longest gaps, with the host's work during each.
+    if !a.largest_gaps.is_empty() {
+        page.heading("Longest idle gaps, and what the host was doing");
+        let rows: Vec<Vec<String>> = a
+            .largest_gaps
+            .iter()
+            .map(|g| {
+                let host: Vec<String> = g
+                    .host
+                    .iter()
+                    .map(|h| {
+                        format!(
+                            "{} <span class=\"ev\">({}, {:.2} ms)</span>",
+                            esc(&h.name),
+                            h.kind,
+                            h.overlap_ms
+                        )
+                    })
+                    .collect();
+                vec![
+                    host.join("<br>"),
+                    esc(&g.step),
+                    format!("+{:.2}", g.at_ms),
+                    format!("{:.2}", g.ms),
+                    esc(g.cause),
+                ]
+            })
+            .collect();
+        page.table(
+            &[
+                "host activity during the gap",
+                "step",
+                "at ms",
+                "idle ms",
+                "mostly",
+            ],
+            &rows,
+        );
+    }
+
+    // The worst step's timeline.
+    if let Some(worst) = kept.iter().max_by(|x, y| x.step_ms.total_cmp(&y.step_ms)) {
+        if let Some(mark) = step_bounds(trace, &worst.name) {
+            page.push(&worst_step_strip(trace, &worst.name, mark));
+        }
+    }
+
+    // Host-to-device copies.
+    let c = &a.h2d;
+    if c.bytes_per_step > 0.0 || c.ms_per_step > 0.0 {
+        page.heading("Host-to-device copies");
+        page.push(&format!(
+            "<p>{:.2} MB and {:.2} ms per step{}; {:.2} ms per step not overlapped by kernels. \
+             From pageable memory {:.1} MB, from pinned {:.1} MB.</p>",
+            c.bytes_per_step / 1e6,
+            c.ms_per_step,
+            c.gbps
+                .map(|g| format!(" ({g:.1} GB/s)"))
+                .unwrap_or_default(),
+            c.exposed_ms_per_step,
+            c.pageable_bytes / 1e6,
+            c.pinned_bytes / 1e6
+        ));
+    }
+
+    // Steps.
+    page.heading("Steps");
+    const MAX_ROWS: usize = 200;
+    let rows: Vec<Vec<String>> = a
+        .steps
+        .iter()
+        .take(MAX_ROWS)
+        .map(|s| {
+            let note = if s.warmup {
+                " (warm-up, left out)"
+            } else if s.incomplete {
+                " (cut off, left out)"
+            } else {
+                ""
+            };
+            vec![
+                format!("{}{note}", esc(&s.name)),
+                format!("{:.2}", s.step_ms),
+                format!("{:.2}", s.device_step_ms),
+                format!("{:.2}", s.busy_ms),
+                format!("{:.2}", s.input_ms),
+                format!("{:.2}", s.h2d_exposed_ms),
+            ]
+        })
+        .collect();
+    page.table(
+        &[
+            "step",
+            "host ms",
+            "device ms",
+            "busy ms",
+            "input ms",
+            "exposed H2D ms",
+        ],
+        &rows,
+    );
+    if a.steps.len() > MAX_ROWS {
+        page.push(&format!(
+            "<p class=\"sub\">… and {} more steps (all of them in --json).</p>",
+            a.steps.len() - MAX_ROWS
+        ));
+    }
+
+    // Kernels.
+    if !a.top_kernels.is_empty() {
+        page.heading("Top kernels");
+        let rows: Vec<Vec<String>> = a
+            .top_kernels
+            .iter()
+            .map(|k| {
+                vec![
+                    esc(&k.name),
+                    k.count.to_string(),
+                    format!("{:.2}", k.total_ms),
+                    share_cell(k.share),
+                ]
+            })
+            .collect();
+        page.table(
+            &["kernel", "launches", "total ms", "share of kernel time"],
+            &rows,
+        );
+        page.push(&format!(
+            "<p class=\"sub\">Median kernel {:.1} µs.</p>",
+            a.median_kernel_us
+        ));
+    }
+    page.finish(&format!(
+        "Made by stoker {}. Times are from the trace; idle time is on the compute streams \
+         (kernels and memsets), each idle moment credited to the first of: input, \
+         host-to-device copy, synchronisation, launch / host overhead, other.",
+        env!("CARGO_PKG_VERSION")
+    ))
+}
+
+/// The span of step `name` (the whole trace when there are no step markers).
+fn step_bounds(t: &Trace, name: &str) -> Option<(f64, f64)> {
+    if t.steps.is_empty() {
+        return t.span;
+    }
+    t.steps
+        .iter()
+        .find(|s| s.name == name)
+        .map(|s| (s.start, s.end))
+}
+
+/// Device and host lanes over one step, then the device's idle time by cause.
+fn worst_step_strip(t: &Trace, name: &str, (a, b): (f64, f64)) -> String {
+    let ms = |spans: Vec<(f64, f64)>| -> Vec<(f64, f64)> {
+        Union::new(spans)
+            .within(a, b)
+            .map(|(x, y)| ((x - a) * 1e-3, (y - a) * 1e-3))
+            .collect()
+    };
+    let device = |keep: &dyn Fn(DeviceKind) -> bool| {
+        ms(t.device_ops
+            .iter()
+            .filter(|o| keep(o.kind) && o.end > a && o.start < b)
+            .map(|o| (o.start, o.end))
+            .collect())
+    };
+    let host = |kind: HostKind| {
+        ms(t.host
+            .iter()
+            .filter(|h| h.kind == kind && h.end > a && h.start < b)
+            .map(|h| (h.start, h.end))
+            .collect())
+    };
+    let kernels = device(&|k| matches!(k, DeviceKind::Kernel | DeviceKind::Memset));
+    let h2d = device(&|k| k == DeviceKind::Memcpy(Direction::HtoD));
+    let other_copies = device(&|k| matches!(k, DeviceKind::Memcpy(d) if d != Direction::HtoD));
+    let input = host(HostKind::DataLoading);
+    let launch = host(HostKind::Launch);
+    let sync = host(HostKind::Sync);
+    let cpu = host(HostKind::Cpu);
+    let causes = Causes::new(t, Union::new(kernels_abs(t, a, b)));
+    let idle: Vec<Vec<(f64, f64)>> = causes
+        .classify(a, b)
+        .into_iter()
+        .map(|spans| {
+            spans
+                .into_iter()
+                .map(|(x, y)| ((x - a) * 1e-3, (y - a) * 1e-3))
+                .collect()
+        })
+        .collect();
+    let mut lanes = vec![
+        Lane {
+            label: "kernels",
+            color: BUSY,
+            spans: &kernels,
+        },
+        Lane {
+            label: "H2D copies",
+            color: CAUSE_COLORS[1],
+            spans: &h2d,
+        },
+        Lane {
+            label: "other copies",
+            color: "#12b5cb",
+            spans: &other_copies,
+        },
+        Lane {
+            label: "host: data loading",
+            color: CAUSE_COLORS[0],
+            spans: &input,
+        },
+        Lane {
+            label: "host: launches",
+            color: CAUSE_COLORS[3],
+            spans: &launch,
+        },
+        Lane {
+            label: "host: synchronise",
+            color: CAUSE_COLORS[2],
+            spans: &sync,
+        },
+        Lane {
+            label: "host: other ops",
+            color: "#5f6368",
+            spans: &cpu,
+        },
+    ];
+    let idle_labels = [
+        "idle: input",
+        "idle: H2D copy",
+        "idle: sync",
+        "idle: launch/host",
+        "idle: other",
+    ];
+    for (i, spans) in idle.iter().enumerate() {
+        lanes.push(Lane {
+            label: idle_labels[i],
+            color: CAUSE_COLORS[i],
+            spans,
+        });
+    }
+    timeline_strip(
+        &format!(
+            "Timeline of the longest step ({name}, {:.2} ms)",
+            (b - a) * 1e-3
+        ),
+        "ms from the step's start",
+        0.0,
+        (b - a) * 1e-3,
+        &lanes,
+    )
+}
+
+/// The compute streams' work overlapping [a, b), in trace time.
+fn kernels_abs(t: &Trace, a: f64, b: f64) -> Vec<(f64, f64)> {
+    t.device_ops
+        .iter()
+        .filter(|o| {
+            matches!(o.kind, DeviceKind::Kernel | DeviceKind::Memset) && o.end > a && o.start < b
+        })
+        .map(|o| (o.start, o.end))
+        .collect()
+}

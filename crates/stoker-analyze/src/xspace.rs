@@ -1,0 +1,328 @@
+//! Reader of the TensorFlow / JAX profilers' XSpace protobuf (`*.xplane.pb`), the file their
+//! profilers write and TensorBoard reads.
+//!
+//! The outer messages (XSpace, XPlane) are walked field by field over the file's bytes, and
+//! each line (XLine) is decoded on its own, so what is held besides the file's bytes is one
+//! line's events and the plane's name tables. Large payloads the analysis does not need (HLO
+//! protos in event metadata, bytes-valued stats) are skipped unread. Times: every line has a
+//! `timestamp_ns`, each event an `offset_ps` from it.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use prost::Message;
+
+use crate::error::{AnalyzeError, Result};
+
+#[derive(Clone, PartialEq, Message)]
+struct XLine {
+    #[prost(int64, tag = "1")]
+    id: i64,
+    #[prost(bytes = "vec", tag = "2")]
+    name: Vec<u8>,
+    #[prost(bytes = "vec", tag = "11")]
+    display_name: Vec<u8>,
+    #[prost(int64, tag = "3")]
+    timestamp_ns: i64,
+    #[prost(message, repeated, tag = "4")]
+    events: Vec<XEvent>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct XEvent {
+    #[prost(int64, tag = "1")]
+    metadata_id: i64,
+    /// (One of `offset_ps` and `num_occurrences`: aggregated events have no time.)
+    #[prost(int64, optional, tag = "2")]
+    offset_ps: Option<i64>,
+    #[prost(int64, tag = "3")]
+    duration_ps: i64,
+    #[prost(message, repeated, tag = "4")]
+    stats: Vec<XStat>,
+}
+
+/// A stat; its bytes value (field 6) is left out and skipped.
+#[derive(Clone, PartialEq, Message)]
+struct XStat {
+    #[prost(int64, tag = "1")]
+    metadata_id: i64,
+    #[prost(double, optional, tag = "2")]
+    double_value: Option<f64>,
+    #[prost(uint64, optional, tag = "3")]
+    uint64_value: Option<u64>,
+    #[prost(int64, optional, tag = "4")]
+    int64_value: Option<i64>,
+    #[prost(bytes = "vec", optional, tag = "5")]
+    str_value: Option<Vec<u8>>,
+    /// The id of a stat metadata whose name is the value (interned strings).
+    #[prost(uint64, optional, tag = "7")]
+    ref_value: Option<u64>,
+}
+
+/// Event metadata: its stats and payload (HLO protos) are left out and skipped.
+#[derive(Clone, PartialEq, Message)]
+struct XEventMetadata {
+    #[prost(int64, tag = "1")]
+    id: i64,
+    #[prost(bytes = "vec", tag = "2")]
+    name: Vec<u8>,
+    #[prost(bytes = "vec", tag = "4")]
+    display_name: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct XStatMetadata {
+    #[prost(int64, tag = "1")]
+    id: i64,
+    #[prost(bytes = "vec", tag = "2")]
+    name: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct EventMetadataEntry {
+    #[prost(int64, tag = "1")]
+    key: i64,
+    #[prost(message, optional, tag = "2")]
+    value: Option<XEventMetadata>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct StatMetadataEntry {
+    #[prost(int64, tag = "1")]
+    key: i64,
+    #[prost(message, optional, tag = "2")]
+    value: Option<XStatMetadata>,
+}
+
+/// A stat's value, as the analysis reads it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StatValue {
+    Int(i64),
+    Uint(u64),
+    Double(f64),
+    Str(String),
+}
+
+impl StatValue {
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            StatValue::Int(v) => Some(*v as f64),
+            StatValue::Uint(v) => Some(*v as f64),
+            StatValue::Double(v) => Some(*v),
+            StatValue::Str(s) => s.trim().parse().ok(),
+        }
+    }
+}
+
+/// One event of a line, resolved against its plane's metadata.
+pub struct Event<'a> {
+    pub name: &'a str,
+    /// Microseconds from the profile's start.
+    pub start_us: f64,
+    pub dur_us: f64,
+    /// The stats by name (values that are references resolved to their strings).
+    pub stats: Vec<(&'a str, StatValue)>,
+}
+
+impl Event<'_> {
+    pub fn stat(&self, name: &str) -> Option<&StatValue> {
+        self.stats.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+}
+
+/// A field of a protobuf message, as the wire has it.
+enum Field<'a> {
+    Varint,
+    Len(&'a [u8]),
+    Fixed,
+}
+
+/// Where in the file a decoding error happened.
+struct WireError {
+    offset: usize,
+    message: String,
+}
+
+/// Calls `f` for each field of the message in `buf` (which starts at `base` in the file).
+fn fields<'a>(
+    buf: &'a [u8],
+    base: usize,
+    mut f: impl FnMut(u32, Field<'a>, usize) -> std::result::Result<(), WireError>,
+) -> std::result::Result<(), WireError> {
+    let mut rest = buf;
+    while !rest.is_empty() {
+        let at = base + (buf.len() - rest.len());
+        let err = |message: String| WireError {
+            offset: at,
+            message,
+        };
+        let key = prost::encoding::decode_varint(&mut rest).map_err(|e| err(e.to_string()))?;
+        let (tag, wire) = ((key >> 3) as u32, key & 7);
+        if tag == 0 {
+            return Err(err("field number 0".into()));
+        }
+        match wire {
+            0 => {
+                prost::encoding::decode_varint(&mut rest).map_err(|e| err(e.to_string()))?;
+                f(tag, Field::Varint, at)?;
+            }
+            1 | 5 => {
+                let n = if wire == 1 { 8 } else { 4 };
+                if rest.len() < n {
+                    return Err(err("truncated fixed-width field".into()));
+                }
+                rest = &rest[n..];
+                f(tag, Field::Fixed, at)?;
+            }
+            2 => {
+                let n =
+                    prost::encoding::decode_varint(&mut rest).map_err(|e| err(e.to_string()))?;
+                let n = usize::try_from(n)
+                    .ok()
+                    .filter(|&n| n <= rest.len())
+                    .ok_or_else(|| {
+                        err(format!(
+                            "a field of {n} bytes runs past the end ({} left)",
+                            rest.len()
+                        ))
+                    })?;
+                let (body, tail) = rest.split_at(n);
+                rest = tail;
+                let body_at = base + (buf.len() - rest.len()) - n;
+                f(tag, Field::Len(body), body_at)?;
+            }
+            w => {
+                return Err(err(format!(
+                    "wire type {w} (groups are not used by XSpace)"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn decode<M: Message + Default>(
+    body: &[u8],
+    at: usize,
+    what: &str,
+) -> std::result::Result<M, WireError> {
+    M::decode(body).map_err(|e| WireError {
+        offset: at,
+        message: format!("{what}: {e}"),
+    })
+}
+
+/// Reads the XSpace in `bytes`, calling `on_event(plane, line, event)` for every timed event,
+/// plane by plane and line by line in file order. Returns the number of events.
+pub fn read_xspace(
+    path: &Path,
+    bytes: &[u8],
+    mut on_event: impl FnMut(&str, &str, &Event<'_>),
+) -> Result<u64> {
+    let mut events = 0u64;
+    let located = |e: WireError| AnalyzeError::Decode {
+        path: path.to_path_buf(),
+        offset: e.offset,
+        message: e.message,
+    };
+    fields(bytes, 0, |tag, field, at| {
+        if let (1, Field::Len(plane)) = (tag, field) {
+            events += read_plane(plane, at, &mut on_event)?;
+        }
+        Ok(())
+    })
+    .map_err(located)?;
+    Ok(events)
+}
+
+fn read_plane(
+    plane: &[u8],
+    base: usize,
+    on_event: &mut impl FnMut(&str, &str, &Event<'_>),
+) -> std::result::Result<u64, WireError> {
+    // Lines come before the metadata they refer to: collect both, then decode the lines.
+    let mut name = String::new();
+    let mut lines: Vec<(&[u8], usize)> = Vec::new();
+    let mut event_names: HashMap<i64, String> = HashMap::new();
+    let mut stat_names: HashMap<i64, String> = HashMap::new();
+    fields(plane, base, |tag, field, at| {
+        match (tag, field) {
+            (2, Field::Len(b)) => name = lossy(b),
+            (3, Field::Len(b)) => lines.push((b, at)),
+            (4, Field::Len(b)) => {
+                let e: EventMetadataEntry = decode(b, at, "event metadata")?;
+                if let Some(m) = e.value {
+                    // XLA ops keep the op in `name` and its kind in `display_name`; TensorFlow
+                    // ops `scope/op:Type` and `Type`. The full name tells more.
+                    let n = if m.name.is_empty() {
+                        m.display_name
+                    } else {
+                        m.name
+                    };
+                    event_names.insert(e.key, lossy(&n));
+                }
+            }
+            (5, Field::Len(b)) => {
+                let e: StatMetadataEntry = decode(b, at, "stat metadata")?;
+                if let Some(m) = e.value {
+                    stat_names.insert(e.key, lossy(&m.name));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    })?;
+    let mut count = 0;
+    for (body, at) in lines {
+        let line: XLine = decode(body, at, "line")?;
+        let line_name = if line.display_name.is_empty() {
+            lossy(&line.name)
+        } else {
+            lossy(&line.display_name)
+        };
+        let line_start_ps = i128::from(line.timestamp_ns) * 1000;
+        for e in &line.events {
+            let Some(offset) = e.offset_ps else {
+                continue; // aggregated (num_occurrences): no time
+            };
+            let stats = e
+                .stats
+                .iter()
+                .filter_map(|s| {
+                    let key = stat_names.get(&s.metadata_id)?.as_str();
+                    let value = if let Some(r) = s.ref_value {
+                        StatValue::Str(stat_names.get(&(r as i64))?.clone())
+                    } else if let Some(v) = s.int64_value {
+                        StatValue::Int(v)
+                    } else if let Some(v) = s.uint64_value {
+                        StatValue::Uint(v)
+                    } else if let Some(v) = s.double_value {
+                        StatValue::Double(v)
+                    } else {
+                        StatValue::Str(lossy(s.str_value.as_deref()?))
+                    };
+                    Some((key, value))
+                })
+                .collect();
+            let event = Event {
+                name: event_names.get(&e.metadata_id).map_or("", String::as_str),
+                start_us: ((line_start_ps + i128::from(offset)) as f64) * 1e-6,
+                dur_us: (e.duration_ps.max(0) as f64) * 1e-6,
+                stats,
+            };
+            on_event(&name, &line_name, &event);
+            count += 1;
+        }
+    }
+    Ok(count)
+}
+
+/// Whether `bytes` look like an XSpace rather than JSON: JSON starts with `{` or `[` (after
+/// white space); an XSpace with its first field, a plane (field 1, length-delimited: 0x0a).
+pub fn looks_like_xspace(bytes: &[u8]) -> bool {
+    bytes.first() == Some(&0x0a)
+}
