@@ -35,9 +35,13 @@ enum Top {
 }
 
 struct Scan {
+    /// Line (1-based) at offset `counted`: lines are counted lazily, with a vectorised search,
+    /// up to where a position is needed (an event's start, an error) and at each buffer's end.
     line: usize,
-    /// Absolute offset where the current line starts.
+    /// Absolute offset where that line starts.
     line_start: u64,
+    /// Absolute offset up to which newlines are counted.
+    counted: u64,
     depth: usize,
     in_str: bool,
     esc: bool,
@@ -59,7 +63,23 @@ struct Scan {
 }
 
 impl Scan {
-    fn err(&self, abs: u64, message: impl Into<String>) -> SplitError {
+    /// Counts the newlines of `chunk` (which starts at `base`) before `abs`.
+    fn count_lines(&mut self, chunk: &[u8], base: u64, abs: u64) {
+        if abs <= self.counted {
+            return;
+        }
+        let from = (self.counted.max(base) - base) as usize;
+        let to = ((abs - base) as usize).min(chunk.len());
+        for nl in memchr::memchr_iter(b'\n', &chunk[from..to]) {
+            self.line += 1;
+            self.line_start = base + (from + nl) as u64 + 1;
+        }
+        self.counted = abs;
+    }
+
+    /// An error at `abs`, within `chunk` (which starts at `base`) or at its end.
+    fn err(&mut self, chunk: &[u8], base: u64, abs: u64, message: impl Into<String>) -> SplitError {
+        self.count_lines(chunk, base, abs);
         SplitError {
             line: self.line,
             column: (abs.saturating_sub(self.line_start) + 1) as usize,
@@ -82,6 +102,17 @@ fn header_value(header: &mut Header, key: &[u8], raw: &[u8]) {
     }
 }
 
+/// The bytes that change the scanner's state inside an event.
+const STRUCTURAL: [bool; 256] = {
+    let mut t = [false; 256];
+    t[b'"' as usize] = true;
+    t[b'{' as usize] = true;
+    t[b'}' as usize] = true;
+    t[b'[' as usize] = true;
+    t[b']' as usize] = true;
+    t
+};
+
 const HEADER_KEYS: [&[u8]; 3] = [b"displayTimeUnit", b"baseTimeNanoseconds", b"schemaVersion"];
 
 /// Reads `src` to its end, calling `on_event` for each event.
@@ -93,6 +124,7 @@ pub fn split(
     let mut s = Scan {
         line: 1,
         line_start: 0,
+        counted: 0,
         depth: 0,
         in_str: false,
         esc: false,
@@ -114,17 +146,36 @@ pub fn split(
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(s.err(base, format!("reading: {e}"))),
+            Err(e) => return Err(s.err(&[], base, base, format!("reading: {e}"))),
         };
         let chunk = &buf[..n];
         // Start of the current event within this chunk, when it started here.
         let mut ev_start: Option<usize> = s.in_event.then_some(0);
-        for (i, &b) in chunk.iter().enumerate() {
-            let abs = base + i as u64;
-            if b == b'\n' {
-                s.line += 1;
-                s.line_start = abs + 1;
+        let mut i = 0;
+        while i < n {
+            let mut b = chunk[i];
+            if s.in_str && !s.esc && !s.reading_key && s.value.is_none() {
+                // Most of a trace is the text of strings: jump to the next quote or backslash.
+                match memchr::memchr2(b'"', b'\\', &chunk[i..]) {
+                    Some(k) => {
+                        i += k;
+                        b = chunk[i];
+                    }
+                    None => break,
+                }
             }
+            if s.in_event && !s.in_str {
+                // Inside an event only quotes and brackets matter: skip numbers, separators
+                // and white space.
+                match chunk[i..].iter().position(|&c| STRUCTURAL[usize::from(c)]) {
+                    Some(k) => {
+                        i += k;
+                        b = chunk[i];
+                    }
+                    None => break,
+                }
+            }
+            let abs = base + i as u64;
             if s.in_str {
                 if s.esc {
                     s.esc = false;
@@ -142,6 +193,7 @@ pub fn split(
                 if let Some(v) = s.value.as_mut() {
                     v.push(b);
                 }
+                i += 1;
                 continue;
             }
             match b {
@@ -152,7 +204,12 @@ pub fn split(
                         Top::Object => false,
                     };
                     if misplaced {
-                        return Err(s.err(abs, "a string where an event or the trace belongs"));
+                        return Err(s.err(
+                            chunk,
+                            base,
+                            abs,
+                            "a string where an event or the trace belongs",
+                        ));
                     }
                     s.in_str = true;
                     if s.top == Top::Object && s.depth == 1 && s.value.is_none() {
@@ -164,7 +221,12 @@ pub fn split(
                 b'{' | b'[' => {
                     s.depth += 1;
                     if s.depth > MAX_DEPTH {
-                        return Err(s.err(abs, format!("nested deeper than {MAX_DEPTH} levels")));
+                        return Err(s.err(
+                            chunk,
+                            base,
+                            abs,
+                            format!("nested deeper than {MAX_DEPTH} levels"),
+                        ));
                     }
                     match s.top {
                         Top::Start => {
@@ -179,7 +241,12 @@ pub fn split(
                         }
                         Top::Object if s.depth == 2 && s.last_key == b"traceEvents" => {
                             if b != b'[' {
-                                return Err(s.err(abs, "\"traceEvents\" is not an array"));
+                                return Err(s.err(
+                                    chunk,
+                                    base,
+                                    abs,
+                                    "\"traceEvents\" is not an array",
+                                ));
                             }
                             s.top = Top::Events;
                             s.events_depth = 2;
@@ -188,9 +255,15 @@ pub fn split(
                         }
                         Top::Events if s.depth == s.events_depth + 1 => {
                             if b != b'{' {
-                                return Err(s.err(abs, "an event that is not an object"));
+                                return Err(s.err(
+                                    chunk,
+                                    base,
+                                    abs,
+                                    "an event that is not an object",
+                                ));
                             }
                             s.in_event = true;
+                            s.count_lines(chunk, base, abs);
                             s.event_at = (s.line, (abs - s.line_start + 1) as usize);
                             ev_start = Some(i);
                         }
@@ -199,7 +272,12 @@ pub fn split(
                 }
                 b'}' | b']' => {
                     if s.depth == 0 {
-                        return Err(s.err(abs, "a closing bracket without an opening one"));
+                        return Err(s.err(
+                            chunk,
+                            base,
+                            abs,
+                            "a closing bracket without an opening one",
+                        ));
                     }
                     if s.top == Top::Object && s.depth == 1 {
                         // The end of the top-level object: the last key's value is complete.
@@ -260,6 +338,7 @@ pub fn split(
                     && HEADER_KEYS.contains(&s.last_key.as_slice()) =>
                 {
                     s.value = Some(Vec::new());
+                    i += 1;
                     continue;
                 }
                 b',' if s.top == Top::Object && s.depth == 1 => {
@@ -271,31 +350,50 @@ pub fn split(
                 b' ' | b'\n' | b'\r' | b'\t' => {}
                 b',' if s.top == Top::Events => {}
                 _ if s.top == Top::Events && s.depth == s.events_depth && !s.in_event => {
-                    return Err(s.err(abs, format!("unexpected {:?} between events", b as char)));
+                    return Err(s.err(
+                        chunk,
+                        base,
+                        abs,
+                        format!("unexpected {:?} between events", b as char),
+                    ));
                 }
                 _ if s.top == Top::Start || s.top == Top::Done => {
-                    return Err(s.err(abs, format!("unexpected {:?} outside the trace", b as char)));
+                    return Err(s.err(
+                        chunk,
+                        base,
+                        abs,
+                        format!("unexpected {:?} outside the trace", b as char),
+                    ));
                 }
                 _ => {}
             }
             if let Some(v) = s.value.as_mut() {
                 v.push(b);
             }
+            i += 1;
         }
+        s.count_lines(chunk, base, base + n as u64);
         if s.in_event {
             let start = ev_start.unwrap_or(0);
             s.event.extend_from_slice(&chunk[start..]);
             if s.event.len() > MAX_EVENT_BYTES {
-                return Err(s.err(base + n as u64, "an event larger than 64 MB"));
+                return Err(s.err(chunk, base, base + n as u64, "an event larger than 64 MB"));
             }
         }
         base += n as u64;
     }
     if s.top != Top::Done || s.in_str {
-        return Err(s.err(base, "the file ends inside the trace (truncated?)"));
+        return Err(s.err(
+            &[],
+            base,
+            base,
+            "the file ends inside the trace (truncated?)",
+        ));
     }
     if !s.saw_events {
         return Err(s.err(
+            &[],
+            base,
             base,
             "no \"traceEvents\" in the object: not a Chrome/Kineto trace",
         ));
