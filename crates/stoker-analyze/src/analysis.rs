@@ -102,6 +102,19 @@ pub struct H2d {
     pub exposed_ms_per_step: f64,
 }
 
+/// Kernels tied to the host calls that launched them (by correlation id).
+#[derive(Clone, Debug, Serialize)]
+pub struct LaunchStats {
+    /// Kernels whose launch call is in the trace.
+    pub matched: u64,
+    /// Median time from the launch call's return to the kernel's start, µs: small when the
+    /// device waits for the host, large when the host runs ahead.
+    pub median_queue_us: f64,
+    /// Share of those kernels that started within 10 µs of their launch returning: the device
+    /// had been waiting for that launch.
+    pub waited_share: f64,
+}
+
 /// Host work overlapping an idle gap.
 #[derive(Clone, Debug, Serialize)]
 pub struct HostActivity {
@@ -135,6 +148,8 @@ pub struct Recommendation {
 pub struct Analysis {
     pub path: String,
     pub dialect: String,
+    /// The rank in a distributed job, when the trace says.
+    pub rank: Option<i64>,
     pub events: u64,
     pub devices: Vec<i64>,
     pub kernels: u64,
@@ -155,6 +170,8 @@ pub struct Analysis {
     /// Median kernel time, µs.
     pub median_kernel_us: f64,
     pub launch_share: f64,
+    /// `None` when no kernel could be tied to its launch.
+    pub launches: Option<LaunchStats>,
     pub recommendations: Vec<Recommendation>,
 }
 
@@ -457,6 +474,7 @@ pub fn analyze(t: &Trace) -> Analysis {
     let mut a = Analysis {
         path: t.path.clone(),
         dialect: t.dialect.clone(),
+        rank: t.header.rank,
         events: t.header.events,
         devices,
         kernels: kernel_count,
@@ -472,11 +490,35 @@ pub fn analyze(t: &Trace) -> Analysis {
         largest_gaps,
         median_kernel_us,
         launch_share,
+        launches: launch_stats(t),
         recommendations: Vec::new(),
         steps,
     };
     a.recommendations = recommend(&a);
     a
+}
+
+/// Kernels matched to their launches (`t.launches` is sorted by correlation id).
+fn launch_stats(t: &Trace) -> Option<LaunchStats> {
+    const WAITED_US: f64 = 10.0;
+    let mut queue = Vec::new();
+    for o in t.device_ops.iter().filter(|o| o.kind == DeviceKind::Kernel) {
+        let Some(c) = o.correlation else { continue };
+        let Ok(i) = t.launches.binary_search_by_key(&c, |l| l.correlation) else {
+            continue;
+        };
+        queue.push((o.start - t.launches[i].end).max(0.0));
+    }
+    if queue.is_empty() {
+        return None;
+    }
+    let matched = queue.len() as u64;
+    let waited = queue.iter().filter(|&&q| q < WAITED_US).count() as f64 / queue.len() as f64;
+    Some(LaunchStats {
+        matched,
+        median_queue_us: median(queue),
+        waited_share: waited,
+    })
 }
 
 /// The host spans overlapping [x, y), by name and kind, longest overlap first (at most 5).
@@ -570,14 +612,33 @@ fn recommend(a: &Analysis) -> Vec<Recommendation> {
             ),
         });
     }
-    if a.kernels > 0 && g.launch >= 0.2 * a.step_ms && a.median_kernel_us < 20.0 {
+    // Launch-bound: much idle time under host work, tiny kernels, and (when launches can be
+    // tied to kernels) most kernels starting as soon as their launch returns.
+    let waited = a.launches.as_ref().map(|l| l.waited_share);
+    if a.kernels > 0
+        && g.launch >= 0.2 * a.step_ms
+        && a.median_kernel_us < 20.0
+        && waited.is_none_or(|w| w >= 0.5)
+    {
+        let tied = a
+            .launches
+            .as_ref()
+            .map(|l| {
+                format!(
+                    "; {:.0} % of kernels started within 10 µs of their launch returning \
+                     (median queue {:.1} µs)",
+                    l.waited_share * 100.0,
+                    l.median_queue_us
+                )
+            })
+            .unwrap_or_default();
         out.push(Recommendation {
             action: "the device waits for kernel launches: use a larger batch, or compile the \
                      step (torch.compile / CUDA graphs, XLA) to launch fewer, bigger kernels"
                 .into(),
             evidence: format!(
                 "{:.1} ms per step of idle device time overlaps kernel launches, and the median \
-                 kernel takes {:.1} µs",
+                 kernel takes {:.1} µs{tied}",
                 g.launch, a.median_kernel_us
             ),
         });
@@ -640,8 +701,9 @@ impl Analysis {
             .iter()
             .filter(|s| !s.warmup && !s.incomplete)
             .count();
+        let rank = a.rank.map(|r| format!("rank {r}, ")).unwrap_or_default();
         let mut out = format!(
-            "{} ({}, {} events, {} kernels on device(s) {:?})\n\
+            "{} ({rank}{}, {} events, {} kernels on device(s) {:?})\n\
              steps: {} from {} ({} warm-up or cut off, left out); {:.2} ms per step\n\
              verdict: {}: {:.1} % of step time getting the next batch\n\
              device busy {:.1} %, idle {:.1} %; idle per step by cause: input {:.2} ms, \
@@ -695,6 +757,15 @@ impl Analysis {
                 short(&k.name, 80)
             ));
         }
+        if let Some(l) = &a.launches {
+            out.push_str(&format!(
+                "launches: {} kernels tied to their launch; median {:.1} µs from launch to start, \
+                 {:.0} % started within 10 µs (the device was waiting for the host)\n",
+                l.matched,
+                l.median_queue_us,
+                l.waited_share * 100.0
+            ));
+        }
         if !a.largest_gaps.is_empty() {
             out.push_str("longest idle gaps (what the host was doing):\n");
         }
@@ -745,4 +816,42 @@ fn short(name: &str, max: usize) -> String {
     }
     let cut: String = name.chars().take(max - 3).collect();
     format!("{cut}...")
+}
+
+/// For traces of several ranks of one job: each rank's step time and input share, and the
+/// slowest rank (which the others wait for at each collective). `None` for fewer than two ranks.
+pub fn compare_ranks(analyses: &[Analysis]) -> Option<String> {
+    let mut ranked: Vec<&Analysis> = analyses.iter().filter(|a| a.rank.is_some()).collect();
+    if ranked.len() < 2 {
+        return None;
+    }
+    ranked.sort_by_key(|a| a.rank);
+    let slowest = ranked
+        .iter()
+        .max_by(|x, y| x.step_ms.total_cmp(&y.step_ms))?;
+    let fastest = ranked
+        .iter()
+        .min_by(|x, y| x.step_ms.total_cmp(&y.step_ms))?;
+    let mut out = String::from("ranks:\n");
+    for a in &ranked {
+        out.push_str(&format!(
+            "  rank {}: {:.2} ms per step, {:.1} % input, device busy {:.1} %\n",
+            a.rank.unwrap_or(-1),
+            a.step_ms,
+            a.input_percent,
+            a.busy_percent
+        ));
+    }
+    out.push_str(&format!(
+        "slowest: rank {} at {:.2} ms per step, {:.1} % slower than the fastest (rank {})\n",
+        slowest.rank.unwrap_or(-1),
+        slowest.step_ms,
+        if fastest.step_ms > 0.0 {
+            100.0 * (slowest.step_ms / fastest.step_ms - 1.0)
+        } else {
+            0.0
+        },
+        fastest.rank.unwrap_or(-1)
+    ));
+    Some(out)
 }

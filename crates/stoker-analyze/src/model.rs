@@ -41,6 +41,17 @@ pub struct DeviceOp {
     pub bytes: Option<f64>,
     /// Memcpy from or to pinned host memory (`None`: not said).
     pub pinned: Option<bool>,
+    /// The id that ties it to the host call that launched it (`None`: not said).
+    pub correlation: Option<u64>,
+}
+
+/// A kernel launch (or copy / memset call) on the host, with the id of the device work it
+/// launched.
+#[derive(Clone, Copy, Debug)]
+pub struct Launch {
+    pub correlation: u64,
+    pub start: f64,
+    pub end: f64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -81,6 +92,8 @@ pub struct Trace {
     pub dialect: String,
     pub device_ops: Vec<DeviceOp>,
     pub host: Vec<HostSpan>,
+    /// Runtime / driver calls that carry a correlation id, sorted by it.
+    pub launches: Vec<Launch>,
     pub steps: Vec<Step>,
     /// How the steps were found (`None`: no steps).
     pub steps_from: Option<String>,
@@ -291,6 +304,7 @@ impl Builder {
                     name,
                     bytes: as_f64(args.bytes),
                     pinned,
+                    correlation: as_f64(args.correlation).map(|c| c as u64),
                 });
             }
             "cuda_runtime" | "runtime" | "cuda_driver" | "hip_runtime" => {
@@ -303,6 +317,13 @@ impl Builder {
                 } else {
                     HostKind::Cpu
                 };
+                if let Some(c) = as_f64(args.correlation) {
+                    self.trace.launches.push(Launch {
+                        correlation: c as u64,
+                        start,
+                        end,
+                    });
+                }
                 let name = self.intern(name);
                 self.trace.host.push(HostSpan {
                     start,
@@ -374,7 +395,15 @@ impl Builder {
                     .cloned()
                     .unwrap_or_default();
                 let name = self.trace.names[p.name as usize].clone();
-                self.xprof_event(&pname, &tname, &name, p.details.as_deref(), p.start, p.end);
+                self.xprof_event(XprofEvent {
+                    plane: &pname,
+                    line: &tname,
+                    name: &name,
+                    details: p.details.as_deref(),
+                    correlation: None,
+                    start: p.start,
+                    end: p.end,
+                });
                 continue;
             }
             let pl = pname.to_ascii_lowercase();
@@ -411,6 +440,7 @@ impl Builder {
                     name: p.name,
                     bytes: None,
                     pinned: None,
+                    correlation: None,
                 });
             }
         }
@@ -429,6 +459,7 @@ impl Builder {
             .device_ops
             .sort_by(|a, b| a.start.total_cmp(&b.start));
         self.trace.host.sort_by(|a, b| a.start.total_cmp(&b.start));
+        self.trace.launches.sort_by_key(|l| l.correlation);
         self.trace.steps.sort_by(|a, b| a.start.total_cmp(&b.start));
         if self.trace.steps.is_empty() {
             self.infer_steps();
@@ -497,7 +528,19 @@ impl Builder {
             Some(crate::xspace::StatValue::Str(s)) => Some(s.as_str()),
             _ => None,
         };
-        self.xprof_event(plane, line, e.name, details, start, end);
+        let correlation = e
+            .stat("correlation_id")
+            .and_then(|v| v.as_f64())
+            .map(|c| c as u64);
+        self.xprof_event(XprofEvent {
+            plane,
+            line,
+            name: e.name,
+            details,
+            correlation,
+            start,
+            end,
+        });
     }
 
     fn note_span(&mut self, start: f64, end: f64) {
@@ -538,15 +581,16 @@ impl Builder {
 
     /// An event of xprof's model (XSpace, or the trace viewer's JSON): planes `/device:GPU:0`
     /// (lines `Stream #N(...)`; TPUs `XLA Ops`) and `/host:CPU` (a line per thread).
-    fn xprof_event(
-        &mut self,
-        plane: &str,
-        line: &str,
-        name: &str,
-        details: Option<&str>,
-        start: f64,
-        end: f64,
-    ) {
+    fn xprof_event(&mut self, e: XprofEvent<'_>) {
+        let XprofEvent {
+            plane,
+            line,
+            name,
+            details,
+            correlation,
+            start,
+            end,
+        } = e;
         self.note_span(start, end);
         if let Some(device) = plane.strip_prefix("/device:") {
             let Some(stream) = xprof_stream(device, line) else {
@@ -591,12 +635,32 @@ impl Builder {
                 name,
                 bytes,
                 pinned,
+                correlation,
             });
         } else if plane.starts_with("/host:") {
             self.note_activity(end);
+            if let Some(correlation) = correlation {
+                self.trace.launches.push(Launch {
+                    correlation,
+                    start,
+                    end,
+                });
+            }
             self.host_event(name, start, end);
         }
     }
+}
+
+/// An event of xprof's model, as both its readers (XSpace, trace viewer JSON) give it.
+struct XprofEvent<'a> {
+    plane: &'a str,
+    line: &'a str,
+    name: &'a str,
+    /// `memcpy_details`: a copy's kind and size.
+    details: Option<&'a str>,
+    correlation: Option<u64>,
+    start: f64,
+    end: f64,
 }
 
 /// CUDA / ROCm API calls (runtime and driver), as host events name them.

@@ -150,6 +150,8 @@ pub struct Header {
     pub display_time_unit: Option<String>,
     pub base_time_ns: Option<f64>,
     pub schema_version: Option<String>,
+    /// The process's rank in a distributed job (Kineto's `distributedInfo.rank`).
+    pub rank: Option<i64>,
     /// The file was a bare array of events.
     pub bare_array: bool,
     pub events: u64,

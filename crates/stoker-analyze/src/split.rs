@@ -98,6 +98,7 @@ fn header_value(header: &mut Header, key: &[u8], raw: &[u8]) {
             header.base_time_ns = serde_json::from_value::<Num>(v).ok().map(|n| n.0);
         }
         b"schemaVersion" => header.schema_version = Some(v.to_string()),
+        b"distributedInfo" => header.rank = v.get("rank").and_then(serde_json::Value::as_i64),
         _ => {}
     }
 }
@@ -113,7 +114,12 @@ const STRUCTURAL: [bool; 256] = {
     t
 };
 
-const HEADER_KEYS: [&[u8]; 3] = [b"displayTimeUnit", b"baseTimeNanoseconds", b"schemaVersion"];
+const HEADER_KEYS: [&[u8]; 4] = [
+    b"displayTimeUnit",
+    b"baseTimeNanoseconds",
+    b"schemaVersion",
+    b"distributedInfo",
+];
 
 /// Reads `src` to its end, calling `on_event` for each event.
 pub fn split(
@@ -327,11 +333,6 @@ pub fn split(
                     } else if s.depth == 0 {
                         s.top = Top::Done;
                     }
-                    if s.top == Top::Object && s.depth == 1 {
-                        if let Some(v) = s.value.take() {
-                            header_value(header, &s.last_key, &v);
-                        }
-                    }
                 }
                 b':' if s.top == Top::Object
                     && s.depth == 1
@@ -440,6 +441,7 @@ mod tests {
             {"name": "a{b}[c]\"d\\", "ph": "X", "args": {"nested": [1, {"k": "}"}]}},
             {"name": "second"}
           ],
+          "distributedInfo": {"backend": "nccl", "rank": 3, "pg_config": [{"ranks": [0, 3]}]},
           "baseTimeNanoseconds": 1700000000000000000, "displayTimeUnit": "ns"}"#;
         for step in [1, 2, 7, 4096] {
             let (h, names) = run(text, step).unwrap();
@@ -452,6 +454,7 @@ mod tests {
             assert_eq!(h.display_time_unit.as_deref(), Some("ns"));
             assert_eq!(h.base_time_ns, Some(1.7e18));
             assert_eq!(h.schema_version.as_deref(), Some("1"));
+            assert_eq!(h.rank, Some(3), "an object-valued header key, read whole");
         }
         let (h, names) = run(r#" [ {"name": "x"} , {"name": "y"} ] "#, 3).unwrap();
         assert!(h.bare_array);

@@ -60,6 +60,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         for a in &results {
             print!("{}", a.to_text());
         }
+        if let Some(ranks) = stoker_analyze::analysis::compare_ranks(&results) {
+            print!("{ranks}");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
