@@ -151,6 +151,9 @@ pub struct Analysis {
     /// The rank in a distributed job, when the trace says.
     pub rank: Option<i64>,
     pub events: u64,
+    /// Events left out: complete events without a time or with one that is not finite, and
+    /// XSpace's aggregated (untimed) events.
+    pub skipped_events: u64,
     pub devices: Vec<i64>,
     pub kernels: u64,
     /// How the steps were found: `ProfilerStep`, or the whole trace as one step.
@@ -212,25 +215,30 @@ pub const CAUSE_NAMES: [&str; 5] = [
 ];
 
 impl Causes {
-    pub fn new(t: &Trace, compute: Union) -> Causes {
+    /// Over the whole trace, or only what overlaps `window` (one step's report).
+    pub fn new(t: &Trace, window: Option<(f64, f64)>) -> Causes {
+        let (a, b) = window.unwrap_or((f64::NEG_INFINITY, f64::INFINITY));
+        let device = |keep: &dyn Fn(DeviceKind) -> bool| {
+            Union::new(
+                t.device_ops
+                    .iter()
+                    .filter(|o| keep(o.kind) && o.end > a && o.start < b)
+                    .map(|o| (o.start, o.end))
+                    .collect(),
+            )
+        };
         let host = |keep: &dyn Fn(HostKind) -> bool| {
             Union::new(
                 t.host
                     .iter()
-                    .filter(|h| keep(h.kind))
+                    .filter(|h| keep(h.kind) && h.end > a && h.start < b)
                     .map(|h| (h.start, h.end))
                     .collect(),
             )
         };
-        let h2d = Union::new(
-            t.device_ops
-                .iter()
-                .filter(|o| o.kind == DeviceKind::Memcpy(Direction::HtoD))
-                .map(|o| (o.start, o.end))
-                .collect(),
-        );
+        let h2d = device(&|k| k == DeviceKind::Memcpy(Direction::HtoD));
         Causes {
-            compute,
+            compute: device(&|k| matches!(k, DeviceKind::Kernel | DeviceKind::Memset)),
             by_priority: [
                 host(&|k| k == HostKind::DataLoading),
                 h2d,
@@ -260,13 +268,7 @@ impl Causes {
 }
 
 pub fn analyze(t: &Trace) -> Analysis {
-    let kernels: Vec<(f64, f64)> = t
-        .device_ops
-        .iter()
-        .filter(|o| matches!(o.kind, DeviceKind::Kernel | DeviceKind::Memset))
-        .map(|o| (o.start, o.end))
-        .collect();
-    let causes = Causes::new(t, Union::new(kernels));
+    let causes = Causes::new(t, None);
     let (compute, input) = (&causes.compute, &causes.by_priority[0]);
     let h2d_ops: Vec<_> = t
         .device_ops
@@ -476,6 +478,7 @@ pub fn analyze(t: &Trace) -> Analysis {
         dialect: t.dialect.clone(),
         rank: t.header.rank,
         events: t.header.events,
+        skipped_events: t.skipped_events,
         devices,
         kernels: kernel_count,
         steps_from,
@@ -727,6 +730,13 @@ impl Analysis {
             g.launch,
             g.other
         );
+        if a.skipped_events > 0 {
+            out.push_str(&format!(
+                "{} events left out: no time, a time that is not a finite number, or untimed \
+                 (aggregated)\n",
+                a.skipped_events
+            ));
+        }
         if a.devices.is_empty() {
             out.push_str(
                 "no accelerator activity in this trace (CPU only): busy and idle refer to no \

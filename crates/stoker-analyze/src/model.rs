@@ -257,10 +257,7 @@ impl Builder {
             self.trace.skipped_events += 1;
             return;
         }
-        self.trace.span = Some(match self.trace.span {
-            None => (start, end),
-            Some((a, b)) => (a.min(start), b.max(end)),
-        });
+        self.note_span(start, end);
         let cat = lower(e.cat.as_deref());
         self.kineto |= KINETO_CATS.contains(&cat.as_str());
         let name: &str = e.name.as_deref().unwrap_or("");
@@ -276,7 +273,7 @@ impl Builder {
         }
         if cat != "trace" {
             // (Kineto's `Trace` span covers the whole profiling window.)
-            self.trace.activity_end = Some(self.trace.activity_end.map_or(end, |a| a.max(end)));
+            self.note_activity(end);
         }
         match cat.as_str() {
             "kernel" | "gpu_memcpy" | "memcpy" | "gpu_memset" | "memset" => {
@@ -308,15 +305,6 @@ impl Builder {
                 });
             }
             "cuda_runtime" | "runtime" | "cuda_driver" | "hip_runtime" => {
-                let kind = if name.contains("Launch") {
-                    HostKind::Launch
-                } else if name.contains("Synchronize")
-                    || ((name == "cudaMemcpy" || name == "hipMemcpy") && dur.0 > 0.0)
-                {
-                    HostKind::Sync
-                } else {
-                    HostKind::Cpu
-                };
                 if let Some(c) = as_f64(args.correlation) {
                     self.trace.launches.push(Launch {
                         correlation: c as u64,
@@ -324,34 +312,16 @@ impl Builder {
                         end,
                     });
                 }
-                let name = self.intern(name);
-                self.trace.host.push(HostSpan {
-                    start,
-                    end,
-                    kind,
-                    name,
-                });
+                self.push_host(runtime_kind(name), name, start, end);
             }
             _ => {
                 if is_data_loading(name) {
-                    let name = self.intern(name);
-                    self.trace.host.push(HostSpan {
-                        start,
-                        end,
-                        kind: HostKind::DataLoading,
-                        name,
-                    });
+                    self.push_host(HostKind::DataLoading, name, start, end);
                 } else if cat == "python_function" {
                     self.trace.python_functions += 1;
                 } else if cat == "cpu_op" || cat == "operator" {
                     self.trace.cpu_ops += 1;
-                    let name = self.intern(name);
-                    self.trace.host.push(HostSpan {
-                        start,
-                        end,
-                        kind: HostKind::Cpu,
-                        name,
-                    });
+                    self.push_host(HostKind::Cpu, name, start, end);
                 } else if let Some(pid) = e.pid {
                     // TensorFlow 1.x timeline (`cat: "Op"`), TensorFlow / JAX trace viewer JSON:
                     // decided by the process's (and thread's) name, which may come later.
@@ -525,7 +495,7 @@ impl Builder {
             }
         }
         let details = match e.stat("memcpy_details") {
-            Some(crate::xspace::StatValue::Str(s)) => Some(s.as_str()),
+            Some(crate::xspace::StatValue::Str(s)) => Some(s.as_ref()),
             _ => None,
         };
         let correlation = e
@@ -550,6 +520,16 @@ impl Builder {
         });
     }
 
+    fn push_host(&mut self, kind: HostKind, name: &str, start: f64, end: f64) {
+        let name = self.intern(name);
+        self.trace.host.push(HostSpan {
+            start,
+            end,
+            kind,
+            name,
+        });
+    }
+
     fn note_activity(&mut self, end: f64) {
         self.trace.activity_end = Some(self.trace.activity_end.map_or(end, |a| a.max(end)));
     }
@@ -562,21 +542,13 @@ impl Builder {
             // The Python tracer's function spans (which contain everything below them).
             self.trace.python_functions += 1;
             return;
-        } else if is_runtime_api(name) && name.contains("Launch") {
-            HostKind::Launch
-        } else if is_runtime_api(name) && name.contains("Synchronize") {
-            HostKind::Sync
+        } else if is_runtime_api(name) {
+            runtime_kind(name)
         } else {
             self.trace.cpu_ops += 1;
             HostKind::Cpu
         };
-        let name = self.intern(name);
-        self.trace.host.push(HostSpan {
-            start,
-            end,
-            kind,
-            name,
-        });
+        self.push_host(kind, name, start, end);
     }
 
     /// An event of xprof's model (XSpace, or the trace viewer's JSON): planes `/device:GPU:0`
@@ -663,9 +635,26 @@ struct XprofEvent<'a> {
     end: f64,
 }
 
-/// CUDA / ROCm API calls (runtime and driver), as host events name them.
+/// CUDA / ROCm API calls (runtime and driver) by their names: `cudaLaunchKernel`,
+/// `cuStreamSynchronize`, `hipMemcpy` (a prefix, then a capital), not `cumsum`.
 fn is_runtime_api(name: &str) -> bool {
-    name.starts_with("cu") || name.starts_with("hip")
+    ["cuda", "cu", "hip"].iter().any(|p| {
+        name.strip_prefix(p)
+            .and_then(|rest| rest.chars().next())
+            .is_some_and(|c| c.is_ascii_uppercase())
+    })
+}
+
+/// What a runtime / driver call does to the device's timeline: a launch, a wait for the
+/// device (synchronize, or a blocking copy), or other.
+fn runtime_kind(name: &str) -> HostKind {
+    if name.contains("Launch") {
+        HostKind::Launch
+    } else if name.contains("Synchronize") || matches!(name, "cudaMemcpy" | "hipMemcpy") {
+        HostKind::Sync
+    } else {
+        HostKind::Cpu
+    }
 }
 
 /// The stream of a device line holding device activity: `Stream #N(...)` on GPUs, the `XLA Ops`
@@ -694,12 +683,13 @@ pub fn load(path: &Path) -> Result<Trace> {
     let mut b = Builder::default();
     let header = if is_xspace(path)? {
         let bytes = read_all(path)?;
-        let events = crate::xspace::read_xspace(path, &bytes, |plane, line, e| {
+        let counts = crate::xspace::read_xspace(path, &bytes, |plane, line, e| {
             b.xspace_event(plane, line, e)
         })?;
         b.xspace = true;
+        b.trace.skipped_events += counts.untimed;
         Header {
-            events,
+            events: counts.events,
             ..Header::default()
         }
     } else {
@@ -734,4 +724,28 @@ fn read_all(path: &Path) -> Result<Vec<u8>> {
         .read_to_end(&mut bytes)
         .map_err(|e| AnalyzeError::io(path, e))?;
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_calls_by_name() {
+        for (name, kind) in [
+            ("cudaLaunchKernel", Some(HostKind::Launch)),
+            ("cuLaunchKernel", Some(HostKind::Launch)),
+            ("cuStreamSynchronize", Some(HostKind::Sync)),
+            ("hipMemcpy", Some(HostKind::Sync)),
+            ("cudaMemcpyAsync", Some(HostKind::Cpu)),
+            ("cumsum", None),
+            ("custom_op", None),
+        ] {
+            assert_eq!(
+                is_runtime_api(name).then(|| runtime_kind(name)),
+                kind,
+                "{name}"
+            );
+        }
+    }
 }

@@ -295,7 +295,7 @@ fn worst_step_strip(t: &Trace, name: &str, (a, b): (f64, f64)) -> String {
     let launch = host(HostKind::Launch);
     let sync = host(HostKind::Sync);
     let cpu = host(HostKind::Cpu);
-    let causes = Causes::new(t, Union::new(kernels_abs(t, a, b)));
+    let causes = Causes::new(t, Some((a, b)));
     let idle: Vec<Vec<(f64, f64)>> = causes
         .classify(a, b)
         .into_iter()
@@ -367,15 +367,4 @@ fn worst_step_strip(t: &Trace, name: &str, (a, b): (f64, f64)) -> String {
         (b - a) * 1e-3,
         &lanes,
     )
-}
-
-/// The compute streams' work overlapping [a, b), in trace time.
-fn kernels_abs(t: &Trace, a: f64, b: f64) -> Vec<(f64, f64)> {
-    t.device_ops
-        .iter()
-        .filter(|o| {
-            matches!(o.kind, DeviceKind::Kernel | DeviceKind::Memset) && o.end > a && o.start < b
-        })
-        .map(|o| (o.start, o.end))
-        .collect()
 }

@@ -7,6 +7,7 @@
 //! protos in event metadata, bytes-valued stats) are skipped unread. Times: every line has a
 //! `timestamp_ns`, each event an `offset_ps` from it.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -94,16 +95,16 @@ struct StatMetadataEntry {
     value: Option<XStatMetadata>,
 }
 
-/// A stat's value, as the analysis reads it.
+/// A stat's value, as the analysis reads it; strings borrow from the file or the plane's names.
 #[derive(Clone, Debug, PartialEq)]
-pub enum StatValue {
+pub enum StatValue<'a> {
     Int(i64),
     Uint(u64),
     Double(f64),
-    Str(String),
+    Str(Cow<'a, str>),
 }
 
-impl StatValue {
+impl StatValue<'_> {
     pub fn as_f64(&self) -> Option<f64> {
         match self {
             StatValue::Int(v) => Some(*v as f64),
@@ -121,11 +122,11 @@ pub struct Event<'a> {
     pub start_us: f64,
     pub dur_us: f64,
     /// The stats by name (values that are references resolved to their strings).
-    pub stats: Vec<(&'a str, StatValue)>,
+    pub stats: Vec<(&'a str, StatValue<'a>)>,
 }
 
-impl Event<'_> {
-    pub fn stat(&self, name: &str) -> Option<&StatValue> {
+impl<'a> Event<'a> {
+    pub fn stat(&self, name: &str) -> Option<&StatValue<'a>> {
         self.stats.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
     }
 }
@@ -216,14 +217,23 @@ fn decode<M: Message + Default>(
     })
 }
 
+/// What [`read_xspace`] counted.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Counts {
+    /// Timed events handed to the callback.
+    pub events: u64,
+    /// Aggregated events (`num_occurrences`, no time of their own): left out.
+    pub untimed: u64,
+}
+
 /// Reads the XSpace in `bytes`, calling `on_event(plane, line, event)` for every timed event,
-/// plane by plane and line by line in file order. Returns the number of events.
+/// plane by plane and line by line in file order.
 pub fn read_xspace(
     path: &Path,
     bytes: &[u8],
     mut on_event: impl FnMut(&str, &str, &Event<'_>),
-) -> Result<u64> {
-    let mut events = 0u64;
+) -> Result<Counts> {
+    let mut counts = Counts::default();
     let located = |e: WireError| AnalyzeError::Decode {
         path: path.to_path_buf(),
         offset: e.offset,
@@ -231,19 +241,20 @@ pub fn read_xspace(
     };
     fields(bytes, 0, |tag, field, at| {
         if let (1, Field::Len(plane)) = (tag, field) {
-            events += read_plane(plane, at, &mut on_event)?;
+            read_plane(plane, at, &mut counts, &mut on_event)?;
         }
         Ok(())
     })
     .map_err(located)?;
-    Ok(events)
+    Ok(counts)
 }
 
 fn read_plane(
     plane: &[u8],
     base: usize,
+    counts: &mut Counts,
     on_event: &mut impl FnMut(&str, &str, &Event<'_>),
-) -> std::result::Result<u64, WireError> {
+) -> std::result::Result<(), WireError> {
     // Lines come before the metadata they refer to: collect both, then decode the lines.
     let mut name = String::new();
     let mut lines: Vec<(&[u8], usize)> = Vec::new();
@@ -276,7 +287,6 @@ fn read_plane(
         }
         Ok(())
     })?;
-    let mut count = 0;
     for (body, at) in lines {
         let line: XLine = decode(body, at, "line")?;
         let line_name = if line.display_name.is_empty() {
@@ -287,7 +297,8 @@ fn read_plane(
         let line_start_ps = i128::from(line.timestamp_ns) * 1000;
         for e in &line.events {
             let Some(offset) = e.offset_ps else {
-                continue; // aggregated (num_occurrences): no time
+                counts.untimed += 1; // aggregated (num_occurrences): no time
+                continue;
             };
             let stats = e
                 .stats
@@ -295,7 +306,7 @@ fn read_plane(
                 .filter_map(|s| {
                     let key = stat_names.get(&s.metadata_id)?.as_str();
                     let value = if let Some(r) = s.ref_value {
-                        StatValue::Str(stat_names.get(&(r as i64))?.clone())
+                        StatValue::Str(Cow::Borrowed(stat_names.get(&(r as i64))?.as_str()))
                     } else if let Some(v) = s.int64_value {
                         StatValue::Int(v)
                     } else if let Some(v) = s.uint64_value {
@@ -303,7 +314,7 @@ fn read_plane(
                     } else if let Some(v) = s.double_value {
                         StatValue::Double(v)
                     } else {
-                        StatValue::Str(lossy(s.str_value.as_deref()?))
+                        StatValue::Str(String::from_utf8_lossy(s.str_value.as_deref()?))
                     };
                     Some((key, value))
                 })
@@ -315,10 +326,10 @@ fn read_plane(
                 stats,
             };
             on_event(&name, &line_name, &event);
-            count += 1;
+            counts.events += 1;
         }
     }
-    Ok(count)
+    Ok(())
 }
 
 /// Whether `bytes` look like an XSpace rather than JSON: JSON starts with `{` or `[` (after

@@ -2,6 +2,8 @@
 //! small synthetic traces pin down the edge cases of the dialects.
 #![allow(clippy::unwrap_used)] // test helpers: a failed unwrap is a failed test
 
+mod common;
+
 use std::io::Write;
 
 use stoker_analyze::{analyze_path, AnalyzeError};
@@ -66,13 +68,7 @@ fn damaged_copies_of_a_real_trace_never_panic() {
     )
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = common::xorshift(0x2545_f491_4f6c_dd1du64);
     for i in 0..300 {
         let mut b = real.clone();
         match i % 3 {

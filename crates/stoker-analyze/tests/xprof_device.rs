@@ -4,6 +4,8 @@
 //! (`XLA Ops`, `Steps`, …) that repeat the streams and must not be counted twice.
 #![allow(clippy::unwrap_used)] // test helpers: a failed unwrap is a failed test
 
+mod common;
+
 use stoker_analyze::analysis::Analysis;
 use stoker_analyze::analyze_path;
 
@@ -172,12 +174,16 @@ fn gpu_streams_copies_and_steps_in_trace_viewer_json() {
             r#"{{"ph":"X","pid":2,"tid":1,"ts":{t},"dur":20,"name":"IteratorGetNextOp::DoCompute"}}"#
         ));
     }
+    // An event without a time is left out and counted, not lost silently.
+    ev.push(r#"{"ph":"X","pid":2,"tid":1,"dur":5,"name":"no time"}"#.into());
     let json = format!(
         r#"{{"displayTimeUnit":"ns","traceEvents":[{},{{}}]}}"#,
         ev.join(",")
     );
     let a = analyze_bytes("gpu.trace.json", json.as_bytes());
     assert_eq!(a.dialect, "tensorflow/jax trace viewer");
+    assert_eq!(a.skipped_events, 1);
+    assert!(a.to_text().contains("1 events left out"));
     check_gpu(&a);
 }
 
@@ -202,13 +208,7 @@ fn damaged_xspace_is_a_located_error_never_a_panic() {
         "{e}"
     );
     // Cut and corrupted copies: a result or an error, never a panic.
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = common::xorshift(0x9e37_79b9_7f4a_7c15u64);
     let mut errors = 0;
     for i in 0..300 {
         let mut b = real.clone();
