@@ -16,21 +16,39 @@ $(VENV)/.ready:
 
 venv: $(VENV)/.ready
 
-# Builds the extension (release) into the venv.
-# FEATURES=turbojpeg: JPEG through libjpeg-turbo (needs cmake and nasm on PATH).
-FEATURES ?=
-develop: venv
-	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/maturin develop --release --quiet -m crates/stoker-python/Cargo.toml $(if $(FEATURES),--features $(FEATURES))
+# JPEG decoder: libjpeg-turbo by default (built from source: cmake goes into the venv, nasm
+# comes from Debian's packages, see tools/jpeg-tools.sh); JPEG=zune builds the pure-Rust
+# zune-jpeg decoder instead and needs neither.
+JPEG ?= turbo
+ifeq ($(JPEG),zune)
+NO_TURBO := --no-default-features
+JPEG_TOOLS := $(VENV)/.ready
+else
+NO_TURBO :=
+JPEG_TOOLS := $(VENV)/.jpeg-tools
+endif
+# cargo finds the venv's cmake.
+BUILD_ENV := PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
 
-cli:
-	$(CARGO) build --release -p stoker-cli
+$(VENV)/.jpeg-tools: $(VENV)/.ready tools/jpeg-tools.sh
+	tools/jpeg-tools.sh $(VENV)
+	touch $@
+
+# Builds the extension (release) into the venv.
+develop: $(JPEG_TOOLS)
+	$(BUILD_ENV) VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/maturin develop --release --quiet -m crates/stoker-python/Cargo.toml $(NO_TURBO) $(if $(NO_TURBO),--features extension-module)
+
+cli: $(JPEG_TOOLS)
+	$(BUILD_ENV) $(CARGO) build --release -p stoker-cli $(NO_TURBO)
 
 # Runs the main job (W1 chess-tfrecord and W4 mnist-small) on sample data it generates.
 demo: develop
 	$(VPY) -m stoker.demo
 
-rust-test:
-	$(CARGO) test --workspace --exclude stoker-python
+# The JPEG ops are also tested with the other decoder (zune-jpeg unless JPEG=zune).
+rust-test: $(JPEG_TOOLS)
+	$(BUILD_ENV) $(CARGO) test --workspace --exclude stoker-python $(NO_TURBO)
+	$(BUILD_ENV) $(CARGO) test -p stoker-ops $(if $(NO_TURBO),,--no-default-features)
 
 py-test: develop cli
 	STOKER_BIN=$(CURDIR)/target/release/stoker $(VPY) -m pytest -q crates/stoker-python/tests
@@ -38,9 +56,10 @@ py-test: develop cli
 # Every test: Rust unit and integration tests, then the Python suite.
 test: rust-test py-test
 
-lint: venv
+lint: $(JPEG_TOOLS)
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(BUILD_ENV) $(CARGO) clippy --workspace --all-targets $(NO_TURBO) -- -D warnings
+	$(BUILD_ENV) $(CARGO) clippy -p stoker-ops --all-targets $(if $(NO_TURBO),,--no-default-features) -- -D warnings
 	$(VENV)/bin/ruff check crates/stoker-python/python crates/stoker-python/tests examples bench tests/golden
 	$(VENV)/bin/mypy crates/stoker-python/python/stoker --ignore-missing-imports
 
@@ -56,7 +75,7 @@ $(BENCH_VENV)/.ready:
 	touch $@
 
 bench: $(BENCH_VENV)/.ready cli
-	VIRTUAL_ENV=$(abspath $(BENCH_VENV)) $(BENCH_VENV)/bin/maturin develop --release --quiet -m crates/stoker-python/Cargo.toml
+	$(BUILD_ENV) VIRTUAL_ENV=$(abspath $(BENCH_VENV)) $(BENCH_VENV)/bin/maturin develop --release --quiet -m crates/stoker-python/Cargo.toml
 	$(BENCH_VENV)/bin/python bench/run.py --workload all --out BENCHMARKS.md
 
 clean:

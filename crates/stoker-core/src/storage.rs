@@ -90,6 +90,19 @@ pub fn shared_pool() -> &'static Arc<BufferPool> {
     POOL.get_or_init(|| BufferPool::new(SHARED_POOL_BYTES))
 }
 
+/// Buffers of 64 KiB and more are allocated in size classes, four per power of two (at most
+/// 25 % unused), so that elements of varying sizes (say, decoded crops) reuse each other's
+/// buffers instead of filling the pool with sizes that never come back, which would push the
+/// large batch buffers out of it.
+fn size_class(words: usize) -> usize {
+    const EXACT_BELOW: usize = 4096;
+    if words < EXACT_BELOW {
+        return words;
+    }
+    let step = 1usize << (usize::BITS - 1 - words.leading_zeros() - 2);
+    words.div_ceil(step) * step
+}
+
 impl BufferPool {
     /// A pool that keeps at most `max_bytes` of idle buffers.
     pub fn new(max_bytes: usize) -> Arc<BufferPool> {
@@ -102,7 +115,7 @@ impl BufferPool {
     /// A buffer of `len` bytes. Its content is unspecified (old data of a reused buffer): the
     /// caller overwrites every byte.
     pub fn take(self: &Arc<Self>, len: usize) -> Storage {
-        let words_needed = len.div_ceil(16);
+        let words_needed = size_class(len.div_ceil(16));
         let reused = {
             let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
             // The most recently freed match: likely still in cache.
@@ -172,6 +185,33 @@ mod tests {
         assert_eq!(pool.idle(), 2);
         let _f = pool.take(5000);
         assert_eq!(pool.idle(), 2, "the 5008-byte buffer was evicted");
+    }
+
+    #[test]
+    fn large_buffers_of_near_sizes_share_a_class() {
+        assert_eq!(size_class(100), 100);
+        assert_eq!(size_class(4096), 4096);
+        assert_eq!(size_class(4097), 5120);
+        assert_eq!(size_class(5000), 5120);
+        assert_eq!(size_class(5121), 6144);
+        for words in [4096, 5000, 9999, 1 << 20, (1 << 20) + 1, 123_456_789] {
+            let class = size_class(words);
+            assert!(
+                class >= words && class - words <= words / 4,
+                "{words} -> {class}"
+            );
+        }
+        let pool = BufferPool::new(1 << 30);
+        let a = pool.take(70_000 * 16);
+        let ptr = a.as_bytes().as_ptr();
+        drop(a);
+        let b = pool.take(72_000 * 16);
+        assert_eq!(
+            b.as_bytes().as_ptr(),
+            ptr,
+            "a slightly larger request reuses the buffer"
+        );
+        assert_eq!(b.len(), 72_000 * 16);
     }
 
     #[test]

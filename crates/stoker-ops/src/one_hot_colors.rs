@@ -134,8 +134,7 @@ impl Op for OneHotColors {
                     last = (kk, c);
                     c
                 };
-                dst.fill(0.0);
-                dst[class] = 1.0;
+                write_one_hot(dst, class);
             }
             Ok(())
         })?;
@@ -144,5 +143,25 @@ impl Op for OneHotColors {
 
     fn spec(&self) -> Result<serde_json::Value> {
         OpSpec::OneHotColors(self.clone()).to_json()
+    }
+}
+
+/// Writes one pixel's row (zeros and a one at `class`) with inline vector stores: as
+/// `fill(0.0)` then a store, it is a `memset` call per pixel, which costs more than the
+/// stores themselves.
+fn write_one_hot(row: &mut [f32], class: usize) {
+    let start = row.len() - row.len() % 8;
+    let mut chunks = row.chunks_exact_mut(8);
+    for (i, c) in (&mut chunks).enumerate() {
+        if let Ok(c) = <&mut [f32; 8]>::try_from(c) {
+            let mut v = [0.0; 8];
+            if let Some(one) = class.checked_sub(i * 8).and_then(|j| v.get_mut(j)) {
+                *one = 1.0;
+            }
+            *c = v;
+        }
+    }
+    for (j, v) in chunks.into_remainder().iter_mut().enumerate() {
+        *v = if start + j == class { 1.0 } else { 0.0 };
     }
 }

@@ -175,15 +175,35 @@ fn fill<S: Copy + Into<f32> + Default>(
         let sy = if m.flip_vertical { h - 1 - y } else { y };
         let mut src_row = &src[sy * row..(sy + 1) * row];
         if m.flip_horizontal {
-            for (d, s) in reversed
-                .chunks_exact_mut(c.max(1))
-                .zip(src_row.chunks_exact(c.max(1)).rev())
-            {
-                d.copy_from_slice(s);
-            }
+            reverse_pixels(src_row, &mut reversed, c);
             src_row = &reversed;
         }
         kernel.map(src_row, dst_row, |x, a, b| x.into() * a + b);
+    }
+}
+
+/// `dst` = the pixels of `src` (`c` values each) in reverse order. The usual channel counts
+/// get fixed-size copies: a `copy_from_slice` of `c` values would be a `memcpy` call per pixel.
+fn reverse_pixels<S: Copy>(src: &[S], dst: &mut [S], c: usize) {
+    fn fixed<S: Copy, const N: usize>(src: &[S], dst: &mut [S]) {
+        for (d, s) in dst.chunks_exact_mut(N).zip(src.chunks_exact(N).rev()) {
+            if let (Ok(d), Ok(s)) = (<&mut [S; N]>::try_from(d), <&[S; N]>::try_from(s)) {
+                *d = *s;
+            }
+        }
+    }
+    match c {
+        1 => fixed::<S, 1>(src, dst),
+        3 => fixed::<S, 3>(src, dst),
+        4 => fixed::<S, 4>(src, dst),
+        _ => {
+            for (d, s) in dst
+                .chunks_exact_mut(c.max(1))
+                .zip(src.chunks_exact(c.max(1)).rev())
+            {
+                d.copy_from_slice(s);
+            }
+        }
     }
 }
 

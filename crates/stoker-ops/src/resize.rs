@@ -13,6 +13,8 @@
 //!   pixels in the golden test);
 //! - `nearest`: the source pixel under the output pixel's centre.
 
+use std::cell::RefCell;
+
 use fast_image_resize::images::{Image, ImageRef};
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 use serde::{Deserialize, Serialize};
@@ -98,9 +100,15 @@ pub fn resize_u8(
     if let Some([top, left, bh, bw]) = crop {
         options = options.crop(left, top, bw, bh);
     }
-    Resizer::new()
-        .resize(&src, &mut dst, &options)
+    RESIZER
+        .with_borrow_mut(|resizer| resizer.resize(&src, &mut dst, &options))
         .map_err(|e| Error::invalid(op, e.to_string()))
+}
+
+thread_local! {
+    /// One resizer per thread: it keeps its scratch buffers from one image to the next
+    /// instead of allocating (and page-faulting) them again for each.
+    static RESIZER: RefCell<Resizer> = RefCell::new(Resizer::new());
 }
 
 impl Resize {

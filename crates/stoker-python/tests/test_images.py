@@ -531,3 +531,35 @@ def test_tfrecord_examples_with_encoded_images(tmp_path):
         full = decode(data, 3)
         top = round((full.shape[0] - 48) / 2)
         np.testing.assert_array_equal(o["image"], full[top : top + 48, 16:64])
+
+
+def test_planner_runs_a_growing_elementwise_tail_after_the_batch(golden):
+    from stoker import workloads
+
+    d = golden / "w2"
+    _, colors = sk.ops.read_class_colors(str(d / "class_dict.csv"))
+    images = [str(d / f"image{i}.png") for i in range(3)]
+    labels = [str(d / f"label{i}.png") for i in range(3)]
+    ds = workloads.segmentation_pipeline(images, labels, colors, size=(48, 64), batch_size=2, threads=2)
+    lines = ds.explain().splitlines()
+    assert lines[1].strip().startswith("map[rescale, one_hot_colors]"), lines
+    assert lines[2].strip().startswith("batch(2)") and "uint8" in lines[2], lines
+    # Under the skip policy nothing moves: the same batches, computed element by element.
+    unmoved = ds.ignore_errors()
+    assert unmoved.explain().splitlines()[2].strip().startswith("batch(2)"), unmoved.explain()
+    got, want = list(ds), list(unmoved)
+    assert [len(b["label"]) for b in got] == [2, 1]
+    for a, b in zip(got, want, strict=True):
+        assert a["image"].tobytes() == b["image"].tobytes()
+        assert a["label"].tobytes() == b["label"].tobytes()
+
+    # A tail that does not make the elements larger stays before the batch.
+    same_size = sk.Dataset.from_tensor_slices(np.array(images, dtype=object)).map([
+        sk.ops.read_file("value"),
+        sk.ops.decode_image("value", channels=3),
+        sk.ops.resize_with_crop_or_pad("value", 48, 64),
+        sk.ops.rescale("value", divisor=255.0),
+        sk.ops.resize_with_crop_or_pad("value", 24, 32),
+    ]).batch(2)
+    lines = same_size.explain().splitlines()
+    assert lines[0].strip().startswith("batch(2)") and lines[1].strip().startswith("map[read_file"), lines

@@ -109,7 +109,9 @@ def test_deterministic_prefix_is_advised_to_be_cached(segmentation):
     ).with_options(threads=2)
     prefix = source.map(segmentation_ops(colors), num_parallel_calls=sk.AUTOTUNE).batch(3)
     bad = prefix.repeat().prefetch(sk.AUTOTUNE).diagnose(seconds=1.5)
-    rec = gain_of(bad, "add .cache() after 'batch(3)'")
+    # The planner runs the one-hot after the batch (see explain()): that map is the last
+    # deterministic stage.
+    rec = gain_of(bad, "add .cache() after 'map[one_hot_colors] parallel=AUTOTUNE'")
     assert rec.predicted_gain_percent is not None and rec.predicted_gain_percent > 50, str(bad)
     # 3 x 256 x 256 x (3 + 8) float32 per batch.
     assert f"{3 * 256 * 256 * 11 * 4 / 1e6:.2f} MB per element" in rec.evidence, rec.evidence
@@ -128,10 +130,11 @@ def test_time_per_op_and_decode_advice(segmentation):
     ops = {o["name"]: o for o in d.ops}
     assert {"read_file", "decode_image", "one_hot_colors", "resize_with_crop_or_pad"} <= set(ops)
     # Two decodes per pair, every pair of the run.
-    map_stage = next(s for s in d.stages if s["kind"] == "map")
+    maps = [s for s in d.stages if s["kind"] == "map"]
+    map_stage = next(s for s in maps if "decode_image" in s["name"])
     assert ops["decode_image"]["calls"] == 2 * map_stage["elements"]
     # PNG decoding is ~3/4 of W2's work.
     assert ops["decode_image"]["share"] > 0.5
-    assert sum(o["busy_s"] for o in d.ops) <= map_stage["busy_s"] * 1.05
+    assert sum(o["busy_s"] for o in d.ops) <= sum(s["busy_s"] for s in maps) * 1.05
     rec = gain_of(d, "decoding images dominates")
     assert f"for {ops['decode_image']['calls']} images" in rec.evidence

@@ -1,6 +1,6 @@
 //! Rewrites a plan into one that computes the same elements faster.
 //!
-//! Four rewrites, all visible in `explain()`:
+//! Five rewrites, all visible in `explain()`:
 //! - `decode_image` followed by `random_resized_crop` becomes one fused op that decodes only
 //!   what the crop needs (DCT-domain scaling where the JPEG decoder has it);
 //! - a run of flips and per-channel affine ops (`convert_image_dtype`, brightness/contrast
@@ -11,14 +11,74 @@
 //!   it cannot change the result: every op is element-wise, the map's input has fixed shapes
 //!   (so it can be batched), and bad records raise (under the `skip` policy a batched op
 //!   would drop rows and change the batch sizes).
+//! - otherwise, a tail of element-wise ops that makes each element larger (a one-hot, a
+//!   uint8 → float32 conversion) is split off such a map and run after the batch, on the
+//!   same conditions for the elements at the split (see `growing_tail`): the batch copies
+//!   the small form and the tail writes the large one once, straight into the batch result.
 //!
 //! A parallel `map` right before a `batch` is also fused, but when the pipeline is built
 //! (`build::map_and_batch`), since whether the map runs in parallel depends on the thread
 //! budget.
 
+use std::sync::Arc;
+
+use stoker_core::element::Schema;
+use stoker_core::op::Op;
 use stoker_core::{ErrorPolicy, Result};
 
 use crate::plan::{Plan, Step};
+
+/// Whether every field of `schema` has a fixed shape, so that elements can be stacked.
+fn stackable(schema: &Schema) -> bool {
+    !schema.dynamic
+        && schema
+            .fields
+            .iter()
+            .all(|f| f.shape.iter().all(Option::is_some))
+}
+
+/// Bytes of one element of a stackable schema; `None` when a field has no fixed size
+/// (strings).
+fn fixed_bytes(schema: &Schema) -> Option<usize> {
+    schema.fields.iter().try_fold(0usize, |sum, f| {
+        let numel: usize = f.shape.iter().map(|d| d.unwrap_or(0)).product();
+        Some(sum + numel * f.dtype.size()?)
+    })
+}
+
+/// Where to split `ops` (a map over `input`, right before a batch) so that its tail runs
+/// after the batch: the first `k` such that `ops[k..]` are all element-wise, the elements
+/// after `ops[..k]` can be stacked, and the tail makes them larger (a one-hot, a uint8 →
+/// float32 conversion). The batch then copies the smaller form, and the tail writes its
+/// output once, straight into the batch-sized result, instead of each element's output
+/// being written and then copied into the batch. `None` when no split qualifies.
+fn growing_tail(input: &Plan, ops: &[Arc<dyn Op>]) -> Result<Option<usize>> {
+    let first_elementwise = ops
+        .iter()
+        .rposition(|o| !o.elementwise())
+        .map_or(0, |i| i + 1);
+    let Some(out_bytes) = ops
+        .iter()
+        .try_fold(input.schema().clone(), |s, op| op.output_schema(&s))
+        .ok()
+        .filter(stackable)
+        .and_then(|s| fixed_bytes(&s))
+    else {
+        return Ok(None);
+    };
+    let mut schema = ops[..first_elementwise]
+        .iter()
+        .try_fold(input.schema().clone(), |s, op| op.output_schema(&s))?;
+    for k in first_elementwise.max(1)..ops.len() {
+        if k > first_elementwise {
+            schema = ops[k - 1].output_schema(&schema)?;
+        }
+        if stackable(&schema) && fixed_bytes(&schema).is_some_and(|b| b < out_bytes) {
+            return Ok(Some(k));
+        }
+    }
+    Ok(None)
+}
 
 pub fn optimize(plan: &Plan) -> Result<Plan> {
     let policy = plan.options().on_bad_record;
@@ -87,6 +147,31 @@ fn rewrite(plan: &Plan, policy: ErrorPolicy) -> Result<Plan> {
                         deterministic: *deterministic,
                         epoch: epoch.clone(),
                     });
+                }
+                if policy == ErrorPolicy::Raise {
+                    if let Some(k) = growing_tail(x, ops)? {
+                        let (head, tail) = ops.split_at(k);
+                        let head = Plan::new(Step::Map {
+                            input: x.clone(),
+                            ops: head.to_vec(),
+                            num_parallel_calls: *num_parallel_calls,
+                            deterministic: *deterministic,
+                            epoch: epoch.clone(),
+                        })?;
+                        let batched = Plan::new(Step::Batch {
+                            input: head,
+                            batch_size: *batch_size,
+                            drop_remainder: *drop_remainder,
+                            padding: None,
+                        })?;
+                        return Plan::new(Step::Map {
+                            input: batched,
+                            ops: tail.to_vec(),
+                            num_parallel_calls: *num_parallel_calls,
+                            deterministic: *deterministic,
+                            epoch: epoch.clone(),
+                        });
+                    }
                 }
             }
         }

@@ -202,10 +202,7 @@ fn element_bytes(plan: &Plan) -> Option<usize> {
         return None;
     }
     // A batch's first dimension is unknown when the last batch may be short: count full ones.
-    let rows = match plan.step() {
-        Step::Batch { batch_size, .. } => Some(*batch_size),
-        _ => None,
-    };
+    let rows = batch_rows(plan);
     let mut total = 0;
     for f in &schema.fields {
         let mut n = 1;
@@ -219,6 +216,16 @@ fn element_bytes(plan: &Plan) -> Option<usize> {
         total += n * f.dtype.size()?;
     }
     Some(total)
+}
+
+/// The batch size of a batch, or of an element-wise map over one (the planner moves such ops
+/// after the batch).
+fn batch_rows(plan: &Plan) -> Option<usize> {
+    match plan.step() {
+        Step::Batch { batch_size, .. } => Some(*batch_size),
+        Step::Map { input, ops, .. } if ops.iter().all(|o| o.elementwise()) => batch_rows(input),
+        _ => None,
+    }
 }
 
 /// Predicted gain in percent; `None` when the change removes all the measured work (no
@@ -556,9 +563,9 @@ fn op_advice(ops: &[OpCost]) -> Vec<Recommendation> {
         recs.push(Recommendation {
             action: "decoding images dominates: preprocess them offline, once (store them \
                      already resized to about the training size, so each decode has fewer \
-                     pixels to do); for JPEGs, the libjpeg-turbo build (`--features \
-                     turbojpeg`) also decodes at 1/2 to 1/8 scale where a crop is resized down \
-                     that much"
+                     pixels to do); for JPEGs, a random_resized_crop right after the decode \
+                     (in the same map) decodes only the crop, and at 1/2 to 1/8 scale where \
+                     the crop is resized down that much (libjpeg-turbo build, the default)"
                 .into(),
             stage: None,
             predicted_gain_percent: None,

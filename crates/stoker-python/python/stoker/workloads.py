@@ -106,10 +106,12 @@ def segmentation_pipeline(
             ops.read_file("image"),
             ops.decode_image("image", channels=3),
             ops.resize_with_crop_or_pad("image", h, w),
-            ops.rescale("image", divisor=255.0),
             ops.read_file("label"),
             ops.decode_image("label", channels=3),
             ops.resize_with_crop_or_pad("label", h, w),
+            # Last, so the planner can run them after the batch (see explain()): the batch
+            # then copies the uint8 crops, and these write the 12x larger float32 output once.
+            ops.rescale("image", divisor=255.0),
             ops.one_hot_colors("label", colors),
         ],
         num_parallel_calls=AUTOTUNE,
