@@ -60,7 +60,8 @@ THREAD_VARS = ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NU
 # --------------------------------------------------------------------------------------------
 
 def stoker_importable(py: str) -> tuple[bool, str]:
-    p = subprocess.run([py, "-c", "import stoker, stoker.datasets; print(getattr(stoker, '__version__', '?'))"],
+    p = subprocess.run([py, "-c", "import stoker, stoker.datasets; "
+                        "print(getattr(stoker, '__version__', '?'), stoker.JPEG_BACKEND)"],
                        check=False, capture_output=True, text=True, cwd="/")
     if p.returncode == 0:
         return True, p.stdout.strip()
@@ -649,6 +650,8 @@ def main() -> int:
     print(f"[env] {machine['cpu_model']}, cpus {cpus}, 2-core scaling {machine['core_scaling']}", flush=True)
     git = sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
     has_stoker, stoker_msg = stoker_importable(args.python)
+    if has_stoker:  # "VERSION BACKEND": which JPEG decoder the measured build has
+        versions["stoker JPEG decoder"] = stoker_msg.split()[-1]
     print(f"[env] stoker importable: {has_stoker} ({stoker_msg}); versions {versions}", flush=True)
     wanted = [w.strip() for w in args.contenders.split(",") if w.strip()]
 
