@@ -3,7 +3,7 @@
 //! - **libjpeg-turbo** (cargo feature `turbojpeg`, on by default; built from source, which
 //!   needs cmake and nasm): libjpeg's own output (accurate integer IDCT, smooth chroma
 //!   upsampling), region decoding, and DCT-domain downscaling by 1/8 … 8/8, which decodes a
-//!   large image at a fraction of the cost. Faster than zune-jpeg on W3's files (BENCHMARKS.md).
+//!   large image at a fraction of the cost. Faster than zune-jpeg on W3's files (see README).
 //! - **zune-jpeg** (`--no-default-features`; pure Rust, SIMD): luma equals libjpeg's accurate
 //!   IDCT to ±1; colour differs from libjpeg's by a few levels where chroma is subsampled
 //!   (different chroma upsampling). No DCT-domain scaling: `scale_eighths` below 8 is ignored.
