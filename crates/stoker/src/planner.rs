@@ -126,52 +126,41 @@ fn rewrite(plan: &Plan, policy: ErrorPolicy) -> Result<Plan> {
                 epoch,
             } = input.step()
             {
-                // Batching the map's input must be possible: every field of a fixed shape.
-                let stackable = !x.schema().dynamic
-                    && x.schema()
-                        .fields
-                        .iter()
-                        .all(|f| f.shape.iter().all(Option::is_some));
-                if policy == ErrorPolicy::Raise && stackable && ops.iter().all(|o| o.elementwise())
-                {
+                // Where the ops after the batch start: all of them (the map's input must be
+                // stackable, every field of a fixed shape), or a growing tail.
+                let split = if policy != ErrorPolicy::Raise {
+                    None
+                } else if stackable(x.schema()) && ops.iter().all(|o| o.elementwise()) {
+                    Some(0)
+                } else {
+                    growing_tail(x, ops)?
+                };
+                if let Some(k) = split {
+                    let (head, tail) = ops.split_at(k);
+                    let head = if head.is_empty() {
+                        x.clone()
+                    } else {
+                        Plan::new(Step::Map {
+                            input: x.clone(),
+                            ops: head.to_vec(),
+                            num_parallel_calls: *num_parallel_calls,
+                            deterministic: *deterministic,
+                            epoch: epoch.clone(),
+                        })?
+                    };
                     let batched = Plan::new(Step::Batch {
-                        input: x.clone(),
+                        input: head,
                         batch_size: *batch_size,
                         drop_remainder: *drop_remainder,
                         padding: None,
                     })?;
                     return Plan::new(Step::Map {
                         input: batched,
-                        ops: ops.clone(),
+                        ops: tail.to_vec(),
                         num_parallel_calls: *num_parallel_calls,
                         deterministic: *deterministic,
                         epoch: epoch.clone(),
                     });
-                }
-                if policy == ErrorPolicy::Raise {
-                    if let Some(k) = growing_tail(x, ops)? {
-                        let (head, tail) = ops.split_at(k);
-                        let head = Plan::new(Step::Map {
-                            input: x.clone(),
-                            ops: head.to_vec(),
-                            num_parallel_calls: *num_parallel_calls,
-                            deterministic: *deterministic,
-                            epoch: epoch.clone(),
-                        })?;
-                        let batched = Plan::new(Step::Batch {
-                            input: head,
-                            batch_size: *batch_size,
-                            drop_remainder: *drop_remainder,
-                            padding: None,
-                        })?;
-                        return Plan::new(Step::Map {
-                            input: batched,
-                            ops: tail.to_vec(),
-                            num_parallel_calls: *num_parallel_calls,
-                            deterministic: *deterministic,
-                            epoch: epoch.clone(),
-                        });
-                    }
                 }
             }
         }
