@@ -5,6 +5,7 @@ a data directory.
     python bench/bench_data.py w1 OUT_DIR --num-files 8 --num-examples 400000
     python bench/bench_data.py w2 OUT_DIR --n 240        # pairs of 960x720 PNG photo + label map
     python bench/bench_data.py w3 OUT_DIR --n 3000       # ~500x375 JPEGs, ImageFolder layout
+    python bench/bench_data.py w3 OUT_DIR --n 600 --size-scale 2   # ~1000x750 (run.py's W3L)
     python bench/bench_data.py w4 OUT_DIR --n 60000
 
 Uses stoker's own generators (``stoker.datasets.write_chess_tfrecords``,
@@ -33,6 +34,7 @@ def main() -> int:
     ap.add_argument("--num-examples", type=int, default=400_000)
     ap.add_argument("--n", type=int, default=None, help="W2 pairs (240), W3 files (3000), W4 examples (60000)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--size-scale", type=int, default=1, help="W3: image sizes × this (a power of two)")
     args = ap.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
     import stoker.datasets as sd
@@ -64,14 +66,15 @@ def main() -> int:
             shutil.rmtree(old, ignore_errors=True)
         from PIL import Image
 
-        paths = sd.write_image_folder(args.out_dir, n=n, seed=args.seed)
+        paths = sd.write_image_folder(args.out_dir, n=n, seed=args.seed, size_scale=args.size_scale)
         gen = "stoker.datasets.write_image_folder"
         classes = sorted(e.name for e in os.scandir(args.out_dir) if e.is_dir())
         shapes = []
         for p in paths:
             with Image.open(p) as im:
                 shapes.append([im.height, im.width])
-        meta = {"workload": "w3", "generator": gen, "n": n, "seed": args.seed, "classes": classes,
+        meta = {"workload": "w3", "generator": gen, "n": n, "seed": args.seed, "size_scale": args.size_scale,
+                "classes": classes,
                 "files": [os.path.relpath(p, args.out_dir) for p in paths], "shapes": shapes,
                 "labels": [classes.index(os.path.basename(os.path.dirname(p))) for p in paths],
                 "bytes": sum(os.path.getsize(p) for p in paths)}

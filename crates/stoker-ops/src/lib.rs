@@ -19,6 +19,7 @@ pub mod jpeg;
 pub mod layout;
 pub mod normalize;
 pub mod one_hot_colors;
+mod one_hot_rows;
 pub mod parse_example;
 pub mod pixel_chain;
 pub mod random_flip;

@@ -10,6 +10,7 @@ use stoker_core::op::{Op, OpCtx};
 use stoker_core::{DType, Error, Result};
 
 use crate::fields::{build, input_spec, out_name, put, with_field};
+use crate::one_hot_rows::OneHotRows;
 use crate::spec::OpSpec;
 
 const OP: &str = "one_hot_colors";
@@ -116,7 +117,8 @@ impl Op for OneHotColors {
             // Each pixel's row is written whole (zeros and the one) in one pass over the
             // output, which is far larger than the cache. Label maps come in runs of one colour: remember the last lookup.
             let mut last = (u32::MAX, 0usize);
-            for (p, (dst, rgb)) in out.chunks_exact_mut(k).zip(px.chunks_exact(3)).enumerate() {
+            let mut rows = OneHotRows::new(out, k);
+            for (p, rgb) in px.chunks_exact(3).enumerate() {
                 let kk = key([rgb[0], rgb[1], rgb[2]]);
                 let class = if kk == last.0 {
                     last.1
@@ -134,8 +136,9 @@ impl Op for OneHotColors {
                     last = (kk, c);
                     c
                 };
-                write_one_hot(dst, class);
+                rows.write(p, class);
             }
+            rows.finish();
             Ok(())
         })?;
         Ok(Some(put(input, out_name(&self.field, &self.output), out)))
@@ -143,25 +146,5 @@ impl Op for OneHotColors {
 
     fn spec(&self) -> Result<serde_json::Value> {
         OpSpec::OneHotColors(self.clone()).to_json()
-    }
-}
-
-/// Writes one pixel's row (zeros and a one at `class`) with inline vector stores: as
-/// `fill(0.0)` then a store, it is a `memset` call per pixel, which costs more than the
-/// stores themselves.
-fn write_one_hot(row: &mut [f32], class: usize) {
-    let start = row.len() - row.len() % 8;
-    let mut chunks = row.chunks_exact_mut(8);
-    for (i, c) in (&mut chunks).enumerate() {
-        if let Ok(c) = <&mut [f32; 8]>::try_from(c) {
-            let mut v = [0.0; 8];
-            if let Some(one) = class.checked_sub(i * 8).and_then(|j| v.get_mut(j)) {
-                *one = 1.0;
-            }
-            *c = v;
-        }
-    }
-    for (j, v) in chunks.into_remainder().iter_mut().enumerate() {
-        *v = if start + j == class { 1.0 } else { 0.0 };
     }
 }

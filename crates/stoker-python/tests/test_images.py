@@ -385,6 +385,14 @@ def test_imagenet_generator_sizes_are_realistic(tmp_path):
     assert all(30_000 < s < 250_000 for s in sizes), sizes
     shapes = {decode(open(p, "rb").read(), 3).shape for p in paths}
     assert all(max(h, w) == 500 and min(h, w) >= 333 for h, w, _ in shapes)
+    # Twice the size (the W3L benchmark), with as much fine detail per pixel: ~4x the bytes.
+    large = sk.datasets.write_image_folder(str(tmp_path / "c"), n=3, num_classes=3, seed=1, size_scale=2)
+    for p in large:
+        h, w, _ = decode(open(p, "rb").read(), 3).shape
+        assert max(h, w) == 1000 and min(h, w) >= 666
+        assert 120_000 < os.path.getsize(p) < 1_000_000, os.path.getsize(p)
+    with pytest.raises(ValueError, match="power of two"):
+        sk.datasets.write_image_folder(str(tmp_path / "d"), n=1, size_scale=3)
 
 
 def test_w3_pipeline_is_reproducible_on_any_thread_count(tmp_path):

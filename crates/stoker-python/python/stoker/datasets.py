@@ -118,17 +118,21 @@ def write_segmentation_pairs(
     return images, labels, class_dict
 
 
-def natural_photo(rng: np.random.Generator, height: int, width: int, regions: int = 10) -> np.ndarray:
+def natural_photo(
+    rng: np.random.Generator, height: int, width: int, regions: int = 10, octaves: int = 7
+) -> np.ndarray:
     """A photo-like uint8 RGB image: Voronoi "objects" with their own colours and lighting,
     textured by multi-octave (1/f-like) noise, plus sensor noise. It compresses like a photo
-    (a 500x375 JPEG at quality 90 is ~50-65 kB), unlike white noise or flat colour."""
+    (a 500x375 JPEG at quality 90 is ~50-65 kB), unlike white noise or flat colour. The finest
+    texture is ``min(height, width) / 2**octaves`` pixels across: add an octave per doubling of
+    the size to keep the same fine detail."""
     yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
     seeds = rng.uniform(0, 1, (regions, 2)) * [height, width]
     region = np.stack([(yy - sy) ** 2 + (xx - sx) ** 2 for sy, sx in seeds]).argmin(axis=0)
     img = rng.uniform(20, 235, (regions, 3)).astype(np.float32)[region]
     img += ((yy / height - 0.5) * rng.uniform(-60, 60))[..., None]  # lighting gradient
     texture = np.zeros((height, width), np.float32)
-    for octave in range(1, 8):  # coarse to fine, amplitude falling slowly with frequency
+    for octave in range(1, octaves + 1):  # coarse to fine, amplitude falling slowly with frequency
         step = max(1, min(height, width) >> octave)
         grid = rng.normal(0, 1, (height // step + 2, width // step + 2)).astype(np.float32)
         texture += _upsample_linear(grid, height, width, step) * (24.0 / np.sqrt(octave))
@@ -151,10 +155,18 @@ IMAGENET_SHAPES = [(375, 500), (333, 500), (500, 375), (375, 500), (400, 500), (
 
 
 def write_image_folder(
-    out_dir: str, n: int = 3000, num_classes: int = 10, quality: int = 90, seed: int = 0
+    out_dir: str,
+    n: int = 3000,
+    num_classes: int = 10,
+    quality: int = 90,
+    seed: int = 0,
+    size_scale: int = 1,
 ) -> list[str]:
     """W3's data: ``n`` JPEGs (quality 90, ImageNet-like sizes around 500x375) in an ImageFolder
-    layout ``out_dir/classNN/NNNNN.jpg``. Returns the paths, sorted."""
+    layout ``out_dir/classNN/NNNNN.jpg``. Returns the paths, sorted. ``size_scale`` (a power of
+    two) multiplies the sizes, with the same fine detail: 2 gives ~1000x750 photos."""
+    if size_scale < 1 or size_scale & (size_scale - 1):
+        raise ValueError(f"size_scale must be a power of two >= 1, got {size_scale}")
     from .io import encode_jpeg
 
     rng = np.random.default_rng(seed)
@@ -163,9 +175,10 @@ def write_image_folder(
         folder = os.path.join(out_dir, f"class{i % num_classes:02d}")
         os.makedirs(folder, exist_ok=True)
         h, w = IMAGENET_SHAPES[int(rng.integers(len(IMAGENET_SHAPES)))]
+        photo = natural_photo(rng, h * size_scale, w * size_scale, octaves=6 + size_scale.bit_length())
         path = os.path.join(folder, f"{i:05d}.jpg")
         with open(path, "wb") as f:
-            f.write(encode_jpeg(natural_photo(rng, h, w), quality))
+            f.write(encode_jpeg(photo, quality))
         paths.append(path)
     return sorted(paths)
 
