@@ -16,6 +16,7 @@ pub mod op;
 pub mod options;
 pub mod stats;
 pub mod storage;
+pub mod stream_copy;
 pub mod tensor;
 pub mod trace;
 

@@ -131,6 +131,7 @@ pub fn bench_with_progress(
     let threads = pipeline.plan().options().threads();
     let verdict = diagnose(
         pipeline.plan(),
+        plan,
         &pipeline.registry().snapshot_by_key(),
         wall,
         threads,

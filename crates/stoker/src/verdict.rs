@@ -243,9 +243,12 @@ const MIN_GAIN_PERCENT: f64 = 5.0;
 
 /// The verdict on a run of `plan` (the optimised plan the pipeline ran) that took `wall_s`
 /// seconds, from its stages' counters (`snaps`, by plan id) and the time of each op inside
-/// maps (`ops`: name, calls, seconds; empty when not measured).
+/// maps (`ops`: name, calls, seconds; empty when not measured). `written` is the pipeline as
+/// the user wrote it, before the planner's rewrites: advice on where to put a stage names a
+/// stage of it.
 pub fn diagnose(
     plan: &Plan,
+    written: &Plan,
     snaps: &HashMap<u64, StageSnapshot>,
     wall_s: f64,
     budget: usize,
@@ -436,18 +439,27 @@ pub fn diagnose(
                     .map(|(i, b)| if removed.contains(&i) { 0.0 } else { *b })
                     .collect();
                 let after = headroom(&busy_after, &identity, &threads, wall, budget);
+                // Where the planner moved ops after a batch, the last deterministic stage that
+                // ran is a map the user did not write: name theirs (the batch, say) instead.
+                let (place, moved) = match last_deterministic(written) {
+                    Some(w) if w != top => (
+                        w.clone(),
+                        format!(" (in the plan that ran, '{top}'; see explain())"),
+                    ),
+                    _ => (top.clone(), String::new()),
+                };
                 recs.push(Recommendation {
                     action: format!(
-                        "add .cache() after '{}': everything up to it gives the same elements \
-                         every epoch, so from the second epoch on it is read from the cache \
-                         (in memory, or .cache(filename) on disk)",
-                        top
+                        "add .cache() after '{place}': everything up to it gives the same \
+                         elements every epoch, so from the second epoch on it is read from the \
+                         cache (in memory, or .cache(filename) on disk)",
                     ),
                     stage: Some(top.clone()),
                     predicted_gain_percent: gain(after, before),
                     evidence: format!(
-                        "the stages up to '{top}' are deterministic (no random op, Python \
-                         function or shuffle) and take {:.0} % of the pipeline's busy time{}",
+                        "the stages up to '{place}'{moved} are deterministic (no random op, \
+                         Python function or shuffle) and take {:.0} % of the pipeline's busy \
+                         time{}",
                         share * 100.0,
                         match element_bytes(top_plan) {
                             Some(b) => format!(
@@ -618,14 +630,9 @@ fn headroom(busy: &[f64], group_of: &[usize], threads: &[usize], wall: f64, budg
     f
 }
 
-/// The topmost stage of the deterministic chain that starts at the source, the share of all
-/// busy time its chain takes, and the chain's node indices.
-fn deterministic_prefix<'a>(
-    plan: &'a Plan,
-    model: &Model<'a>,
-    total_busy: f64,
-) -> Option<(String, &'a Plan, f64, Vec<usize>)> {
-    // The chain from the sink to the source, along first inputs.
+/// The chain from `plan`'s sink to its source, along first inputs; `None` when some stage on
+/// it has more than one input.
+fn linear_chain(plan: &Plan) -> Option<Vec<&Plan>> {
     let mut chain = vec![plan];
     while let Some(next) = chain
         .last()
@@ -633,9 +640,33 @@ fn deterministic_prefix<'a>(
     {
         chain.push(next);
     }
-    if chain.iter().any(|p| p.step().inputs().len() > 1) {
-        return None;
-    }
+    chain
+        .iter()
+        .all(|p| p.step().inputs().len() <= 1)
+        .then_some(chain)
+}
+
+/// The label of the last stage of the deterministic chain that starts at the source (not
+/// counting `with_options`, which is no place to put a stage).
+fn last_deterministic(plan: &Plan) -> Option<String> {
+    let chain = linear_chain(plan)?;
+    chain
+        .iter()
+        .rev()
+        .take_while(|p| deterministic(p))
+        .filter(|p| !matches!(p.step(), Step::WithOptions { .. }))
+        .last()
+        .map(|p| p.label())
+}
+
+/// The topmost stage of the deterministic chain that starts at the source, the share of all
+/// busy time its chain takes, and the chain's node indices.
+fn deterministic_prefix<'a>(
+    plan: &'a Plan,
+    model: &Model<'a>,
+    total_busy: f64,
+) -> Option<(String, &'a Plan, f64, Vec<usize>)> {
+    let chain = linear_chain(plan)?;
     let mut top = None;
     let mut removed = Vec::new();
     let mut busy = 0.0;

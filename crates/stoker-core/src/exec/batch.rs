@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::exec::{BoxIter, ElementIter};
 use crate::stats::StageStats;
 use crate::storage::{BufferPool, Storage};
+use crate::stream_copy::{copy_streaming, STREAM_MIN_BYTES};
 use crate::tensor::{Origin, Tensor};
 
 pub struct BatchIter {
@@ -191,6 +192,7 @@ impl BatchBuilder {
                         // `row_bytes * capacity` bytes that `base` starts.
                         ptr: unsafe { base.add(row * *row_bytes) },
                         len: *row_bytes,
+                        streaming: *row_bytes * self.capacity >= STREAM_MIN_BYTES,
                     }));
                 }
                 RowsData::Bytes(rows) => {
@@ -244,6 +246,8 @@ pub struct RowWrite {
 struct RowTarget {
     ptr: *mut u8,
     len: usize,
+    /// The batch buffer is large: write with non-temporal stores (see `stream_copy`).
+    streaming: bool,
 }
 
 // SAFETY: a `RowWrite` is only a set of destinations in a batch buffer; the thread that uses it
@@ -259,10 +263,16 @@ impl RowWrite {
     pub unsafe fn write(self, element: &Element) {
         for (target, t) in self.targets.iter().zip(&element.tensors) {
             if let (Some(target), Some(src)) = (target, t.raw()) {
-                let n = target.len.min(src.len());
+                let src = &src[..target.len.min(src.len())];
                 // SAFETY: `target` is this row's range of a live batch buffer that nothing
                 // else touches (the caller's contract); `src` is a different buffer.
-                unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), target.ptr, n) };
+                unsafe {
+                    if target.streaming {
+                        copy_streaming(src, target.ptr);
+                    } else {
+                        std::ptr::copy_nonoverlapping(src.as_ptr(), target.ptr, src.len());
+                    }
+                }
             }
         }
     }
