@@ -354,7 +354,8 @@ def decode_section(doc: dict, s: dict) -> list[str]:
     for c in cores:
         if lim and s[c] and s[c].get("ok"):
             f = s[c]["median_ex_per_s"] / (lim * c)
-            got.append(f"{c}c {pct(f)} ({'met' if f > want or (want < 1 and f >= want) else 'not met'})")
+            ok = f > want if want >= 1 else f >= want
+            got.append(f"{c}c {pct(f)} ({'met' if ok else 'not met'})")
         else:
             got.append(f"{c}c n/a")
     what = "above the decode-only limit" if want >= 1 else f"≥ {want * 100:.0f}% of the decode-only limit"
