@@ -436,9 +436,9 @@ METHOD = """## Method
   W2: a pass is one epoch of all 240 pairs (80 batches of 3; no shuffle). W3: a pass is one
   epoch of all 3,000 files (11 batches of 256 + one of 184), reshuffled by every contender.
   `--w2-pairs N` / `--w3-files N` change the sizes (`--quick`: 6 pairs, 24 files).
-  W3L: W3's pipelines, peers, checks and decode-only limit on 600 JPEGs twice W3's size
-  (~1000x750, `stoker.datasets.write_image_folder(size_scale=2)`; a pass is 2 batches of 256
-  + one of 88). Its random crops (scale 0.08–1 of the area) go from ~210 px across to the whole photo;
+  W3L: W3's pipelines, peers, checks and decode-only limit on 1,200 JPEGs twice W3's size
+  (~1000x750, `stoker.datasets.write_image_folder(size_scale=2)`; a pass is 4 batches of 256
+  + one of 176). Its random crops (scale 0.08–1 of the area) go from ~210 px across to the whole photo;
   about 60 % of them (357 of 600 boxes drawn with seed 0) are at least 448 px both ways, and
   stoker decodes those at 1/2 scale in the DCT domain, the rest at full scale (only the crop's
   region, as on W3, whose ~500x375 photos never give a crop twice the output size). The
@@ -630,7 +630,7 @@ def main() -> int:
                     help="W1 batches per pass (default 200 = 102,400 examples; 0 = the whole epoch)")
     ap.add_argument("--w2-pairs", type=int, default=None, help="W2 pairs per pass (default 240; --quick 6)")
     ap.add_argument("--w3-files", type=int, default=None, help="W3 files per pass (default 3000; --quick 24)")
-    ap.add_argument("--w3l-files", type=int, default=None, help="W3L files per pass (default 600; --quick 12)")
+    ap.add_argument("--w3l-files", type=int, default=None, help="W3L files per pass (default 1200; --quick 12)")
     ap.add_argument("--decode-seconds", type=float, default=None,
                     help="W2/W3 decode-only limit: time more passes until this many seconds are timed "
                     "(default 2; --quick 0.5)")
@@ -653,7 +653,7 @@ def main() -> int:
     if args.w3_files is None:
         args.w3_files = 24 if args.quick else 3000
     if args.w3l_files is None:
-        args.w3l_files = 12 if args.quick else 600
+        args.w3l_files = 12 if args.quick else 1200
 
     res_dir = os.path.join(RESULTS, "quick") if args.quick else RESULTS
     out = args.out or (os.path.join(res_dir, "BENCHMARKS.md") if args.quick else os.path.join(ROOT, "BENCHMARKS.md"))
