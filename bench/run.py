@@ -438,11 +438,11 @@ METHOD = """## Method
   `--w2-pairs N` / `--w3-files N` change the sizes (`--quick`: 6 pairs, 24 files).
   W3L: W3's pipelines, peers, checks and decode-only limit on 1,200 JPEGs twice W3's size
   (~1000x750, `stoker.datasets.write_image_folder(size_scale=2)`; a pass is 4 batches of 256
-  + one of 176). Its random crops (scale 0.08–1 of the area) go from ~210 px across to the whole photo;
-  about 60 % of them (357 of 600 boxes drawn with seed 0) are at least 448 px both ways, and
-  stoker decodes those at 1/2 scale in the DCT domain, the rest at full scale (only the crop's
-  region, as on W3, whose ~500x375 photos never give a crop twice the output size). The
-  target there is to exceed the full-decode limit.
+  + one of 176). Its random crops (scale 0.08–1 of the area) go from ~210 px across to the
+  whole photo; about 60 % of them (754 of 1,200 boxes drawn with seed 0) are at least 448 px
+  both ways, and stoker decodes those at 1/2 scale in the DCT domain, the rest at full scale
+  (only the crop's region, as on W3, whose ~500x375 photos never give a crop twice the output
+  size). The target there is to exceed the full-decode limit.
 - Consumption, identical for all: every batch is taken as NumPy arrays (tf.data:
   `as_numpy_iterator()`; stoker: `as_numpy_iterator()`; torch: `tensor.numpy()`, zero-copy) and
   the first and last element of every output array are read (`touch=ends`; no model, no
