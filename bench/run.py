@@ -468,7 +468,9 @@ METHOD = """## Method
   JPEG mean abs diff ≤ 3), then ≥3 timed passes (more until 2 s are timed), median. W2 counts a
   pair (photo + label map) as one example. The limit for N cores is the 1-core rate × N (perfect
   scaling, which favours the limit; a pipeline that decodes less than the whole image, like
-  TF's `decode_and_crop_jpeg` or a DCT-scaled JPEG decode, can exceed 100% of it). The limit
+  TF's `decode_and_crop_jpeg` or a DCT-scaled JPEG decode, can exceed 100% of it; W2's
+  pipeline also writes a 512x512x32 float32 one-hot, 33.5 MB per pair, that the limit does not:
+  `bench/w2_one_hot_cost.py` times W2 with and without it against the decode-only pass). The limit
   proper is stoker's decoder:
   `Dataset.from_tensor_slices(np.array(blobs, dtype=object)).with_options(threads=1)
   .map(ops.decode_image("value", channels=3))`, iterated; PIL
