@@ -15,6 +15,7 @@
 //! - JPEG goes through `crate::jpeg`: zune-jpeg, or libjpeg-turbo with the `turbojpeg` feature.
 
 use std::io::Cursor;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Schema};
@@ -70,6 +71,19 @@ pub(crate) struct Decoded {
     pub pixels: Storage,
 }
 
+pub(crate) fn is_png(data: &[u8]) -> bool {
+    data.starts_with(PNG_MAGIC)
+}
+
+/// `(width, height)` from a PNG's IHDR, which is always its first chunk.
+pub(crate) fn png_size(data: &[u8]) -> Option<(usize, usize)> {
+    let be = |b: &[u8]| Some(u32::from_be_bytes(b.try_into().ok()?) as usize);
+    match (data.get(12..16), data.get(16..20), data.get(20..24)) {
+        (Some(b"IHDR"), Some(w), Some(h)) => Some((be(w)?, be(h)?)),
+        _ => None,
+    }
+}
+
 fn format_name(data: &[u8]) -> &'static str {
     match data {
         [] => "an empty file (0 bytes)",
@@ -96,17 +110,21 @@ pub(crate) fn check_size(width: usize, height: usize, max_pixels: u64) -> Result
 }
 
 fn decode_png(data: &[u8], max_pixels: u64) -> Result<Decoded, String> {
-    decode_png_depth(data, max_pixels, false)
+    decode_png_depth(data, max_pixels, false, None)
 }
 
-/// A PNG decoded to `u8` samples, or with `keep_16` its 16-bit samples as native `u16`.
-fn decode_png_depth(data: &[u8], max_pixels: u64, keep_16: bool) -> Result<Decoded, String> {
-    // IHDR is always the first chunk: check the claimed size before the decoder sees the file.
-    if let (Some(b"IHDR"), Some(w), Some(h)) =
-        (data.get(12..16), data.get(16..20), data.get(20..24))
-    {
-        let be = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize;
-        check_size(be(w), be(h), max_pixels)?;
+/// A PNG decoded to `u8` samples, or with `keep_16` its 16-bit samples as native `u16`. With
+/// `rows`, only the top `rows` rows of a non-interlaced image are decoded (the result is that
+/// high); the rest of the file is still checked (see [`png_chunks_intact`]).
+pub(crate) fn decode_png_depth(
+    data: &[u8],
+    max_pixels: u64,
+    keep_16: bool,
+    rows: Option<usize>,
+) -> Result<Decoded, String> {
+    // Check the claimed size before the decoder sees the file.
+    if let Some((w, h)) = png_size(data) {
+        check_size(w, h, max_pixels)?;
     }
     let limits = png::Limits {
         bytes: usize::try_from(max_pixels.saturating_mul(8)).unwrap_or(usize::MAX),
@@ -127,19 +145,29 @@ fn decode_png_depth(data: &[u8], max_pixels: u64, keep_16: bool) -> Result<Decod
     } else {
         1
     };
-    let size = reader
-        .output_buffer_size()
-        .ok_or_else(|| "PNG: the image is too large".to_string())?;
-    let mut pixels = shared_pool().take(size);
-    let frame = reader
-        .next_frame(pixels.as_bytes_mut())
-        .map_err(|e| format!("PNG: {e}"))?;
-    if frame.buffer_size() != height * width * channels * sample {
-        return Err(format!(
-            "PNG: decoded {} bytes for {width}x{height}x{channels}",
-            frame.buffer_size()
-        ));
-    }
+    let top = rows
+        .filter(|&r| r < height && !reader.info().interlaced)
+        .map(|r| r.max(1));
+    let (height, pixels) = match top {
+        Some(rows) => (rows, png_top_rows(&mut reader, data, rows)?),
+        None => {
+            let size = reader
+                .output_buffer_size()
+                .ok_or_else(|| "PNG: the image is too large".to_string())?;
+            let mut pixels = shared_pool().take(size);
+            let frame = reader
+                .next_frame(pixels.as_bytes_mut())
+                .map_err(|e| format!("PNG: {e}"))?;
+            if frame.buffer_size() != height * width * channels * sample {
+                return Err(format!(
+                    "PNG: decoded {} bytes for {width}x{height}x{channels}",
+                    frame.buffer_size()
+                ));
+            }
+            (height, pixels)
+        }
+    };
+    let mut pixels = pixels;
     if sample == 2 {
         // PNG stores big-endian samples.
         for s in pixels.as_bytes_mut().chunks_exact_mut(2) {
@@ -153,6 +181,66 @@ fn decode_png_depth(data: &[u8], max_pixels: u64, keep_16: bool) -> Result<Decod
         channels,
         pixels,
     })
+}
+
+/// The top `rows` rows of a non-interlaced PNG, read row by row; the rows below are not
+/// inflated. So that a damaged or truncated file still fails as the whole decode would, every
+/// chunk's CRC is checked, through IEND.
+fn png_top_rows(
+    reader: &mut png::Reader<Cursor<&[u8]>>,
+    data: &[u8],
+    rows: usize,
+) -> Result<Storage, String> {
+    let line = reader
+        .output_line_size(reader.info().width)
+        .ok_or_else(|| "PNG: the image is too large".to_string())?;
+    let mut pixels = shared_pool().take(line * rows);
+    for (y, row) in pixels.as_bytes_mut().chunks_exact_mut(line).enumerate() {
+        if reader
+            .read_row(row)
+            .map_err(|e| format!("PNG: {e}"))?
+            .is_none()
+        {
+            return Err(format!("PNG: image data ends at row {y}"));
+        }
+    }
+    png_chunks_intact(data)?;
+    Ok(pixels)
+}
+
+/// Checks that `data` is a sequence of whole PNG chunks with correct CRCs, ending with IEND:
+/// what a full decode would have noticed in the part of the file it was not asked to decode.
+pub(crate) fn png_chunks_intact(data: &[u8]) -> Result<(), String> {
+    let mut at = PNG_MAGIC.len();
+    loop {
+        let header = data.get(at..at + 8).ok_or_else(|| {
+            format!(
+                "PNG: truncated: no IEND chunk (the file ends at byte {})",
+                data.len()
+            )
+        })?;
+        let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
+        let kind = &header[4..8];
+        let body_end = at + 8 + len;
+        let crc = data.get(body_end..body_end + 4).ok_or_else(|| {
+            format!(
+                "PNG: truncated: the {} chunk at byte {at} runs past the end of the file ({} bytes)",
+                String::from_utf8_lossy(kind),
+                data.len()
+            )
+        })?;
+        let want = u32::from_be_bytes([crc[0], crc[1], crc[2], crc[3]]);
+        if crc32fast::hash(&data[at + 4..body_end]) != want {
+            return Err(format!(
+                "PNG: CRC error in the {} chunk at byte {at}",
+                String::from_utf8_lossy(kind)
+            ));
+        }
+        if kind == b"IEND" {
+            return Ok(());
+        }
+        at = body_end + 4;
+    }
 }
 
 /// 16-bit pixels converted to `wanted` channels (0: as they are), like [`convert`].
@@ -257,7 +345,7 @@ pub(crate) fn convert(img: Decoded, wanted: usize) -> Decoded {
 
 impl DecodeImage {
     pub(crate) fn decode(&self, data: &[u8]) -> Result<Decoded, String> {
-        let img = if data.starts_with(PNG_MAGIC) {
+        let img = if is_png(data) {
             decode_png(data, self.max_pixels)?
         } else if data.starts_with(&[0xFF, 0xD8, 0xFF]) {
             crate::jpeg::decode(data, self.channels, self.max_pixels, 8)?
@@ -276,7 +364,7 @@ impl DecodeImage {
             return self.decode(data);
         }
         if is_png16(data) {
-            let img = decode_png_depth(data, self.max_pixels, true)?;
+            let img = decode_png_depth(data, self.max_pixels, true, None)?;
             return Ok(convert16(img, usize::from(self.channels)));
         }
         let factor = if data.starts_with(PNG_MAGIC) {
@@ -338,41 +426,88 @@ impl Op for DecodeImage {
     }
 
     fn apply(&self, input: Element, ctx: &OpCtx<'_>) -> Result<Option<Element>> {
-        let i = input.require(OP, &self.field)?;
-        let t = &input.tensors[i];
-        let data = t
-            .bytes_data()
-            .filter(|_| t.shape().is_empty())
-            .ok_or_else(|| {
-                Error::invalid(
-                    OP,
-                    format!(
-                        "field '{}' must be one encoded image (a scalar string)",
-                        self.field
-                    ),
-                )
-            })?;
-        let bytes = data.values.first().map(|b| b.as_ref()).unwrap_or_default();
-        match self.decode_as_dtype(bytes) {
-            Ok(img) => {
-                let shape = vec![img.height, img.width, img.channels];
-                let out = Tensor::from_storage(self.dtype, shape, img.pixels)?;
-                Ok(Some(put(input, out_name(&self.field, &self.output), out)))
-            }
-            Err(reason) => {
-                let err = Error::invalid_record(OP, data.origin(0), 0, reason);
-                if ctx.policy == ErrorPolicy::Skip {
-                    ctx.stats.add_skip(err.to_string());
-                    Ok(None)
-                } else {
-                    Err(err)
-                }
-            }
-        }
+        let Some(img) = decode_field(OP, &self.field, &input, ctx, |b| self.decode_as_dtype(b))?
+        else {
+            return Ok(None);
+        };
+        let shape = vec![img.height, img.width, img.channels];
+        let out = Tensor::from_storage(self.dtype, shape, img.pixels)?;
+        Ok(Some(put(input, out_name(&self.field, &self.output), out)))
     }
 
     fn spec(&self) -> Result<serde_json::Value> {
         OpSpec::DecodeImage(self.clone()).to_json()
+    }
+}
+
+/// Runs `decode` on the one encoded image in `field` of `input` (for `op` and the ops fused
+/// with `decode_image`). A failure is an error naming the file and record, or under the skip
+/// policy a counted skip (`None`).
+pub(crate) fn decode_field<T>(
+    op: &str,
+    field: &str,
+    input: &Element,
+    ctx: &OpCtx<'_>,
+    decode: impl FnOnce(&[u8]) -> Result<T, String>,
+) -> Result<Option<T>> {
+    let t = &input.tensors[input.require(op, field)?];
+    let data = t
+        .bytes_data()
+        .filter(|_| t.shape().is_empty())
+        .ok_or_else(|| {
+            Error::invalid(
+                op,
+                format!("field '{field}' must be one encoded image (a scalar string)"),
+            )
+        })?;
+    let bytes = data.values.first().map(|b| b.as_ref()).unwrap_or_default();
+    match decode(bytes) {
+        Ok(v) => Ok(Some(v)),
+        Err(reason) => {
+            let err = Error::invalid_record(OP, data.origin(0), 0, reason);
+            if ctx.policy == ErrorPolicy::Skip {
+                ctx.stats.add_skip(err.to_string());
+                Ok(None)
+            } else {
+                Err(err)
+            }
+        }
+    }
+}
+
+/// Replaces each uint8 `decode_image` directly followed by an op that `with` fuses it with
+/// (given the decode and that op's spec) by the fused op; other ops pass through unchanged.
+pub(crate) fn fuse_after_decode(
+    ops: &[Arc<dyn Op>],
+    with: impl Fn(&DecodeImage, OpSpec) -> Option<Arc<dyn Op>>,
+) -> Vec<Arc<dyn Op>> {
+    let spec = |op: &Arc<dyn Op>| op.spec().ok().and_then(|v| OpSpec::from_json(&v).ok());
+    let mut out: Vec<Arc<dyn Op>> = Vec::with_capacity(ops.len());
+    let mut i = 0;
+    while i < ops.len() {
+        if let Some(OpSpec::DecodeImage(decode)) = spec(&ops[i]).filter(|_| i + 1 < ops.len()) {
+            let fused = (decode.dtype == DType::U8)
+                .then(|| ops.get(i + 1).and_then(spec))
+                .flatten()
+                .and_then(|next| with(&decode, next));
+            if let Some(fused) = fused {
+                out.push(fused);
+                i += 2;
+                continue;
+            }
+        }
+        out.push(ops[i].clone());
+        i += 1;
+    }
+    out
+}
+
+impl DecodeImage {
+    /// Whether an op on `field` writing `output` (None: in place) takes this decode's image
+    /// and replaces it, so that the two can be one op.
+    pub(crate) fn feeds(&self, field: &str, output: Option<&str>) -> bool {
+        let decoded = out_name(&self.field, &self.output);
+        field == decoded && output.is_none_or(|o| o == decoded)
     }
 }
 
@@ -467,6 +602,31 @@ mod tests {
         assert!(op(0).decode(b"GIF89a....").unwrap_err().contains("GIF"));
         assert!(op(0).decode(b"").unwrap_err().contains("empty file"));
         assert!(op(0).decode(&[0xFF, 0xD8, 0xFF, 0xE0, 0, 0]).is_err());
+    }
+
+    #[test]
+    fn top_rows_equal_the_whole_decode_and_the_rest_is_still_checked() {
+        let (w, h) = (5u32, 9u32);
+        let rgb: Vec<u8> = (0..w * h * 3).map(|v| (v * 7 % 251) as u8).collect();
+        let file = png_bytes(w, h, png::ColorType::Rgb, png::BitDepth::Eight, &rgb);
+        let max = default_max_pixels();
+        let top = decode_png_depth(&file, max, false, Some(4)).unwrap();
+        assert_eq!((top.height, top.width, top.channels), (4, 5, 3));
+        assert_eq!(top.pixels.as_bytes(), &rgb[..4 * 5 * 3]);
+        // Asking for every row (or more) is the whole decode.
+        let whole = decode_png_depth(&file, max, false, Some(20)).unwrap();
+        assert_eq!(whole.pixels.as_bytes(), &rgb[..]);
+
+        assert!(png_chunks_intact(&file).is_ok());
+        let mut flipped = file.clone();
+        let at = flipped.len() - 17; // the last byte of IDAT's data
+        flipped[at] ^= 1;
+        let err = png_chunks_intact(&flipped).unwrap_err();
+        assert!(err.contains("CRC error in the IDAT chunk"), "{err}");
+        let err = png_chunks_intact(&file[..file.len() - 12]).unwrap_err();
+        assert!(err.contains("no IEND chunk"), "{err}");
+        let err = png_chunks_intact(&file[..file.len() - 14]).unwrap_err();
+        assert!(err.contains("runs past the end"), "{err}");
     }
 
     #[test]

@@ -15,10 +15,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
 use stoker_core::op::{Op, OpCtx};
-use stoker_core::{Error, ErrorPolicy, Result};
+use stoker_core::Result;
 
-use crate::decode_image::{convert, DecodeImage, Decoded};
-use crate::fields::out_name;
+use crate::decode_image::{convert, decode_field, fuse_after_decode, DecodeImage, Decoded};
 use crate::jpeg;
 use crate::random_resized_crop::RandomResizedCrop;
 use crate::spec::OpSpec;
@@ -79,39 +78,17 @@ impl Op for DecodeRandomResizedCrop {
     }
 
     fn apply(&self, input: Element, ctx: &OpCtx<'_>) -> Result<Option<Element>> {
-        let i = input.require(OP, &self.decode.field)?;
-        let t = &input.tensors[i];
-        let data = t
-            .bytes_data()
-            .filter(|_| t.shape().is_empty())
-            .ok_or_else(|| {
-                Error::invalid(
-                    OP,
-                    format!(
-                        "field '{}' must be one encoded image (a scalar string)",
-                        self.decode.field
-                    ),
-                )
-            })?;
-        let bytes = data.values.first().map(|b| b.as_ref()).unwrap_or_default();
-        match self.decode_and_crop(bytes, ctx) {
-            Ok(Cropped { img, bx, scaled }) => {
-                let pixels = img.pixels.as_bytes();
-                let out =
-                    self.crop
-                        .resize_box(pixels, img.height, img.width, img.channels, scaled)?;
-                Ok(Some(self.crop.put_outputs(input, out, bx)?))
-            }
-            Err(reason) => {
-                let err = Error::invalid_record("decode_image", data.origin(0), 0, reason);
-                if ctx.policy == ErrorPolicy::Skip {
-                    ctx.stats.add_skip(err.to_string());
-                    Ok(None)
-                } else {
-                    Err(err)
-                }
-            }
-        }
+        let field = &self.decode.field;
+        let Some(Cropped { img, bx, scaled }) =
+            decode_field(OP, field, &input, ctx, |b| self.decode_and_crop(b, ctx))?
+        else {
+            return Ok(None);
+        };
+        let pixels = img.pixels.as_bytes();
+        let out = self
+            .crop
+            .resize_box(pixels, img.height, img.width, img.channels, scaled)?;
+        Ok(Some(self.crop.put_outputs(input, out, bx)?))
     }
 
     fn spec(&self) -> Result<serde_json::Value> {
@@ -119,29 +96,20 @@ impl Op for DecodeRandomResizedCrop {
     }
 }
 
-/// Replaces each `decode_image` directly followed by a `random_resized_crop` of its output
-/// (which it overwrites) with the fused op. Other ops pass through unchanged.
+/// Replaces each `decode_image` (to uint8) directly followed by a `random_resized_crop` of its
+/// output (which it overwrites) with the fused op. Other ops pass through unchanged.
 pub fn fuse(ops: &[Arc<dyn Op>]) -> Vec<Arc<dyn Op>> {
-    let spec = |op: &Arc<dyn Op>| op.spec().ok().and_then(|v| OpSpec::from_json(&v).ok());
-    let mut out: Vec<Arc<dyn Op>> = Vec::with_capacity(ops.len());
-    let mut i = 0;
-    while i < ops.len() {
-        if let (Some(OpSpec::DecodeImage(decode)), Some(Some(OpSpec::RandomResizedCrop(crop)))) =
-            (spec(&ops[i]), ops.get(i + 1).map(spec))
+    fuse_after_decode(ops, |decode, next| match next {
+        OpSpec::RandomResizedCrop(crop)
+            if decode.feeds(&crop.field, crop.output.as_deref()) && crop.validate().is_ok() =>
         {
-            let decoded = out_name(&decode.field, &decode.output).to_string();
-            let overwrites = crop.output.as_deref().is_none_or(|o| o == decoded);
-            let u8_out = decode.dtype == stoker_core::DType::U8;
-            if crop.field == decoded && overwrites && u8_out && crop.validate().is_ok() {
-                out.push(Arc::new(DecodeRandomResizedCrop { decode, crop }));
-                i += 2;
-                continue;
-            }
+            Some(Arc::new(DecodeRandomResizedCrop {
+                decode: decode.clone(),
+                crop,
+            }) as Arc<dyn Op>)
         }
-        out.push(ops[i].clone());
-        i += 1;
-    }
-    out
+        _ => None,
+    })
 }
 
 #[cfg(test)]

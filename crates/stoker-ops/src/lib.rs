@@ -11,6 +11,7 @@ pub mod numeric;
 pub mod cast;
 pub mod center_crop;
 pub mod color_jitter;
+pub mod decode_crop_or_pad;
 pub mod decode_image;
 pub mod decode_raw;
 pub mod decode_resized_crop;

@@ -23,7 +23,9 @@ pub struct ResizeWithCropOrPad {
 }
 
 /// (source offset, destination offset, length copied) along one axis.
-fn span(from: usize, to: usize) -> (usize, usize, usize) {
+/// Along one axis of `from` pixels made `to`: the first source pixel kept, the first target
+/// pixel written, and how many (TensorFlow's centred offsets).
+pub(crate) fn span(from: usize, to: usize) -> (usize, usize, usize) {
     (
         from.saturating_sub(to) / 2,
         to.saturating_sub(from) / 2,

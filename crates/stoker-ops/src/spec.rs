@@ -9,6 +9,7 @@ use stoker_core::{Error, Result};
 use crate::cast::Cast;
 use crate::center_crop::CenterCrop;
 use crate::color_jitter::ColorJitter;
+use crate::decode_crop_or_pad::DecodeCropOrPad;
 use crate::decode_image::DecodeImage;
 use crate::decode_raw::DecodeRaw;
 use crate::decode_resized_crop::DecodeRandomResizedCrop;
@@ -38,6 +39,7 @@ pub enum OpSpec {
     RandomResizedCrop(RandomResizedCrop),
     ColorJitter(ColorJitter),
     DecodeRandomResizedCrop(DecodeRandomResizedCrop),
+    DecodeCropOrPad(DecodeCropOrPad),
     PixelChain(PixelChain),
     Resize(Resize),
     CenterCrop(CenterCrop),
@@ -75,6 +77,7 @@ impl OpSpec {
             OpSpec::RandomResizedCrop(o) => Arc::new(o),
             OpSpec::ColorJitter(o) => Arc::new(o),
             OpSpec::DecodeRandomResizedCrop(o) => Arc::new(o),
+            OpSpec::DecodeCropOrPad(o) => Arc::new(o),
             OpSpec::PixelChain(o) => Arc::new(o),
             OpSpec::Resize(o) => Arc::new(o),
             OpSpec::CenterCrop(o) => Arc::new(o),

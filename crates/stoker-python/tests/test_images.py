@@ -436,6 +436,42 @@ def test_decode_then_random_resized_crop_is_fused_and_samples_the_same_boxes(tmp
             assert np.abs(a["value"].astype(int) - b["value"].astype(int)).mean() < 4
 
 
+def test_decode_then_crop_or_pad_is_fused_equal_and_still_checks_the_whole_png(golden, tmp_path):
+    rng = np.random.default_rng(6)
+    photos = [sk.datasets.natural_photo(rng, h, w) for h, w in [(60, 80), (33, 47), (8, 8)]]
+    pngs = [sk.io.encode_png(p) for p in photos] + [sk.io.encode_png(photos[0][..., :1])]
+    pngs += [(golden / "images" / n).read_bytes() for n in ("rgb.png", "rgba.png", "grey16.png", "rgb16.png")]
+    pngs.append(sk.io.encode_jpeg(photos[0], 90))  # not a PNG: decoded whole, as the pair does
+    blobs = np.array(pngs, dtype=object)
+    for height, width in [(20, 30), (40, 100), (100, 10), (1, 1)]:
+        for channels in (0, 1, 3):
+            ops = [sk.ops.decode_image("value", channels), sk.ops.resize_with_crop_or_pad("value", height, width)]
+            fused = sk.Dataset.from_tensor_slices(blobs).map(ops)
+            assert "decode_crop_or_pad" in fused.explain()
+            pair = sk.Dataset.from_tensor_slices(blobs).map(ops[0]).map(ops[1])
+            assert "decode_crop_or_pad" not in pair.explain()
+            for a, b in zip(fused, pair):
+                assert a.shape == b.shape and a.dtype == b.dtype == np.uint8
+                np.testing.assert_array_equal(a, b)
+    # A 60-row photo cropped to 20 rows is decoded down to row 40 only; damage below that
+    # still fails (every chunk's CRC is checked), with the file and record named.
+    good = pngs[0]
+    flipped = bytearray(good)
+    flipped[-20] ^= 0xFF  # in the image data, near its end
+    f = str(tmp_path / "pngs.tfrecord")
+    with sk.io.TFRecordWriter(f) as w:
+        for blob in (good, bytes(flipped), good[:-30]):
+            w.write(blob)
+    crop = [sk.ops.decode_image("record", 3), sk.ops.resize_with_crop_or_pad("record", 20, 80)]
+    assert list(sk.TFRecordDataset(f).take(1).map(crop))[0].shape == (20, 80, 3)
+    with pytest.raises(sk.InvalidRecordError, match="CRC error in the IDAT chunk") as e:
+        list(sk.TFRecordDataset(f).skip(1).take(1).map(crop))
+    assert (e.value.file, e.value.record) == (f, 1)
+    with pytest.raises(sk.InvalidRecordError, match="truncated") as e:
+        list(sk.TFRecordDataset(f).skip(2).map(crop))
+    assert (e.value.file, e.value.record) == (f, 2)
+
+
 def test_flips_and_affine_ops_are_fused_into_one_pass_with_the_same_result():
     rng = np.random.default_rng(5)
     images = np.stack([sk.datasets.natural_photo(rng, 24, 32) for _ in range(16)])

@@ -103,7 +103,9 @@ fn rewrite(plan: &Plan, policy: ErrorPolicy) -> Result<Plan> {
     };
     let mut changed = changed;
     if let Step::Map { ops, .. } = &mut step {
-        let fused = stoker_ops::pixel_chain::fuse(&stoker_ops::decode_resized_crop::fuse(ops));
+        let fused =
+            stoker_ops::decode_crop_or_pad::fuse(&stoker_ops::decode_resized_crop::fuse(ops));
+        let fused = stoker_ops::pixel_chain::fuse(&fused);
         if fused.len() != ops.len() {
             *ops = fused;
             changed = true;
