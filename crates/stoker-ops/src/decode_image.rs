@@ -148,7 +148,7 @@ pub(crate) fn decode_png_depth(
     let top = rows
         .filter(|&r| r < height && !reader.info().interlaced)
         .map(|r| r.max(1));
-    let (height, pixels) = match top {
+    let (height, mut pixels) = match top {
         Some(rows) => (rows, png_top_rows(&mut reader, data, rows)?),
         None => {
             let size = reader
@@ -167,7 +167,6 @@ pub(crate) fn decode_png_depth(
             (height, pixels)
         }
     };
-    let mut pixels = pixels;
     if sample == 2 {
         // PNG stores big-endian samples.
         for s in pixels.as_bytes_mut().chunks_exact_mut(2) {
@@ -221,8 +220,8 @@ pub(crate) fn png_chunks_intact(data: &[u8]) -> Result<(), String> {
         })?;
         let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
         let kind = &header[4..8];
-        let body_end = at + 8 + len;
-        let crc = data.get(body_end..body_end + 4).ok_or_else(|| {
+        let body_end = at.saturating_add(8).saturating_add(len);
+        let crc = data.get(body_end..body_end.saturating_add(4)).ok_or_else(|| {
             format!(
                 "PNG: truncated: the {} chunk at byte {at} runs past the end of the file ({} bytes)",
                 String::from_utf8_lossy(kind),
