@@ -8,7 +8,9 @@
 //! still covers the output size (see `dct_scale`), and the scaled box is resized: a 2000x1500
 //! photo cropped to 30 % and resized to 224 decodes at 1/4. Pixels then differ slightly from
 //! decode-then-crop (the DCT scaling is itself a resampling filter); without DCT scaling
-//! (zune-jpeg, or PNG) the result is bit-identical to the pair.
+//! (zune-jpeg, or PNG) the result is bit-identical to the pair. A non-interlaced PNG is decoded
+//! only down to the box's last row, with every chunk's CRC still checked (see
+//! `decode_crop_or_pad`).
 
 use std::sync::Arc;
 
@@ -17,7 +19,10 @@ use stoker_core::element::{Element, Schema};
 use stoker_core::op::{Op, OpCtx};
 use stoker_core::Result;
 
-use crate::decode_image::{convert, decode_field, fuse_after_decode, DecodeImage, Decoded};
+use crate::decode_image::{
+    convert, decode_field, decode_png_depth, fuse_after_decode, is_png, png_size, DecodeImage,
+    Decoded,
+};
 use crate::jpeg;
 use crate::random_resized_crop::RandomResizedCrop;
 use crate::spec::OpSpec;
@@ -51,6 +56,17 @@ pub fn dct_scale(box_h: usize, box_w: usize, out_h: usize, out_w: usize) -> u8 {
 
 impl DecodeRandomResizedCrop {
     fn decode_and_crop(&self, data: &[u8], ctx: &OpCtx<'_>) -> Result<Cropped, String> {
+        if let Some((width, height)) = is_png(data).then(|| png_size(data)).flatten() {
+            // Only down to the box's last row, and the rows below it that the antialiased
+            // resize reads at the box's edge: its filter reaches one output pixel's worth of
+            // source rows (every chunk's CRC is still checked).
+            let bx = self.crop.sample(height, width, ctx);
+            let rows = bx[0] + bx[2] + bx[2].div_ceil(self.crop.height.max(1)) + 1;
+            let img = decode_png_depth(data, self.decode.max_pixels, false, Some(rows))?;
+            let img = convert(img, usize::from(self.decode.channels));
+            let scaled = bx.map(|v| v as f64);
+            return Ok(Cropped { img, bx, scaled });
+        }
         let is_jpeg = data.starts_with(&[0xFF, 0xD8, 0xFF]);
         if !(is_jpeg && jpeg::DCT_SCALING) {
             let img = self.decode.decode(data)?;

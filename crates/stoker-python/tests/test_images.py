@@ -472,6 +472,22 @@ def test_decode_then_crop_or_pad_is_fused_equal_and_still_checks_the_whole_png(g
     assert (e.value.file, e.value.record) == (f, 2)
 
 
+def test_decode_then_random_resized_crop_of_pngs_is_fused_and_equal():
+    rng = np.random.default_rng(7)
+    photos = [sk.datasets.natural_photo(rng, 90, 120) for _ in range(10)]
+    blobs = np.array([sk.io.encode_png(p) for p in photos], dtype=object)
+    crop = sk.ops.random_resized_crop("value", 32, seed=3, box_output="box")
+    fused = sk.Dataset.from_tensor_slices(blobs).map([sk.ops.decode_image("value", 3), crop])
+    assert "decode_random_resized_crop" in fused.explain()
+    pair = sk.Dataset.from_tensor_slices(blobs).map(sk.ops.decode_image("value", 3)).map(crop)
+    boxes = []
+    for a, b in zip(fused, pair):
+        np.testing.assert_array_equal(a["box"], b["box"])
+        np.testing.assert_array_equal(a["value"], b["value"])  # decoded down to the box: the same
+        boxes.append(a["box"])
+    assert any(top + height < 90 for top, _, height, _ in boxes)  # some stop above the last row
+
+
 def test_flips_and_affine_ops_are_fused_into_one_pass_with_the_same_result():
     rng = np.random.default_rng(5)
     images = np.stack([sk.datasets.natural_photo(rng, 24, 32) for _ in range(16)])
