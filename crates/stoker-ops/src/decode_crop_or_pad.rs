@@ -15,10 +15,7 @@ use stoker_core::element::{Element, Schema};
 use stoker_core::op::{Op, OpCtx};
 use stoker_core::{DType, Result, Tensor};
 
-use crate::decode_image::{
-    convert, decode_field, decode_png_depth, fuse_after_decode, is_png, png_size, DecodeImage,
-    Decoded,
-};
+use crate::decode_image::{decode_field, fuse_after_decode, png_size, DecodeImage, Decoded};
 use crate::fields::{out_name, put};
 use crate::resize_with_crop_or_pad::{crop_or_pad, span, ResizeWithCropOrPad};
 use crate::spec::OpSpec;
@@ -34,13 +31,13 @@ pub struct DecodeCropOrPad {
 impl DecodeCropOrPad {
     /// The decoded image, and how many of its top rows the crop skips.
     fn decode_top(&self, data: &[u8]) -> Result<(Decoded, usize), String> {
-        if let Some((_, height)) = is_png(data).then(|| png_size(data)).flatten() {
+        if let Some((_, height)) = png_size(data) {
             let (skip, _, keep) = span(height, self.crop.height);
             if skip + keep < height {
-                let img = decode_png_depth(data, self.decode.max_pixels, false, Some(skip + keep))?;
+                let img = self.decode.decode_png_top(data, skip + keep)?;
                 // An interlaced PNG comes back whole: the crop then starts where it would.
                 let skip = if img.height == skip + keep { skip } else { 0 };
-                return Ok((convert(img, usize::from(self.decode.channels)), skip));
+                return Ok((img, skip));
             }
         }
         Ok((self.decode.decode(data)?, 0))

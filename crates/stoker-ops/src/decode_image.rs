@@ -71,17 +71,28 @@ pub(crate) struct Decoded {
     pub pixels: Storage,
 }
 
-pub(crate) fn is_png(data: &[u8]) -> bool {
+fn is_png(data: &[u8]) -> bool {
     data.starts_with(PNG_MAGIC)
 }
 
-/// `(width, height)` from a PNG's IHDR, which is always its first chunk.
+/// `(width, height)` from a PNG's IHDR, which is always its first chunk; `None` when `data`
+/// is not a PNG.
 pub(crate) fn png_size(data: &[u8]) -> Option<(usize, usize)> {
     let be = |b: &[u8]| Some(u32::from_be_bytes(b.try_into().ok()?) as usize);
-    match (data.get(12..16), data.get(16..20), data.get(20..24)) {
-        (Some(b"IHDR"), Some(w), Some(h)) => Some((be(w)?, be(h)?)),
+    match (
+        is_png(data),
+        data.get(12..16),
+        data.get(16..20),
+        data.get(20..24),
+    ) {
+        (true, Some(b"IHDR"), Some(w), Some(h)) => Some((be(w)?, be(h)?)),
         _ => None,
     }
+}
+
+/// Whether a PNG's IHDR marks it interlaced (Adam7): its rows cannot be decoded top first.
+fn png_interlaced(data: &[u8]) -> bool {
+    data.get(28) == Some(&1)
 }
 
 fn format_name(data: &[u8]) -> &'static str {
@@ -115,21 +126,31 @@ fn decode_png(data: &[u8], max_pixels: u64) -> Result<Decoded, String> {
 
 /// A PNG decoded to `u8` samples, or with `keep_16` its 16-bit samples as native `u16`. With
 /// `rows`, only the top `rows` rows of a non-interlaced image are decoded (the result is that
-/// high); the rest of the file is still checked (see [`png_chunks_intact`]).
-pub(crate) fn decode_png_depth(
+/// high), and the rows below are not inflated; so that a damaged or truncated file still fails
+/// as the whole decode would, every chunk's CRC is then checked up front (once: the decoder
+/// skips its own checks), through IEND.
+fn decode_png_depth(
     data: &[u8],
     max_pixels: u64,
     keep_16: bool,
     rows: Option<usize>,
 ) -> Result<Decoded, String> {
     // Check the claimed size before the decoder sees the file.
-    if let Some((w, h)) = png_size(data) {
+    let size = png_size(data);
+    if let Some((w, h)) = size {
         check_size(w, h, max_pixels)?;
+    }
+    let top = rows
+        .filter(|&r| size.is_some_and(|(_, h)| r < h) && !png_interlaced(data))
+        .map(|r| r.max(1));
+    if top.is_some() {
+        png_chunks_intact(data)?;
     }
     let limits = png::Limits {
         bytes: usize::try_from(max_pixels.saturating_mul(8)).unwrap_or(usize::MAX),
     };
     let mut decoder = png::Decoder::new_with_limits(Cursor::new(data), limits);
+    decoder.ignore_checksums(top.is_some());
     decoder.set_transformations(if keep_16 {
         png::Transformations::EXPAND
     } else {
@@ -145,11 +166,8 @@ pub(crate) fn decode_png_depth(
     } else {
         1
     };
-    let top = rows
-        .filter(|&r| r < height && !reader.info().interlaced)
-        .map(|r| r.max(1));
     let (height, mut pixels) = match top {
-        Some(rows) => (rows, png_top_rows(&mut reader, data, rows)?),
+        Some(rows) => (rows, png_top_rows(&mut reader, rows)?),
         None => {
             let size = reader
                 .output_buffer_size()
@@ -182,14 +200,8 @@ pub(crate) fn decode_png_depth(
     })
 }
 
-/// The top `rows` rows of a non-interlaced PNG, read row by row; the rows below are not
-/// inflated. So that a damaged or truncated file still fails as the whole decode would, every
-/// chunk's CRC is checked, through IEND.
-fn png_top_rows(
-    reader: &mut png::Reader<Cursor<&[u8]>>,
-    data: &[u8],
-    rows: usize,
-) -> Result<Storage, String> {
+/// The top `rows` rows of a non-interlaced PNG, read row by row.
+fn png_top_rows(reader: &mut png::Reader<Cursor<&[u8]>>, rows: usize) -> Result<Storage, String> {
     let line = reader
         .output_line_size(reader.info().width)
         .ok_or_else(|| "PNG: the image is too large".to_string())?;
@@ -203,7 +215,6 @@ fn png_top_rows(
             return Err(format!("PNG: image data ends at row {y}"));
         }
     }
-    png_chunks_intact(data)?;
     Ok(pixels)
 }
 
@@ -343,6 +354,13 @@ pub(crate) fn convert(img: Decoded, wanted: usize) -> Decoded {
 }
 
 impl DecodeImage {
+    /// A PNG decoded only down to row `rows` (whole where it is interlaced or not that high),
+    /// with the output channels; for the ops fused with this one.
+    pub(crate) fn decode_png_top(&self, data: &[u8], rows: usize) -> Result<Decoded, String> {
+        let img = decode_png_depth(data, self.max_pixels, false, Some(rows))?;
+        Ok(convert(img, usize::from(self.channels)))
+    }
+
     pub(crate) fn decode(&self, data: &[u8]) -> Result<Decoded, String> {
         let img = if is_png(data) {
             decode_png(data, self.max_pixels)?

@@ -20,8 +20,7 @@ use stoker_core::op::{Op, OpCtx};
 use stoker_core::Result;
 
 use crate::decode_image::{
-    convert, decode_field, decode_png_depth, fuse_after_decode, is_png, png_size, DecodeImage,
-    Decoded,
+    convert, decode_field, fuse_after_decode, png_size, DecodeImage, Decoded,
 };
 use crate::jpeg;
 use crate::random_resized_crop::RandomResizedCrop;
@@ -56,14 +55,13 @@ pub fn dct_scale(box_h: usize, box_w: usize, out_h: usize, out_w: usize) -> u8 {
 
 impl DecodeRandomResizedCrop {
     fn decode_and_crop(&self, data: &[u8], ctx: &OpCtx<'_>) -> Result<Cropped, String> {
-        if let Some((width, height)) = is_png(data).then(|| png_size(data)).flatten() {
+        if let Some((width, height)) = png_size(data) {
             // Only down to the box's last row, and the rows below it that the antialiased
             // resize reads at the box's edge: its filter reaches one output pixel's worth of
             // source rows (every chunk's CRC is still checked).
             let bx = self.crop.sample(height, width, ctx);
             let rows = bx[0] + bx[2] + bx[2].div_ceil(self.crop.height.max(1)) + 1;
-            let img = decode_png_depth(data, self.decode.max_pixels, false, Some(rows))?;
-            let img = convert(img, usize::from(self.decode.channels));
+            let img = self.decode.decode_png_top(data, rows)?;
             let scaled = bx.map(|v| v as f64);
             return Ok(Cropped { img, bx, scaled });
         }
