@@ -5,6 +5,7 @@ from __future__ import annotations
 import _thread
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -55,13 +56,19 @@ def test_early_stop_and_drop_do_not_hang(chess_files):
 def test_ctrl_c_interrupts_a_blocked_next():
     # A pipeline that never yields: every element is filtered out, forever.
     ds = sk.Dataset.range(10).repeat().filter(lambda v: False)
+    # A process started in the background by a non-interactive shell ignores SIGINT, and then
+    # interrupt_main() does nothing: give this test Python's own handler.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.5, _thread.interrupt_main)
     timer.start()
     start = time.perf_counter()
-    with pytest.raises(KeyboardInterrupt):
-        next(iter(ds))
-    assert time.perf_counter() - start < 10
-    timer.cancel()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            next(iter(ds))
+        assert time.perf_counter() - start < 10
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_stats_count_every_stage(chess_files):
