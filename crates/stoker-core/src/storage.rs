@@ -1,15 +1,34 @@
 //! Aligned, pooled byte buffers that back dense tensors.
 //!
-//! Buffers are 16-byte aligned (so any dtype can be viewed in place) and, when taken from a
+//! Buffers are 64-byte aligned (so any dtype can be viewed in place, and vector code can use
+//! aligned whole-cache-line stores) and, when taken from a
 //! [`BufferPool`], go back to it when the last tensor viewing them is dropped — batch buffers
 //! are reused instead of being allocated (and page-faulted) again for every batch.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Weak};
 
-/// A heap buffer of `len` bytes, 16-byte aligned.
+/// One cache line: the unit buffers are allocated in, which makes them 64-byte aligned.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
+// SAFETY: `Line` is 64 plain bytes with no padding (size 64 = align 64), for which every bit
+// pattern, zeros included, is valid.
+unsafe impl bytemuck::Zeroable for Line {}
+// SAFETY: as above; it is `Copy` and `'static`.
+unsafe impl bytemuck::Pod for Line {}
+
+const LINE: usize = std::mem::size_of::<Line>();
+
+/// Cache lines allocated (zeroed, lazily by the OS for large buffers) for `lines` lines.
+fn zeroed_lines(lines: usize) -> Vec<Line> {
+    bytemuck::zeroed_vec(lines)
+}
+
+/// A heap buffer of `len` bytes, 64-byte aligned.
 pub struct Storage {
-    words: Vec<u128>,
+    lines: Vec<Line>,
     len: usize,
     pool: Option<Weak<BufferPool>>,
 }
@@ -18,7 +37,7 @@ impl Storage {
     /// A zero-filled buffer of `len` bytes.
     pub fn zeroed(len: usize) -> Storage {
         Storage {
-            words: vec![0u128; len.div_ceil(16)],
+            lines: zeroed_lines(len.div_ceil(LINE)),
             len,
             pool: None,
         }
@@ -40,18 +59,18 @@ impl Storage {
     }
 
     pub fn as_bytes(&self) -> &[u8] {
-        &bytemuck::cast_slice::<u128, u8>(&self.words)[..self.len]
+        &bytemuck::cast_slice::<Line, u8>(&self.lines)[..self.len]
     }
 
     pub fn as_bytes_mut(&mut self) -> &mut [u8] {
-        &mut bytemuck::cast_slice_mut::<u128, u8>(&mut self.words)[..self.len]
+        &mut bytemuck::cast_slice_mut::<Line, u8>(&mut self.lines)[..self.len]
     }
 }
 
 impl Drop for Storage {
     fn drop(&mut self) {
         if let Some(pool) = self.pool.take().and_then(|p| p.upgrade()) {
-            pool.give_back(std::mem::take(&mut self.words));
+            pool.give_back(std::mem::take(&mut self.lines));
         }
     }
 }
@@ -70,11 +89,17 @@ pub struct BufferPool {
     max_bytes: usize,
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Free {
     /// Oldest first.
-    buffers: VecDeque<Vec<u128>>,
+    buffers: VecDeque<Vec<Line>>,
     bytes: usize,
+}
+
+impl std::fmt::Debug for Free {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} buffers, {} bytes", self.buffers.len(), self.bytes)
+    }
 }
 
 /// What the shared pool keeps at most: a few batches of 224x224 float images, or many
@@ -94,13 +119,13 @@ pub fn shared_pool() -> &'static Arc<BufferPool> {
 /// 25 % unused), so that elements of varying sizes (say, decoded crops) reuse each other's
 /// buffers instead of filling the pool with sizes that never come back, which would push the
 /// large batch buffers out of it.
-fn size_class(words: usize) -> usize {
-    const EXACT_BELOW: usize = 4096;
-    if words < EXACT_BELOW {
-        return words;
+fn size_class(lines: usize) -> usize {
+    const EXACT_BELOW: usize = (64 << 10) / LINE;
+    if lines < EXACT_BELOW {
+        return lines;
     }
-    let step = 1usize << (usize::BITS - 1 - words.leading_zeros() - 2);
-    words.div_ceil(step) * step
+    let step = 1usize << (usize::BITS - 1 - lines.leading_zeros() - 2);
+    lines.div_ceil(step) * step
 }
 
 impl BufferPool {
@@ -115,34 +140,34 @@ impl BufferPool {
     /// A buffer of `len` bytes. Its content is unspecified (old data of a reused buffer): the
     /// caller overwrites every byte.
     pub fn take(self: &Arc<Self>, len: usize) -> Storage {
-        let words_needed = size_class(len.div_ceil(16));
+        let lines_needed = size_class(len.div_ceil(LINE));
         let reused = {
             let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
             // The most recently freed match: likely still in cache.
-            let found = free.buffers.iter().rposition(|w| w.len() == words_needed);
+            let found = free.buffers.iter().rposition(|w| w.len() == lines_needed);
             found.and_then(|i| free.buffers.remove(i)).inspect(|w| {
-                free.bytes -= w.len() * 16;
+                free.bytes -= w.len() * LINE;
             })
         };
-        let words = reused.unwrap_or_else(|| vec![0u128; words_needed]);
+        let lines = reused.unwrap_or_else(|| zeroed_lines(lines_needed));
         Storage {
-            words,
+            lines,
             len,
             pool: Some(Arc::downgrade(self)),
         }
     }
 
-    fn give_back(&self, words: Vec<u128>) {
-        let size = words.len() * 16;
+    fn give_back(&self, lines: Vec<Line>) {
+        let size = lines.len() * LINE;
         if size > self.max_bytes {
             return;
         }
         let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
         free.bytes += size;
-        free.buffers.push_back(words);
+        free.buffers.push_back(lines);
         while free.bytes > self.max_bytes {
             match free.buffers.pop_front() {
-                Some(old) => free.bytes -= old.len() * 16,
+                Some(old) => free.bytes -= old.len() * LINE,
                 None => break,
             }
         }
@@ -174,8 +199,8 @@ mod tests {
         let c = pool.take(5000);
         assert_eq!(pool.idle(), 1);
         assert_eq!(c.len(), 5000);
-        // Over the byte bound, the buffers freed longest ago go: 112 + 5008 + 1008 > 6000
-        // drops the 112- and then the 5008-byte buffer.
+        // Over the byte bound, the buffers freed longest ago go: 128 + 5056 + 1024 > 6000
+        // drops the 128- and then the 5056-byte buffer.
         drop(c);
         assert_eq!(pool.idle(), 2);
         let (d, e) = (pool.take(1000), pool.take(1000));
@@ -184,21 +209,22 @@ mod tests {
         drop(e);
         assert_eq!(pool.idle(), 2);
         let _f = pool.take(5000);
-        assert_eq!(pool.idle(), 2, "the 5008-byte buffer was evicted");
+        assert_eq!(pool.idle(), 2, "the 5056-byte buffer was evicted");
     }
 
     #[test]
     fn large_buffers_of_near_sizes_share_a_class() {
+        // In cache lines: exact below 1024 (64 KiB).
         assert_eq!(size_class(100), 100);
-        assert_eq!(size_class(4096), 4096);
-        assert_eq!(size_class(4097), 5120);
-        assert_eq!(size_class(5000), 5120);
-        assert_eq!(size_class(5121), 6144);
-        for words in [4096, 5000, 9999, 1 << 20, (1 << 20) + 1, 123_456_789] {
-            let class = size_class(words);
+        assert_eq!(size_class(1024), 1024);
+        assert_eq!(size_class(1025), 1280);
+        assert_eq!(size_class(1250), 1280);
+        assert_eq!(size_class(1281), 1536);
+        for lines in [1024, 1250, 9999, 1 << 20, (1 << 20) + 1, 123_456_789] {
+            let class = size_class(lines);
             assert!(
-                class >= words && class - words <= words / 4,
-                "{words} -> {class}"
+                class >= lines && class - lines <= lines / 4,
+                "{lines} -> {class}"
             );
         }
         let pool = BufferPool::new(1 << 30);
@@ -215,9 +241,12 @@ mod tests {
     }
 
     #[test]
-    fn alignment_is_16() {
+    fn alignment_is_64() {
         let s = Storage::zeroed(3);
-        assert_eq!(s.as_bytes().as_ptr() as usize % 16, 0);
+        assert_eq!(s.as_bytes().as_ptr() as usize % 64, 0);
+        assert_eq!(s.as_bytes(), &[0, 0, 0]);
+        let pool = BufferPool::new(1 << 20);
+        assert_eq!(pool.take(100_000).as_bytes().as_ptr() as usize % 64, 0);
         assert_eq!(s.len(), 3);
     }
 }

@@ -190,7 +190,7 @@ impl Tensor {
         if self.dtype.size() != Some(std::mem::size_of::<T>()) {
             return None;
         }
-        // Offsets are multiples of the element size within a 16-byte aligned storage.
+        // Offsets are multiples of the element size within a 64-byte aligned storage.
         self.raw().and_then(|r| bytemuck::try_cast_slice(r).ok())
     }
 

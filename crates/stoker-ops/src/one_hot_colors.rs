@@ -31,7 +31,8 @@ fn key([r, g, b]: [u8; 3]) -> u32 {
 }
 
 impl OneHotColors {
-    fn check(&self) -> Result<HashMap<u32, usize>> {
+    /// The class of each colour key. Colours are distinct 24-bit values, so classes fit a u32.
+    fn check(&self) -> Result<HashMap<u32, u32>> {
         if self.colors.is_empty() {
             return Err(Error::schema(OP, "no class colours"));
         }
@@ -48,7 +49,7 @@ impl OneHotColors {
         }
         let mut index = HashMap::with_capacity(self.colors.len());
         for (i, &c) in self.colors.iter().enumerate() {
-            if index.insert(key(c), i).is_some() {
+            if index.insert(key(c), i as u32).is_some() {
                 return Err(Error::schema(OP, format!("colour {c:?} is listed twice")));
             }
         }
@@ -114,29 +115,34 @@ impl Op for OneHotColors {
             *last = k;
         }
         let out = build::<f32>(DType::F32, shape, |out| {
-            // Each pixel's row is written whole (zeros and the one) in one pass over the
-            // output, which is far larger than the cache. Label maps come in runs of one colour: remember the last lookup.
-            let mut last = (u32::MAX, 0usize);
+            // Classes are looked up a chunk of pixels at a time, then the chunk's rows are
+            // written whole (zeros and the one) in one pass over the output, which is far
+            // larger than the cache. Label maps come in runs of one colour: remember the last
+            // lookup.
+            const CHUNK: usize = 4096;
+            let mut classes: Vec<u32> = Vec::with_capacity(CHUNK);
+            let mut last = (u32::MAX, 0u32);
             let mut rows = OneHotRows::new(out, k);
-            for (p, rgb) in px.chunks_exact(3).enumerate() {
-                let kk = key([rgb[0], rgb[1], rgb[2]]);
-                let class = if kk == last.0 {
-                    last.1
-                } else {
-                    let c = match (index.get(&kk), self.fallback) {
-                        (Some(&c), _) => c,
-                        (None, Some(f)) => f,
-                        (None, None) => {
-                            return Err(Error::invalid(
-                                OP,
-                                format!("pixel {p} has colour {:?}, which is not a class colour (set fallback to map it to a class)", [rgb[0], rgb[1], rgb[2]]),
-                            ))
-                        }
-                    };
-                    last = (kk, c);
-                    c
-                };
-                rows.write(p, class);
+            for (c, chunk) in px.chunks(3 * CHUNK).enumerate() {
+                classes.clear();
+                for (i, rgb) in chunk.chunks_exact(3).enumerate() {
+                    let kk = key([rgb[0], rgb[1], rgb[2]]);
+                    if kk != last.0 {
+                        let class = match (index.get(&kk), self.fallback) {
+                            (Some(&c), _) => c,
+                            (None, Some(f)) => f as u32,
+                            (None, None) => {
+                                return Err(Error::invalid(
+                                    OP,
+                                    format!("pixel {} has colour {:?}, which is not a class colour (set fallback to map it to a class)", c * CHUNK + i, [rgb[0], rgb[1], rgb[2]]),
+                                ))
+                            }
+                        };
+                        last = (kk, class);
+                    }
+                    classes.push(last.1);
+                }
+                rows.write(c * CHUNK, &classes);
             }
             rows.finish();
             Ok(())

@@ -54,7 +54,7 @@ pub fn tensor_to_py<'py>(py: Python<'py>, t: &Tensor) -> PyResult<Bound<'py, PyA
         },
     )?;
     // SAFETY: `data` points into `storage`, which holds at least the tensor's bytes from `offset`
-    // (checked when the tensor was made) and is 16-byte aligned. The array gets `owner` as its
+    // (checked when the tensor was made) and is 64-byte aligned. The array gets `owner` as its
     // base object, which keeps the storage alive (and unmoved: it is never reallocated) for the
     // array's lifetime. It is writable only if no other tensor shares the storage.
     // `PyArray_NewFromDescr` steals the descr reference; `PyArray_SetBaseObject` steals `owner`.

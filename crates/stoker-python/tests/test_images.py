@@ -143,6 +143,16 @@ def test_one_hot_colors_matches_tf_and_reports_unknown_colours(golden, tmp_path)
         _apply(odd, sk.ops.one_hot_colors("value", g["colors"].tolist()))
     fell_back = _apply(odd, sk.ops.one_hot_colors("value", g["colors"].tolist(), fallback=0))
     assert fell_back[3, 4].argmax() == 0 and fell_back[3, 4].sum() == 1
+    # A label map larger than the op's 4,096-pixel lookup chunks: same as NumPy's one-hot, and
+    # an unknown colour in a later chunk is still named by its own pixel index.
+    colors = g["colors"]
+    classes = np.random.default_rng(3).integers(0, len(colors), size=(2, 90, 70))
+    big = colors[classes].astype(np.uint8)
+    got = _apply(big, sk.ops.one_hot_colors("value", colors.tolist()))
+    np.testing.assert_array_equal(got, np.eye(len(colors), dtype=np.float32)[classes])
+    big[1, 40, 3] = [1, 2, 3]
+    with pytest.raises(sk.InvalidArgumentError, match=rf"pixel {90 * 70 + 40 * 70 + 3} has colour \[1, 2, 3\]"):
+        _apply(big, sk.ops.one_hot_colors("value", colors.tolist()))
     csv_path = tmp_path / "class_dict.csv"
     csv_path.write_text("name,r,g,b\nsky,128,128,128\nroad,128,64,128\n")
     assert sk.ops.read_class_colors(str(csv_path)) == (["sky", "road"], [[128, 128, 128], [128, 64, 128]])
