@@ -371,7 +371,7 @@ def workload_section(doc: dict, out_dir: str) -> list[str]:
     L = [f"## {TITLES[doc['workload']]}", ""]
     if doc["quick"]:
         L += ["> **Quick smoke run on tiny data: these numbers are not representative.**", ""]
-    L += [(f"Run {doc['date']} · `{doc['command']}` · data: {doc['data']['desc']} "
+    L += [(f"Run {doc['date']} at commit `{doc.get('git', '?')}` · `{doc['command']}` · data: {doc['data']['desc']} "
            f"(generator: `{doc['data']['generator']}`) · {doc['protocol']} · load average (1 min) "
            f"{doc['loadavg_start'][0]:.2f} at start, {doc.get('loadavg_end', [float('nan')])[0]:.2f} at end"), ""]
     head = ["contender"] + [f"{unit}, {c} core{'s' if c > 1 else ''}" for c in cores] + \
@@ -605,7 +605,8 @@ def render(docs: list[dict], out_path: str) -> str:
           "- 2-core scaling (see Method): " + ", ".join(
               f"{d['machine'].get('core_scaling') or 0:.2f}× ({TITLES[d['workload']]} run)" for d in docs),
           f"- Python {m['python']}; " + ", ".join(f"{k} {v}" for k, v in first["versions"].items()),
-          f"- Repository commit: `{first.get('git', '?')}`", ""]
+          "- Repository commit (each workload's run): " + ", ".join(
+              f"`{d.get('git', '?')}` ({TITLES[d['workload']]})" for d in docs), ""]
     for d in docs:
         L += workload_section(d, out_dir)
     L += trace_overhead_section()
