@@ -123,7 +123,7 @@ impl Op for OneHotColors {
             let mut classes: Vec<u32> = Vec::with_capacity(CHUNK);
             let mut last = (u32::MAX, 0u32);
             let mut rows = OneHotRows::new(out, k);
-            for (c, chunk) in px.chunks(3 * CHUNK).enumerate() {
+            for (n, chunk) in px.chunks(3 * CHUNK).enumerate() {
                 classes.clear();
                 for (i, rgb) in chunk.chunks_exact(3).enumerate() {
                     let kk = key([rgb[0], rgb[1], rgb[2]]);
@@ -134,7 +134,7 @@ impl Op for OneHotColors {
                             (None, None) => {
                                 return Err(Error::invalid(
                                     OP,
-                                    format!("pixel {} has colour {:?}, which is not a class colour (set fallback to map it to a class)", c * CHUNK + i, [rgb[0], rgb[1], rgb[2]]),
+                                    format!("pixel {} has colour {:?}, which is not a class colour (set fallback to map it to a class)", n * CHUNK + i, [rgb[0], rgb[1], rgb[2]]),
                                 ))
                             }
                         };
@@ -142,7 +142,7 @@ impl Op for OneHotColors {
                     }
                     classes.push(last.1);
                 }
-                rows.write(c * CHUNK, &classes);
+                rows.write(n * CHUNK, &classes);
             }
             rows.finish();
             Ok(())

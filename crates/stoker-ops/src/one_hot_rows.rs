@@ -94,8 +94,9 @@ impl<'a> OneHotRows<'a> {
     }
 }
 
-/// Whole rows at once, so that the compiler writes them with inline vector stores: a
-/// `fill(0.0)` per row is a `memset` call per pixel, which costs more than the stores.
+/// Plain stores, for rows that are not whole vectors or CPUs without them. Each float is a
+/// compare, not `fill(0.0)` then a store: that is a `memset` call per pixel, which costs more
+/// than the stores themselves.
 fn plain(rows: &mut [f32], k: usize, classes: &[u32]) {
     for (row, &class) in rows.chunks_exact_mut(k).zip(classes) {
         for (j, v) in row.iter_mut().enumerate() {
