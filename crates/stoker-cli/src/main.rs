@@ -32,6 +32,10 @@ enum Command {
     },
 }
 
+/// The same allocator as the Python extension, so `stoker bench` measures what Python runs.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
