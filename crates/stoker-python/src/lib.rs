@@ -32,8 +32,9 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 /// mimalloc for every Rust allocation in the extension (Python's and NumPy's own memory stays
 /// with their allocators). The ops' per-image scratch (the resizer's coefficient tables, decoder
-/// state) is many mid-sized blocks freed again at once, where glibc's malloc spends 4 % of a
-/// W3 worker's time walking and merging its free lists; with mimalloc, W3 runs 5-10 % faster
-/// at the same peak RSS (BENCHMARKS.md).
+/// state) is many mid-sized blocks, allocated and freed once per image, where glibc's malloc
+/// spent 4 % of a W3 worker's time walking and merging its free lists. In alternating runs of
+/// W3's pipeline on one core, mimalloc gave 3-10 % more images/s (medians of three series) at
+/// the same peak RSS.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
