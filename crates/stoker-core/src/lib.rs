@@ -14,6 +14,7 @@ pub mod error;
 pub mod exec;
 pub mod op;
 pub mod options;
+pub mod row_slots;
 pub mod stats;
 pub mod storage;
 pub mod stream_copy;

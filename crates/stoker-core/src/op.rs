@@ -2,9 +2,11 @@
 
 use std::fmt::Debug;
 
+use crate::dtype::DType;
 use crate::element::{Element, Schema};
 use crate::error::Result;
 use crate::options::ErrorPolicy;
+use crate::row_slots::{RowSlot, RowSlots};
 use crate::stats::StageStats;
 
 /// What an op may use while it runs.
@@ -16,15 +18,24 @@ pub struct OpCtx<'a> {
     pub element: u64,
     /// Which pass over the stage this is (0 for the first iteration, then 1, ...).
     pub epoch: u64,
+    /// The element's row of the batch it goes into, when a batch offers it: an op making a
+    /// field of the row's dtype and shape may write it there (see [`OpCtx::row_slot`]).
+    pub row: Option<&'a RowSlots>,
 }
 
-impl OpCtx<'_> {
+impl<'a> OpCtx<'a> {
     /// A seed for random decisions about this element: fixed by the op's `seed`, the epoch and
     /// the element's position, so results do not depend on the number of threads or on which
     /// thread ran the element, and change from epoch to epoch.
     pub fn element_seed(&self, seed: u64) -> u64 {
         use crate::exec::shuffle::epoch_seed;
         epoch_seed(epoch_seed(seed, self.epoch), self.element)
+    }
+
+    /// The batch row of field `name`, to write `dtype` values of `shape` into, when a batch
+    /// offers one of exactly that dtype and shape and no earlier op took it.
+    pub fn row_slot(&self, name: &str, dtype: DType, shape: &[usize]) -> Option<RowSlot<'a>> {
+        self.row?.take(name, dtype, shape)
     }
 }
 

@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::element::Element;
 use crate::error::Result;
 use crate::exec::BoxIter;
+use crate::row_slots::RowSlots;
 use crate::trace;
 
 /// Counters of one pipeline stage, accumulated over every iteration of the pipeline.
@@ -32,6 +33,8 @@ pub struct StageStats {
     /// When the timeline last got this stage's buffer fill (ns on the trace clock).
     last_fill_traced_ns: AtomicU64,
     workers: AtomicU64,
+    copied_bytes: AtomicU64,
+    in_place_bytes: AtomicU64,
     last_skip: Mutex<Option<String>>,
 }
 
@@ -58,6 +61,11 @@ pub struct StageSnapshot {
     pub buffer_capacity: u64,
     pub buffer_fill_mean: Option<f64>,
     pub workers: u64,
+    /// Bytes a batch copied from its elements into its rows.
+    pub copied_bytes: u64,
+    /// Bytes of a batch's rows the ops making its elements wrote there themselves (nothing
+    /// left to copy; see `row_slots`).
+    pub in_place_bytes: u64,
 }
 
 /// Shortest interval between two buffer-fill samples of one stage on the timeline.
@@ -111,6 +119,11 @@ impl StageStats {
         self.python_ns.fetch_add(ns(d), Relaxed);
         self.python_calls.fetch_add(1, Relaxed);
     }
+    /// Counts a batch row's bytes: copied into it, or found already written there.
+    pub fn add_row_bytes(&self, copied: usize, in_place: usize) {
+        self.copied_bytes.fetch_add(copied as u64, Relaxed);
+        self.in_place_bytes.fetch_add(in_place as u64, Relaxed);
+    }
     pub fn set_workers(&self, n: usize) {
         self.workers.store(n as u64, Relaxed);
     }
@@ -145,8 +158,19 @@ impl StageStats {
 
     /// Pulls one element from `input`, counting the time as waiting for input.
     pub fn pull(&self, input: &mut BoxIter) -> Result<Option<Element>> {
+        self.waiting(|| input.next())
+    }
+
+    /// [`pull`](StageStats::pull), offering `row` to the input (see [`ElementIter::next_into`]).
+    ///
+    /// [`ElementIter::next_into`]: crate::exec::ElementIter::next_into
+    pub fn pull_into(&self, input: &mut BoxIter, row: &RowSlots) -> Result<Option<Element>> {
+        self.waiting(|| input.next_into(row))
+    }
+
+    fn waiting(&self, pull: impl FnOnce() -> Result<Option<Element>>) -> Result<Option<Element>> {
         let t = Instant::now();
-        let r = input.next();
+        let r = pull();
         let waited = t.elapsed();
         self.add_wait_input(waited);
         trace::span_of(
@@ -188,6 +212,8 @@ impl StageStats {
             buffer_fill_mean: (samples > 0)
                 .then(|| self.buffer_fill_sum.load(Relaxed) as f64 / samples as f64 / 1e6),
             workers: self.workers.load(Relaxed),
+            copied_bytes: self.copied_bytes.load(Relaxed),
+            in_place_bytes: self.in_place_bytes.load(Relaxed),
         }
     }
 }
@@ -245,11 +271,14 @@ impl Metered {
     }
 }
 
-impl crate::exec::ElementIter for Metered {
-    fn next(&mut self) -> Result<Option<Element>> {
+impl Metered {
+    fn meter(&mut self, row: Option<&RowSlots>) -> Result<Option<Element>> {
         let wait_before = self.stats.wait_input_ns();
         let t = Instant::now();
-        let r = self.inner.next();
+        let r = match row {
+            Some(row) => self.inner.next_into(row),
+            None => self.inner.next(),
+        };
         let elapsed = t.elapsed();
         trace::span_of(
             &self.stats.trace_name,
@@ -267,6 +296,16 @@ impl crate::exec::ElementIter for Metered {
             self.stats.add_elements(1);
         }
         r
+    }
+}
+
+impl crate::exec::ElementIter for Metered {
+    fn next(&mut self) -> Result<Option<Element>> {
+        self.meter(None)
+    }
+
+    fn next_into(&mut self, row: &RowSlots) -> Result<Option<Element>> {
+        self.meter(Some(row))
     }
 }
 

@@ -65,6 +65,36 @@ impl Storage {
     pub fn as_bytes_mut(&mut self) -> &mut [u8] {
         &mut bytemuck::cast_slice_mut::<Line, u8>(&mut self.lines)[..self.len]
     }
+
+    /// The start of the bytes, for writing disjoint parts of one buffer from several threads
+    /// (batch rows). It is taken without making a reference to the bytes, so it stays valid
+    /// beside [`Storage::bytes`] views of other parts (as `Vec::as_mut_ptr` documents).
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.lines.as_mut_ptr().cast()
+    }
+
+    /// The start of the bytes, without making a reference to them.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.lines.as_ptr().cast()
+    }
+
+    /// Bytes `offset..offset + len`. Only that range is borrowed: other parts of the buffer
+    /// may be being written meanwhile (the other rows of a batch being filled).
+    ///
+    /// # Panics
+    /// If the range is not inside the buffer (tensors check their range when made).
+    pub fn bytes(&self, offset: usize, len: usize) -> &[u8] {
+        let end = offset.checked_add(len);
+        assert!(
+            end.is_some_and(|end| end <= self.len),
+            "bytes {offset}+{len} of a {}-byte storage",
+            self.len
+        );
+        // SAFETY: the range is inside the buffer's `len` initialised bytes (checked above);
+        // the pointer comes from the Vec without a reference to the whole buffer, and the
+        // range is only read while it is borrowed (writers of a range own it exclusively).
+        unsafe { std::slice::from_raw_parts(self.as_ptr().add(offset), len) }
+    }
 }
 
 impl Drop for Storage {

@@ -15,9 +15,20 @@ pub const STREAM_MIN_BYTES: usize = 16 << 20;
 /// `dst` must be valid for writes of `src.len()` bytes that nothing else accesses during the
 /// call, and must not overlap `src`.
 pub unsafe fn copy_streaming(src: &[u8], dst: *mut u8) {
+    // SAFETY: the caller's contract.
+    unsafe { copy_streaming_unfenced(src, dst) };
+    store_fence();
+}
+
+/// [`copy_streaming`] without its closing fence, for a buffer written in many pieces: call
+/// [`store_fence`] once after the last, before the buffer is handed to another thread.
+///
+/// # Safety
+/// As [`copy_streaming`].
+pub unsafe fn copy_streaming_unfenced(src: &[u8], dst: *mut u8) {
     #[cfg(target_arch = "x86_64")]
     if (dst as usize) % 16 == 0 {
-        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
         let chunks = src.chunks_exact(16);
         let tail = chunks.remainder();
         let mut out = dst.cast::<__m128i>();
@@ -30,16 +41,51 @@ pub unsafe fn copy_streaming(src: &[u8], dst: *mut u8) {
                 out = out.add(1);
             }
         }
-        // SAFETY: the tail's bytes follow the chunks in `dst` (the caller's contract), and
-        // `sfence` orders the non-temporal stores before anything this thread does next.
-        unsafe {
-            std::ptr::copy_nonoverlapping(tail.as_ptr(), out.cast::<u8>(), tail.len());
-            _mm_sfence();
-        }
+        // SAFETY: the tail's bytes follow the chunks in `dst` (the caller's contract).
+        unsafe { std::ptr::copy_nonoverlapping(tail.as_ptr(), out.cast::<u8>(), tail.len()) };
         return;
     }
     // SAFETY: the caller's contract.
     unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
+}
+
+/// Writes `out` in chunks of `chunk` values (the last may be shorter): `make(i, part)` writes
+/// chunk `i` whole. With `streaming`, each chunk is made in a small scratch buffer, which stays
+/// in the L1 cache, and stored from there with non-temporal stores, so that the output goes to
+/// memory without first being read into the cache, as plain stores would.
+pub fn fill_chunks<T: bytemuck::Pod>(
+    out: &mut [T],
+    chunk: usize,
+    streaming: bool,
+    mut make: impl FnMut(usize, &mut [T]),
+) {
+    let chunk = chunk.max(1);
+    if !streaming {
+        out.chunks_mut(chunk)
+            .enumerate()
+            .for_each(|(i, c)| make(i, c));
+        return;
+    }
+    let mut scratch = vec![T::zeroed(); chunk.min(out.len())];
+    for (i, dst) in out.chunks_mut(chunk).enumerate() {
+        let part = &mut scratch[..dst.len()];
+        make(i, part);
+        let dst: &mut [u8] = bytemuck::cast_slice_mut(dst);
+        // SAFETY: `dst` is an exclusive borrow of exactly the part's bytes, apart from
+        // `scratch`.
+        unsafe { copy_streaming_unfenced(bytemuck::cast_slice(part), dst.as_mut_ptr()) };
+    }
+    store_fence();
+}
+
+/// Orders this thread's non-temporal stores before anything it does next (handing the
+/// buffer on, say).
+pub fn store_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `sfence` only orders stores; SSE is part of x86-64's baseline.
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
 }
 
 #[cfg(test)]

@@ -179,8 +179,17 @@ impl Tensor {
         match &self.data {
             Data::Dense { storage, offset } => {
                 let len = self.numel() * self.dtype.size().unwrap_or(0);
-                Some(&storage.as_bytes()[*offset..*offset + len])
+                Some(storage.bytes(*offset, len))
             }
+            Data::Bytes(_) => None,
+        }
+    }
+
+    /// Where a dense tensor's bytes start, without borrowing them (to tell whether it already
+    /// is a given batch row).
+    pub fn data_ptr(&self) -> Option<*const u8> {
+        match &self.data {
+            Data::Dense { storage, offset } => Some(storage.as_ptr().wrapping_add(*offset)),
             Data::Bytes(_) => None,
         }
     }

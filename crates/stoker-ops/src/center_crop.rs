@@ -44,10 +44,14 @@ impl Op for CenterCrop {
         true
     }
 
-    fn apply(&self, input: Element, _ctx: &OpCtx<'_>) -> Result<Option<Element>> {
+    fn apply(&self, input: Element, ctx: &OpCtx<'_>) -> Result<Option<Element>> {
         let i = input.require(OP, &self.field)?;
-        let out = crop_or_pad(OP, &input.tensors[i], self.height, self.width, span)?;
-        Ok(Some(put(input, out_name(&self.field, &self.output), out)))
+        let (size, output) = (
+            (self.height, self.width),
+            out_name(&self.field, &self.output),
+        );
+        let out = crop_or_pad(OP, &input.tensors[i], size, span, ctx, output)?;
+        Ok(Some(put(input, output, out)))
     }
 
     fn spec(&self) -> Result<serde_json::Value> {

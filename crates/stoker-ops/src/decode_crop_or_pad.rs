@@ -62,12 +62,12 @@ impl Op for DecodeCropOrPad {
         // The rows from `skip` on: the crop of the whole image starts at their top.
         let (h, w, c) = (img.height - skip, img.width, img.channels);
         let rows = Tensor::view(DType::U8, vec![h, w, c], Arc::new(img.pixels), skip * w * c)?;
-        let out = crop_or_pad(OP, &rows, self.crop.height, self.crop.width, span)?;
-        Ok(Some(put(
-            input,
+        let (size, output) = (
+            (self.crop.height, self.crop.width),
             out_name(&self.crop.field, &self.crop.output),
-            out,
-        )))
+        );
+        let out = crop_or_pad(OP, &rows, size, span, ctx, output)?;
+        Ok(Some(put(input, output, out)))
     }
 
     fn spec(&self) -> Result<serde_json::Value> {

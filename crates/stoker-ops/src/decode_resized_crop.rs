@@ -99,9 +99,9 @@ impl Op for DecodeRandomResizedCrop {
             return Ok(None);
         };
         let pixels = img.pixels.as_bytes();
-        let out = self
-            .crop
-            .resize_box(pixels, img.height, img.width, img.channels, scaled)?;
+        let out =
+            self.crop
+                .resize_box(pixels, [img.height, img.width, img.channels], scaled, ctx)?;
         Ok(Some(self.crop.put_outputs(input, out, bx)?))
     }
 

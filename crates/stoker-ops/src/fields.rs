@@ -3,6 +3,8 @@
 use std::sync::Arc;
 
 use stoker_core::element::{Element, FieldSpec, Names, Schema};
+use stoker_core::op::OpCtx;
+use stoker_core::stream_copy::{fill_chunks, STREAM_MIN_BYTES};
 use stoker_core::{DType, Error, Result, Tensor};
 
 /// The input field's spec (`None` when the schema is dynamic), checking its dtype.
@@ -69,16 +71,57 @@ pub fn resolve_axis(op: &str, axis: i64, rank: usize) -> Result<usize> {
 }
 
 /// A dense tensor of `shape` written in place by `fill`, into a pooled buffer whose old
-/// content `fill` must overwrite completely.
+/// content `fill` must overwrite completely. `T` is the dtype's value type, or `u8` to fill
+/// any dtype's bytes.
 pub fn build<T: bytemuck::Pod>(
     dtype: DType,
     shape: Vec<usize>,
     fill: impl FnOnce(&mut [T]) -> Result<()>,
 ) -> Result<Tensor> {
-    let n: usize = shape.iter().product();
-    let mut storage = stoker_core::storage::shared_pool().take(n * std::mem::size_of::<T>());
-    fill(bytemuck::cast_slice_mut(storage.as_bytes_mut()))?;
+    let bytes = shape.iter().product::<usize>() * dtype.size().unwrap_or(0);
+    let mut storage = stoker_core::storage::shared_pool().take(bytes);
+    let values = bytemuck::try_cast_slice_mut(storage.as_bytes_mut())
+        .map_err(|e| Error::internal(format!("{dtype} output as values: {e}")))?;
+    fill(values)?;
     Tensor::from_storage(dtype, shape, storage)
+}
+
+/// Like [`build`], for output field `name`: into the batch row the element will be stored in,
+/// when the batch offers one of exactly this dtype and shape (see [`OpCtx::row_slot`]), so
+/// that the batch has nothing left to copy.
+pub fn build_into<T: bytemuck::Pod>(
+    ctx: &OpCtx<'_>,
+    name: &str,
+    dtype: DType,
+    shape: Vec<usize>,
+    fill: impl FnOnce(&mut [T]) -> Result<()>,
+) -> Result<Tensor> {
+    match ctx.row_slot(name, dtype, &shape) {
+        Some(slot) => slot.fill(fill),
+        None => build(dtype, shape, fill),
+    }
+}
+
+/// Like [`build_into`], for outputs made in chunks of `chunk` values (image rows, say; the last
+/// may be shorter): `make(i, out)` writes chunk `i` whole. Into a large batch row or a large
+/// buffer of its own, the chunks go to memory with non-temporal stores (see
+/// `stream_copy::fill_chunks`).
+pub fn build_chunks_into<T: bytemuck::Pod>(
+    ctx: &OpCtx<'_>,
+    name: &str,
+    dtype: DType,
+    shape: Vec<usize>,
+    chunk: usize,
+    make: impl FnMut(usize, &mut [T]),
+) -> Result<Tensor> {
+    if let Some(slot) = ctx.row_slot(name, dtype, &shape) {
+        return slot.fill_chunks(chunk, make);
+    }
+    build(dtype, shape, |out: &mut [T]| {
+        let streaming = std::mem::size_of_val(out) >= STREAM_MIN_BYTES;
+        fill_chunks(out, chunk, streaming, make);
+        Ok(())
+    })
 }
 
 /// Like [`build`], for fills that write only part of the buffer: the rest is zero.

@@ -18,7 +18,7 @@ use stoker_core::{DType, Result};
 
 use crate::channels::{self, PerChannel};
 use crate::color_jitter::ColorJitter;
-use crate::fields::{build, put};
+use crate::fields::{build_chunks_into, put};
 use crate::normalize::Normalize;
 use crate::random_flip::{FlipAxis, RandomFlip};
 use crate::rescale::Rescale;
@@ -160,25 +160,47 @@ impl PixelChain {
     }
 }
 
-/// `dst = a * src + b` per channel over `h` rows of `w` pixels, flipped as asked.
-fn fill<S: Copy + Into<f32> + Default>(
-    src: &[S],
-    dst: &mut [f32],
+/// The output's rows, one at a time: `dst = a * src + b` per channel over `h` rows of `w`
+/// pixels, flipped as asked.
+struct Rows<'a, S> {
+    src: &'a [S],
     shape: [usize; 3],
-    m: &Composed,
-) {
-    let [h, w, c] = shape;
-    let row = w * c;
-    let kernel = PerChannel::new(&m.a, &m.b);
-    let mut reversed = vec![S::default(); if m.flip_horizontal { row } else { 0 }];
-    for (y, dst_row) in dst.chunks_exact_mut(row.max(1)).take(h).enumerate() {
-        let sy = if m.flip_vertical { h - 1 - y } else { y };
-        let mut src_row = &src[sy * row..(sy + 1) * row];
-        if m.flip_horizontal {
-            reverse_pixels(src_row, &mut reversed, c);
-            src_row = &reversed;
+    kernel: PerChannel,
+    flip_horizontal: bool,
+    flip_vertical: bool,
+    /// A source row in reverse pixel order, for horizontal flips.
+    reversed: Vec<S>,
+}
+
+impl<'a, S: Copy + Into<f32> + Default> Rows<'a, S> {
+    fn new(src: &'a [S], shape: [usize; 3], m: &Composed) -> Self {
+        let row = shape[1] * shape[2];
+        Rows {
+            src,
+            shape,
+            kernel: PerChannel::new(&m.a, &m.b),
+            flip_horizontal: m.flip_horizontal,
+            flip_vertical: m.flip_vertical,
+            reversed: vec![S::default(); if m.flip_horizontal { row } else { 0 }],
         }
-        kernel.map(src_row, dst_row, |x, a, b| x.into() * a + b);
+    }
+
+    /// Values per row.
+    fn len(&self) -> usize {
+        self.shape[1] * self.shape[2]
+    }
+
+    /// Writes output row `y` into `dst` (`len()` values).
+    fn make(&mut self, y: usize, dst: &mut [f32]) {
+        let [h, _, c] = self.shape;
+        let row = self.len();
+        let sy = if self.flip_vertical { h - 1 - y } else { y };
+        let mut src_row = &self.src[sy * row..(sy + 1) * row];
+        if self.flip_horizontal {
+            reverse_pixels(src_row, &mut self.reversed, c);
+            src_row = &self.reversed;
+        }
+        self.kernel.map(src_row, dst, |x, a, b| x.into() * a + b);
     }
 }
 
@@ -232,21 +254,25 @@ impl Op for PixelChain {
             _ => return self.unfused(input, ctx),
         };
         let c = shape[2];
+        // Written a row at a time: straight into the element's batch row where there is one.
+        let (field, out_shape) = (self.field.as_str(), t.shape().to_vec());
         let out = match t.dtype() {
             DType::U8 => {
                 let src = t.typed::<u8>().unwrap_or_default();
                 let m = self.compose(c, ctx, || channels::means_u8(src, c))?;
-                build::<f32>(DType::F32, t.shape().to_vec(), |out| {
-                    fill(src, out, shape, &m);
-                    Ok(())
+                let mut rows = Rows::new(src, shape, &m);
+                let len = rows.len();
+                build_chunks_into(ctx, field, DType::F32, out_shape, len, |y, dst| {
+                    rows.make(y, dst)
                 })?
             }
             DType::F32 => {
                 let src = t.typed::<f32>().unwrap_or_default();
                 let m = self.compose(c, ctx, || channels::means(src, c))?;
-                build::<f32>(DType::F32, t.shape().to_vec(), |out| {
-                    fill(src, out, shape, &m);
-                    Ok(())
+                let mut rows = Rows::new(src, shape, &m);
+                let len = rows.len();
+                build_chunks_into(ctx, field, DType::F32, out_shape, len, |y, dst| {
+                    rows.make(y, dst)
                 })?
             }
             _ => return self.unfused(input, ctx),
@@ -335,6 +361,7 @@ mod tests {
             stats: &stats,
             element,
             epoch: 0,
+            row: None,
         };
         let mut e = Element::new(names(&["image"]), vec![x]);
         for op in ops {

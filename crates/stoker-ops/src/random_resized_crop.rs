@@ -13,7 +13,7 @@ use stoker_core::exec::shuffle::epoch_seed;
 use stoker_core::op::{Op, OpCtx};
 use stoker_core::{DType, Error, Result, Tensor};
 
-use crate::fields::{input_spec, out_name, put, with_field};
+use crate::fields::{build_into, input_spec, out_name, put, with_field};
 use crate::random_flip::unit;
 use crate::resize::resize_u8;
 use crate::spec::OpSpec;
@@ -111,28 +111,22 @@ impl RandomResizedCrop {
     }
 
     /// Resizes the (possibly fractional) box `[top, left, height, width]` of a uint8 HWC
-    /// image to the output size with antialiased bilinear filtering.
+    /// image to the output size with antialiased bilinear filtering (into the element's batch
+    /// row where `ctx` offers one).
     pub fn resize_box(
         &self,
         raw: &[u8],
-        h: usize,
-        w: usize,
-        c: usize,
+        [h, w, c]: [usize; 3],
         bx: [f64; 4],
+        ctx: &OpCtx<'_>,
     ) -> Result<Tensor> {
-        let mut storage = stoker_core::storage::shared_pool().take(self.height * self.width * c);
         let algorithm = ResizeAlg::Convolution(FilterType::Bilinear);
         let size = [self.height, self.width];
-        resize_u8(
-            OP,
-            raw,
-            [h, w, c],
-            Some(bx),
-            storage.as_bytes_mut(),
-            size,
-            algorithm,
-        )?;
-        Tensor::from_storage(DType::U8, vec![self.height, self.width, c], storage)
+        let shape = vec![self.height, self.width, c];
+        let output = out_name(&self.field, &self.output);
+        build_into(ctx, output, DType::U8, shape, |out: &mut [u8]| {
+            resize_u8(OP, raw, [h, w, c], Some(bx), out, size, algorithm)
+        })
     }
 
     /// The element with the resized image (and the box, if asked for) in place.
@@ -197,7 +191,7 @@ impl Op for RandomResizedCrop {
             .ok_or_else(|| Error::invalid(OP, "expected uint8 pixels"))?;
         let bx = self.sample(h, w, ctx);
         let as_f64 = bx.map(|v| v as f64);
-        let out = self.resize_box(raw, h, w, c, as_f64)?;
+        let out = self.resize_box(raw, [h, w, c], as_f64, ctx)?;
         Ok(Some(self.put_outputs(input, out, bx)?))
     }
 

@@ -7,11 +7,13 @@ use stoker_core::element::{Element, FieldSpec, Schema};
 use stoker_core::op::{Op, OpCtx};
 use stoker_core::{DType, Error, Result};
 
-use crate::fields::{build, input_spec, out_name, put, with_field};
+use crate::fields::{build_chunks_into, input_spec, out_name, put, with_field};
 use crate::numeric::{is_numeric, to_f64};
 use crate::spec::OpSpec;
 
 const OP: &str = "rescale";
+/// Values written per chunk (see `build_chunks_into`): 16 KiB of float32, well inside L1.
+const CHUNK: usize = 4096;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Rescale {
@@ -67,17 +69,19 @@ impl Op for Rescale {
         true
     }
 
-    fn apply(&self, input: Element, _ctx: &OpCtx<'_>) -> Result<Option<Element>> {
+    fn apply(&self, input: Element, ctx: &OpCtx<'_>) -> Result<Option<Element>> {
         let i = input.require(OP, &self.field)?;
         let t = &input.tensors[i];
         let shape = t.shape().to_vec();
+        let output = out_name(&self.field, &self.output);
         let identity_affine = self.scale == 1.0 && self.offset == 0.0;
         let out = match (t.dtype(), self.dtype) {
             (DType::U8, DType::F32) => {
                 let src = t.typed::<u8>().ok_or_else(|| Error::internal("u8 view"))?;
                 let (div, scale, offset) =
                     (self.divisor as f32, self.scale as f32, self.offset as f32);
-                build::<f32>(DType::F32, shape, |out| {
+                build_chunks_into(ctx, output, DType::F32, shape, CHUNK, |c, out| {
+                    let src = &src[c * CHUNK..];
                     if identity_affine {
                         for (d, &s) in out.iter_mut().zip(src) {
                             *d = f32::from(s) / div;
@@ -87,31 +91,28 @@ impl Op for Rescale {
                             *d = (f32::from(s) / div) * scale + offset;
                         }
                     }
-                    Ok(())
                 })?
             }
             (_, DType::F32) => {
                 let src = to_f64(OP, t)?;
                 let (div, scale, offset) =
                     (self.divisor as f32, self.scale as f32, self.offset as f32);
-                build::<f32>(DType::F32, shape, |out| {
-                    for (d, &s) in out.iter_mut().zip(&src) {
+                build_chunks_into(ctx, output, DType::F32, shape, CHUNK, |c, out| {
+                    for (d, &s) in out.iter_mut().zip(&src[c * CHUNK..]) {
                         *d = (s as f32 / div) * scale + offset;
                     }
-                    Ok(())
                 })?
             }
             _ => {
                 let src = to_f64(OP, t)?;
-                build::<f64>(DType::F64, shape, |out| {
-                    for (d, &s) in out.iter_mut().zip(&src) {
+                build_chunks_into(ctx, output, DType::F64, shape, CHUNK, |c, out| {
+                    for (d, &s) in out.iter_mut().zip(&src[c * CHUNK..]) {
                         *d = (s / self.divisor) * self.scale + self.offset;
                     }
-                    Ok(())
                 })?
             }
         };
-        Ok(Some(put(input, out_name(&self.field, &self.output), out)))
+        Ok(Some(put(input, output, out)))
     }
 
     fn spec(&self) -> Result<serde_json::Value> {

@@ -7,7 +7,7 @@ use stoker_core::element::{Element, FieldSpec, Schema};
 use stoker_core::op::{Op, OpCtx};
 use stoker_core::{Error, Result, Tensor};
 
-use crate::fields::{input_spec, out_name, put, with_field};
+use crate::fields::{build_into, input_spec, out_name, put, with_field};
 use crate::numeric::is_numeric;
 use crate::spec::OpSpec;
 
@@ -47,10 +47,14 @@ impl Op for ResizeWithCropOrPad {
         true
     }
 
-    fn apply(&self, input: Element, _ctx: &OpCtx<'_>) -> Result<Option<Element>> {
+    fn apply(&self, input: Element, ctx: &OpCtx<'_>) -> Result<Option<Element>> {
         let i = input.require(OP, &self.field)?;
-        let out = crop_or_pad(OP, &input.tensors[i], self.height, self.width, span)?;
-        Ok(Some(put(input, out_name(&self.field, &self.output), out)))
+        let (size, output) = (
+            (self.height, self.width),
+            out_name(&self.field, &self.output),
+        );
+        let out = crop_or_pad(OP, &input.tensors[i], size, span, ctx, output)?;
+        Ok(Some(put(input, output, out)))
     }
 
     fn spec(&self) -> Result<serde_json::Value> {
@@ -89,14 +93,16 @@ pub(crate) fn crop_or_pad_schema(
     Ok(with_field(input, FieldSpec::new(output, f.dtype, shape)))
 }
 
-/// Crops or zero-pads `[..., H, W, C]` to `height x width`; `span(from, to)` gives (source
-/// offset, destination offset, length) along one axis.
+/// Crops or zero-pads `[..., H, W, C]` to `height x width`, as output field `output` (into
+/// its batch row where `ctx` offers one); `span(from, to)` gives (source offset, destination
+/// offset, length) along one axis.
 pub(crate) fn crop_or_pad(
     op: &str,
     t: &Tensor,
-    height: usize,
-    width: usize,
+    (height, width): (usize, usize),
     span: fn(usize, usize) -> (usize, usize, usize),
+    ctx: &OpCtx<'_>,
+    output: &str,
 ) -> Result<Tensor> {
     let raw = t
         .raw()
@@ -114,18 +120,21 @@ pub(crate) fn crop_or_pad(
     let (sy, dy, ny) = span(h, height);
     let (sx, dx, nx) = span(w, width);
     let (src_img, dst_img) = (h * w * px, height * width * px);
-    let mut storage = stoker_core::storage::shared_pool().take(outer * dst_img);
-    let out = storage.as_bytes_mut();
-    out.fill(0);
-    for o in 0..outer {
-        for y in 0..ny {
-            let src = o * src_img + ((sy + y) * w + sx) * px;
-            let dst = o * dst_img + ((dy + y) * width + dx) * px;
-            out[dst..dst + nx * px].copy_from_slice(&raw[src..src + nx * px]);
-        }
-    }
     let mut shape = t.shape().to_vec();
     shape[r - 3] = height;
     shape[r - 2] = width;
-    Tensor::from_storage(t.dtype(), shape, storage)
+    build_into(ctx, output, t.dtype(), shape, |out: &mut [u8]| {
+        // Only the padding needs zeros: the crop's rows overwrite the rest.
+        if ny < height || nx < width {
+            out.fill(0);
+        }
+        for o in 0..outer {
+            for y in 0..ny {
+                let src = o * src_img + ((sy + y) * w + sx) * px;
+                let dst = o * dst_img + ((dy + y) * width + dx) * px;
+                out[dst..dst + nx * px].copy_from_slice(&raw[src..src + nx * px]);
+            }
+        }
+        Ok(())
+    })
 }

@@ -111,6 +111,7 @@ fn map_and_batch(
     let batch = BatchConfig {
         size: batch_size,
         drop_remainder,
+        rows: map_plan.schema().clone(),
     };
     Ok(Some(Box::new(ParallelMapBatch::spawn(
         inner,
@@ -273,6 +274,7 @@ pub fn iterate(plan: &Plan, ctx: &BuildCtx) -> Result<BoxIter> {
                     inner,
                     *batch_size,
                     *drop_remainder,
+                    input.schema().clone(),
                     Arc::clone(&stats),
                 )),
                 Some(p) => Box::new(PaddedBatchIter::new(

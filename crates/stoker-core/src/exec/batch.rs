@@ -5,13 +5,18 @@
 //! each element while it is still in cache and gives its buffer straight back to the pool,
 //! where the next element's op takes it warm; with large batches (256 images of 600 KB) the
 //! collected elements would not fit in any cache.
+//!
+//! Better still, where the schema fixes the rows' shapes the buffers are made before the
+//! first element, and each row is offered to the map making its element ([`RowSlots`]): an op
+//! that writes its output there leaves nothing to copy.
 
 use std::sync::Arc;
 
 use crate::dtype::DType;
-use crate::element::{Element, Names};
+use crate::element::{Element, Names, Schema};
 use crate::error::{Error, Result};
 use crate::exec::{BoxIter, ElementIter};
+use crate::row_slots::{RowSlots, SlotPlace};
 use crate::stats::StageStats;
 use crate::storage::{BufferPool, Storage};
 use crate::stream_copy::{copy_streaming, STREAM_MIN_BYTES};
@@ -21,16 +26,27 @@ pub struct BatchIter {
     input: BoxIter,
     size: usize,
     drop_remainder: bool,
+    /// What the input's elements look like, to make each batch's buffers before its rows.
+    rows: Schema,
     pool: Arc<BufferPool>,
     stats: Arc<StageStats>,
 }
 
 impl BatchIter {
-    pub fn new(input: BoxIter, size: usize, drop_remainder: bool, stats: Arc<StageStats>) -> Self {
+    /// `rows`: the input's schema (a dynamic one is fine: the first element then lays out the
+    /// batch, and nothing is written in place).
+    pub fn new(
+        input: BoxIter,
+        size: usize,
+        drop_remainder: bool,
+        rows: Schema,
+        stats: Arc<StageStats>,
+    ) -> Self {
         BatchIter {
             input,
             size,
             drop_remainder,
+            rows,
             // Shared, so batch buffers are reused across epochs (a new iterator each time).
             pool: Arc::clone(crate::storage::shared_pool()),
             stats,
@@ -40,25 +56,31 @@ impl BatchIter {
 
 impl ElementIter for BatchIter {
     fn next(&mut self) -> Result<Option<Element>> {
-        let Some(first) = self.stats.pull(&mut self.input)? else {
-            return Ok(None);
-        };
-        let mut batch = BatchBuilder::new(&first, self.size, &self.pool);
-        batch.push(0, first)?;
-        let mut rows = 1;
+        let mut batch = BatchBuilder::from_schema(&self.rows, self.size, &self.pool);
+        let mut rows = 0;
         while rows < self.size {
-            match self.stats.pull(&mut self.input)? {
-                Some(e) => {
-                    batch.push(rows, e)?;
-                    rows += 1;
+            let pulled = match &batch {
+                Some(b) => {
+                    // SAFETY: row `rows` gets these slots only; the input makes its element
+                    // with them, and the row is written (`push`) only after that.
+                    let slots = unsafe { b.row_slots(rows) };
+                    self.stats.pull_into(&mut self.input, &slots)?
                 }
-                None => break,
+                None => self.stats.pull(&mut self.input)?,
+            };
+            let Some(e) = pulled else { break };
+            let written = batch
+                .get_or_insert_with(|| BatchBuilder::new(&e, self.size, &self.pool))
+                .push(rows, e)?;
+            self.stats.add_row_bytes(written.copied, written.in_place);
+            rows += 1;
+        }
+        match batch {
+            Some(b) if rows > 0 && (rows == self.size || !self.drop_remainder) => {
+                b.finish(rows).map(Some)
             }
+            _ => Ok(None),
         }
-        if self.drop_remainder && rows < self.size {
-            return Ok(None);
-        }
-        batch.finish(rows).map(Some)
     }
 }
 
@@ -74,36 +96,70 @@ pub fn stack(elements: &[Element], pool: &Arc<BufferPool>) -> Result<Element> {
     batch.finish(elements.len())
 }
 
-/// A batch being filled row by row, in any order. The first element given to [`new`] fixes
-/// the fields' dtypes and shapes; every row must match them.
+/// A batch being filled row by row, in any order. Its fields' dtypes and shapes come from the
+/// first element given to [`new`], or from the schema given to [`from_schema`]; every row must
+/// match them.
 ///
 /// Rows may be filled from several threads at once: [`BatchBuilder::reserve`] (which needs
 /// `&mut`, so it runs under the caller's lock) checks an element and hands back where its
 /// dense fields go; [`RowWrite::write`] then copies them without the lock.
 ///
 /// [`new`]: BatchBuilder::new
+/// [`from_schema`]: BatchBuilder::from_schema
 pub struct BatchBuilder {
     names: Names,
     capacity: usize,
     fields: Vec<FieldRows>,
+    /// Laid out from a schema and not yet confirmed by an element: the first element reserved
+    /// lays the batch out again if it differs (a schema may be less exact than its elements).
+    from_schema: bool,
+    pool: Arc<BufferPool>,
 }
 
 struct FieldRows {
     dtype: DType,
-    row_shape: Vec<usize>,
+    row_shape: Arc<[usize]>,
     data: RowsData,
 }
 
 enum RowsData {
     Dense {
         row_bytes: usize,
-        storage: Storage,
-        /// The start of `storage`'s bytes, taken once so that rows are handed out without
-        /// making a reference to the whole buffer while other rows are being written.
+        storage: Arc<Storage>,
+        /// The start of `storage`'s bytes, taken once without a reference to them, so that
+        /// rows are written from several threads through it (see `Storage::as_mut_ptr`).
         base: *mut u8,
     },
     /// String fields: each row's values and origins, kept until the batch is finished.
     Bytes(Vec<Option<Tensor>>),
+}
+
+/// Whether a field's rows are written with non-temporal stores (see `stream_copy`).
+fn streams(row_bytes: usize, capacity: usize) -> bool {
+    row_bytes * capacity >= STREAM_MIN_BYTES
+}
+
+impl FieldRows {
+    fn new(dtype: DType, row_shape: &[usize], capacity: usize, pool: &Arc<BufferPool>) -> Self {
+        let data = match dtype.size() {
+            Some(size) => {
+                let row_bytes = row_shape.iter().product::<usize>() * size;
+                let mut storage = pool.take(row_bytes * capacity);
+                let base = storage.as_mut_ptr();
+                RowsData::Dense {
+                    row_bytes,
+                    storage: Arc::new(storage),
+                    base,
+                }
+            }
+            None => RowsData::Bytes(vec![None; capacity]),
+        };
+        FieldRows {
+            dtype,
+            row_shape: Arc::from(row_shape),
+            data,
+        }
+    }
 }
 
 impl BatchBuilder {
@@ -113,38 +169,127 @@ impl BatchBuilder {
         let fields = first
             .tensors
             .iter()
-            .map(|t| FieldRows {
-                dtype: t.dtype(),
-                row_shape: t.shape().to_vec(),
-                data: match t.dtype().size() {
-                    Some(size) => {
-                        let row_bytes = t.numel() * size;
-                        let mut storage = pool.take(row_bytes * capacity);
-                        let base = storage.as_bytes_mut().as_mut_ptr();
-                        RowsData::Dense {
-                            row_bytes,
-                            storage,
-                            base,
-                        }
-                    }
-                    None => RowsData::Bytes(vec![None; capacity]),
-                },
-            })
+            .map(|t| FieldRows::new(t.dtype(), t.shape(), capacity, pool))
             .collect();
         BatchBuilder {
             names: first.names.clone(),
             capacity,
             fields,
+            from_schema: false,
+            pool: Arc::clone(pool),
         }
     }
 
+    /// An empty batch of `capacity` rows laid out by `schema`, or `None` when the schema does
+    /// not fix every field's shape (the first element must then lay it out).
+    pub fn from_schema(
+        schema: &Schema,
+        capacity: usize,
+        pool: &Arc<BufferPool>,
+    ) -> Option<BatchBuilder> {
+        if schema.dynamic {
+            return None;
+        }
+        let fields = schema
+            .fields
+            .iter()
+            .map(|f| Some(FieldRows::new(f.dtype, &f.static_shape()?, capacity, pool)))
+            .collect::<Option<Vec<_>>>()?;
+        Some(BatchBuilder {
+            names: schema.names(),
+            capacity,
+            fields,
+            from_schema: true,
+            pool: Arc::clone(pool),
+        })
+    }
+
+    /// Where the ops making row `row`'s element may write its dense fields.
+    ///
+    /// # Safety
+    /// At most one `RowSlots` may be made per row, and the row must be written ([`push`] or
+    /// [`reserve`]) only after the element made with it is complete; the builder's buffers
+    /// are kept alive by the slots.
+    ///
+    /// [`push`]: BatchBuilder::push
+    /// [`reserve`]: BatchBuilder::reserve
+    pub unsafe fn row_slots(&self, row: usize) -> RowSlots {
+        if row >= self.capacity {
+            // SAFETY: no places, nothing to write.
+            return unsafe { RowSlots::new(Vec::new()) };
+        }
+        let places = self
+            .names
+            .iter()
+            .zip(&self.fields)
+            .filter_map(|(name, f)| match &f.data {
+                RowsData::Dense {
+                    row_bytes,
+                    storage,
+                    base,
+                } => Some(SlotPlace {
+                    name: Arc::clone(name),
+                    dtype: f.dtype,
+                    shape: Arc::clone(&f.row_shape),
+                    storage: Arc::clone(storage),
+                    base: *base,
+                    offset: row * row_bytes,
+                    streaming: streams(*row_bytes, self.capacity),
+                }),
+                RowsData::Bytes(_) => None,
+            })
+            .collect();
+        // SAFETY: `base` starts `storage`'s bytes, row `row < capacity` lies inside it, and the
+        // caller makes these the row's only slots and writes the row only after using them.
+        unsafe { RowSlots::new(places) }
+    }
+
     /// Copies `element` into row `row`.
-    pub fn push(&mut self, row: usize, element: Element) -> Result<()> {
+    pub fn push(&mut self, row: usize, element: Element) -> Result<RowWritten> {
         let write = self.reserve(row, &element)?;
         // SAFETY: `write` points into this builder's buffers, which `&mut self` keeps alive and
         // unaliased until the copy is done.
-        unsafe { write.write(&element) };
-        Ok(())
+        Ok(unsafe { write.write(&element) })
+    }
+
+    /// Why `element` cannot be row `row`, if it cannot.
+    fn mismatch(&self, row: usize, element: &Element) -> Option<Error> {
+        let same_names = element.names.len() == self.names.len()
+            && element
+                .names
+                .iter()
+                .zip(self.names.iter())
+                .all(|(a, b)| a == b);
+        if !same_names {
+            return Some(Error::invalid(
+                "batch",
+                format!(
+                    "element {row} of the batch has fields [{}] but the batch has [{}]",
+                    element.names.join(", "),
+                    self.names.join(", ")
+                ),
+            ));
+        }
+        let (f, (field, t)) =
+            self.fields
+                .iter()
+                .zip(&element.tensors)
+                .enumerate()
+                .find(|(_, (field, t))| {
+                    t.shape() != field.row_shape.as_ref() || t.dtype() != field.dtype
+                })?;
+        Some(Error::invalid(
+            "batch",
+            format!(
+                "field '{}': element {row} of the batch is {} {:?} but the first is {} {:?}; \
+                 elements of a batch must have equal shapes (pad or resize them first)",
+                self.names[f],
+                t.dtype(),
+                t.shape(),
+                field.dtype,
+                field.row_shape
+            ),
+        ))
     }
 
     /// Checks that `element` fits row `row`, takes its string fields, and returns where its
@@ -156,51 +301,36 @@ impl BatchBuilder {
                 self.capacity
             )));
         }
-        if element.tensors.len() != self.fields.len() {
-            return Err(Error::invalid(
-                "batch",
-                format!(
-                    "element {row} of the batch has fields [{}] but the batch has [{}]",
-                    element.names.join(", "),
-                    self.names.join(", ")
-                ),
-            ));
-        }
-        let mut targets = Vec::with_capacity(self.fields.len());
-        for (f, (field, t)) in self.fields.iter_mut().zip(&element.tensors).enumerate() {
-            if t.shape() != field.row_shape.as_slice() || t.dtype() != field.dtype {
-                return Err(Error::invalid(
-                    "batch",
-                    format!(
-                        "field '{}': element {row} of the batch is {} {:?} but the first is {} \
-                         {:?}; elements of a batch must have equal shapes (pad or resize them \
-                         first)",
-                        self.names[f],
-                        t.dtype(),
-                        t.shape(),
-                        field.dtype,
-                        field.row_shape
-                    ),
-                ));
+        if let Some(err) = self.mismatch(row, element) {
+            if !self.from_schema {
+                return Err(err);
             }
-            match &mut field.data {
+            // The schema's layout was wrong; no row was reserved in it yet. Rows an op wrote
+            // into its buffers keep them alive through their tensors, and get copied.
+            *self = BatchBuilder::new(element, self.capacity, &self.pool);
+        }
+        self.from_schema = false;
+        let capacity = self.capacity;
+        let targets = self
+            .fields
+            .iter_mut()
+            .zip(&element.tensors)
+            .map(|(field, t)| match &mut field.data {
                 RowsData::Dense {
                     row_bytes, base, ..
-                } => {
-                    targets.push(Some(RowTarget {
-                        // SAFETY: `row < capacity`, so the row lies inside the buffer of
-                        // `row_bytes * capacity` bytes that `base` starts.
-                        ptr: unsafe { base.add(row * *row_bytes) },
-                        len: *row_bytes,
-                        streaming: *row_bytes * self.capacity >= STREAM_MIN_BYTES,
-                    }));
-                }
+                } => Some(RowTarget {
+                    // SAFETY: `row < capacity`, so the row lies inside the buffer of
+                    // `row_bytes * capacity` bytes that `base` starts.
+                    ptr: unsafe { base.add(row * *row_bytes) },
+                    len: *row_bytes,
+                    streaming: streams(*row_bytes, capacity),
+                }),
                 RowsData::Bytes(rows) => {
                     rows[row] = Some(t.clone());
-                    targets.push(None);
+                    None
                 }
-            }
-        }
+            })
+            .collect();
         Ok(RowWrite { targets })
     }
 
@@ -212,9 +342,7 @@ impl BatchBuilder {
             shape.push(rows);
             shape.extend_from_slice(&field.row_shape);
             tensors.push(match field.data {
-                RowsData::Dense { storage, .. } => {
-                    Tensor::view(field.dtype, shape, Arc::new(storage), 0)?
-                }
+                RowsData::Dense { storage, .. } => Tensor::view(field.dtype, shape, storage, 0)?,
                 RowsData::Bytes(row_tensors) => {
                     let mut values = Vec::new();
                     let mut origins: Vec<Origin> = Vec::new();
@@ -238,6 +366,14 @@ impl BatchBuilder {
 // move with its owner); sending the builder to another thread sends those buffers with it.
 unsafe impl Send for BatchBuilder {}
 
+/// What writing one row took: the bytes copied from the element, and the bytes its ops had
+/// already written into the row.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RowWritten {
+    pub copied: usize,
+    pub in_place: usize,
+}
+
 /// Where one element's dense fields go in a batch (see [`BatchBuilder::reserve`]).
 pub struct RowWrite {
     targets: Vec<Option<RowTarget>>,
@@ -255,17 +391,26 @@ struct RowTarget {
 unsafe impl Send for RowWrite {}
 
 impl RowWrite {
-    /// Copies the dense fields of `element` (the one given to `reserve`) into the batch.
+    /// Copies the dense fields of `element` (the one given to `reserve`) into the batch,
+    /// except those an op already wrote there (see [`RowSlots`]).
     ///
     /// # Safety
     /// The [`BatchBuilder`] this came from must be alive and not finished, and no one else may
     /// access this row's bytes, until the call returns.
-    pub unsafe fn write(self, element: &Element) {
+    pub unsafe fn write(self, element: &Element) -> RowWritten {
+        let mut written = RowWritten::default();
         for (target, t) in self.targets.iter().zip(&element.tensors) {
-            if let (Some(target), Some(src)) = (target, t.raw()) {
+            let Some(target) = target else { continue };
+            if t.data_ptr() == Some(target.ptr.cast_const()) {
+                written.in_place += target.len;
+                continue;
+            }
+            if let Some(src) = t.raw() {
+                written.copied += src.len().min(target.len);
                 let src = &src[..target.len.min(src.len())];
                 // SAFETY: `target` is this row's range of a live batch buffer that nothing
-                // else touches (the caller's contract); `src` is a different buffer.
+                // else touches (the caller's contract); `src` does not overlap it: a tensor of
+                // the row's size that is not the row itself lies outside it.
                 unsafe {
                     if target.streaming {
                         copy_streaming(src, target.ptr);
@@ -275,6 +420,7 @@ impl RowWrite {
                 }
             }
         }
+        written
     }
 }
 
@@ -295,13 +441,64 @@ mod tests {
     #[test]
     fn batches_and_remainder() {
         let st = Arc::new(StageStats::new("batch", "batch"));
-        let b = BatchIter::new(ints(0..7), 3, false, st.clone());
+        let b = BatchIter::new(ints(0..7), 3, false, Schema::dynamic(), st.clone());
         assert_eq!(
             sizes(Box::new(b)),
             vec![vec![0, 1, 2], vec![3, 4, 5], vec![6]]
         );
-        let b = BatchIter::new(ints(0..7), 3, true, st);
+        let b = BatchIter::new(ints(0..7), 3, true, Schema::dynamic(), st);
         assert_eq!(sizes(Box::new(b)), vec![vec![0, 1, 2], vec![3, 4, 5]]);
+    }
+
+    #[test]
+    fn a_row_written_in_place_is_not_copied() {
+        use crate::element::{names, FieldSpec};
+        let schema = Schema::new(vec![FieldSpec::fixed("v", DType::F32, &[4])]);
+        let pool = BufferPool::new(1 << 20);
+        let mut batch = BatchBuilder::from_schema(&schema, 2, &pool).unwrap();
+        // SAFETY: one `RowSlots` per row, and each row is written after its element is made.
+        let (slots0, slots1) = unsafe { (batch.row_slots(0), batch.row_slots(1)) };
+        // Only the field's exact name, dtype and shape get a slot, and only once.
+        assert!(slots1.take("w", DType::F32, &[4]).is_none());
+        assert!(slots1.take("v", DType::F64, &[4]).is_none());
+        assert!(slots1.take("v", DType::F32, &[5]).is_none());
+        let slot = slots0.take("v", DType::F32, &[4]).unwrap();
+        assert!(slots0.take("v", DType::F32, &[4]).is_none());
+        let row0 = slot
+            .fill(|out: &mut [f32]| {
+                out.copy_from_slice(&[1.0, 2.0, 3.0, 4.0]);
+                Ok(())
+            })
+            .unwrap();
+        let e0 = Element::new(names(&["v"]), vec![row0]);
+        let e1 = Element::new(
+            names(&["v"]),
+            vec![Tensor::from_slice(DType::F32, vec![4], &[5f32, 6.0, 7.0, 8.0]).unwrap()],
+        );
+        let write = batch.reserve(0, &e0).unwrap();
+        // SAFETY: the builder is alive and this row is written by this call only.
+        let written = unsafe { write.write(&e0) };
+        let in_place = RowWritten {
+            copied: 0,
+            in_place: 16,
+        };
+        assert_eq!(written, in_place, "the row is already there");
+        let write = batch.reserve(1, &e1).unwrap();
+        // SAFETY: as above.
+        let written = unsafe { write.write(&e1) };
+        assert_eq!(written.copied, 16);
+        drop((e0, e1, slots0, slots1));
+        let b = batch.finish(2).unwrap();
+        assert_eq!(b.tensors[0].shape(), &[2, 4]);
+        assert_eq!(
+            b.tensors[0].typed::<f32>().unwrap(),
+            &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]
+        );
+        assert!(b.tensors[0].is_exclusive());
+        // A schema with an unknown dimension lays out nothing.
+        let open = Schema::new(vec![FieldSpec::new("v", DType::F32, vec![None])]);
+        assert!(BatchBuilder::from_schema(&open, 2, &pool).is_none());
+        assert!(BatchBuilder::from_schema(&Schema::dynamic(), 2, &pool).is_none());
     }
 
     #[test]
@@ -317,7 +514,13 @@ mod tests {
             ))
         };
         let st = Arc::new(StageStats::new("batch", "batch"));
-        let mut b = BatchIter::new(VecIter::boxed(vec![e(2), e(3)]), 2, false, st);
+        let mut b = BatchIter::new(
+            VecIter::boxed(vec![e(2), e(3)]),
+            2,
+            false,
+            Schema::dynamic(),
+            st,
+        );
         let err = b.next().unwrap_err().to_string();
         assert!(
             err.contains("field 'v'") && err.contains("element 1") && err.contains("the first"),

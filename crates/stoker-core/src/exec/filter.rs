@@ -52,6 +52,7 @@ impl ElementIter for FilterIter {
                 stats: &self.stats,
                 element: self.next_index,
                 epoch: 0,
+                row: None,
             };
             self.next_index += 1;
             if catch_panic(&self.stats.name, || self.predicate.test(&e, &ctx))? {

@@ -7,18 +7,21 @@ use crate::error::Result;
 use crate::exec::{catch_panic, BoxIter, ElementIter};
 use crate::op::{Op, OpCtx};
 use crate::options::ErrorPolicy;
+use crate::row_slots::RowSlots;
 use crate::stats::StageStats;
 
 /// The ops of one map stage, applied in order.
 pub type OpChain = Arc<[Arc<dyn Op>]>;
 
-/// Applies `ops` to `element`; `Ok(None)` when an op skipped it.
+/// Applies `ops` to `element`; `Ok(None)` when an op skipped it. `row`: the element's batch
+/// row, offered to the ops (see [`RowSlots`]).
 pub fn apply_chain(
     ops: &[Arc<dyn Op>],
     element: Element,
     policy: ErrorPolicy,
     stats: &StageStats,
     position: (u64, u64),
+    row: Option<&RowSlots>,
 ) -> Result<Option<Element>> {
     let (index, epoch) = position;
     let ctx = OpCtx {
@@ -26,6 +29,7 @@ pub fn apply_chain(
         stats,
         element: index,
         epoch,
+        row,
     };
     let mut e = element;
     for op in ops {
@@ -71,8 +75,8 @@ impl MapIter {
     }
 }
 
-impl ElementIter for MapIter {
-    fn next(&mut self) -> Result<Option<Element>> {
+impl MapIter {
+    fn next_with(&mut self, row: Option<&RowSlots>) -> Result<Option<Element>> {
         loop {
             let Some(e) = self.stats.pull(&mut self.input)? else {
                 return Ok(None);
@@ -80,11 +84,21 @@ impl ElementIter for MapIter {
             let position = (self.next_index, self.epoch);
             self.next_index += 1;
             let out = catch_panic(&self.stats.name, || {
-                apply_chain(&self.ops, e, self.policy, &self.stats, position)
+                apply_chain(&self.ops, e, self.policy, &self.stats, position, row)
             })?;
             if let Some(out) = out {
                 return Ok(Some(out));
             }
         }
+    }
+}
+
+impl ElementIter for MapIter {
+    fn next(&mut self) -> Result<Option<Element>> {
+        self.next_with(None)
+    }
+
+    fn next_into(&mut self, row: &RowSlots) -> Result<Option<Element>> {
+        self.next_with(Some(row))
     }
 }

@@ -26,10 +26,19 @@ pub mod zip;
 
 use crate::element::Element;
 use crate::error::{Error, Result};
+use crate::row_slots::RowSlots;
 
 /// An iterator over elements; `Ok(None)` is the end.
 pub trait ElementIter: Send {
     fn next(&mut self) -> Result<Option<Element>>;
+
+    /// Like [`next`](ElementIter::next), offering `row`, the element's row of a batch, as
+    /// where its fields may be written. Stages that make elements with native ops hand it on
+    /// to them (see [`RowSlots`]); the others ignore it.
+    fn next_into(&mut self, row: &RowSlots) -> Result<Option<Element>> {
+        let _ = row;
+        self.next()
+    }
 }
 
 pub type BoxIter = Box<dyn ElementIter>;

@@ -70,7 +70,7 @@ impl ParallelMap {
                         for (element, index, reply) in work_rx {
                             let t = Instant::now();
                             let out = catch_panic(&st.name, || {
-                                apply_chain(&ops, element, policy, &st, (index, epoch))
+                                apply_chain(&ops, element, policy, &st, (index, epoch), None)
                             });
                             st.add_busy(t.elapsed());
                             trace::span(st.trace_name(), trace::Category::Stage, t, Some(index));

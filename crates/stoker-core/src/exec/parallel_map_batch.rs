@@ -9,6 +9,9 @@
 //! The feeder thread numbers the input elements and gives each batch a [`Pending`] record;
 //! the worker that writes a batch's last row finishes it and sends it on, to the batch's
 //! one-shot slot (ordered mode: the consumer takes slots in order) or to a shared channel.
+//! Where the schema fixes the rows' shapes, each batch's buffers are made with the batch, and
+//! the worker offers the element's row to its ops ([`RowSlots`]): an op that writes its output
+//! there leaves nothing to copy.
 //! The results equal `map` then `batch`: the same rows in the same order, the same element
 //! seeds, the same errors (an element's error fails its batch, and the batch's rows are lost,
 //! as in `batch`).
@@ -19,13 +22,14 @@ use std::time::Instant;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 
-use crate::element::Element;
+use crate::element::{Element, Schema};
 use crate::error::{Error, Result};
-use crate::exec::batch::BatchBuilder;
+use crate::exec::batch::{BatchBuilder, RowWritten};
 use crate::exec::map::{apply_chain, OpChain};
 use crate::exec::parallel_map::ParallelMapConfig;
 use crate::exec::results::{Outcome, Results, Running};
 use crate::exec::{catch_panic, BoxIter, ElementIter};
+use crate::row_slots::RowSlots;
 use crate::stats::StageStats;
 use crate::storage::{shared_pool, BufferPool};
 use crate::trace;
@@ -33,6 +37,9 @@ use crate::trace;
 pub struct BatchConfig {
     pub size: usize,
     pub drop_remainder: bool,
+    /// The map's output schema, to lay out each batch before its rows arrive (a dynamic one
+    /// is fine: the first row to arrive then lays it out, and nothing is written in place).
+    pub rows: Schema,
 }
 
 pub struct ParallelMapBatch {
@@ -53,7 +60,7 @@ struct Pending {
 
 #[derive(Default)]
 struct PendingState {
-    /// Made by the first row to arrive, from its shapes.
+    /// Made from the schema with the batch, else by the first row to arrive, from its shapes.
     builder: Option<BatchBuilder>,
     written: usize,
     /// Rows this batch gets, known once the feeder has sent them all.
@@ -84,7 +91,7 @@ impl Pending {
         }
         let rows = state.written;
         let outcome = match state.builder.take() {
-            _ if rows < self.size && self.drop_remainder => Ok(None),
+            _ if rows == 0 || (rows < self.size && self.drop_remainder) => Ok(None),
             None => Ok(None),
             Some(builder) => builder.finish(rows).map(Some),
         };
@@ -92,12 +99,29 @@ impl Pending {
         let _ = self.reply.send(outcome);
     }
 
-    /// Writes `element` into row `row`.
-    fn write(&self, row: usize, element: Element, pool: &Arc<BufferPool>) {
+    /// Where the ops making row `row` may write it, once the batch is laid out.
+    fn row_slots(&self, row: usize) -> Option<RowSlots> {
+        let state = self.lock();
+        if state.sent {
+            return None;
+        }
+        // SAFETY: each row is one work item's, which asks once, before its element is made,
+        // and writes the row (`write`) only after.
+        state.builder.as_ref().map(|b| unsafe { b.row_slots(row) })
+    }
+
+    /// Writes `element` into row `row`; `slots` are the row's, if it had them.
+    fn write(
+        &self,
+        row: usize,
+        element: Element,
+        slots: Option<RowSlots>,
+        pool: &Arc<BufferPool>,
+    ) -> RowWritten {
         let write = {
             let mut state = self.lock();
             if state.sent {
-                return;
+                return RowWritten::default();
             }
             let size = self.size;
             let builder = state
@@ -107,7 +131,8 @@ impl Pending {
                 Ok(w) => w,
                 Err(e) => {
                     drop(state);
-                    return self.fail(e);
+                    self.fail(e);
+                    return RowWritten::default();
                 }
             }
         };
@@ -115,11 +140,14 @@ impl Pending {
         // is finished, and that waits for this row to be counted below (a failed batch is
         // never finished). Each row is reserved by one work item only, so nothing else
         // touches these bytes.
-        unsafe { write.write(&element) };
-        drop(element);
+        let written = unsafe { write.write(&element) };
+        // Before the row counts: the batch goes out with its last row, and a batch whose
+        // buffers nothing else shares reaches NumPy writable.
+        drop((element, slots));
         let mut state = self.lock();
         state.written += 1;
         self.finish_if_complete(&mut state);
+        written
     }
 }
 
@@ -159,8 +187,10 @@ impl ParallelMapBatch {
                         let pool = shared_pool();
                         for (element, index, pending, row) in work_rx {
                             let t = Instant::now();
+                            let slots = pending.row_slots(row);
                             let out = catch_panic(&st.name, || {
-                                apply_chain(&ops, element, policy, &st, (index, epoch))
+                                let position = (index, epoch);
+                                apply_chain(&ops, element, policy, &st, position, slots.as_ref())
                             });
                             st.add_busy(t.elapsed());
                             trace::span(st.trace_name(), trace::Category::Stage, t, Some(index));
@@ -168,7 +198,8 @@ impl ParallelMapBatch {
                                 Ok(Some(e)) => {
                                     st.add_elements(1);
                                     let t = Instant::now();
-                                    pending.write(row, e, pool);
+                                    let w = pending.write(row, e, slots, pool);
+                                    bst.add_row_bytes(w.copied, w.in_place);
                                     bst.add_busy(t.elapsed());
                                     let name = bst.trace_name();
                                     trace::span(name, trace::Category::Stage, t, Some(index));
@@ -196,6 +227,7 @@ impl ParallelMapBatch {
         };
         let feeder_stop = Arc::clone(&stop);
         let st = Arc::clone(&map_stats);
+        let rows = batch.rows;
         let new_batch = move || -> Option<Arc<Pending>> {
             let reply = if ordered {
                 let (slot_tx, slot_rx) = bounded::<Outcome>(1);
@@ -204,8 +236,12 @@ impl ParallelMapBatch {
             } else {
                 result_tx.clone()
             };
+            let builder = BatchBuilder::from_schema(&rows, size, shared_pool());
             Some(Arc::new(Pending {
-                state: Mutex::new(PendingState::default()),
+                state: Mutex::new(PendingState {
+                    builder,
+                    ..PendingState::default()
+                }),
                 reply,
                 size,
                 drop_remainder: batch.drop_remainder,
@@ -293,21 +329,25 @@ impl ElementIter for ParallelMapBatch {
 mod tests {
     use super::*;
     use crate::dtype::DType;
-    use crate::element::{names, Schema};
+    use crate::element::{names, FieldSpec, Schema};
     use crate::exec::batch::BatchIter;
     use crate::exec::map::MapIter;
     use crate::exec::testutil::*;
     use crate::op::{Op, OpCtx};
     use crate::options::ErrorPolicy;
     use crate::tensor::Tensor;
+    use std::sync::atomic::AtomicUsize;
 
     /// `x` → `{v: [x, x², a value drawn from the element's seed], s: "e<x>"}`, slower for
     /// even x so that elements finish out of order; fails at `fail_at`, and makes `v` one
-    /// value longer at `long_at`.
-    #[derive(Debug)]
+    /// value longer at `long_at`. With `in_place`, `v` goes into the batch row when one is
+    /// offered (counted in `taken`).
+    #[derive(Debug, Default)]
     struct Row {
         fail_at: Option<i64>,
         long_at: Option<i64>,
+        in_place: bool,
+        taken: Arc<AtomicUsize>,
     }
     impl Op for Row {
         fn name(&self) -> &str {
@@ -328,13 +368,23 @@ mod tests {
             if Some(x) == self.long_at {
                 v.push(0);
             }
+            let slot = ctx
+                .row_slot("v", DType::I64, &[v.len()])
+                .filter(|_| self.in_place);
+            let v = match slot {
+                Some(slot) => {
+                    self.taken.fetch_add(1, Ordering::Relaxed);
+                    slot.fill(|out: &mut [i64]| {
+                        out.copy_from_slice(&v);
+                        Ok(())
+                    })?
+                }
+                None => Tensor::from_slice(DType::I64, vec![v.len()], &v)?,
+            };
             let s = bytes::Bytes::from(format!("e{x}"));
             Ok(Some(Element::new(
                 names(&["v", "s"]),
-                vec![
-                    Tensor::from_slice(DType::I64, vec![v.len()], &v)?,
-                    Tensor::from_bytes(vec![], vec![s], Vec::new())?,
-                ],
+                vec![v, Tensor::from_bytes(vec![], vec![s], Vec::new())?],
             )))
         }
         fn spec(&self) -> Result<serde_json::Value> {
@@ -346,8 +396,24 @@ mod tests {
         Arc::new(StageStats::new("s", "s"))
     }
 
+    fn chain_of(row: Row) -> OpChain {
+        Arc::from(vec![Arc::new(row) as Arc<dyn Op>])
+    }
+
     fn chain(fail_at: Option<i64>, long_at: Option<i64>) -> OpChain {
-        Arc::from(vec![Arc::new(Row { fail_at, long_at }) as Arc<dyn Op>])
+        chain_of(Row {
+            fail_at,
+            long_at,
+            ..Row::default()
+        })
+    }
+
+    /// What `Row` makes, as a schema: `v` of `v_len` values, `s` a string.
+    fn row_schema(v_len: usize) -> Schema {
+        Schema::new(vec![
+            FieldSpec::fixed("v", DType::I64, &[v_len]),
+            FieldSpec::fixed("s", DType::Bytes, &[]),
+        ])
     }
 
     fn fused(n: i64, size: usize, drop_remainder: bool, deterministic: bool) -> BoxIter {
@@ -361,6 +427,19 @@ mod tests {
         deterministic: bool,
         ops: OpChain,
     ) -> BoxIter {
+        let rows = Schema::dynamic();
+        fused_rows(n, size, drop_remainder, deterministic, ops, rows, stats())
+    }
+
+    fn fused_rows(
+        n: i64,
+        size: usize,
+        drop_remainder: bool,
+        deterministic: bool,
+        ops: OpChain,
+        rows: Schema,
+        batch_stats: Arc<StageStats>,
+    ) -> BoxIter {
         let config = ParallelMapConfig {
             epoch: 3,
             workers: 3,
@@ -371,20 +450,29 @@ mod tests {
         let batch = BatchConfig {
             size,
             drop_remainder,
+            rows,
         };
-        Box::new(ParallelMapBatch::spawn(ints(0..n), ops, config, batch, stats(), stats()).unwrap())
+        let it = ParallelMapBatch::spawn(ints(0..n), ops, config, batch, stats(), batch_stats);
+        Box::new(it.unwrap())
     }
 
     /// `map` then `batch`, one element at a time.
     fn reference(n: i64, size: usize, drop_remainder: bool) -> BoxIter {
-        let map = MapIter::new(
-            ints(0..n),
-            chain(None, None),
-            ErrorPolicy::Raise,
-            stats(),
-            3,
-        );
-        Box::new(BatchIter::new(Box::new(map), size, drop_remainder, stats()))
+        let rows = Schema::dynamic();
+        sequential(n, size, drop_remainder, chain(None, None), rows, stats())
+    }
+
+    fn sequential(
+        n: i64,
+        size: usize,
+        drop_remainder: bool,
+        ops: OpChain,
+        rows: Schema,
+        batch_stats: Arc<StageStats>,
+    ) -> BoxIter {
+        let map = MapIter::new(ints(0..n), ops, ErrorPolicy::Raise, stats(), 3);
+        let map = crate::stats::Metered::wrap(Box::new(map), stats());
+        Box::new(BatchIter::new(map, size, drop_remainder, rows, batch_stats))
     }
 
     /// Each batch as (v values, v shape, s values).
@@ -449,6 +537,117 @@ mod tests {
         assert!(it.next().unwrap().is_some());
         let err = it.next().unwrap_err().to_string();
         assert!(err.contains("field 'v'") && err.contains("[4]"), "{err}");
+    }
+
+    /// [`batches`], checking that each batch's dense buffer is its own (so NumPy gets a full
+    /// batch writable): no row slot or row tensor outlives the batch's last row.
+    fn own_batches(mut it: BoxIter) -> Vec<(Vec<i64>, Vec<usize>, Vec<String>)> {
+        let mut all = Vec::new();
+        while let Some(b) = it.next().unwrap() {
+            let (storage, _) = b.tensors[0].storage().unwrap();
+            assert_eq!(
+                Arc::strong_count(storage),
+                1,
+                "batch {} is shared",
+                all.len()
+            );
+            all.push(b);
+        }
+        batches(crate::exec::VecIter::boxed(
+            all.into_iter().map(Ok).collect(),
+        ))
+    }
+
+    /// A map whose op writes `v` into the batch rows, fused with the batch or one element at
+    /// a time; the count of rows it wrote in place, and the batch's counters.
+    fn in_place(
+        fused: bool,
+        n: i64,
+        size: usize,
+        drop: bool,
+        rows: Schema,
+    ) -> (BoxIter, Arc<AtomicUsize>, Arc<StageStats>) {
+        let row = Row {
+            in_place: true,
+            ..Row::default()
+        };
+        let taken = Arc::clone(&row.taken);
+        let st = stats();
+        let it = if fused {
+            fused_rows(n, size, drop, true, chain_of(row), rows, Arc::clone(&st))
+        } else {
+            sequential(n, size, drop, chain_of(row), rows, Arc::clone(&st))
+        };
+        (it, taken, st)
+    }
+
+    #[test]
+    fn ops_write_their_output_into_the_batch_rows() {
+        for (n, size, drop) in [
+            (100, 8, false),
+            (100, 8, true),
+            (5, 8, false),
+            (0, 8, false),
+        ] {
+            let want = batches(reference(n, size, drop));
+            for fused in [true, false] {
+                let (it, taken, st) = in_place(fused, n, size, drop, row_schema(3));
+                assert_eq!(own_batches(it), want, "n={n} size={size} fused={fused}");
+                // Every element made (those of a dropped remainder too) had its row, and the
+                // batch found `v` there: nothing to copy.
+                assert_eq!(taken.load(Ordering::Relaxed), n as usize, "fused={fused}");
+                let counted = st.snapshot();
+                assert_eq!(counted.in_place_bytes, n as u64 * 24, "fused={fused}");
+                assert_eq!(counted.copied_bytes, 0, "fused={fused}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_schema_unlike_the_elements_only_costs_the_copy() {
+        // No slot fits the 3 values made; or the fields come in another order than the
+        // schema's, so the first row lays the batch out again and the in-place row is copied.
+        let reordered = Schema::new(vec![
+            FieldSpec::fixed("s", DType::Bytes, &[]),
+            FieldSpec::fixed("v", DType::I64, &[3]),
+        ]);
+        let want = batches(reference(100, 8, false));
+        for (rows, reorders) in [(row_schema(5), false), (reordered, true)] {
+            for fused in [true, false] {
+                let (it, taken, st) = in_place(fused, 100, 8, false, rows.clone());
+                assert_eq!(own_batches(it), want, "{rows:?} fused={fused}");
+                let counted = st.snapshot();
+                assert!(counted.copied_bytes >= 24, "the first row is copied");
+                assert_eq!(counted.copied_bytes + counted.in_place_bytes, 100 * 24);
+                let taken = taken.load(Ordering::Relaxed);
+                if reorders {
+                    // The op finds its slot in every row (the first rows are then copied).
+                    assert_eq!(taken, 100, "fused={fused}");
+                } else {
+                    // The rows laid out by the first element to arrive have slots that fit.
+                    assert!(taken < 100, "fused={fused}: {taken}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn unequal_shapes_are_an_error_also_in_a_batch_laid_out_by_the_schema() {
+        for fused in [true, false] {
+            let row = Row {
+                long_at: Some(12),
+                in_place: true,
+                ..Row::default()
+            };
+            let mut it = if fused {
+                fused_rows(100, 8, false, true, chain_of(row), row_schema(3), stats())
+            } else {
+                sequential(100, 8, false, chain_of(row), row_schema(3), stats())
+            };
+            assert!(it.next().unwrap().is_some());
+            let err = it.next().unwrap_err().to_string();
+            assert!(err.contains("field 'v'") && err.contains("[4]"), "{err}");
+        }
     }
 
     #[test]
