@@ -97,14 +97,6 @@ impl RowSlots {
         let fits = slot.dtype == dtype && slot.shape.as_ref() == shape;
         (fits && !slot.taken.swap(true, Ordering::Relaxed)).then_some(RowSlot { slot })
     }
-
-    /// How many slots ops took (for tests and stats).
-    pub fn taken(&self) -> usize {
-        self.slots
-            .iter()
-            .filter(|s| s.taken.load(Ordering::Relaxed))
-            .count()
-    }
 }
 
 /// One field's row, taken by the op that fills it.

@@ -160,11 +160,14 @@ impl PixelChain {
     }
 }
 
-/// The output's rows, one at a time: `dst = a * src + b` per channel over `h` rows of `w`
-/// pixels, flipped as asked.
+/// The output, one row at a time: `dst = a * src + b` per channel, flipped as asked.
 struct Rows<'a, S> {
     src: &'a [S],
-    shape: [usize; 3],
+    /// Rows (image rows, or for element-wise chains on a batch any run of whole pixels) and
+    /// values per row; the last row may be shorter.
+    rows: usize,
+    len: usize,
+    channels: usize,
     kernel: PerChannel,
     flip_horizontal: bool,
     flip_vertical: bool,
@@ -172,32 +175,51 @@ struct Rows<'a, S> {
     reversed: Vec<S>,
 }
 
+/// Pixels per row when the rows are not an image's (a batch run through element-wise stages):
+/// small enough for a streamed row's scratch to stay in the L1 cache.
+const FLAT_ROW_PIXELS: usize = 1024;
+
 impl<'a, S: Copy + Into<f32> + Default> Rows<'a, S> {
-    fn new(src: &'a [S], shape: [usize; 3], m: &Composed) -> Self {
-        let row = shape[1] * shape[2];
+    /// An image's rows; the stages' flips apply.
+    fn image(src: &'a [S], [h, w, c]: [usize; 3], m: &Composed) -> Self {
         Rows {
             src,
-            shape,
+            rows: h,
+            len: w * c,
+            channels: c,
             kernel: PerChannel::new(&m.a, &m.b),
             flip_horizontal: m.flip_horizontal,
             flip_vertical: m.flip_vertical,
-            reversed: vec![S::default(); if m.flip_horizontal { row } else { 0 }],
+            reversed: vec![S::default(); if m.flip_horizontal { w * c } else { 0 }],
         }
     }
 
-    /// Values per row.
-    fn len(&self) -> usize {
-        self.shape[1] * self.shape[2]
+    /// Any pixels of `c` channels, in rows of `FLAT_ROW_PIXELS` (for stages without flips).
+    fn flat(src: &'a [S], c: usize, m: &Composed) -> Self {
+        let len = c * FLAT_ROW_PIXELS.min(src.len() / c.max(1)).max(1);
+        Rows {
+            src,
+            rows: src.len().div_ceil(len),
+            len,
+            channels: c,
+            kernel: PerChannel::new(&m.a, &m.b),
+            flip_horizontal: false,
+            flip_vertical: false,
+            reversed: Vec::new(),
+        }
     }
 
-    /// Writes output row `y` into `dst` (`len()` values).
+    /// Writes output row `y` into `dst` (`len` values, fewer in a short last row).
     fn make(&mut self, y: usize, dst: &mut [f32]) {
-        let [h, _, c] = self.shape;
-        let row = self.len();
-        let sy = if self.flip_vertical { h - 1 - y } else { y };
-        let mut src_row = &self.src[sy * row..(sy + 1) * row];
+        let sy = if self.flip_vertical {
+            self.rows - 1 - y
+        } else {
+            y
+        };
+        let start = sy * self.len;
+        let mut src_row = &self.src[start..start + dst.len()];
         if self.flip_horizontal {
-            reverse_pixels(src_row, &mut self.reversed, c);
+            reverse_pixels(src_row, &mut self.reversed, self.channels);
             src_row = &self.reversed;
         }
         self.kernel.map(src_row, dst, |x, a, b| x.into() * a + b);
@@ -248,20 +270,21 @@ impl Op for PixelChain {
         let i = input.require(OP, &self.field)?;
         let t = &input.tensors[i];
         // [H, W, C] images; a batch or any other rank only when nothing depends on the rows.
-        let shape = match (t.shape(), self.elementwise()) {
-            (&[h, w, c], _) => [h, w, c],
-            (&[.., c], true) if c > 0 => [1, t.numel() / c, c],
+        let image = match (t.shape(), self.elementwise()) {
+            (&[h, w, c], _) => Some([h, w, c]),
+            (&[.., c], true) if c > 0 => None,
             _ => return self.unfused(input, ctx),
         };
-        let c = shape[2];
+        let c = image.map_or_else(|| t.shape().last().copied().unwrap_or(1), |s| s[2]);
         // Written a row at a time: straight into the element's batch row where there is one.
         let (field, out_shape) = (self.field.as_str(), t.shape().to_vec());
         let out = match t.dtype() {
             DType::U8 => {
                 let src = t.typed::<u8>().unwrap_or_default();
                 let m = self.compose(c, ctx, || channels::means_u8(src, c))?;
-                let mut rows = Rows::new(src, shape, &m);
-                let len = rows.len();
+                let mut rows =
+                    image.map_or_else(|| Rows::flat(src, c, &m), |s| Rows::image(src, s, &m));
+                let len = rows.len;
                 build_chunks_into(ctx, field, DType::F32, out_shape, len, |y, dst| {
                     rows.make(y, dst)
                 })?
@@ -269,8 +292,9 @@ impl Op for PixelChain {
             DType::F32 => {
                 let src = t.typed::<f32>().unwrap_or_default();
                 let m = self.compose(c, ctx, || channels::means(src, c))?;
-                let mut rows = Rows::new(src, shape, &m);
-                let len = rows.len();
+                let mut rows =
+                    image.map_or_else(|| Rows::flat(src, c, &m), |s| Rows::image(src, s, &m));
+                let len = rows.len;
                 build_chunks_into(ctx, field, DType::F32, out_shape, len, |y, dst| {
                     rows.make(y, dst)
                 })?
