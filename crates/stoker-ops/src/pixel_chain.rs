@@ -440,10 +440,15 @@ mod tests {
         let ops = [chain_ops()[1].clone(), chain_ops()[4].clone()];
         let fused = fuse(&ops);
         assert!(fused[0].elementwise());
-        let px: Vec<u8> = (0..(2 * 4 * 5 * 3)).map(|i| (i * 11 % 256) as u8).collect();
-        let batch = || Tensor::from_slice(DType::U8, vec![2, 4, 5, 3], &px).unwrap();
-        let want = run(&ops, batch(), 0);
-        let got = run(&fused, batch(), 0);
-        assert!(want.iter().zip(&got).all(|(a, b)| (a - b).abs() < 1e-5));
+        // A small batch, and one of 2,146 pixels: rows of 1,024 pixels, the last one short.
+        for shape in [[2, 4, 5, 3], [2, 37, 29, 3]] {
+            let n = shape.iter().product::<usize>();
+            let px: Vec<u8> = (0..n).map(|i| (i * 11 % 256) as u8).collect();
+            let batch = || Tensor::from_slice(DType::U8, shape.to_vec(), &px).unwrap();
+            let want = run(&ops, batch(), 0);
+            let got = run(&fused, batch(), 0);
+            assert_eq!(want.len(), got.len());
+            assert!(want.iter().zip(&got).all(|(a, b)| (a - b).abs() < 1e-5));
+        }
     }
 }
