@@ -221,6 +221,15 @@ fn png_top_rows(reader: &mut png::Reader<Cursor<&[u8]>>, rows: usize) -> Result<
 /// Checks that `data` is a sequence of whole PNG chunks with correct CRCs, ending with IEND:
 /// what a full decode would have noticed in the part of the file it was not asked to decode.
 pub(crate) fn png_chunks_intact(data: &[u8]) -> Result<(), String> {
+    png_chunks(data).map(|_| ())
+}
+
+/// A PNG chunk's type and body.
+pub(crate) type PngChunk<'a> = (&'a [u8; 4], &'a [u8]);
+
+/// The chunks of a PNG up to IEND, having checked that they are whole, with correct CRCs.
+pub(crate) fn png_chunks(data: &[u8]) -> Result<Vec<PngChunk<'_>>, String> {
+    let mut chunks = Vec::new();
     let mut at = PNG_MAGIC.len();
     loop {
         let header = data.get(at..at + 8).ok_or_else(|| {
@@ -230,7 +239,7 @@ pub(crate) fn png_chunks_intact(data: &[u8]) -> Result<(), String> {
             )
         })?;
         let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
-        let kind = &header[4..8];
+        let kind: &[u8; 4] = header[4..8].try_into().map_err(|_| "PNG: chunk type")?;
         let body_end = at.saturating_add(8).saturating_add(len);
         let crc = data.get(body_end..body_end.saturating_add(4)).ok_or_else(|| {
             format!(
@@ -246,8 +255,9 @@ pub(crate) fn png_chunks_intact(data: &[u8]) -> Result<(), String> {
                 String::from_utf8_lossy(kind)
             ));
         }
+        chunks.push((kind, &data[at + 8..body_end]));
         if kind == b"IEND" {
-            return Ok(());
+            return Ok(chunks);
         }
         at = body_end + 4;
     }

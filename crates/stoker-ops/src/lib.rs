@@ -23,6 +23,7 @@ pub mod one_hot_colors;
 mod one_hot_rows;
 pub mod parse_example;
 pub mod pixel_chain;
+mod png_window;
 pub mod random_flip;
 pub mod random_resized_crop;
 pub mod read_file;

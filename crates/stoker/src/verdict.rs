@@ -578,8 +578,9 @@ fn op_advice(ops: &[OpCost]) -> Vec<Recommendation> {
                      pixels to do); for JPEGs, a random_resized_crop right after the decode \
                      (in the same map) decodes only the crop, and at 1/2 to 1/8 scale where \
                      the crop is resized down that much (libjpeg-turbo build, the default); \
-                     for PNGs, a resize_with_crop_or_pad right after the decode stops decoding \
-                     at the crop's last row"
+                     for PNGs, a resize_with_crop_or_pad right after the decode decodes only \
+                     the rows down to the crop's last, and of them only the bytes up to the \
+                     crop's right edge"
                 .into(),
             stage: None,
             predicted_gain_percent: None,
