@@ -476,7 +476,9 @@ METHOD = """## Method
   JPEG mean abs diff ≤ 3), then ≥3 timed passes (more until 2 s are timed), median. W2 counts a
   pair (photo + label map) as one example. The limit for N cores is the 1-core rate × N (perfect
   scaling, which favours the limit; a pipeline that decodes less than the whole image, like
-  TF's `decode_and_crop_jpeg` or a DCT-scaled JPEG decode, can exceed 100% of it; W2's
+  TF's `decode_and_crop_jpeg`, a DCT-scaled JPEG decode or stoker's PNG crop decode (W2: the
+  rows down to the crop's last, each unfiltered only up to the crop's right edge), can exceed
+  100% of it; W2's
   pipeline also writes a 512x512x32 float32 one-hot, 33.5 MB per pair, that the limit does not:
   `bench/w2_one_hot_cost.py` times W2 with and without it against the decode-only pass). The limit
   proper is stoker's decoder, timed twice: before the pipelines and again after them (the limit is
