@@ -66,7 +66,7 @@ struct PendingState {
     /// Made from the schema with the batch, else by the first row to arrive, from its shapes.
     builder: Option<BatchBuilder>,
     written: usize,
-    /// Rows this batch gets, known once the feeder has sent them all.
+    /// Rows this batch gets, known once they have all been handed out.
     expected: Option<usize>,
     /// The batch, or an error in its place, was sent (once: an ordered slot holds one).
     sent: bool,
