@@ -14,7 +14,7 @@
 //! 602 KB element once more per image; the op's stores then go to memory without a round trip
 //! through the cache (see [`RowSlot::fill_chunks`]).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::dtype::DType;
@@ -23,85 +23,88 @@ use crate::storage::Storage;
 use crate::stream_copy::fill_chunks;
 use crate::tensor::Tensor;
 
-/// The dense fields of one batch row, for the ops making its element.
-pub struct RowSlots {
-    slots: Vec<Slot>,
-}
-
-struct Slot {
-    name: Arc<str>,
-    dtype: DType,
-    shape: Arc<[usize]>,
-    storage: Arc<Storage>,
-    offset: usize,
-    /// `storage`'s bytes from `offset`, `len` of them: this row of the field.
-    ptr: *mut u8,
-    len: usize,
-    /// The batch buffer is large: write with non-temporal stores (see `stream_copy`).
-    streaming: bool,
-    taken: AtomicBool,
-}
-
-// SAFETY: the raw pointers address rows of the batch buffers the slots keep alive (`storage`);
-// a slot is written only through `RowSlot`, which one caller at most gets (`taken`), under the
-// contract of `RowSlots::new`.
-unsafe impl Send for RowSlots {}
-// SAFETY: as above; `take` hands each slot out once, atomically.
-unsafe impl Sync for RowSlots {}
-
-/// One field's place in a batch row, as [`RowSlots::new`] takes it.
-pub struct SlotPlace {
+/// One dense field of a batch, as its rows' slots see it.
+pub struct SlotField {
     pub name: Arc<str>,
     pub dtype: DType,
+    /// A row's shape.
     pub shape: Arc<[usize]>,
     pub storage: Arc<Storage>,
-    /// Start of `storage`'s bytes, from [`Storage::as_mut_ptr`].
+    /// The start of `storage`'s bytes, from [`Storage::as_mut_ptr`].
     pub base: *mut u8,
-    pub offset: usize,
+    pub row_bytes: usize,
+    /// The batch buffer is large: write with non-temporal stores (see `stream_copy`).
     pub streaming: bool,
 }
 
-impl RowSlots {
-    /// The slots of one row.
+/// The dense fields of one batch, shared by its rows' [`RowSlots`] (so that offering a row
+/// costs a reference count, not a copy of the layout).
+pub struct BatchSlots {
+    fields: Vec<SlotField>,
+    rows: usize,
+}
+
+// SAFETY: the raw `base` pointers address the buffers the fields keep alive (`storage`); they
+// are written only through `RowSlot`, under the contracts of `BatchSlots::new` and
+// `RowSlots::new`.
+unsafe impl Send for BatchSlots {}
+// SAFETY: as above; nothing is written through a shared `BatchSlots` itself.
+unsafe impl Sync for BatchSlots {}
+
+impl BatchSlots {
+    /// The slots of a batch of `rows` rows.
     ///
     /// # Safety
-    /// For each place, `base` must be the start of `storage`'s bytes, and the row (the
-    /// `shape`'s bytes from `offset`) must lie inside it and be neither read nor written by
-    /// anyone else from now until the element made with these slots has been put into its
-    /// row (the batch makes one `RowSlots` per row, and writes the row only after).
-    pub unsafe fn new(places: Vec<SlotPlace>) -> RowSlots {
-        let slots = places
-            .into_iter()
-            .map(|p| {
-                let len = p.shape.iter().product::<usize>() * p.dtype.size().unwrap_or(0);
-                Slot {
-                    // SAFETY: the row lies inside the buffer `base` starts (the contract).
-                    ptr: unsafe { p.base.add(p.offset) },
-                    len,
-                    name: p.name,
-                    dtype: p.dtype,
-                    shape: p.shape,
-                    storage: p.storage,
-                    offset: p.offset,
-                    streaming: p.streaming,
-                    taken: AtomicBool::new(false),
-                }
-            })
-            .collect();
-        RowSlots { slots }
+    /// Each field's `base` must be the start of its `storage`'s bytes, which must hold `rows`
+    /// rows of `row_bytes`, each the bytes of a `shape` of `dtype` values.
+    pub unsafe fn new(fields: Vec<SlotField>, rows: usize) -> Arc<BatchSlots> {
+        Arc::new(BatchSlots { fields, rows })
+    }
+}
+
+/// The dense fields of one batch row, for the ops making its element.
+pub struct RowSlots {
+    batch: Arc<BatchSlots>,
+    row: usize,
+    /// Bit `i`: field `i`'s slot was taken (fields past the 64th get no slot).
+    taken: AtomicU64,
+}
+
+impl RowSlots {
+    /// The slots of row `row` (none if the batch has no such row).
+    ///
+    /// # Safety
+    /// The row must be neither read nor written by anyone else from now until the element
+    /// made with these slots has been put into its row (the batch makes one `RowSlots` per row,
+    /// and writes the row only after).
+    pub unsafe fn new(batch: Arc<BatchSlots>, row: usize) -> RowSlots {
+        let taken = AtomicU64::new(if row < batch.rows { 0 } else { u64::MAX });
+        RowSlots { batch, row, taken }
     }
 
     /// The slot of field `name` if it holds `dtype` values of `shape` and no op took it yet.
     pub fn take(&self, name: &str, dtype: DType, shape: &[usize]) -> Option<RowSlot<'_>> {
-        let slot = self.slots.iter().find(|s| s.name.as_ref() == name)?;
-        let fits = slot.dtype == dtype && slot.shape.as_ref() == shape;
-        (fits && !slot.taken.swap(true, Ordering::Relaxed)).then_some(RowSlot { slot })
+        let (i, field) = self
+            .batch
+            .fields
+            .iter()
+            .enumerate()
+            .find(|(_, f)| f.name.as_ref() == name)?;
+        let bit = 1u64.checked_shl(u32::try_from(i).ok()?)?;
+        let fits = field.dtype == dtype && field.shape.as_ref() == shape;
+        let free = fits && self.taken.fetch_or(bit, Ordering::Relaxed) & bit == 0;
+        free.then_some(RowSlot {
+            field,
+            offset: self.row * field.row_bytes,
+        })
     }
 }
 
 /// One field's row, taken by the op that fills it.
 pub struct RowSlot<'a> {
-    slot: &'a Slot,
+    field: &'a SlotField,
+    /// Where the row starts in the field's buffer.
+    offset: usize,
 }
 
 impl RowSlot<'_> {
@@ -111,15 +114,20 @@ impl RowSlot<'_> {
         self,
         fill: impl FnOnce(&mut [T]) -> Result<()>,
     ) -> Result<Tensor> {
-        let s = self.slot;
-        // SAFETY: the row is `len` bytes inside `storage` that no one else touches until the
-        // element is in its row (`RowSlots::new`), and this `RowSlot` is the only one made for
-        // it (`take`); the slice lives only during `fill`.
-        let row = unsafe { std::slice::from_raw_parts_mut(s.ptr, s.len) };
+        let f = self.field;
+        // SAFETY: the row is `row_bytes` inside `storage` (`BatchSlots::new`), which no one
+        // else touches until the element is in its row (`RowSlots::new`), and this `RowSlot`
+        // is the only one made for it (`take`); the slice lives only during `fill`.
+        let row = unsafe { std::slice::from_raw_parts_mut(f.base.add(self.offset), f.row_bytes) };
         let values = bytemuck::try_cast_slice_mut(row)
-            .map_err(|e| Error::internal(format!("batch row of {} as values: {e}", s.dtype)))?;
+            .map_err(|e| Error::internal(format!("batch row of {} as values: {e}", f.dtype)))?;
         fill(values)?;
-        self.into_tensor()
+        Tensor::view(
+            f.dtype,
+            f.shape.to_vec(),
+            Arc::clone(&f.storage),
+            self.offset,
+        )
     }
 
     /// Fills the row in chunks of `chunk` values (an image row, say; the last may be
@@ -130,16 +138,11 @@ impl RowSlot<'_> {
         chunk: usize,
         make: impl FnMut(usize, &mut [T]),
     ) -> Result<Tensor> {
-        let streaming = self.slot.streaming;
+        let streaming = self.field.streaming;
         self.fill(|out: &mut [T]| {
             fill_chunks(out, chunk, streaming, make);
             Ok(())
         })
-    }
-
-    fn into_tensor(self) -> Result<Tensor> {
-        let s = self.slot;
-        Tensor::view(s.dtype, s.shape.to_vec(), Arc::clone(&s.storage), s.offset)
     }
 }
 

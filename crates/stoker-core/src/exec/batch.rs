@@ -16,7 +16,7 @@ use crate::dtype::DType;
 use crate::element::{Element, Names, Schema};
 use crate::error::{Error, Result};
 use crate::exec::{BoxIter, ElementIter};
-use crate::row_slots::{RowSlots, SlotPlace};
+use crate::row_slots::{BatchSlots, RowSlots, SlotField};
 use crate::stats::StageStats;
 use crate::storage::{BufferPool, Storage};
 use crate::stream_copy::{copy_streaming, STREAM_MIN_BYTES};
@@ -114,6 +114,8 @@ pub struct BatchBuilder {
     /// lays the batch out again if it differs (a schema may be less exact than its elements).
     from_schema: bool,
     pool: Arc<BufferPool>,
+    /// The dense fields' rows, as offered to the ops making the elements.
+    slots: Arc<BatchSlots>,
 }
 
 struct FieldRows {
@@ -171,12 +173,46 @@ impl BatchBuilder {
             .iter()
             .map(|t| FieldRows::new(t.dtype(), t.shape(), capacity, pool))
             .collect();
+        BatchBuilder::laid_out(first.names.clone(), fields, capacity, false, pool)
+    }
+
+    fn laid_out(
+        names: Names,
+        fields: Vec<FieldRows>,
+        capacity: usize,
+        from_schema: bool,
+        pool: &Arc<BufferPool>,
+    ) -> BatchBuilder {
+        let dense = names
+            .iter()
+            .zip(&fields)
+            .filter_map(|(name, f)| match &f.data {
+                RowsData::Dense {
+                    row_bytes,
+                    storage,
+                    base,
+                } => Some(SlotField {
+                    name: Arc::clone(name),
+                    dtype: f.dtype,
+                    shape: Arc::clone(&f.row_shape),
+                    storage: Arc::clone(storage),
+                    base: *base,
+                    row_bytes: *row_bytes,
+                    streaming: streams(*row_bytes, capacity),
+                }),
+                RowsData::Bytes(_) => None,
+            })
+            .collect();
+        // SAFETY: each `base` starts its `storage`'s bytes, `capacity` rows of `row_bytes`
+        // of the field's shape and dtype (`FieldRows::new`).
+        let slots = unsafe { BatchSlots::new(dense, capacity) };
         BatchBuilder {
-            names: first.names.clone(),
+            names,
             capacity,
             fields,
-            from_schema: false,
+            from_schema,
             pool: Arc::clone(pool),
+            slots,
         }
     }
 
@@ -195,13 +231,13 @@ impl BatchBuilder {
             .iter()
             .map(|f| Some(FieldRows::new(f.dtype, &f.static_shape()?, capacity, pool)))
             .collect::<Option<Vec<_>>>()?;
-        Some(BatchBuilder {
-            names: schema.names(),
-            capacity,
+        Some(BatchBuilder::laid_out(
+            schema.names(),
             fields,
-            from_schema: true,
-            pool: Arc::clone(pool),
-        })
+            capacity,
+            true,
+            pool,
+        ))
     }
 
     /// Where the ops making row `row`'s element may write its dense fields.
@@ -214,34 +250,8 @@ impl BatchBuilder {
     /// [`push`]: BatchBuilder::push
     /// [`reserve`]: BatchBuilder::reserve
     pub unsafe fn row_slots(&self, row: usize) -> RowSlots {
-        if row >= self.capacity {
-            // SAFETY: no places, nothing to write.
-            return unsafe { RowSlots::new(Vec::new()) };
-        }
-        let places = self
-            .names
-            .iter()
-            .zip(&self.fields)
-            .filter_map(|(name, f)| match &f.data {
-                RowsData::Dense {
-                    row_bytes,
-                    storage,
-                    base,
-                } => Some(SlotPlace {
-                    name: Arc::clone(name),
-                    dtype: f.dtype,
-                    shape: Arc::clone(&f.row_shape),
-                    storage: Arc::clone(storage),
-                    base: *base,
-                    offset: row * row_bytes,
-                    streaming: streams(*row_bytes, self.capacity),
-                }),
-                RowsData::Bytes(_) => None,
-            })
-            .collect();
-        // SAFETY: `base` starts `storage`'s bytes, row `row < capacity` lies inside it, and the
-        // caller makes these the row's only slots and writes the row only after using them.
-        unsafe { RowSlots::new(places) }
+        // SAFETY: the caller makes these the row's only slots and writes the row only after.
+        unsafe { RowSlots::new(Arc::clone(&self.slots), row) }
     }
 
     /// Copies `element` into row `row`.
@@ -336,6 +346,9 @@ impl BatchBuilder {
 
     /// The batch of the first `rows` rows, which must all have been written.
     pub fn finish(self, rows: usize) -> Result<Element> {
+        // The batch's buffers are then its own (NumPy gets them writable), once the rows'
+        // slots are gone too.
+        drop(self.slots);
         let mut tensors = Vec::with_capacity(self.fields.len());
         for field in self.fields {
             let mut shape = Vec::with_capacity(field.row_shape.len() + 1);
