@@ -10,7 +10,7 @@
 //!
 //! It takes non-interlaced 8-bit PNGs whose samples need no conversion: grey, grey + alpha,
 //! RGB or RGBA, without a tRNS chunk, decoded to as many channels as they store. Others go
-//! through the png crate (`Window::open` says `None`). Every chunk's CRC is checked up front,
+//! through the png crate (`Png8::open` says `None`). Every chunk's CRC is checked up front,
 //! through IEND, since most of the file is never looked at otherwise: a damaged or truncated
 //! file fails as the whole decode would.
 
@@ -90,7 +90,9 @@ impl<'a> Png8<'a> {
         // Only the bytes up to the window's right edge are unfiltered.
         let used = (left + cols) * c;
         let (mut prev, mut cur) = (vec![0u8; used], vec![0u8; used]);
-        let mut inflated = vec![0u8; WINDOW + 2 * stride + (64 << 10)];
+        // Room for what the stream may refer back to or a row being filled, whichever is
+        // more, and 64 KiB to inflate into.
+        let mut inflated = vec![0u8; WINDOW.max(stride) + (64 << 10)];
         // Bytes inflated into `inflated`, and where the next row starts.
         let (mut end, mut row) = (0, 0);
         let mut inflater = fdeflate::Decompressor::new();
