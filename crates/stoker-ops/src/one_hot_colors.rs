@@ -9,7 +9,7 @@ use stoker_core::element::{Element, FieldSpec, Schema};
 use stoker_core::op::{Op, OpCtx};
 use stoker_core::{DType, Error, Result};
 
-use crate::fields::{build, input_spec, out_name, put, with_field};
+use crate::fields::{build_into, input_spec, out_name, put, with_field};
 use crate::one_hot_rows::OneHotRows;
 use crate::spec::OpSpec;
 
@@ -91,7 +91,7 @@ impl Op for OneHotColors {
         true
     }
 
-    fn apply(&self, input: Element, _ctx: &OpCtx<'_>) -> Result<Option<Element>> {
+    fn apply(&self, input: Element, ctx: &OpCtx<'_>) -> Result<Option<Element>> {
         let index = self.check()?;
         let i = input.require(OP, &self.field)?;
         let t = &input.tensors[i];
@@ -114,7 +114,8 @@ impl Op for OneHotColors {
         if let Some(last) = shape.last_mut() {
             *last = k;
         }
-        let out = build::<f32>(DType::F32, shape, |out| {
+        let output = out_name(&self.field, &self.output);
+        let out = build_into(ctx, output, DType::F32, shape, |out: &mut [f32]| {
             // Classes are looked up a chunk of pixels at a time, then the chunk's rows are
             // written whole (zeros and the one) in one pass over the output, which is far
             // larger than the cache. Label maps come in runs of one colour: remember the last
@@ -147,7 +148,7 @@ impl Op for OneHotColors {
             rows.finish();
             Ok(())
         })?;
-        Ok(Some(put(input, out_name(&self.field, &self.output), out)))
+        Ok(Some(put(input, output, out)))
     }
 
     fn spec(&self) -> Result<serde_json::Value> {

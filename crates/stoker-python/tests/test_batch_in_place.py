@@ -54,6 +54,18 @@ def test_uint8_crops_are_written_into_their_batch_rows(golden):
     assert stage["in_place_bytes"] == 2 * 3 * 48 * 64 * 3, stage
     assert stage["copied_bytes"] == 0, stage
 
+    # Under the skip policy the one-hot stays per element (the planner moves nothing after
+    # the batch: a skipped row would change it); one thread then writes its float32 rows in
+    # place, and they are still TensorFlow's.
+    want = np.load(golden / "w2_expected.npz")["label"]
+    chain = [sk.ops.read_file("label"), sk.ops.decode_image("label", channels=3),
+             sk.ops.resize_with_crop_or_pad("label", 48, 64), sk.ops.one_hot_colors("label", colors)]
+    ds = (sk.Dataset.from_tensor_slices({"label": np.array(labels, dtype=object)})
+          .with_options(on_bad_record="skip", threads=1).map(chain).batch(3))
+    (batch,) = list(ds)
+    assert batch["label"].tobytes() == want.tobytes()
+    assert _batch_stage(ds)["in_place_bytes"] == 3 * 48 * 64 * len(colors) * 4
+
     # A random resized crop as the last op: its uint8 output goes into the row too.
     rng = np.random.default_rng(3)
     blobs = np.array([sk.io.encode_jpeg(sk.datasets.natural_photo(rng, 90, 120), 90) for _ in range(6)], dtype=object)
