@@ -36,12 +36,13 @@ impl<'a> Png8<'a> {
         channels: u8,
         max_pixels: u64,
     ) -> Result<Option<Self>, String> {
-        let chunks = png_chunks(data)?;
-        let ihdr = match chunks.first() {
-            Some(&(b"IHDR", body)) => body,
+        // IHDR is always the first chunk: decide from it before reading (and CRC-checking)
+        // the rest, which the png crate's path checks itself when this one declines.
+        let ihdr = match data.get(12..16) {
+            Some(b"IHDR") => data.get(16..29).unwrap_or_default(),
             _ => return Err("PNG: the first chunk is not IHDR".to_string()),
         };
-        let &[w0, w1, w2, w3, h0, h1, h2, h3, depth, color, _, _, interlace, ..] = ihdr else {
+        let &[w0, w1, w2, w3, h0, h1, h2, h3, depth, color, _, _, interlace] = ihdr else {
             return Err("PNG: IHDR is too short".to_string());
         };
         let width = u32::from_be_bytes([w0, w1, w2, w3]) as usize;
@@ -54,10 +55,13 @@ impl<'a> Png8<'a> {
             6 => 4,
             _ => return Ok(None), // palette (expanded by the png crate) or invalid
         };
-        let transparency = chunks.iter().any(|&(kind, _)| kind == b"tRNS");
         let converts = channels != 0 && usize::from(channels) != stored;
-        if depth != 8 || interlace != 0 || transparency || converts {
+        if depth != 8 || interlace != 0 || converts {
             return Ok(None);
+        }
+        let chunks = png_chunks(data)?;
+        if chunks.iter().any(|&(kind, _)| kind == b"tRNS") {
+            return Ok(None); // the png crate adds an alpha channel
         }
         let idat: Vec<&[u8]> = chunks
             .iter()
@@ -302,7 +306,7 @@ mod tests {
         assert!(Png8::open(&palette, 0, 1 << 20).unwrap().is_none());
         // A damaged file is an error, not a fallback.
         let mut damaged = rgb.clone();
-        damaged[25] = 3;
+        damaged[27] ^= 1; // the filter method: not what this decoder decides by
         let err = Png8::open(&damaged, 0, 1 << 20).err().unwrap();
         assert!(err.contains("CRC error in the IHDR chunk"), "{err}");
         // An oversized header is refused before anything is decoded.

@@ -482,6 +482,48 @@ def test_decode_then_crop_or_pad_is_fused_equal_and_still_checks_the_whole_png(g
     assert (e.value.file, e.value.record) == (f, 2)
 
 
+def _png_with_filters(pixels: np.ndarray, filters: list[int]) -> bytes:
+    """An 8-bit RGB PNG of ``pixels`` (H, W, 3) whose row y carries filter byte ``filters[y]``
+    (the bytes after it are the pixels as they are, so only filters 0 and unknown ones make
+    sense to decode)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    h, w, _ = pixels.shape
+    raw = b"".join(bytes([filters[y]]) + pixels[y].tobytes() for y in range(h))
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+def test_png_crop_decode_stops_at_the_crop_and_names_bad_rows(tmp_path):
+    # Filter type 9 does not exist; it is in the last row only, below a 4-row crop.
+    pixels = np.arange(6 * 8 * 3, dtype=np.uint8).reshape(6, 8, 3)
+    blob = _png_with_filters(pixels, [0, 0, 0, 0, 0, 9])
+    f = str(tmp_path / "png.tfrecord")
+    with sk.io.TFRecordWriter(f) as w:
+        w.write(blob)
+
+    def crop(height: int, channels: int = 3) -> list:
+        ops = [sk.ops.decode_image("record", channels), sk.ops.resize_with_crop_or_pad("record", height, 6)]
+        return list(sk.TFRecordDataset(f).map(ops))
+
+    # The crop decoder never reads the bad row: rows 1-4, columns 1-6, as stored.
+    (got,) = crop(4)
+    np.testing.assert_array_equal(got, pixels[1:5, 1:7])
+    # A crop that needs it fails naming the row (the crop decoder's own message), the file
+    # and the record.
+    with pytest.raises(sk.InvalidRecordError, match="unknown filter type 9 in row 5") as e:
+        crop(6)
+    assert (e.value.file, e.value.record) == (f, 0)
+    # A grey output needs a conversion: the png crate decodes it, and fails too.
+    with pytest.raises(sk.InvalidRecordError) as e:
+        crop(6, channels=1)
+    assert (e.value.file, e.value.record) == (f, 0)
+
+
 def test_decode_then_random_resized_crop_of_pngs_is_fused_and_equal():
     rng = np.random.default_rng(7)
     photos = [sk.datasets.natural_photo(rng, 90, 120) for _ in range(10)]

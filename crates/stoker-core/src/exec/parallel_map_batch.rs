@@ -609,6 +609,18 @@ mod tests {
             in_place: true,
             ..Row::default()
         };
+        in_place_with(row, fused, n, size, drop, rows)
+    }
+
+    /// [`in_place`] with `row` as the op.
+    fn in_place_with(
+        row: Row,
+        fused: bool,
+        n: i64,
+        size: usize,
+        drop: bool,
+        rows: Schema,
+    ) -> (BoxIter, Arc<AtomicUsize>, Arc<StageStats>) {
         let taken = Arc::clone(&row.taken);
         let st = stats();
         let it = if fused {
@@ -677,11 +689,7 @@ mod tests {
                 in_place: true,
                 ..Row::default()
             };
-            let mut it = if fused {
-                fused_rows(100, 8, false, true, chain_of(row), row_schema(3), stats())
-            } else {
-                sequential(100, 8, false, chain_of(row), row_schema(3), stats())
-            };
+            let (mut it, _, _) = in_place_with(row, fused, 100, 8, false, row_schema(3));
             assert!(it.next().unwrap().is_some());
             let err = it.next().unwrap_err().to_string();
             assert!(err.contains("field 'v'") && err.contains("[4]"), "{err}");
