@@ -59,6 +59,14 @@ pub trait Op: Send + Sync + Debug {
         false
     }
 
+    /// The field whose batch row this op writes itself when a batch offers one
+    /// ([`OpCtx::row_slot`]), so that running it per element costs no copy into the batch;
+    /// `None` (the default) when the batch copies what the op makes. The planner keeps such
+    /// ops before the batch (see the `stoker` crate's planner).
+    fn batch_row_field(&self) -> Option<&str> {
+        None
+    }
+
     /// A serialisable description (`{"op": "...", ...}`), or an error for ops that cannot be
     /// saved (Python functions).
     fn spec(&self) -> Result<serde_json::Value>;

@@ -54,6 +54,10 @@ impl Op for CenterCrop {
         Ok(Some(put(input, output, out)))
     }
 
+    fn batch_row_field(&self) -> Option<&str> {
+        Some(out_name(&self.field, &self.output))
+    }
+
     fn spec(&self) -> Result<serde_json::Value> {
         OpSpec::CenterCrop(self.clone()).to_json()
     }

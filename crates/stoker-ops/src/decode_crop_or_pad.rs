@@ -107,6 +107,10 @@ impl Op for DecodeCropOrPad {
         Ok(Some(put(input, output, out)))
     }
 
+    fn batch_row_field(&self) -> Option<&str> {
+        self.crop.batch_row_field()
+    }
+
     fn spec(&self) -> Result<serde_json::Value> {
         OpSpec::DecodeCropOrPad(self.clone()).to_json()
     }

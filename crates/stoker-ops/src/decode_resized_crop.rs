@@ -105,6 +105,10 @@ impl Op for DecodeRandomResizedCrop {
         Ok(Some(self.crop.put_outputs(input, out, bx)?))
     }
 
+    fn batch_row_field(&self) -> Option<&str> {
+        self.crop.batch_row_field()
+    }
+
     fn spec(&self) -> Result<serde_json::Value> {
         OpSpec::DecodeRandomResizedCrop(self.clone()).to_json()
     }

@@ -304,6 +304,10 @@ impl Op for PixelChain {
         Ok(Some(put(input, &self.field, out)))
     }
 
+    fn batch_row_field(&self) -> Option<&str> {
+        Some(&self.field)
+    }
+
     fn spec(&self) -> Result<serde_json::Value> {
         OpSpec::PixelChain(self.clone()).to_json()
     }

@@ -195,6 +195,10 @@ impl Op for RandomResizedCrop {
         Ok(Some(self.put_outputs(input, out, bx)?))
     }
 
+    fn batch_row_field(&self) -> Option<&str> {
+        Some(out_name(&self.field, &self.output))
+    }
+
     fn spec(&self) -> Result<serde_json::Value> {
         OpSpec::RandomResizedCrop(self.clone()).to_json()
     }

@@ -115,6 +115,10 @@ impl Op for Rescale {
         Ok(Some(put(input, output, out)))
     }
 
+    fn batch_row_field(&self) -> Option<&str> {
+        Some(out_name(&self.field, &self.output))
+    }
+
     fn spec(&self) -> Result<serde_json::Value> {
         OpSpec::Rescale(self.clone()).to_json()
     }

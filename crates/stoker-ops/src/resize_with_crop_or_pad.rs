@@ -57,6 +57,10 @@ impl Op for ResizeWithCropOrPad {
         Ok(Some(put(input, output, out)))
     }
 
+    fn batch_row_field(&self) -> Option<&str> {
+        Some(out_name(&self.field, &self.output))
+    }
+
     fn spec(&self) -> Result<serde_json::Value> {
         OpSpec::ResizeWithCropOrPad(self.clone()).to_json()
     }

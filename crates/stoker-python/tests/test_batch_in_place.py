@@ -40,31 +40,46 @@ def test_w3_float32_images_are_written_into_their_batch_rows(tmp_path):
         assert batches[0]["image"].flags.writeable
 
 
-def test_uint8_crops_are_written_into_their_batch_rows(golden):
-    # W2's decode + crop (fused) writes both uint8 crops in place; the float32 conversion and
-    # the one-hot run after the batch. The result is still TensorFlow's (test_w2_matches_tf_data).
+def test_w2_float32_rows_and_uint8_crops_are_written_into_their_batch_rows(golden):
+    # W2: the float32 image and the one-hot are large, and both ops write their rows
+    # themselves, so the planner keeps them per element (not after the batch): every byte of
+    # the batch is written in place, on one thread and on two, and the batch is still
+    # TensorFlow's (the golden test_w2_matches_tf_data).
     d = golden / "w2"
     _, colors = sk.ops.read_class_colors(str(d / "class_dict.csv"))
     images = [str(d / f"image{i}.png") for i in range(3)]
     labels = [str(d / f"label{i}.png") for i in range(3)]
-    ds = workloads.segmentation_pipeline(images, labels, colors, size=(48, 64), threads=2)
-    (batch,) = list(ds)
-    assert batch["label"].shape == (3, 48, 64, len(colors))
-    stage = _batch_stage(ds)
-    assert stage["in_place_bytes"] == 2 * 3 * 48 * 64 * 3, stage
-    assert stage["copied_bytes"] == 0, stage
+    want = np.load(golden / "w2_expected.npz")
+    k = len(colors)
+    for threads in (1, 2):
+        ds = workloads.segmentation_pipeline(images, labels, colors, size=(48, 64), threads=threads)
+        (batch,) = list(ds)
+        assert batch["image"].tobytes() == want["image"].tobytes()
+        assert batch["label"].tobytes() == want["label"].tobytes()
+        stage = _batch_stage(ds)
+        assert stage["in_place_bytes"] == 3 * 48 * 64 * (3 + k) * 4, (threads, stage)
+        assert stage["copied_bytes"] == 0, (threads, stage)
 
-    # Under the skip policy the one-hot stays per element (the planner moves nothing after
+    # The fused decode + crop writes its uint8 crops into the rows when they are the output.
+    chain = [sk.ops.read_file("label"), sk.ops.decode_image("label", channels=3),
+             sk.ops.resize_with_crop_or_pad("label", 48, 64)]
+    crops = list(sk.Dataset.from_tensor_slices({"label": np.array(labels, dtype=object)}).map(chain))
+    for threads in (1, 2):
+        ds = (sk.Dataset.from_tensor_slices({"label": np.array(labels, dtype=object)})
+              .with_options(threads=threads).map(chain, num_parallel_calls=2).batch(3))
+        (batch,) = list(ds)
+        np.testing.assert_array_equal(batch["label"], _stacked(crops, "label"))
+        assert _batch_stage(ds)["in_place_bytes"] == 3 * 48 * 64 * 3, threads
+
+    # Under the skip policy the one-hot stays per element too (the planner moves nothing after
     # the batch: a skipped row would change it); one thread then writes its float32 rows in
     # place, and they are still TensorFlow's.
-    want = np.load(golden / "w2_expected.npz")["label"]
-    chain = [sk.ops.read_file("label"), sk.ops.decode_image("label", channels=3),
-             sk.ops.resize_with_crop_or_pad("label", 48, 64), sk.ops.one_hot_colors("label", colors)]
+    chain = chain + [sk.ops.one_hot_colors("label", colors)]
     ds = (sk.Dataset.from_tensor_slices({"label": np.array(labels, dtype=object)})
           .with_options(on_bad_record="skip", threads=1).map(chain).batch(3))
     (batch,) = list(ds)
-    assert batch["label"].tobytes() == want.tobytes()
-    assert _batch_stage(ds)["in_place_bytes"] == 3 * 48 * 64 * len(colors) * 4
+    assert batch["label"].tobytes() == want["label"].tobytes()
+    assert _batch_stage(ds)["in_place_bytes"] == 3 * 48 * 64 * k * 4
 
     # A random resized crop as the last op: its uint8 output goes into the row too.
     rng = np.random.default_rng(3)

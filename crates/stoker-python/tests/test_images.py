@@ -652,7 +652,8 @@ def test_planner_runs_a_growing_elementwise_tail_after_the_batch(golden):
     _, colors = sk.ops.read_class_colors(str(d / "class_dict.csv"))
     images = [str(d / f"image{i}.png") for i in range(3)]
     labels = [str(d / f"label{i}.png") for i in range(3)]
-    ds = workloads.segmentation_pipeline(images, labels, colors, size=(48, 64), batch_size=2, threads=2)
+    # Small elements (8 x 8 crops): the float32 conversion and the one-hot run once per batch.
+    ds = workloads.segmentation_pipeline(images, labels, colors, size=(8, 8), batch_size=2, threads=2)
     lines = ds.explain().splitlines()
     assert lines[1].strip().startswith("map[rescale, one_hot_colors]"), lines
     assert lines[2].strip().startswith("batch(2)") and "uint8" in lines[2], lines
@@ -664,6 +665,22 @@ def test_planner_runs_a_growing_elementwise_tail_after_the_batch(golden):
     for a, b in zip(got, want, strict=True):
         assert a["image"].tobytes() == b["image"].tobytes()
         assert a["label"].tobytes() == b["label"].tobytes()
+
+    # Large elements (48 x 64 crops, 98 KB of float32 each) whose tail ops write their batch
+    # rows themselves stay per element (their batches are TF's: test_w2_matches_tf_data).
+    large = workloads.segmentation_pipeline(images, labels, colors, size=(48, 64), batch_size=2, threads=2)
+    lines = large.explain().splitlines()
+    assert lines[1].strip().startswith("batch(2)") and "uint8" not in lines[1], lines
+    assert lines[2].strip().startswith("map[read_file") and lines[2].endswith("float32 (48, 64, 5)}"), lines
+    # ... but a large tail whose op leaves the copy to the batch (cast) still moves.
+    cast = sk.Dataset.from_tensor_slices(np.array(images, dtype=object)).map([
+        sk.ops.read_file("value"),
+        sk.ops.decode_image("value", channels=3),
+        sk.ops.resize_with_crop_or_pad("value", 48, 64),
+        sk.ops.cast("value", sk.float32),
+    ]).batch(2)
+    lines = cast.explain().splitlines()
+    assert lines[0].startswith("map[cast]") and "uint8" in lines[1], lines
 
     # A tail that does not make the elements larger stays before the batch.
     same_size = sk.Dataset.from_tensor_slices(np.array(images, dtype=object)).map([

@@ -3,7 +3,8 @@
 Each op reads a named field of the element and writes its result to ``output`` (by default the
 same field, replacing it). Ops marked element-wise work on single elements and on whole
 batches alike; when one comes right before ``batch``, stoker moves it after the batch so that
-it runs once per batch (see ``Dataset.explain()``).
+it runs once per batch (see ``Dataset.explain()``), unless the elements are large and the op
+writes its rows of the batch itself (then it stays per element; see the README).
 
 Use them with ``Dataset.map``: ``ds.map([ops.decode_raw("d", "uint8"), ops.unpack_bits("d")])``.
 """

@@ -109,8 +109,8 @@ def segmentation_pipeline(
             ops.read_file("label"),
             ops.decode_image("label", channels=3),
             ops.resize_with_crop_or_pad("label", h, w),
-            # Last, so the planner can run them after the batch (see explain()): the batch
-            # then copies the uint8 crops, and these write the 12x larger float32 output once.
+            # Last, so that they write the 12x larger float32 output once, straight into
+            # the batch rows (on small crops the planner runs them after the batch instead).
             ops.rescale("image", divisor=255.0),
             ops.one_hot_colors("label", colors),
         ],
