@@ -60,6 +60,12 @@ impl BatchSlots {
     pub unsafe fn new(fields: Vec<SlotField>, rows: usize) -> Arc<BatchSlots> {
         Arc::new(BatchSlots { fields, rows })
     }
+
+    /// The dense fields, in the batch's order.
+    #[cfg(test)]
+    pub(crate) fn fields(&self) -> &[SlotField] {
+        &self.fields
+    }
 }
 
 /// The dense fields of one batch row, for the ops making its element.

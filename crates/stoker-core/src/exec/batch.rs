@@ -116,6 +116,8 @@ pub struct BatchBuilder {
     pool: Arc<BufferPool>,
     /// The dense fields' rows, as offered to the ops making the elements.
     slots: Arc<BatchSlots>,
+    /// Rows are written with non-temporal stores (see [`streams`]).
+    streaming: bool,
 }
 
 struct FieldRows {
@@ -136,8 +138,17 @@ enum RowsData {
     Bytes(Vec<Option<Tensor>>),
 }
 
-/// Whether a field's rows are written with non-temporal stores (see `stream_copy`).
-fn streams(row_bytes: usize, capacity: usize) -> bool {
+/// Whether a batch's rows are written with non-temporal stores (see `stream_copy`): decided
+/// by the whole batch, since what the consumer may still find in the cache depends on all of
+/// it (W2's 9.4 MB of float32 images come with 100 MB of one-hot labels).
+fn streams(fields: &[FieldRows], capacity: usize) -> bool {
+    let row_bytes: usize = fields
+        .iter()
+        .map(|f| match f.data {
+            RowsData::Dense { row_bytes, .. } => row_bytes,
+            RowsData::Bytes(_) => 0,
+        })
+        .sum();
     row_bytes * capacity >= STREAM_MIN_BYTES
 }
 
@@ -183,6 +194,7 @@ impl BatchBuilder {
         from_schema: bool,
         pool: &Arc<BufferPool>,
     ) -> BatchBuilder {
+        let streaming = streams(&fields, capacity);
         let dense = names
             .iter()
             .zip(&fields)
@@ -198,7 +210,7 @@ impl BatchBuilder {
                     storage: Arc::clone(storage),
                     base: *base,
                     row_bytes: *row_bytes,
-                    streaming: streams(*row_bytes, capacity),
+                    streaming,
                 }),
                 RowsData::Bytes(_) => None,
             })
@@ -213,6 +225,7 @@ impl BatchBuilder {
             from_schema,
             pool: Arc::clone(pool),
             slots,
+            streaming,
         }
     }
 
@@ -320,7 +333,7 @@ impl BatchBuilder {
             *self = BatchBuilder::new(element, self.capacity, &self.pool);
         }
         self.from_schema = false;
-        let capacity = self.capacity;
+        let streaming = self.streaming;
         let targets = self
             .fields
             .iter_mut()
@@ -333,7 +346,7 @@ impl BatchBuilder {
                     // `row_bytes * capacity` bytes that `base` starts.
                     ptr: unsafe { base.add(row * *row_bytes) },
                     len: *row_bytes,
-                    streaming: streams(*row_bytes, capacity),
+                    streaming,
                 }),
                 RowsData::Bytes(rows) => {
                     rows[row] = Some(t.clone());
@@ -512,6 +525,48 @@ mod tests {
         let open = Schema::new(vec![FieldSpec::new("v", DType::F32, vec![None])]);
         assert!(BatchBuilder::from_schema(&open, 2, &pool).is_none());
         assert!(BatchBuilder::from_schema(&Schema::dynamic(), 2, &pool).is_none());
+    }
+
+    #[test]
+    fn the_whole_batch_decides_whether_its_rows_are_streamed() {
+        use crate::element::{names, FieldSpec};
+        // A small field beside a large one: the batch is large, so both stream.
+        let rows = STREAM_MIN_BYTES.div_ceil(4096);
+        let schema = Schema::new(vec![
+            FieldSpec::fixed("small", DType::I64, &[1]),
+            FieldSpec::fixed("large", DType::F32, &[1024]),
+        ]);
+        let pool = BufferPool::new(0);
+        let mut batch = BatchBuilder::from_schema(&schema, rows, &pool).unwrap();
+        assert!(batch.streaming);
+        assert!(batch.slots.fields().iter().all(|f| f.streaming));
+        let element = |r: usize| {
+            Element::new(
+                names(&["small", "large"]),
+                vec![
+                    Tensor::from_slice(DType::I64, vec![1], &[r as i64]).unwrap(),
+                    Tensor::from_slice(DType::F32, vec![1024], &[r as f32; 1024]).unwrap(),
+                ],
+            )
+        };
+        for r in 0..rows {
+            batch.push(r, element(r)).unwrap();
+        }
+        let b = batch.finish(rows).unwrap();
+        let small = b.tensors[0].typed::<i64>().unwrap();
+        assert!(small.iter().enumerate().all(|(r, &v)| v == r as i64));
+        let large = b.tensors[1].typed::<f32>().unwrap();
+        assert!(large
+            .chunks(1024)
+            .enumerate()
+            .all(|(r, row)| row.iter().all(|&v| v == r as f32)));
+        // Only the small field: plain stores.
+        let schema = Schema::new(vec![FieldSpec::fixed("small", DType::I64, &[1])]);
+        assert!(
+            !BatchBuilder::from_schema(&schema, rows, &pool)
+                .unwrap()
+                .streaming
+        );
     }
 
     #[test]
