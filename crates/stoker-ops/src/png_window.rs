@@ -197,19 +197,17 @@ fn unfilter_left<const N: usize>(filter: u8, prev: &[u8], cur: &mut [u8]) {
 }
 
 /// The PNG specification's Paeth predictor: of left `a`, above `b` and upper left `c`, the
-/// one nearest to `a + b - c` (ties go to `a`, then `b`).
+/// one nearest to `p = a + b - c` (ties go to `a`, then `b`). This is the branch-free
+/// formulation stb_image decodes with (two comparisons against `3c - (a + b)`, which compile
+/// to conditional moves), the one the png crate uses on x86-64 too; it equals the
+/// specification's form for all 2^24 inputs (tested). W2's label maps are 40 % Paeth rows.
 #[inline(always)]
 fn paeth(a: u8, b: u8, c: u8) -> u8 {
-    let (ia, ib, ic) = (i16::from(a), i16::from(b), i16::from(c));
-    let p = ia + ib - ic;
-    let (pa, pb, pc) = ((p - ia).abs(), (p - ib).abs(), (p - ic).abs());
-    if pa <= pb && pa <= pc {
-        a
-    } else if pb <= pc {
-        b
-    } else {
-        c
-    }
+    let (a, b, c) = (i16::from(a), i16::from(b), i16::from(c));
+    let t = 3 * c - (a + b);
+    let (lo, hi) = (a.min(b), a.max(b));
+    let nearer = if hi <= t { lo } else { c };
+    (if t <= lo { hi } else { nearer }) as u8
 }
 
 #[cfg(test)]
@@ -290,6 +288,29 @@ mod tests {
                         })
                         .collect();
                     assert_eq!(got, want, "colour {color} split {split} window {win:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn paeth_equals_the_specification_for_every_input() {
+        fn spec(a: u8, b: u8, c: u8) -> u8 {
+            let (ia, ib, ic) = (i16::from(a), i16::from(b), i16::from(c));
+            let p = ia + ib - ic;
+            let (pa, pb, pc) = ((p - ia).abs(), (p - ib).abs(), (p - ic).abs());
+            if pa <= pb && pa <= pc {
+                a
+            } else if pb <= pc {
+                b
+            } else {
+                c
+            }
+        }
+        for a in 0..=255u8 {
+            for b in 0..=255u8 {
+                for c in 0..=255u8 {
+                    assert_eq!(paeth(a, b, c), spec(a, b, c), "a={a} b={b} c={c}");
                 }
             }
         }
