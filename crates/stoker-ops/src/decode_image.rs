@@ -24,6 +24,7 @@ use stoker_core::storage::{shared_pool, Storage};
 use stoker_core::{DType, Error, ErrorPolicy, Result, Tensor};
 
 use crate::fields::{input_spec, out_name, put, with_field};
+use crate::png_window::Png8;
 use crate::spec::OpSpec;
 
 const OP: &str = "decode_image";
@@ -373,7 +374,10 @@ impl DecodeImage {
 
     pub(crate) fn decode(&self, data: &[u8]) -> Result<Decoded, String> {
         let img = if is_png(data) {
-            decode_png(data, self.max_pixels)?
+            match Png8::open(data, self.channels, self.max_pixels)? {
+                Some(png) => png.decode()?,
+                None => decode_png(data, self.max_pixels)?,
+            }
         } else if data.starts_with(&[0xFF, 0xD8, 0xFF]) {
             crate::jpeg::decode(data, self.channels, self.max_pixels, 8)?
         } else {
