@@ -365,6 +365,59 @@ mod tests {
     }
 
     #[test]
+    fn damaged_image_data_with_intact_crcs_is_an_error_or_an_image_never_a_panic() {
+        // The CRCs guard against damage in transit; a file written damaged (CRCs made over
+        // the damaged bytes) reaches the inflater and the unfilter.
+        let raw = raw_rows(19, 11, 3, &[0, 1, 2, 3, 4]);
+        let good = png(19, 11, 2, &raw, 64);
+        let mut state = 7u32;
+        let (mut errors, mut images) = (0, 0);
+        for _ in 0..2000 {
+            let mut data = good.clone();
+            for _ in 0..3 {
+                state = state.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                let at = 33 + (state >> 8) as usize % (data.len() - 45);
+                data[at] ^= 1 << (state % 8);
+            }
+            let data = with_fixed_crcs(&data);
+            let Ok(Some(img)) = Png8::open(&data, 0, 1 << 20) else {
+                continue;
+            };
+            match img.decode() {
+                Ok(d) => {
+                    assert_eq!(d.pixels.len(), 19 * 11 * 3);
+                    images += 1;
+                }
+                Err(e) => {
+                    assert!(e.starts_with("PNG: "), "{e}");
+                    errors += 1;
+                }
+            }
+            let _ = img.window([2, 3, 5, 7], |_, px| assert_eq!(px.len(), 21));
+        }
+        assert!(
+            errors > 100 && images > 0,
+            "{errors} errors, {images} images"
+        );
+    }
+
+    /// `data` with every chunk's CRC made over its current bytes.
+    fn with_fixed_crcs(data: &[u8]) -> Vec<u8> {
+        let mut out = data.to_vec();
+        let mut at = 8;
+        while at + 12 <= out.len() {
+            let len = u32::from_be_bytes([out[at], out[at + 1], out[at + 2], out[at + 3]]) as usize;
+            let Some(end) = at.checked_add(8 + len).filter(|&e| e + 4 <= out.len()) else {
+                break;
+            };
+            let crc = crc32fast::hash(&out[at + 4..end]);
+            out[end..end + 4].copy_from_slice(&crc.to_be_bytes());
+            at = end + 4;
+        }
+        out
+    }
+
+    #[test]
     fn paeth_equals_the_specification_for_every_input() {
         fn spec(a: u8, b: u8, c: u8) -> u8 {
             let (ia, ib, ic) = (i16::from(a), i16::from(b), i16::from(c));
