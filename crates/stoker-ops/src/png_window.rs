@@ -423,7 +423,10 @@ mod tests {
         let err = op(3).decode(&data).err().unwrap();
         assert_eq!(err, "PNG: unknown filter type 9 in row 2");
         let err = op(4).decode(&data).err().unwrap();
-        assert!(err.starts_with("PNG: ") && !err.contains("in row 2"), "{err}");
+        assert!(
+            err.starts_with("PNG: ") && !err.contains("in row 2"),
+            "{err}"
+        );
     }
 
     /// `data` with every chunk's CRC made over its current bytes.
