@@ -20,7 +20,7 @@ use std::sync::Arc;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::storage::Storage;
-use crate::stream_copy::fill_chunks;
+use crate::stream_copy::{fill_chunks, ChunkWriter};
 use crate::tensor::Tensor;
 
 /// One dense field of a batch, as its rows' slots see it.
@@ -149,6 +149,17 @@ impl RowSlot<'_> {
             fill_chunks(out, chunk, streaming, make);
             Ok(())
         })
+    }
+
+    /// Like [`RowSlot::fill_chunks`], for chunks pushed in any order by `fill` (which must
+    /// write every chunk) through a [`ChunkWriter`].
+    pub fn write_chunks<T: bytemuck::Pod>(
+        self,
+        chunk: usize,
+        fill: impl FnOnce(&mut ChunkWriter<'_, T>) -> Result<()>,
+    ) -> Result<Tensor> {
+        let streaming = self.field.streaming;
+        self.fill(|out: &mut [T]| fill(&mut ChunkWriter::new(out, chunk, streaming)))
     }
 }
 

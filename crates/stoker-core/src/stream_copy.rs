@@ -59,23 +59,59 @@ pub fn fill_chunks<T: bytemuck::Pod>(
     streaming: bool,
     mut make: impl FnMut(usize, &mut [T]),
 ) {
-    let chunk = chunk.max(1);
-    if !streaming {
-        out.chunks_mut(chunk)
-            .enumerate()
-            .for_each(|(i, c)| make(i, c));
-        return;
+    let chunks = out.len().div_ceil(chunk.max(1));
+    let mut writer = ChunkWriter::new(out, chunk, streaming);
+    for i in 0..chunks {
+        writer.write(i, |part| make(i, part));
     }
-    let mut scratch = vec![T::zeroed(); chunk.min(out.len())];
-    for (i, dst) in out.chunks_mut(chunk).enumerate() {
+}
+
+/// Writes an output buffer a chunk at a time, in any order, as [`fill_chunks`] does: for
+/// producers that push their chunks (a decoder handing over rows, say). Dropping it orders
+/// its non-temporal stores.
+pub struct ChunkWriter<'a, T> {
+    out: &'a mut [T],
+    chunk: usize,
+    /// Where chunks are made before they are streamed out; `None`: made in place.
+    scratch: Option<Vec<T>>,
+}
+
+impl<'a, T: bytemuck::Pod> ChunkWriter<'a, T> {
+    /// Chunks of `chunk` values of `out`, streamed out where `streaming`.
+    pub fn new(out: &'a mut [T], chunk: usize, streaming: bool) -> Self {
+        let chunk = chunk.max(1);
+        let scratch = streaming.then(|| vec![T::zeroed(); chunk.min(out.len())]);
+        ChunkWriter {
+            out,
+            chunk,
+            scratch,
+        }
+    }
+
+    /// `make(part)` writes chunk `i` whole. A chunk past the end is not written.
+    pub fn write(&mut self, i: usize, make: impl FnOnce(&mut [T])) {
+        let start = i.saturating_mul(self.chunk).min(self.out.len());
+        let end = start.saturating_add(self.chunk).min(self.out.len());
+        let dst = &mut self.out[start..end];
+        let Some(scratch) = &mut self.scratch else {
+            make(dst);
+            return;
+        };
         let part = &mut scratch[..dst.len()];
-        make(i, part);
+        make(part);
         let dst: &mut [u8] = bytemuck::cast_slice_mut(dst);
         // SAFETY: `dst` is an exclusive borrow of exactly the part's bytes, apart from
         // `scratch`.
         unsafe { copy_streaming_unfenced(bytemuck::cast_slice(part), dst.as_mut_ptr()) };
     }
-    store_fence();
+}
+
+impl<T> Drop for ChunkWriter<'_, T> {
+    fn drop(&mut self) {
+        if self.scratch.is_some() {
+            store_fence();
+        }
+    }
 }
 
 /// Orders this thread's non-temporal stores before anything it does next (handing the
@@ -91,6 +127,30 @@ pub fn store_fence() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Chunks pushed in any order, streamed or not, land where they belong, the last one
+    /// short; one past the end writes nothing.
+    #[test]
+    fn chunk_writer_puts_each_chunk_in_its_place() {
+        for streaming in [false, true] {
+            let mut out = vec![0u32; 10];
+            {
+                let mut w = ChunkWriter::new(&mut out, 4, streaming);
+                for i in [2, 0, 1, 3] {
+                    w.write(i, |part| {
+                        for (j, v) in part.iter_mut().enumerate() {
+                            *v = (10 * i + j) as u32;
+                        }
+                    });
+                }
+            }
+            assert_eq!(
+                out,
+                [0, 1, 2, 3, 10, 11, 12, 13, 20, 21],
+                "streaming {streaming}"
+            );
+        }
+    }
 
     #[test]
     fn copies_every_byte_at_any_alignment_and_length() {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use stoker_core::element::{Element, FieldSpec, Names, Schema};
 use stoker_core::op::OpCtx;
-use stoker_core::stream_copy::{fill_chunks, STREAM_MIN_BYTES};
+use stoker_core::stream_copy::{fill_chunks, ChunkWriter, STREAM_MIN_BYTES};
 use stoker_core::{DType, Error, Result, Tensor};
 
 /// The input field's spec (`None` when the schema is dynamic), checking its dtype.
@@ -121,6 +121,25 @@ pub fn build_chunks_into<T: bytemuck::Pod>(
         let streaming = std::mem::size_of_val(out) >= STREAM_MIN_BYTES;
         fill_chunks(out, chunk, streaming, make);
         Ok(())
+    })
+}
+
+/// Like [`build_chunks_into`], for chunks that `fill` pushes in any order (it must write every
+/// one) through a [`ChunkWriter`].
+pub fn build_chunks_with<T: bytemuck::Pod>(
+    ctx: &OpCtx<'_>,
+    name: &str,
+    dtype: DType,
+    shape: Vec<usize>,
+    chunk: usize,
+    fill: impl FnOnce(&mut ChunkWriter<'_, T>) -> Result<()>,
+) -> Result<Tensor> {
+    if let Some(slot) = ctx.row_slot(name, dtype, &shape) {
+        return slot.write_chunks(chunk, fill);
+    }
+    build(dtype, shape, |out: &mut [T]| {
+        let streaming = std::mem::size_of_val(out) >= STREAM_MIN_BYTES;
+        fill(&mut ChunkWriter::new(out, chunk, streaming))
     })
 }
 

@@ -11,6 +11,7 @@ pub mod numeric;
 pub mod cast;
 pub mod center_crop;
 pub mod color_jitter;
+pub mod crop_row_op;
 pub mod decode_crop_or_pad;
 pub mod decode_image;
 pub mod decode_raw;
@@ -33,6 +34,7 @@ pub mod resize_with_crop_or_pad;
 pub mod select;
 pub mod slice;
 pub mod spec;
+mod u8_quotients;
 pub mod unflatten;
 pub mod unpack_bits;
 

@@ -55,6 +55,54 @@ impl OneHotColors {
         }
         Ok(index)
     }
+
+    /// The class lookup for this op's colours.
+    pub(crate) fn lookup(&self) -> Result<ClassLookup> {
+        Ok(ClassLookup {
+            index: self.check()?,
+            fallback: self.fallback.map(|f| f as u32),
+            last: (u32::MAX, 0),
+        })
+    }
+}
+
+/// The class of each pixel's colour.
+pub(crate) struct ClassLookup {
+    index: HashMap<u32, u32>,
+    fallback: Option<u32>,
+    /// The last colour key looked up and its class: label maps come in runs of one colour.
+    last: (u32, u32),
+}
+
+impl ClassLookup {
+    /// `classes` becomes the class of each RGB pixel of `px`, the first of which is pixel
+    /// number `first` (for the error naming a colour that is not a class's).
+    pub(crate) fn classes(
+        &mut self,
+        px: &[u8],
+        first: usize,
+        classes: &mut Vec<u32>,
+    ) -> Result<()> {
+        classes.clear();
+        for (i, rgb) in px.chunks_exact(3).enumerate() {
+            let kk = key([rgb[0], rgb[1], rgb[2]]);
+            if kk != self.last.0 {
+                let class = match (self.index.get(&kk), self.fallback) {
+                    (Some(&c), _) => c,
+                    (None, Some(f)) => f,
+                    (None, None) => {
+                        return Err(Error::invalid(
+                            OP,
+                            format!("pixel {} has colour {:?}, which is not a class colour (set fallback to map it to a class)", first + i, [rgb[0], rgb[1], rgb[2]]),
+                        ))
+                    }
+                };
+                self.last = (kk, class);
+            }
+            classes.push(self.last.1);
+        }
+        Ok(())
+    }
 }
 
 impl Op for OneHotColors {
@@ -92,7 +140,6 @@ impl Op for OneHotColors {
     }
 
     fn apply(&self, input: Element, ctx: &OpCtx<'_>) -> Result<Option<Element>> {
-        let index = self.check()?;
         let i = input.require(OP, &self.field)?;
         let t = &input.tensors[i];
         let px = t
@@ -122,27 +169,10 @@ impl Op for OneHotColors {
             // lookup.
             const CHUNK: usize = 4096;
             let mut classes: Vec<u32> = Vec::with_capacity(CHUNK);
-            let mut last = (u32::MAX, 0u32);
+            let mut lookup = self.lookup()?;
             let mut rows = OneHotRows::new(out, k);
             for (n, chunk) in px.chunks(3 * CHUNK).enumerate() {
-                classes.clear();
-                for (i, rgb) in chunk.chunks_exact(3).enumerate() {
-                    let kk = key([rgb[0], rgb[1], rgb[2]]);
-                    if kk != last.0 {
-                        let class = match (index.get(&kk), self.fallback) {
-                            (Some(&c), _) => c,
-                            (None, Some(f)) => f as u32,
-                            (None, None) => {
-                                return Err(Error::invalid(
-                                    OP,
-                                    format!("pixel {} has colour {:?}, which is not a class colour (set fallback to map it to a class)", n * CHUNK + i, [rgb[0], rgb[1], rgb[2]]),
-                                ))
-                            }
-                        };
-                        last = (kk, class);
-                    }
-                    classes.push(last.1);
-                }
+                lookup.classes(chunk, n * CHUNK, &mut classes)?;
                 rows.write(n * CHUNK, &classes);
             }
             rows.finish();

@@ -10,6 +10,7 @@ use stoker_core::{DType, Error, Result};
 use crate::fields::{build_chunks_into, input_spec, out_name, put, with_field};
 use crate::numeric::{is_numeric, to_f64};
 use crate::spec::OpSpec;
+use crate::u8_quotients::U8Quotients;
 
 const OP: &str = "rescale";
 /// Values written per chunk (see `build_chunks_into`): 16 KiB of float32, well inside L1.
@@ -35,6 +36,36 @@ fn one() -> f64 {
 }
 fn f32_dtype() -> DType {
     DType::F32
+}
+
+impl Rescale {
+    /// This rescale of uint8 values to float32.
+    pub(crate) fn of_u8(&self) -> RescaleU8 {
+        RescaleU8 {
+            quotients: U8Quotients::new(self.divisor as f32),
+            scale: self.scale as f32,
+            offset: self.offset as f32,
+        }
+    }
+}
+
+/// [`Rescale`] of uint8 values to float32 (the division exact, without dividing).
+pub(crate) struct RescaleU8 {
+    quotients: U8Quotients,
+    scale: f32,
+    offset: f32,
+}
+
+impl RescaleU8 {
+    /// `out[i]` = `src[i]` rescaled (as many values as `out` has).
+    pub(crate) fn write(&self, src: &[u8], out: &mut [f32]) {
+        self.quotients.write(src, out);
+        if self.scale != 1.0 || self.offset != 0.0 {
+            for d in out.iter_mut() {
+                *d = *d * self.scale + self.offset;
+            }
+        }
+    }
 }
 
 impl Op for Rescale {
@@ -74,23 +105,12 @@ impl Op for Rescale {
         let t = &input.tensors[i];
         let shape = t.shape().to_vec();
         let output = out_name(&self.field, &self.output);
-        let identity_affine = self.scale == 1.0 && self.offset == 0.0;
         let out = match (t.dtype(), self.dtype) {
             (DType::U8, DType::F32) => {
                 let src = t.typed::<u8>().ok_or_else(|| Error::internal("u8 view"))?;
-                let (div, scale, offset) =
-                    (self.divisor as f32, self.scale as f32, self.offset as f32);
+                let rescale = self.of_u8();
                 build_chunks_into(ctx, output, DType::F32, shape, CHUNK, |c, out| {
-                    let src = &src[c * CHUNK..];
-                    if identity_affine {
-                        for (d, &s) in out.iter_mut().zip(src) {
-                            *d = f32::from(s) / div;
-                        }
-                    } else {
-                        for (d, &s) in out.iter_mut().zip(src) {
-                            *d = (f32::from(s) / div) * scale + offset;
-                        }
-                    }
+                    rescale.write(&src[c * CHUNK..], out);
                 })?
             }
             (_, DType::F32) => {

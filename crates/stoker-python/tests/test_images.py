@@ -482,6 +482,83 @@ def test_decode_then_crop_or_pad_is_fused_equal_and_still_checks_the_whole_png(g
     assert (e.value.file, e.value.record) == (f, 2)
 
 
+def test_rescale_and_one_hot_run_inside_the_crop_decode_and_equal_the_ops(tmp_path):
+    rng = np.random.default_rng(8)
+    colors = sk.datasets.class_colors(6, seed=2)
+    pairs = [sk.datasets.segmentation_pair(rng, h, w, colors) for h, w in [(40, 52), (36, 50), (20, 24)]]
+    photos = [sk.io.encode_png(p) for p, _ in pairs] + [sk.io.encode_jpeg(pairs[0][0], 90)]
+    labels = [sk.io.encode_png(lab) for _, lab in pairs] + [sk.io.encode_png(pairs[0][1])]
+    # The last pair's photo is a JPEG: it takes the ops one after the other; the 20x24 pair is
+    # padded (to 30x40): the one-hot then needs a class for black, as the ops alone do.
+    source = sk.Dataset.from_tensor_slices(
+        {"image": np.array(photos, dtype=object), "label": np.array(labels, dtype=object)}
+    )
+
+    def ops(h: int, w: int, fallback: int | None = None) -> list:
+        return [
+            sk.ops.decode_image("image", 3), sk.ops.resize_with_crop_or_pad("image", h, w),
+            sk.ops.decode_image("label", 3), sk.ops.resize_with_crop_or_pad("label", h, w),
+            sk.ops.rescale("image", divisor=255.0), sk.ops.one_hot_colors("label", colors, fallback=fallback),
+        ]
+
+    for (h, w), fallback in [((30, 40), 0), ((16, 20), None)]:
+        chain = ops(h, w, fallback)
+        fused = source.map(chain).batch(2)
+        plan = fused.explain()
+        assert "decode_crop_or_pad+rescale" in plan and "decode_crop_or_pad+one_hot_colors" in plan, plan
+        unfused = source.map(chain[:4]).map(chain[4:]).batch(2)
+        assert "+" not in unfused.explain()
+        for a, b in zip(fused, unfused, strict=True):
+            assert a["image"].dtype == a["label"].dtype == np.float32
+            assert a["label"].shape[-1] == len(colors)
+            np.testing.assert_array_equal(a["image"], b["image"])
+            np.testing.assert_array_equal(a["label"], b["label"])
+
+    # The rescale moves past the label's ops; a one-hot that may fail (no fallback) does not
+    # move past an op that may fail first, so that an element fails with the same error.
+    image, label = ops(16, 20)[:2], ops(16, 20)[2:4]
+    rescale, one_hot = sk.ops.rescale("image", divisor=255.0), sk.ops.one_hot_colors("label", colors)
+    moved = source.map([*image, *label, rescale, one_hot])
+    assert moved.explain().count("+") == 2, moved.explain()
+    held = source.map([*label, *image, one_hot, rescale])
+    plan = held.explain()
+    assert "decode_crop_or_pad+one_hot_colors" not in plan and "+rescale" in plan, plan
+    # A rescale that more ops on the image follow is left to them (one pass, see pixel_chain).
+    chained = source.map([*image, rescale, sk.ops.normalize("image", [0.5] * 3, [0.2] * 3)])
+    assert "+rescale" not in chained.explain() and "pixel_chain" in chained.explain(), chained.explain()
+
+    # A colour that is no class's, at crop row 3, column 5: the same error as the op alone,
+    # naming the pixel of the crop.
+    odd = pairs[1][1].copy()
+    top, left = (36 - 16) // 2, (50 - 20) // 2
+    odd[top + 3, left + 5] = [1, 2, 3]
+    bad = sk.Dataset.from_tensor_slices(
+        {"image": np.array([photos[1]], dtype=object), "label": np.array([sk.io.encode_png(odd)], dtype=object)}
+    )
+    chain = ops(16, 20)
+    for ds in (bad.map(chain), bad.map(chain[:4]).map(chain[4:])):
+        with pytest.raises(sk.InvalidArgumentError, match=rf"pixel {3 * 20 + 5} has colour \[1, 2, 3\]"):
+            list(ds)
+    # A damaged label PNG is still the decoder's located error, or a counted skip.
+    damaged = bytearray(labels[1])
+    damaged[-20] ^= 0xFF
+    f = str(tmp_path / "labels.tfrecord")
+    with sk.io.TFRecordWriter(f) as wr:
+        for blob in (labels[0], bytes(damaged), labels[2]):
+            wr.write(blob)
+    labels_only = [
+        sk.ops.decode_image("record", 3),
+        sk.ops.resize_with_crop_or_pad("record", 16, 20),
+        sk.ops.one_hot_colors("record", colors),
+    ]
+    assert "+one_hot_colors" in sk.TFRecordDataset(f).map(labels_only).explain()
+    with pytest.raises(sk.InvalidRecordError, match="CRC error") as e:
+        list(sk.TFRecordDataset(f).map(labels_only))
+    assert (e.value.file, e.value.record) == (f, 1)
+    skipping = sk.TFRecordDataset(f).map(labels_only).ignore_errors()
+    assert len(list(skipping)) == 2 and sum(s["skipped"] for s in skipping.stats()) == 1
+
+
 def _png_with_filters(pixels: np.ndarray, filters: list[int]) -> bytes:
     """An 8-bit RGB PNG of ``pixels`` (H, W, 3) whose row y carries filter byte ``filters[y]``
     (the bytes after it are the pixels as they are, so only filters 0 and unknown ones make
@@ -646,14 +723,25 @@ def test_tfrecord_examples_with_encoded_images(tmp_path):
 
 
 def test_planner_runs_a_growing_elementwise_tail_after_the_batch(golden):
-    from stoker import workloads
-
     d = golden / "w2"
     _, colors = sk.ops.read_class_colors(str(d / "class_dict.csv"))
     images = [str(d / f"image{i}.png") for i in range(3)]
     labels = [str(d / f"label{i}.png") for i in range(3)]
+    source = sk.Dataset.from_tensor_slices(
+        {"image": np.array(images, dtype=object), "label": np.array(labels, dtype=object)}
+    )
+
+    def segmentation(size: tuple[int, int]) -> sk.Dataset:
+        # W2's ops with center_crop, which the planner does not fuse with the decode (W2's
+        # resize_with_crop_or_pad takes the rescale and the one-hot into its decode).
+        return source.with_options(threads=2).map([
+            sk.ops.read_file("image"), sk.ops.decode_image("image", 3), sk.ops.center_crop("image", size),
+            sk.ops.read_file("label"), sk.ops.decode_image("label", 3), sk.ops.center_crop("label", size),
+            sk.ops.rescale("image", divisor=255.0), sk.ops.one_hot_colors("label", colors),
+        ], num_parallel_calls=sk.AUTOTUNE).batch(2).prefetch(sk.AUTOTUNE)
+
     # Small elements (8 x 8 crops): the float32 conversion and the one-hot run once per batch.
-    ds = workloads.segmentation_pipeline(images, labels, colors, size=(8, 8), batch_size=2, threads=2)
+    ds = segmentation((8, 8))
     lines = ds.explain().splitlines()
     assert lines[1].strip().startswith("map[rescale, one_hot_colors]"), lines
     assert lines[2].strip().startswith("batch(2)") and "uint8" in lines[2], lines
@@ -667,8 +755,8 @@ def test_planner_runs_a_growing_elementwise_tail_after_the_batch(golden):
         assert a["label"].tobytes() == b["label"].tobytes()
 
     # Large elements (48 x 64 crops, 98 KB of float32 each) whose tail ops write their batch
-    # rows themselves stay per element (their batches are TF's: test_w2_matches_tf_data).
-    large = workloads.segmentation_pipeline(images, labels, colors, size=(48, 64), batch_size=2, threads=2)
+    # rows themselves stay per element.
+    large = segmentation((48, 64))
     lines = large.explain().splitlines()
     assert lines[1].strip().startswith("batch(2)") and "uint8" not in lines[1], lines
     assert lines[2].strip().startswith("map[read_file") and lines[2].endswith("float32 (48, 64, 5)}"), lines

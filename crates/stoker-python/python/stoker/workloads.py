@@ -109,8 +109,10 @@ def segmentation_pipeline(
             ops.read_file("label"),
             ops.decode_image("label", channels=3),
             ops.resize_with_crop_or_pad("label", h, w),
-            # Last, so that they write the 12x larger float32 output once, straight into
-            # the batch rows (on small crops the planner runs them after the batch instead).
+            # The planner runs each inside its field's fused decode-and-crop (explain():
+            # decode_crop_or_pad+rescale, +one_hot_colors): each crop row is converted as the
+            # decoder hands it over, and the 12x larger float32 output is written once,
+            # straight into the batch rows.
             ops.rescale("image", divisor=255.0),
             ops.one_hot_colors("label", colors),
         ],
