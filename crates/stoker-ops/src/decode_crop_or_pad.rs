@@ -194,7 +194,7 @@ pub fn fuse(ops: &[Arc<dyn Op>]) -> Vec<Arc<dyn Op>> {
 /// other fields that it may safely move before: single-field image ops, and none at all
 /// when the row op may fail (so that the element fails with the same error as before).
 fn fuse_row_ops(ops: &[Arc<dyn Op>]) -> Vec<Arc<dyn Op>> {
-    let specs: Vec<Option<OpSpec>> = ops.iter().map(spec_of).collect();
+    let specs: Vec<Option<OpSpec>> = ops.iter().map(OpSpec::of).collect();
     let mut taken = vec![false; ops.len()];
     let mut out: Vec<Arc<dyn Op>> = Vec::with_capacity(ops.len());
     for (i, op) in ops.iter().enumerate() {
@@ -232,10 +232,6 @@ fn fuse_row_ops(ops: &[Arc<dyn Op>]) -> Vec<Arc<dyn Op>> {
         }
     }
     out
-}
-
-fn spec_of(op: &Arc<dyn Op>) -> Option<OpSpec> {
-    op.spec().ok().and_then(|v| OpSpec::from_json(&v).ok())
 }
 
 /// Whether `spec` is a single-field image op that neither reads nor writes `field`.

@@ -512,7 +512,7 @@ pub(crate) fn fuse_after_decode(
     ops: &[Arc<dyn Op>],
     with: impl Fn(&DecodeImage, OpSpec) -> Option<Arc<dyn Op>>,
 ) -> Vec<Arc<dyn Op>> {
-    let spec = |op: &Arc<dyn Op>| op.spec().ok().and_then(|v| OpSpec::from_json(&v).ok());
+    let spec = OpSpec::of;
     let mut out: Vec<Arc<dyn Op>> = Vec::with_capacity(ops.len());
     let mut i = 0;
     while i < ops.len() {

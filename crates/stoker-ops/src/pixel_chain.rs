@@ -37,12 +37,12 @@ pub enum Stage {
 }
 
 impl Stage {
-    fn op(&self) -> Arc<dyn Op> {
+    fn op(&self) -> &dyn Op {
         match self {
-            Stage::RandomFlip(o) => Arc::new(o.clone()),
-            Stage::Rescale(o) => Arc::new(o.clone()),
-            Stage::ColorJitter(o) => Arc::new(o.clone()),
-            Stage::Normalize(o) => Arc::new(o.clone()),
+            Stage::RandomFlip(o) => o,
+            Stage::Rescale(o) => o,
+            Stage::ColorJitter(o) => o,
+            Stage::Normalize(o) => o,
         }
     }
 
@@ -317,7 +317,7 @@ impl Op for PixelChain {
 /// one [`PixelChain`]. The run must change values (its output is then float32): flips alone
 /// keep their dtype and stay as they are.
 pub fn fuse(ops: &[Arc<dyn Op>]) -> Vec<Arc<dyn Op>> {
-    let spec = |op: &Arc<dyn Op>| op.spec().ok().and_then(|v| OpSpec::from_json(&v).ok());
+    let spec = OpSpec::of;
     let mut out: Vec<Arc<dyn Op>> = Vec::with_capacity(ops.len());
     let mut i = 0;
     while i < ops.len() {

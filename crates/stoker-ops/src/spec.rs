@@ -68,6 +68,12 @@ impl OpSpec {
             .map_err(|e| Error::Spec(format!("bad op {value}: {e}")))
     }
 
+    /// The spec of a built op, if it has one (Python functions have none): what the
+    /// planner's fusions match on.
+    pub fn of(op: &Arc<dyn Op>) -> Option<OpSpec> {
+        op.spec().ok().and_then(|v| OpSpec::from_json(&v).ok())
+    }
+
     pub fn build(self) -> Result<Arc<dyn Op>> {
         Ok(match self {
             OpSpec::ParseExample(p) => Arc::new(ParseExample::new(p.key, p.features)?),

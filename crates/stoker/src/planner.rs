@@ -3,6 +3,10 @@
 //! The rewrites, all visible in `explain()`:
 //! - `decode_image` followed by `random_resized_crop` becomes one fused op that decodes only
 //!   what the crop needs (DCT-domain scaling where the JPEG decoder has it);
+//! - `decode_image` followed by `resize_with_crop_or_pad` becomes `decode_crop_or_pad`, which
+//!   decodes a PNG only down to the crop's last row and up to its right edge, and takes in a
+//!   `rescale` or `one_hot_colors` of the crop that comes later, converting each crop row as
+//!   it is decoded (see `stoker_ops::decode_crop_or_pad::fuse`);
 //! - a run of flips and per-channel affine ops (`convert_image_dtype`, brightness/contrast
 //!   jitter, `normalize`) becomes one `pixel_chain` pass over the pixels;
 //! - consecutive native `map`s with the same parallelism are fused into one stage;
