@@ -26,6 +26,7 @@ pub struct StageStats {
     python_ns: AtomicU64,
     python_calls: AtomicU64,
     skipped: AtomicU64,
+    rest_lost: AtomicU64,
     buffer_len: AtomicU64,
     buffer_capacity: AtomicU64,
     buffer_fill_sum: AtomicU64,
@@ -55,6 +56,10 @@ pub struct StageSnapshot {
     pub python_calls: u64,
     /// Bad records skipped under the `skip` policy.
     pub skipped: u64,
+    /// Files whose rest could not be read after damage under the `skip` policy (a damaged
+    /// compressed stream): the records lost there are not in `skipped`, as they cannot be
+    /// counted; `last_skip_reason` says from where.
+    pub rest_lost: u64,
     pub last_skip_reason: Option<String>,
     /// Elements in the output buffer when last looked at, its capacity, and its mean fill (0..1).
     pub buffer_len: u64,
@@ -130,7 +135,14 @@ impl StageStats {
 
     /// Counts one skipped bad record and keeps its reason.
     pub fn add_skip(&self, reason: impl Into<String>) {
-        self.skipped.fetch_add(1, Relaxed);
+        self.add_loss(1, false, reason);
+    }
+
+    /// Counts `records` skipped bad records, and a file whose rest was lost if `rest_lost`,
+    /// and keeps the reason.
+    pub fn add_loss(&self, records: u64, rest_lost: bool, reason: impl Into<String>) {
+        self.skipped.fetch_add(records, Relaxed);
+        self.rest_lost.fetch_add(u64::from(rest_lost), Relaxed);
         if let Ok(mut last) = self.last_skip.lock() {
             *last = Some(reason.into());
         }
@@ -206,6 +218,7 @@ impl StageStats {
             python_s: s(&self.python_ns),
             python_calls: self.python_calls.load(Relaxed),
             skipped: self.skipped.load(Relaxed),
+            rest_lost: self.rest_lost.load(Relaxed),
             last_skip_reason: self.last_skip.lock().ok().and_then(|l| l.clone()),
             buffer_len: self.buffer_len.load(Relaxed),
             buffer_capacity: self.buffer_capacity.load(Relaxed),

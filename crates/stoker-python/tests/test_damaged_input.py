@@ -1,0 +1,277 @@
+"""Damaged input as a hostile user brings it: every read ends, with a located error or counted
+skips that account for every record written, in bounded memory (issue: broken promises).
+
+The cases that used to hang or to allocate gigabytes run in a subprocess under a time limit,
+so that a regression fails the test instead of stalling the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import struct
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import stoker as sk
+
+
+def run_py(code: str, timeout: float = 60) -> dict:
+    """Runs `code` in a fresh interpreter; it prints one JSON object last. Adds the peak RSS
+    (MB) and fails the test if the run does not end within `timeout` seconds."""
+    prog = textwrap.dedent(code) + textwrap.dedent(
+        """
+        import resource as _r, json as _j, sys as _s
+        _s.stdout.write("\\n" + _j.dumps({"__rss_mb": _r.getrusage(_r.RUSAGE_SELF).ru_maxrss / 1024}) + "\\n")
+        """
+    )
+    try:
+        r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"did not end within {timeout} s:\n{code}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    out = lines[0] if len(lines) > 1 else {}
+    out["rss_mb"] = lines[-1]["__rss_mb"]
+    return out
+
+
+def skipped(ds: sk.Dataset) -> tuple[int, int, str]:
+    stats = ds.stats()
+    reasons = [s["last_skip_reason"] for s in stats if s["last_skip_reason"]]
+    return sum(s["skipped"] for s in stats), sum(s["rest_lost"] for s in stats), " | ".join(reasons)
+
+
+def test_garbage_after_a_gzip_stream_ends_instead_of_spinning(tmp_path):
+    f = tmp_path / "g.gz"
+    out = run_py(
+        f"""
+        import json, stoker as sk
+        with sk.io.TFRecordWriter({str(f)!r}, "GZIP") as w:
+            for i in range(3): w.write(b"r%d" % i)
+        open({str(f)!r}, "ab").write(b"garbage!" * 8)
+        ds = sk.TFRecordDataset({str(f)!r}, compression_type="GZIP").ignore_errors()
+        got = [r.decode() for r in ds]
+        st = ds.stats()
+        print(json.dumps({{"got": got, "skipped": sum(s["skipped"] for s in st),
+                          "rest_lost": sum(s["rest_lost"] for s in st),
+                          "why": [s["last_skip_reason"] for s in st if s["last_skip_reason"]]}}))
+        """,
+        timeout=20,
+    )
+    assert out["got"] == ["r0", "r1", "r2"]
+    assert (out["skipped"], out["rest_lost"]) == (0, 1)
+    assert "rest of the file after byte" in out["why"][0] and "g.gz" in out["why"][0]
+
+
+def test_a_damaged_zlib_stream_under_skip_ends(tmp_path):
+    f = tmp_path / "z.zlib"
+    out = run_py(
+        f"""
+        import json, stoker as sk
+        with sk.io.TFRecordWriter({str(f)!r}, "ZLIB") as w:
+            for i in range(1000): w.write(b"record %d" % i)
+        data = bytearray(open({str(f)!r}, "rb").read())
+        data[len(data) // 2] ^= 0xFF
+        open({str(f)!r}, "wb").write(bytes(data))
+        ds = sk.TFRecordDataset({str(f)!r}, compression_type="ZLIB").ignore_errors()
+        got = [r.decode() for r in ds]
+        st = ds.stats()
+        print(json.dumps({{"got": got, "skipped": sum(s["skipped"] for s in st),
+                          "rest_lost": sum(s["rest_lost"] for s in st)}}))
+        """,
+        timeout=20,
+    )
+    got = out["got"]
+    assert 0 < len(got) < 1000 and got == [f"record {i}" for i in range(len(got))]
+    assert out["rest_lost"] == 1
+
+
+@pytest.mark.parametrize("compression", ["GZIP", "ZLIB"])
+def test_truncated_compressed_file_is_a_located_corrupt_record(tmp_path, compression):
+    f = str(tmp_path / f"t.{compression}")
+    with sk.io.TFRecordWriter(f, compression) as w:
+        for i in range(100):
+            w.write(b"rec%d" % i * 10)
+    data = open(f, "rb").read()
+    open(f, "wb").write(data[: len(data) // 2])
+    got = []
+    with pytest.raises(sk.CorruptRecordError, match="compressed stream is damaged") as e:
+        for r in sk.TFRecordDataset(f, compression_type=compression):
+            got.append(r)
+    assert e.value.file == f and e.value.record == len(got) and 0 < len(got) < 100
+    assert e.value.offset == sum(12 + len(r) + 4 for r in got)
+    assert "compressed byte" in str(e.value)
+    ds = sk.TFRecordDataset(f, compression_type=compression).ignore_errors()
+    assert len(list(ds)) == len(got)
+    assert skipped(ds)[:2] == (0, 1)
+
+
+@pytest.mark.parametrize("compression", [None, "GZIP", "ZLIB"])
+def test_an_empty_file_holds_no_records_whatever_its_compression(tmp_path, compression):
+    f = tmp_path / "empty.tfrecord"
+    f.write_bytes(b"")
+    assert list(sk.TFRecordDataset(str(f), compression_type=compression)) == []
+
+
+def test_garbage_after_a_zlib_stream_is_reported(tmp_path):
+    f = str(tmp_path / "z.zlib")
+    with sk.io.TFRecordWriter(f, "ZLIB") as w:
+        for i in range(3):
+            w.write(b"r%d" % i)
+    open(f, "ab").write(b"garbage!")
+    with pytest.raises(sk.CorruptRecordError, match="follow the end of the ZLIB stream") as e:
+        list(sk.TFRecordDataset(f, compression_type="ZLIB"))
+    assert e.value.record == 3
+
+
+@pytest.mark.parametrize("verify_crc", [True, False])
+def test_a_huge_claimed_length_costs_no_memory(tmp_path, verify_crc):
+    f = tmp_path / "big.tfrecord"
+    length = struct.pack("<Q", 1 << 31)
+    out = run_py(
+        f"""
+        import json, time, struct, stoker as sk
+        length = {length!r}
+        def crc32c(data):
+            crc = 0xFFFFFFFF
+            for b in data:
+                crc ^= b
+                for _ in range(8):
+                    crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+            return crc ^ 0xFFFFFFFF
+        c = crc32c(length)
+        crc = ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF if {verify_crc} else 0
+        open({str(f)!r}, "wb").write(length + struct.pack("<I", crc) + b"x" * 100)
+        t = time.perf_counter()
+        try:
+            list(sk.TFRecordDataset({str(f)!r}, verify_crc={verify_crc}))
+            err = None
+        except sk.CorruptRecordError as e:
+            err = str(e)
+        print(json.dumps({{"err": err, "s": time.perf_counter() - t}}))
+        """,
+        timeout=30,
+    )
+    assert out["err"] and "truncated record" in out["err"], out
+    assert out["s"] < 1.0 and out["rss_mb"] < 200, out
+
+
+def test_a_damaged_length_costs_one_record_not_the_rest_of_the_file(tmp_path):
+    f = str(tmp_path / "x.tfrecord")
+    recs = [b"record %03d" % i for i in range(50)]
+    with sk.io.TFRecordWriter(f) as w:
+        for r in recs:
+            w.write(r)
+    data = bytearray(open(f, "rb").read())
+    per = 12 + len(recs[0]) + 4
+    data[per * 20 + 3] ^= 0x01
+    open(f, "wb").write(bytes(data))
+    ds = sk.TFRecordDataset(f).ignore_errors()
+    assert list(ds) == recs[:20] + recs[21:]
+    n, rest, why = skipped(ds)
+    assert (n, rest) == (1, 0)
+    assert "length CRC" in why and f"next intact record header, at byte {per * 21}" in why
+
+
+def _records(rng: random.Random, n: int) -> list[bytes]:
+    return [rng.randbytes(rng.randrange(0, 300)) for _ in range(n)]
+
+
+def _damage(rng: random.Random, data: bytes) -> tuple[bytes, int, str]:
+    """Damaged bytes, how many bytes of the original are still there, and what was done."""
+    if rng.random() < 0.4:
+        cut = rng.randrange(0, len(data))
+        return data[:cut], cut, f"truncated at {cut}"
+    out = bytearray(data)
+    where = sorted(rng.randrange(0, len(data)) for _ in range(rng.choice([1, 1, 2, 3])))
+    for i in where:
+        out[i] ^= rng.randrange(1, 256)
+    return bytes(out), len(data), f"bytes {where} flipped"
+
+
+def _is_subsequence(part: list[bytes], whole: list[bytes]) -> bool:
+    it = iter(whole)
+    return all(any(p == w for w in it) for p in part)
+
+
+def test_damaged_input_matrix(tmp_path):
+    """Random flips and truncations of plain, GZIP and ZLIB files under both policies: every
+    read ends within 10 s, with a located error or skips that account for every record."""
+    rng = random.Random(18)
+    problems = []
+    for compression in [None, "GZIP", "ZLIB"]:
+        for case in range(40):
+            recs = _records(rng, 200)
+            f = str(tmp_path / f"{compression}-{case}.tfrecord")
+            with sk.io.TFRecordWriter(f, compression) as w:
+                for r in recs:
+                    w.write(r)
+            damaged, kept_bytes, how = _damage(rng, open(f, "rb").read())
+            open(f, "wb").write(damaged)
+            where = f"{compression} case {case}: {how}"
+            # The records that are still in the file, whole or in part (a plain file's cut).
+            present = len(recs)
+            if compression is None:
+                starts = [sum(12 + len(r) + 4 for r in recs[:i]) for i in range(len(recs))]
+                present = sum(1 for s in starts if s < kept_bytes)
+
+            got: list[bytes] = []
+            try:
+                for r in sk.TFRecordDataset(f, compression_type=compression):
+                    got.append(r)
+            except sk.CorruptRecordError as e:
+                if (e.file, e.record) != (f, len(got)) or not isinstance(e.offset, int):
+                    problems.append(f"{where}: error at {e.file}/{e.record}/{e.offset} after {len(got)}")
+            if got != recs[: len(got)]:
+                problems.append(f"{where}: raise policy handed out records not written")
+
+            ds = sk.TFRecordDataset(f, compression_type=compression).ignore_errors()
+            kept = list(ds)
+            n, rest, why = skipped(ds)
+            if not _is_subsequence(kept, recs):
+                problems.append(f"{where}: skip policy handed out records not written")
+            if rest == 0 and len(kept) + n != present:
+                problems.append(f"{where}: {len(kept)} read + {n} skipped != {present} ({why})")
+            if rest and (len(kept) + n > present or "lost" not in why):
+                problems.append(f"{where}: rest lost but {len(kept)} + {n} ({why})")
+            if len(kept) < present and not why:
+                problems.append(f"{where}: {present - len(kept)} records lost without a reason")
+    assert not problems, "\n".join(problems)
+
+
+def test_damaged_input_matrix_is_bounded_in_time_and_memory(tmp_path):
+    """The matrix's worst cases for memory and time, in a fresh process: peak RSS under 200 MB."""
+    out = run_py(
+        f"""
+        import json, random, struct, time, stoker as sk
+        rng = random.Random(7)
+        worst = 0.0
+        for compression in [None, "GZIP", "ZLIB"]:
+            for case in range(30):
+                f = {str(tmp_path)!r} + f"/{{compression}}-{{case}}"
+                with sk.io.TFRecordWriter(f, compression) as w:
+                    for i in range(300):
+                        w.write(rng.randbytes(rng.randrange(0, 2000)))
+                data = bytearray(open(f, "rb").read())
+                for _ in range(rng.choice([1, 2, 4])):
+                    data[rng.randrange(0, len(data))] ^= rng.randrange(1, 256)
+                if case % 3 == 0:
+                    data = data[: rng.randrange(0, len(data))]
+                open(f, "wb").write(bytes(data))
+                for ignore in [False, True]:
+                    t = time.perf_counter()
+                    ds = sk.TFRecordDataset(f, compression_type=compression, verify_crc=case % 2 == 0)
+                    try:
+                        for _ in ds.ignore_errors() if ignore else ds:
+                            pass
+                    except sk.CorruptRecordError:
+                        pass
+                    worst = max(worst, time.perf_counter() - t)
+        print(json.dumps({{"worst_s": worst}}))
+        """,
+        timeout=120,
+    )
+    assert out["worst_s"] < 10 and out["rss_mb"] < 200, out
