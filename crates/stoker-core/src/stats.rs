@@ -253,6 +253,15 @@ impl StatsRegistry {
         s
     }
 
+    /// Whether the stage at address `stage` is one of this registry's stages (the address is
+    /// only compared, never read).
+    pub fn holds(&self, stage: *const StageStats) -> bool {
+        let stages = self.stages.lock().unwrap_or_else(|e| e.into_inner());
+        stages
+            .iter()
+            .any(|(_, s)| std::ptr::eq(Arc::as_ptr(s), stage))
+    }
+
     pub fn snapshot(&self) -> Vec<StageSnapshot> {
         let stages = self.stages.lock().unwrap_or_else(|e| e.into_inner());
         stages.iter().map(|(_, s)| s.snapshot()).collect()

@@ -2,28 +2,106 @@
 //!
 //! The pipeline runs on a driver thread; `__next__` waits for it with the GIL released, in
 //! short slices, so that Ctrl-C (or any signal handler) interrupts a blocked `next()`.
+//! Closing waits for the pipeline's threads only so long (shorter after an interrupt, and not
+//! at all past a second Ctrl-C). Then the pipeline's Python calls still running get a
+//! `KeyboardInterrupt` (a looping function stops; one blocked in C, e.g. `time.sleep`, does
+//! not), and a thread still stuck after a short grace (in a call that never returns, a read
+//! from a pipe) is left to finish on its own, with a `RuntimeWarning`, so that the
+//! `KeyboardInterrupt` reaches the user.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use pyo3::exceptions::PyRuntimeWarning;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
+use std::sync::Arc;
+
 use stoker_core::element::Names;
 use stoker_core::exec::prefetch::{Poll, Prefetch};
+use stoker_core::StatsRegistry;
 
 use crate::errors::to_pyerr;
-use crate::py_ops::element_to_py;
+use crate::py_ops::{element_to_py, interrupt_calls};
+
+/// How long closing waits for the pipeline's threads to stop before leaving them.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
+/// The same after `next()` was interrupted by a signal: the user is waiting for it.
+const CLOSE_WAIT_INTERRUPTED: Duration = Duration::from_millis(250);
+/// How long the threads get to end once their Python calls were interrupted.
+const INTERRUPT_GRACE: Duration = Duration::from_millis(250);
+/// How often closing looks for signals while it waits.
+const SLICE: Duration = Duration::from_millis(50);
 
 #[pyclass(name = "Iterator", module = "stoker._stoker")]
 pub struct PyIter {
     driver: Option<Prefetch>,
+    /// The pipeline's stages, whose Python calls closing may interrupt.
+    stages: Arc<StatsRegistry>,
     names: Option<(Names, Py<PyTuple>)>,
+    interrupted: bool,
 }
 
 impl PyIter {
-    pub fn new(driver: Prefetch) -> PyIter {
+    pub fn new(driver: Prefetch, stages: Arc<StatsRegistry>) -> PyIter {
         PyIter {
             driver: Some(driver),
+            stages,
             names: None,
+            interrupted: false,
+        }
+    }
+
+    /// Stops the driver: waits up to `wait` for its threads, then interrupts the pipeline's
+    /// Python calls and waits a little more, then leaves any thread still running and warns.
+    /// A signal handler's error (a second Ctrl-C) ends the waiting at once.
+    fn stop(
+        py: Python<'_>,
+        stages: &StatsRegistry,
+        mut driver: Prefetch,
+        wait: Duration,
+    ) -> PyResult<()> {
+        let start = Instant::now();
+        let mut deadline = start + wait;
+        let mut grace = false;
+        let mut signal = Ok(());
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if py.detach(|| driver.stop_within(left.min(SLICE))) {
+                return signal;
+            }
+            if signal.is_ok() {
+                signal = py.check_signals();
+            }
+            if signal.is_ok() && Instant::now() < deadline && !grace {
+                continue;
+            }
+            // The wait is over (or a signal ended it): the pipeline's Python calls are
+            // interrupted, again on every round of the grace period, as a worker may have
+            // started another call meanwhile.
+            if !grace {
+                deadline = Instant::now();
+            }
+            let calls = interrupt_calls(py, stages);
+            if !grace && calls > 0 {
+                grace = true;
+                deadline = Instant::now() + INTERRUPT_GRACE;
+            }
+            if Instant::now() < deadline {
+                continue;
+            }
+            driver.detach();
+            let message = format!(
+                "stoker: the pipeline's threads did not stop within {:.2} s (a stage is blocked, \
+                 e.g. in a Python function or a read); they were left to finish on their own",
+                start.elapsed().as_secs_f64()
+            );
+            let warned = PyErr::warn(
+                py,
+                &py.get_type::<PyRuntimeWarning>(),
+                &std::ffi::CString::new(message).unwrap_or_default(),
+                1,
+            );
+            return signal.and(warned);
         }
     }
 }
@@ -40,27 +118,40 @@ impl PyIter {
             let Some(driver) = self.driver.as_mut() else {
                 return Ok(None);
             };
-            match py.detach(|| driver.poll(Duration::from_millis(50))) {
-                Poll::Pending => py.check_signals()?,
+            match py.detach(|| driver.poll(SLICE)) {
+                Poll::Pending => {
+                    if let Err(e) = py.check_signals() {
+                        self.interrupted = true;
+                        return Err(e);
+                    }
+                }
                 Poll::Ready(Ok(Some(e))) => {
                     return element_to_py(py, &e, &mut self.names).map(Some)
                 }
                 Poll::Ready(Ok(None)) => {
-                    self.close(py);
+                    self.close(py)?;
                     return Ok(None);
                 }
                 Poll::Ready(Err(e)) => {
-                    self.close(py);
-                    return Err(to_pyerr(py, e));
+                    let err = to_pyerr(py, e);
+                    let _ = self.close(py);
+                    return Err(err);
                 }
             }
         }
     }
 
-    /// Stops the pipeline now and joins its threads.
-    fn close(&mut self, py: Python<'_>) {
-        if let Some(d) = self.driver.take() {
-            py.detach(move || drop(d));
+    /// Stops the pipeline now and joins its threads (see the module docs for how long it
+    /// waits). Waiting must not hold the GIL: a worker may need it to finish a Python call.
+    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
+        let wait = if self.interrupted {
+            CLOSE_WAIT_INTERRUPTED
+        } else {
+            CLOSE_WAIT
+        };
+        match self.driver.take() {
+            Some(d) => PyIter::stop(py, &self.stages, d, wait),
+            None => Ok(()),
         }
     }
 }
@@ -68,9 +159,11 @@ impl PyIter {
 impl Drop for PyIter {
     fn drop(&mut self) {
         if let Some(d) = self.driver.take() {
-            // Joining the pipeline's threads must not hold the GIL: a worker may be waiting
-            // for it to run a Python function.
-            Python::attach(|py| py.detach(move || drop(d)));
+            Python::attach(|py| {
+                if let Err(e) = PyIter::stop(py, &self.stages, d, CLOSE_WAIT) {
+                    e.write_unraisable(py, None);
+                }
+            });
         }
     }
 }

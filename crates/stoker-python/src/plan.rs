@@ -488,6 +488,6 @@ impl PyPlan {
     fn iterate(&self, py: Python<'_>) -> PyResult<PyIter> {
         let pipeline = self.pipeline(py)?;
         let driver = py.detach(|| pipeline.start()).py(py)?;
-        Ok(PyIter::new(driver))
+        Ok(PyIter::new(driver, Arc::clone(pipeline.registry())))
     }
 }

@@ -3,7 +3,7 @@
 //! They run on the engine's worker threads and take the GIL only while the function runs;
 //! their time is counted apart in the stage's stats (`python_s`).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use pyo3::prelude::*;
@@ -18,6 +18,47 @@ use stoker_core::{Error, Result, StageStats, StatsRegistry};
 use crate::convert::{py_to_tensor, tensor_to_py};
 use crate::errors::from_pyerr;
 use crate::plan::PyPlan;
+
+/// Python calls in progress on engine threads: the thread's Python id and the stage they run
+/// for. Entries are added and removed with the GIL held, right around the call, so that whoever
+/// holds the GIL and finds an entry knows that thread is inside the call.
+static CALLS: Mutex<Vec<(std::ffi::c_ulong, usize)>> = Mutex::new(Vec::new());
+
+/// Calls `f` on this thread as a Python call made for `stage` (see [`interrupt_calls`]).
+fn tracked<T>(_py: Python<'_>, stage: &StageStats, f: impl FnOnce() -> T) -> T {
+    // SAFETY: PyThread_get_thread_ident has no preconditions.
+    let ident = unsafe { pyo3::ffi::PyThread_get_thread_ident() };
+    let key = (ident, std::ptr::from_ref(stage) as usize);
+    let calls = || CALLS.lock().unwrap_or_else(|e| e.into_inner());
+    calls().push(key);
+    let out = f();
+    let mut list = calls();
+    if let Some(i) = list.iter().rposition(|c| *c == key) {
+        list.swap_remove(i);
+    }
+    out
+}
+
+/// Raises `KeyboardInterrupt` inside the Python calls in progress for the stages of
+/// `pipeline` (at their next bytecode: a loop stops, a call blocked in C does not), so that
+/// their threads can end when the consumer has given up on the pipeline. Returns how many.
+pub fn interrupt_calls(_py: Python<'_>, pipeline: &StatsRegistry) -> usize {
+    let calls = CALLS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut n = 0;
+    for &(ident, stage) in calls.iter() {
+        if pipeline.holds(stage as *const StageStats) {
+            // SAFETY: the GIL is held (`_py`); the exception object is a static type.
+            unsafe {
+                pyo3::ffi::PyThreadState_SetAsyncExc(
+                    ident as std::ffi::c_long,
+                    pyo3::ffi::PyExc_KeyboardInterrupt,
+                );
+            }
+            n += 1;
+        }
+    }
+    n
+}
 
 /// The element as a dict `{name: array}`.
 pub fn element_to_dict<'py>(py: Python<'py>, e: &Element) -> PyResult<Bound<'py, PyDict>> {
@@ -76,7 +117,7 @@ impl Op for PyFuncOp {
         Python::attach(|py| {
             let t = Instant::now();
             let r = element_to_dict(py, &input)
-                .and_then(|d| self.func.bind(py).call1((d,)))
+                .and_then(|d| tracked(py, ctx.stats, || self.func.bind(py).call1((d,))))
                 .and_then(|out| pairs_to_element(&out, &self.name));
             ctx.stats.add_python(t.elapsed());
             r.map(Some).map_err(from_pyerr)
@@ -114,7 +155,7 @@ impl Predicate for PyPredicate {
         Python::attach(|py| {
             let t = Instant::now();
             let r = element_to_dict(py, element)
-                .and_then(|d| self.func.bind(py).call1((d,)))
+                .and_then(|d| tracked(py, ctx.stats, || self.func.bind(py).call1((d,))))
                 .and_then(|v| v.is_truthy());
             ctx.stats.add_python(t.elapsed());
             r.map_err(from_pyerr)
@@ -152,7 +193,7 @@ impl Opener for PyOpener {
         let plan = Python::attach(|py| {
             let t = Instant::now();
             let r = element_to_dict(py, element)
-                .and_then(|d| self.func.bind(py).call1((d,)))
+                .and_then(|d| tracked(py, stats, || self.func.bind(py).call1((d,))))
                 .and_then(|p| Ok(p.cast::<PyPlan>().map_err(PyErr::from)?.get().plan.clone()));
             stats.add_python(t.elapsed());
             r.map_err(from_pyerr)

@@ -275,3 +275,146 @@ def test_damaged_input_matrix_is_bounded_in_time_and_memory(tmp_path):
         timeout=120,
     )
     assert out["worst_s"] < 10 and out["rss_mb"] < 200, out
+
+
+INTERRUPT_CHILD = """
+import os, signal, sys, time
+import numpy as np
+import stoker as sk
+
+seen = {}
+def handler(sig, frame):
+    seen.setdefault("t", time.monotonic())
+    signal.default_int_handler(sig, frame)
+signal.signal(signal.SIGINT, handler)
+
+%s
+
+print("ready", flush=True)
+try:
+    for _ in ds:
+        pass
+    print("ended", flush=True)
+except KeyboardInterrupt:
+    print("caught %%.3f" %% (time.monotonic() - seen["t"]), flush=True)
+"""
+
+STUCK_PIPELINES = {
+    "sleeping_function": """
+def f(x):
+    time.sleep(1e6)
+    return x
+ds = sk.Dataset.from_tensor_slices(np.arange(10)).map(f)
+""",
+    "looping_function": """
+def f(x):
+    while True:
+        pass
+ds = sk.Dataset.from_tensor_slices(np.arange(10)).map(f, num_parallel_calls=2)
+""",
+    "read_file_on_a_fifo": """
+fifo = sys.argv[1] + "/fifo"
+os.mkfifo(fifo)
+ds = sk.Dataset.from_tensor_slices({"f": np.array([fifo.encode()])}).map(sk.ops.read_file("f"))
+""",
+}
+
+
+@pytest.mark.parametrize("case", sorted(STUCK_PIPELINES))
+@pytest.mark.parametrize("signals", [1, 2])
+def test_ctrl_c_ends_a_pipeline_whose_worker_is_stuck(tmp_path, case, signals):
+    import signal
+    import time
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPT_CHILD % STUCK_PIPELINES[case], str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        time.sleep(0.5)  # the worker is now stuck
+        for _ in range(signals):
+            child.send_signal(signal.SIGINT)
+            time.sleep(0.1)
+        t = time.monotonic()
+        out, err = child.communicate(timeout=10)
+        ended_after = time.monotonic() - t
+    finally:
+        child.kill()
+    lines = out.split()
+    assert lines[:1] == ["caught"], (out, err[-2000:])
+    assert float(lines[1]) < 1.0, out
+    assert ended_after < 5, ended_after
+    # The process exits cleanly: a looping function is interrupted in its thread, a thread
+    # blocked in C (sleep, open) is left behind and reported.
+    assert child.returncode == 0, err[-2000:]
+    if case != "looping_function":
+        assert "left to finish on their own" in err, err[-2000:]
+
+
+def _cached(path, calls: list) -> sk.Dataset:
+    def spy(v):
+        calls.append(1)
+        return v * 2
+
+    return sk.Dataset.range(100).map(spy).cache(str(path))
+
+
+def _record_starts(data: bytes) -> list[int]:
+    """Where each TFRecord record of `data` starts."""
+    starts, at = [], 0
+    while at + 12 <= len(data):
+        starts.append(at)
+        at += 12 + struct.unpack("<Q", data[at : at + 8])[0] + 4
+    return starts
+
+
+@pytest.mark.parametrize("keep", ["half", "header", "all_but_completion"])
+def test_a_partial_disk_cache_is_rebuilt_not_replayed(tmp_path, keep):
+    path = tmp_path / "cache"
+    calls: list = []
+    want = [int(v) for v in _cached(path, calls)]
+    assert len(calls) == 100 and want == [2 * i for i in range(100)]
+    data = path.read_bytes()
+    starts = _record_starts(data)  # header, 100 elements, completion
+    assert len(starts) == 102
+    cut = {"half": starts[11], "header": starts[1], "all_but_completion": starts[101]}[keep]
+    path.write_bytes(data[:cut])
+    again: list = []
+    assert [int(v) for v in _cached(path, again)] == want
+    assert len(again) == 100, "the cut file was taken for a complete cache"
+    assert path.read_bytes() == data, "the cache was not rebuilt whole"
+    third: list = []
+    assert [int(v) for v in _cached(path, third)] == want and third == []
+
+
+def test_two_first_passes_over_one_disk_cache_both_complete(tmp_path):
+    path = tmp_path / "cache"
+    a_calls: list = []
+    b_calls: list = []
+    a, b = iter(_cached(path, a_calls)), iter(_cached(path, b_calls))
+    got_a, got_b = [], []
+    for x, y in zip(a, b):  # the two passes run at once, interleaved
+        got_a.append(int(x))
+        got_b.append(int(y))
+    assert got_a == got_b == [2 * i for i in range(100)]
+    assert [p.name for p in tmp_path.iterdir()] == ["cache"], "a temporary file was left behind"
+    replay: list = []
+    assert [int(v) for v in _cached(path, replay)] == got_a and replay == []
+
+
+def test_damage_in_a_disk_cache_names_the_element(tmp_path):
+    path = tmp_path / "cache"
+    list(_cached(path, []))
+    data = bytearray(path.read_bytes())
+    starts = _record_starts(bytes(data))
+    data[starts[1 + 36] + 14] ^= 0xFF  # element 36's data
+    path.write_bytes(bytes(data))
+    got = []
+    with pytest.raises(sk.CorruptRecordError) as e:
+        for v in _cached(path, []):
+            got.append(int(v))
+    assert len(got) == 36 and e.value.record == 36 and e.value.file == str(path)
+    assert "cache element 36" in str(e.value)

@@ -1,17 +1,25 @@
 //! `cache(filename)`: the first complete pass writes every element to `filename` (TFRecord
 //! framing, so every element is CRC-checked when read back); later passes — in this process or
-//! another — read the file instead of running the input. The file appears only when a pass
-//! completes (written under a temporary name, then renamed), so an interrupted pass leaves no
-//! half cache behind.
+//! another — read the file instead of running the input.
+//!
+//! The file is a header record (the fields), one record per element, and last a completion
+//! record: the element count and a CRC32C over every element record. A pass writes under a
+//! temporary name of its own (unique per process and pass) and publishes the file only once
+//! it is complete and synced; when two passes finish, the first to publish wins. A file
+//! without a valid completion record (cut short, damaged, or not written by this version) is
+//! not a cache: the next pass runs the input and replaces it. Damage found while replaying
+//! (a bad CRC, an element that does not decode, a count or checksum that does not match the
+//! completion record) is an error naming the file and the element.
 
 use std::fs::File;
-use std::io::BufWriter;
+use std::io::{BufWriter, Read, Seek, SeekFrom};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use stoker_core::element::{Element, Names, Schema};
 use stoker_core::exec::{BoxIter, ElementIter, MakeIter};
 use stoker_core::{DType, Error, Result};
-use stoker_formats::{Compression, RecordReader, RecordWriter};
+use stoker_formats::{masked_crc32c, Compression, RecordReader, RecordWriter};
 
 use crate::element_codec;
 
@@ -21,35 +29,111 @@ struct Header {
     fields: Vec<(String, DType)>,
 }
 
+/// The version written in headers: 2 added the completion record.
+const VERSION: u32 = 2;
+
 fn header_of(names: &Names, dtypes: impl Iterator<Item = DType>) -> Header {
     Header {
-        stoker_cache: 1,
+        stoker_cache: VERSION,
         fields: names.iter().map(|n| n.to_string()).zip(dtypes).collect(),
+    }
+}
+
+/// The completion record's content: a magic, the element count and a CRC32C over the element
+/// records' bytes, in order.
+const END_MAGIC: &[u8; 16] = b"stoker-cache-end";
+const END_LEN: usize = 16 + 8 + 4;
+/// The completion record as framed in the file: it ends the file, so it is found from the end.
+const END_RECORD_LEN: u64 = (12 + END_LEN + 4) as u64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Completion {
+    elements: u64,
+    crc: u32,
+}
+
+impl Completion {
+    fn encode(self) -> [u8; END_LEN] {
+        let mut out = [0u8; END_LEN];
+        out[..16].copy_from_slice(END_MAGIC);
+        out[16..24].copy_from_slice(&self.elements.to_le_bytes());
+        out[24..].copy_from_slice(&self.crc.to_le_bytes());
+        out
+    }
+
+    fn decode(data: &[u8]) -> Option<Completion> {
+        if data.len() != END_LEN || !data.starts_with(END_MAGIC) {
+            return None;
+        }
+        Some(Completion {
+            elements: u64::from_le_bytes(data[16..24].try_into().ok()?),
+            crc: u32::from_le_bytes(data[24..].try_into().ok()?),
+        })
+    }
+
+    /// The completion record at the end of `path`, if the file has a valid one.
+    fn of_file(path: &str) -> Result<Option<Completion>> {
+        let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        if len < END_RECORD_LEN {
+            return Ok(None);
+        }
+        let mut framed = [0u8; END_RECORD_LEN as usize];
+        file.seek(SeekFrom::Start(len - END_RECORD_LEN))
+            .and_then(|_| file.read_exact(&mut framed))
+            .map_err(|e| Error::io(path, e))?;
+        let (head, rest) = framed.split_at(12);
+        let (data, crc) = rest.split_at(END_LEN);
+        let intact = head[..8] == (END_LEN as u64).to_le_bytes()
+            && head[8..] == masked_crc32c(&head[..8]).to_le_bytes()
+            && crc == masked_crc32c(data).to_le_bytes();
+        Ok(intact.then(|| Completion::decode(data)).flatten())
     }
 }
 
 /// Replays `path` if a complete cache is there, else runs the input and writes it.
 pub fn iterate(path: &str, schema: &Schema, mut make_input: MakeIter) -> Result<BoxIter> {
     if Path::new(path).is_file() {
-        return Ok(Box::new(Reader::open(path, schema)?));
+        if let Some(done) = Completion::of_file(path)? {
+            return Ok(Box::new(Reader::open(path, schema, done)?));
+        }
     }
     Ok(Box::new(Writer {
         input: Some(make_input()?),
         path: path.to_string(),
-        tmp: format!("{path}.tmp-{}", std::process::id()),
+        tmp: temporary_name(path),
         out: None,
         buf: Vec::new(),
         empty_header: header_of(&schema.names(), schema.fields.iter().map(|f| f.dtype)),
+        done: Completion {
+            elements: 0,
+            crc: 0,
+        },
     }))
 }
 
+/// A name for a pass's file while it is written: unique per process and pass, so that passes
+/// running at once never share one.
+fn temporary_name(path: &str) -> String {
+    static PASSES: AtomicU64 = AtomicU64::new(0);
+    let pass = PASSES.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("{path}.tmp-{}-{pass}-{nanos:08x}", std::process::id())
+}
+
 struct Reader {
+    path: String,
     records: RecordReader,
     names: Names,
+    done: Completion,
+    /// Elements replayed so far, and the CRC32C of their records.
+    seen: Completion,
 }
 
 impl Reader {
-    fn open(path: &str, schema: &Schema) -> Result<Reader> {
+    fn open(path: &str, schema: &Schema, done: Completion) -> Result<Reader> {
         let mut records = RecordReader::open(path, Compression::None, true)?;
         let bad = |why: String| {
             Error::invalid(
@@ -80,16 +164,63 @@ impl Reader {
             .iter()
             .map(|(n, _)| std::sync::Arc::from(n.as_str()))
             .collect();
-        Ok(Reader { records, names })
+        Ok(Reader {
+            path: path.to_string(),
+            records,
+            names,
+            done,
+            seen: Completion {
+                elements: 0,
+                crc: 0,
+            },
+        })
+    }
+
+    /// A replay error about element `element` (the header is not an element).
+    fn damaged(&self, element: u64, offset: u64, reason: String) -> Error {
+        Error::CorruptRecord {
+            file: self.path.clone(),
+            record: element,
+            offset,
+            reason: format!("cache element {element}: {reason}"),
+        }
     }
 }
 
 impl ElementIter for Reader {
     fn next(&mut self) -> Result<Option<Element>> {
-        match self.records.next_record()? {
-            Some((data, _)) => element_codec::decode(data, &self.names).map(Some),
-            None => Ok(None),
+        let element = self.seen.elements;
+        let next = self.records.next_record().map_err(|e| match e {
+            Error::CorruptRecord { offset, reason, .. } => self.damaged(element, offset, reason),
+            e => e,
+        })?;
+        let Some((data, origin)) = next else {
+            return Err(self.damaged(
+                element,
+                0,
+                "the file ends before its completion record".into(),
+            ));
+        };
+        if element == self.done.elements {
+            // The completion record: everything before it must add up to what it says.
+            if Completion::decode(&data) != Some(self.seen) {
+                return Err(self.damaged(
+                    element,
+                    origin.offset,
+                    format!(
+                        "the cache holds {element} elements with CRC32C {:08x}, its completion \
+                         record says {} with {:08x}",
+                        self.seen.crc, self.done.elements, self.done.crc
+                    ),
+                ));
+            }
+            return Ok(None);
         }
+        self.seen.crc = crc32c::crc32c_append(self.seen.crc, &data);
+        self.seen.elements += 1;
+        element_codec::decode(data, &self.names)
+            .map(Some)
+            .map_err(|e| self.damaged(element, origin.offset, e.to_string()))
     }
 }
 
@@ -100,6 +231,7 @@ struct Writer {
     out: Option<RecordWriter<BufWriter<File>>>,
     buf: Vec<u8>,
     empty_header: Header,
+    done: Completion,
 }
 
 impl Writer {
@@ -119,6 +251,47 @@ impl Writer {
             .as_mut()
             .ok_or_else(|| Error::internal("cache writer"))
     }
+
+    /// Writes the completion record, syncs the file and publishes it under `path`, unless a
+    /// complete cache got there first (then this pass's file is discarded: it holds the same).
+    fn finish(&mut self) -> Result<()> {
+        let header = std::mem::replace(
+            &mut self.empty_header,
+            header_of(&Names::from(vec![]), std::iter::empty()),
+        );
+        self.writer(&header)?;
+        let Some(mut w) = self.out.take() else {
+            return Ok(());
+        };
+        let published = (|| {
+            w.write(&self.done.encode())?;
+            let file = w.finish()?.into_inner().map_err(|e| e.into_error())?;
+            file.sync_all()
+        })()
+        .map_err(|e| self.io(e))
+        .and_then(|()| publish(&self.tmp, &self.path));
+        if published.is_err() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+        published
+    }
+}
+
+/// Moves the complete file `tmp` to `path`: the first complete cache there wins (a hard link
+/// fails if `path` exists); an incomplete file there is replaced.
+fn publish(tmp: &str, path: &str) -> Result<()> {
+    let io = |e| Error::io(path, e);
+    match std::fs::hard_link(tmp, path) {
+        Ok(()) => std::fs::remove_file(tmp).map_err(io),
+        Err(e)
+            if e.kind() == std::io::ErrorKind::AlreadyExists
+                && Completion::of_file(path)?.is_some() =>
+        {
+            std::fs::remove_file(tmp).map_err(io)
+        }
+        // An incomplete file to replace, or a file system without hard links.
+        Err(_) => std::fs::rename(tmp, path).map_err(io),
+    }
 }
 
 impl ElementIter for Writer {
@@ -132,26 +305,15 @@ impl ElementIter for Writer {
                 let mut buf = std::mem::take(&mut self.buf);
                 element_codec::encode(&e, &mut buf);
                 let r = self.writer(&header)?.write(&buf);
+                self.done.crc = crc32c::crc32c_append(self.done.crc, &buf);
+                self.done.elements += 1;
                 self.buf = buf;
                 r.map_err(|err| self.io(err))?;
                 Ok(Some(e))
             }
             None => {
                 self.input = None;
-                let header = std::mem::replace(
-                    &mut self.empty_header,
-                    header_of(&Names::from(vec![]), std::iter::empty()),
-                );
-                self.writer(&header)?;
-                if let Some(w) = self.out.take() {
-                    let file = w.finish().map_err(|e| self.io(e))?;
-                    file.into_inner()
-                        .map_err(|e| self.io(e.into_error()))?
-                        .sync_all()
-                        .map_err(|e| self.io(e))?;
-                }
-                std::fs::rename(&self.tmp, &self.path)
-                    .map_err(|e| Error::io(self.path.clone(), e))?;
+                self.finish()?;
                 Ok(None)
             }
         }

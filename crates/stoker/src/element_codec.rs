@@ -53,7 +53,7 @@ struct Cursor {
 
 impl Cursor {
     fn take(&mut self, n: usize) -> Result<Bytes> {
-        if self.pos + n > self.data.len() {
+        if n > self.data.len() - self.pos {
             return Err(Error::invalid(
                 "cache",
                 "a cached element is shorter than its header says",
@@ -84,10 +84,14 @@ pub fn decode(data: Bytes, names: &Names) -> Result<Element> {
             .ok_or_else(|| Error::invalid("cache", "unknown dtype code in a cached element"))?;
         let rank = c.u8()? as usize;
         let shape = (0..rank).map(|_| c.u64()).collect::<Result<Vec<_>>>()?;
-        let numel: usize = shape.iter().product();
+        let overflow = || Error::invalid("cache", format!("a cached shape {shape:?} overflows"));
+        let numel = shape
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .ok_or_else(overflow)?;
         let t = match dtype.size() {
             Some(size) => {
-                let raw = c.take(numel * size)?;
+                let raw = c.take(numel.checked_mul(size).ok_or_else(overflow)?)?;
                 Tensor::from_storage(dtype, shape, Storage::copy_from(&raw))?
             }
             None => {
@@ -140,5 +144,16 @@ mod tests {
             b"xy"
         );
         assert!(decode(Bytes::from(buf[..buf.len() - 1].to_vec()), &n).is_err());
+    }
+
+    #[test]
+    fn a_shape_whose_size_overflows_is_refused() {
+        let n = names(&["a"]);
+        // float32 [2^62, 4]: 2^64 elements, whose byte size wraps to 0.
+        let mut buf = vec![8u8, 2];
+        buf.extend_from_slice(&(1u64 << 62).to_le_bytes());
+        buf.extend_from_slice(&4u64.to_le_bytes());
+        let err = decode(Bytes::from(buf), &n).unwrap_err();
+        assert!(err.to_string().contains("overflows"), "{err}");
     }
 }

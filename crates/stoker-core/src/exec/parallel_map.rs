@@ -62,12 +62,18 @@ impl ParallelMap {
             let work_rx = work_rx.clone();
             let ops = Arc::clone(&ops);
             let st = Arc::clone(&stats);
+            let worker_stop = Arc::clone(&stop);
             let policy = config.policy;
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("stoker-map-{w}"))
                     .spawn(move || {
                         for (element, index, reply) in work_rx {
+                            // Once stopped, queued elements are not worked on: a slow op (a
+                            // Python function) must not delay the end.
+                            if worker_stop.load(Ordering::Relaxed) {
+                                break;
+                            }
                             let t = Instant::now();
                             let out = catch_panic(&st.name, || {
                                 apply_chain(&ops, element, policy, &st, (index, epoch), None)

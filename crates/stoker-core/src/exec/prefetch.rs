@@ -137,6 +137,43 @@ impl Prefetch {
     }
 }
 
+impl Prefetch {
+    /// Asks the producer to stop and waits at most `wait` for its thread, and with it the
+    /// stages it drives, to finish. True once it has; until then dropping the prefetch would
+    /// wait for it (see [`detach`](Prefetch::detach)).
+    pub fn stop_within(&mut self, wait: Duration) -> bool {
+        self.stop.store(true, Ordering::Relaxed);
+        // Dropping the receiver makes a blocked `send` fail, so the producer exits.
+        drop(self.rx.take());
+        let Some(handle) = self.handle.as_ref() else {
+            return true;
+        };
+        let deadline = Instant::now() + wait;
+        let mut nap = Duration::from_micros(100);
+        while !handle.is_finished() {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            std::thread::sleep(nap.min(deadline - now));
+            nap = (nap * 2).min(Duration::from_millis(10));
+        }
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+        true
+    }
+
+    /// Leaves the producer thread (asked to stop) to finish on its own: dropping the prefetch
+    /// then returns at once. For a consumer that must not wait for a stage stuck in a call
+    /// that never returns (a Python function, a read from a pipe).
+    pub fn detach(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        drop(self.rx.take());
+        self.handle = None;
+    }
+}
+
 impl ElementIter for Prefetch {
     fn next(&mut self) -> Result<Option<Element>> {
         loop {
@@ -172,5 +209,43 @@ mod tests {
         let mut p = Prefetch::spawn(ints(0..1_000_000), 2, st).unwrap();
         assert_eq!(value(&p.next().unwrap().unwrap()), 0);
         drop(p);
+    }
+
+    /// Says it has started, then blocks in `next` until `release` is set.
+    struct Stuck(Arc<AtomicBool>, Arc<AtomicBool>);
+    impl ElementIter for Stuck {
+        fn next(&mut self) -> Result<Option<Element>> {
+            self.1.store(true, Ordering::Relaxed);
+            while !self.0.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Ok(None)
+        }
+    }
+
+    #[test]
+    fn a_stuck_producer_is_waited_for_only_so_long_then_detached() {
+        let st = Arc::new(StageStats::new("p", "prefetch"));
+        let release = Arc::new(AtomicBool::new(false));
+        let started = Arc::new(AtomicBool::new(false));
+        let stuck = Stuck(Arc::clone(&release), Arc::clone(&started));
+        let mut p = Prefetch::spawn(Box::new(stuck), 2, st.clone()).unwrap();
+        while !started.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let t = Instant::now();
+        assert!(!p.stop_within(Duration::from_millis(30)));
+        assert!(t.elapsed() < Duration::from_secs(1));
+        p.detach();
+        let t = Instant::now();
+        drop(p);
+        assert!(
+            t.elapsed() < Duration::from_millis(100),
+            "drop waited for a detached thread"
+        );
+        release.store(true, Ordering::Relaxed);
+        // A producer that ends in time is joined.
+        let mut p = Prefetch::spawn(ints(0..10), 2, st).unwrap();
+        assert!(p.stop_within(Duration::from_secs(5)));
     }
 }
