@@ -59,6 +59,13 @@ pub trait Op: Send + Sync + Debug {
         false
     }
 
+    /// True when, on a batch, the op drops the rows of bad records under the `skip` policy
+    /// (a batched `parse_example`), so that its batches come out short: the map running it
+    /// refills them (see [`crate::exec::refill`]).
+    fn drops_rows(&self) -> bool {
+        false
+    }
+
     /// The field whose batch row this op writes itself when a batch offers one
     /// ([`OpCtx::row_slot`]), so that running it per element costs no copy into the batch;
     /// `None` (the default) when the batch copies what the op makes. The planner keeps such

@@ -265,6 +265,10 @@ impl Op for ParseExample {
         true
     }
 
+    fn drops_rows(&self) -> bool {
+        true
+    }
+
     fn apply(&self, input: Element, ctx: &OpCtx<'_>) -> Result<Option<Element>> {
         let key = self.key_for(
             input

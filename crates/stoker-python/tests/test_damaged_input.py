@@ -418,3 +418,58 @@ def test_damage_in_a_disk_cache_names_the_element(tmp_path):
             got.append(int(v))
     assert len(got) == 36 and e.value.record == 36 and e.value.file == str(path)
     assert "cache element 36" in str(e.value)
+
+
+PARSE_S = sk.ops.parse_example({"s": sk.FixedLenFeature([], sk.int64)})
+
+
+def _example_file(path, values: list) -> str:
+    """Examples {"s": v} and, where v is None, a record that is not an Example."""
+    with sk.io.TFRecordWriter(str(path)) as w:
+        for i, v in enumerate(values):
+            w.write(sk.io.serialize_example({"s": v}) if v is not None else b"\xff\xfe"[: 1 + i % 2] + b"\xff")
+    return str(path)
+
+
+def test_skipping_in_a_batched_parse_keeps_the_declared_batch_shape(tmp_path):
+    f = _example_file(tmp_path / "x.tfrecord", [1, 2, None, None, 5])
+    ds = sk.TFRecordDataset(f).batch(2, drop_remainder=True).map(PARSE_S).ignore_errors()
+    assert ds.element_spec["s"].shape == (2,)
+    got = [b["s"].tolist() for b in ds]
+    # As if the bad records had been skipped before batch(2): [1, 2], [5] dropped as remainder.
+    assert got == [[1, 2]]
+    assert skipped(ds)[0] == 2
+
+
+@pytest.mark.parametrize("drop_remainder", [True, False])
+@pytest.mark.parametrize("parallel", [None, 2])
+def test_a_batched_parse_under_skip_equals_skipping_before_the_batch(tmp_path, drop_remainder, parallel):
+    rng = random.Random(6)
+    values: list = [i if rng.random() > 0.15 else None for i in range(200)]
+    f = _example_file(tmp_path / "x.tfrecord", values)
+    ds = (
+        sk.TFRecordDataset(f)
+        .batch(8, drop_remainder=drop_remainder)
+        .map(PARSE_S, num_parallel_calls=parallel)
+        .ignore_errors()
+    )
+    good = [v for v in values if v is not None]
+    want = [good[i : i + 8] for i in range(0, len(good), 8)]
+    if drop_remainder and len(want[-1]) < 8:
+        want.pop()
+    assert [b["s"].tolist() for b in ds] == want
+    assert skipped(ds)[0] == values.count(None)
+
+
+def test_unordered_map_delivers_everything_before_a_failure():
+    def f(x):
+        if int(x) == 999:
+            raise ValueError("bad element")
+        return x
+
+    for _ in range(10):
+        got = []
+        with pytest.raises(ValueError, match="bad element"):
+            for x in sk.Dataset.range(1000).map(f, num_parallel_calls=4, deterministic=False):
+                got.append(int(x))
+        assert sorted(got) == list(range(999))

@@ -12,6 +12,7 @@ use stoker_core::exec::padded_batch::PaddedBatchIter;
 use stoker_core::exec::parallel_map::{ParallelMap, ParallelMapConfig};
 use stoker_core::exec::parallel_map_batch::{BatchConfig, ParallelMapBatch};
 use stoker_core::exec::prefetch::Prefetch;
+use stoker_core::exec::refill::Refill;
 use stoker_core::exec::repeat::RepeatIter;
 use stoker_core::exec::shard::ShardIter;
 use stoker_core::exec::shuffle::{epoch_seed, ShuffleIter};
@@ -121,6 +122,33 @@ fn map_and_batch(
         map_stats,
         Arc::clone(batch_stats),
     )?)))
+}
+
+/// The size and `drop_remainder` of the batches `plan` hands out, when they come from a
+/// `batch` through steps that keep its rows together.
+fn batch_of(plan: &Plan) -> Option<(usize, bool)> {
+    match plan.step() {
+        Step::Batch {
+            batch_size,
+            drop_remainder,
+            ..
+        } => Some((*batch_size, *drop_remainder)),
+        Step::Map { input, ops, .. } if !ops.iter().any(|o| o.drops_rows()) => {
+            (!input.schema().dynamic && !plan.schema().dynamic)
+                .then(|| batch_of(input))
+                .flatten()
+        }
+        Step::Prefetch { input, .. }
+        | Step::Shuffle { input, .. }
+        | Step::Filter { input, .. }
+        | Step::Take { input, .. }
+        | Step::Skip { input, .. }
+        | Step::Repeat { input, .. }
+        | Step::Cache { input, .. }
+        | Step::Shard { input, .. }
+        | Step::WithOptions { input, .. } => batch_of(input),
+        _ => None,
+    }
 }
 
 /// Starts iterating over `plan`.
@@ -239,7 +267,7 @@ pub fn iterate(plan: &Plan, ctx: &BuildCtx) -> Result<BoxIter> {
             let inner = iterate(input, ctx)?;
             let chain: OpChain = Arc::from(ops.clone());
             let workers = ctx.threads_for(*num_parallel_calls);
-            if num_parallel_calls.is_some() && workers > 1 {
+            let map: BoxIter = if num_parallel_calls.is_some() && workers > 1 {
                 let config = parallel_config(epoch, workers, *deterministic, policy);
                 Box::new(ParallelMap::spawn(inner, chain, config, stats)?)
             } else {
@@ -253,6 +281,16 @@ pub fn iterate(plan: &Plan, ctx: &BuildCtx) -> Result<BoxIter> {
                     )),
                     stats,
                 )
+            };
+            // Under the skip policy a batched op that drops bad rows leaves short batches:
+            // they are refilled to the batch's size, as if the rows had been skipped before it.
+            match batch_of(input) {
+                Some((size, drop_remainder))
+                    if policy == ErrorPolicy::Skip && ops.iter().any(|o| o.drops_rows()) =>
+                {
+                    Box::new(Refill::new(map, size, drop_remainder))
+                }
+                _ => map,
             }
         }
         Step::Batch {

@@ -16,6 +16,7 @@ pub mod padded_batch;
 pub mod parallel_map;
 pub mod parallel_map_batch;
 pub mod prefetch;
+pub mod refill;
 pub mod repeat;
 pub mod results;
 pub mod shard;

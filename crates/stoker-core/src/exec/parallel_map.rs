@@ -15,13 +15,13 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::exec::map::{apply_chain, OpChain};
-use crate::exec::results::{Outcome, Results, Running};
+use crate::exec::results::{Results, Running, Tagged};
 use crate::exec::{catch_panic, BoxIter, ElementIter};
 use crate::options::ErrorPolicy;
 use crate::stats::StageStats;
 use crate::trace;
 
-type Slot = Receiver<Outcome>;
+type Slot = Receiver<Tagged>;
 
 pub struct ParallelMap {
     running: Running,
@@ -51,13 +51,13 @@ impl ParallelMap {
         let capacity = config.buffer.max(workers);
         let stop = Arc::new(AtomicBool::new(false));
         // Work items carry the element's position, given in input order by the feeder.
-        let (work_tx, work_rx) = bounded::<(Element, u64, Sender<Outcome>)>(workers);
+        let (work_tx, work_rx) = bounded::<(Element, u64, Sender<Tagged>)>(workers);
         let epoch = config.epoch;
         let mut threads = Vec::with_capacity(workers + 1);
         let spawn_err = |e| Error::io("spawning a map worker thread", e);
 
         // Unordered mode: every worker sends straight to one result channel.
-        let (result_tx, result_rx) = bounded::<Outcome>(capacity);
+        let (result_tx, result_rx) = bounded::<Tagged>(capacity);
         for w in 0..workers {
             let work_rx = work_rx.clone();
             let ops = Arc::clone(&ops);
@@ -81,7 +81,7 @@ impl ParallelMap {
                             st.add_busy(t.elapsed());
                             trace::span(st.trace_name(), trace::Category::Stage, t, Some(index));
                             let t = Instant::now();
-                            if reply.send(out).is_err() {
+                            if reply.send((index, out)).is_err() {
                                 break;
                             }
                             st.blocked_since(t);
@@ -106,7 +106,7 @@ impl ParallelMap {
                     .spawn(move || {
                         let mut index = 0u64;
                         while !feeder_stop.load(Ordering::Relaxed) {
-                            let (slot_tx, slot_rx) = bounded::<Outcome>(1);
+                            let (slot_tx, slot_rx) = bounded::<Tagged>(1);
                             match catch_panic(&st.name, || st.pull(&mut input)) {
                                 Ok(Some(e)) => {
                                     index += 1;
@@ -118,7 +118,7 @@ impl ParallelMap {
                                 }
                                 Ok(None) => break,
                                 Err(err) => {
-                                    let _ = slot_tx.send(Err(err));
+                                    let _ = slot_tx.send((index, Err(err)));
                                     let _ = order_tx.send(slot_rx);
                                     break;
                                 }
@@ -130,7 +130,7 @@ impl ParallelMap {
         } else {
             // Each work item carries a sender of the shared result channel; the channel closes
             // once the feeder and every in-flight item have dropped theirs.
-            output = Results::Unordered(result_rx);
+            output = Results::unordered(result_rx);
             threads.push(
                 std::thread::Builder::new()
                     .name("stoker-map-feed".into())
@@ -146,7 +146,7 @@ impl ParallelMap {
                                 }
                                 Ok(None) => break,
                                 Err(err) => {
-                                    let _ = result_tx.send(Err(err));
+                                    let _ = result_tx.send((index, Err(err)));
                                     break;
                                 }
                             }
@@ -274,6 +274,25 @@ mod tests {
             "{err}"
         );
         assert!(it.next().unwrap().is_none());
+    }
+
+    #[test]
+    fn unordered_results_before_a_failure_all_come_out_before_its_error() {
+        // Element 998 sleeps, 999 fails at once: the failure must wait for 998.
+        for _ in 0..20 {
+            let mut it = pm(1000, false, Some(999));
+            let mut got = Vec::new();
+            let err = loop {
+                match it.next() {
+                    Ok(Some(e)) => got.push(value(&e)),
+                    Ok(None) => panic!("ended without the failure"),
+                    Err(e) => break e,
+                }
+            };
+            assert!(err.to_string().contains("boom at 999"), "{err}");
+            got.sort_unstable();
+            assert_eq!(got, (0..999).map(|i| i * i).collect::<Vec<_>>());
+        }
     }
 
     #[test]

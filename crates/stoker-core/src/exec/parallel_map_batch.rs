@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::exec::batch::{BatchBuilder, RowWritten};
 use crate::exec::map::{apply_chain, OpChain};
 use crate::exec::parallel_map::ParallelMapConfig;
-use crate::exec::results::{Outcome, Results, Running};
+use crate::exec::results::{Results, Running, Tagged};
 use crate::exec::{catch_panic, BoxIter, ElementIter};
 use crate::row_slots::RowSlots;
 use crate::stats::StageStats;
@@ -56,7 +56,9 @@ pub struct ParallelMapBatch {
 /// One batch being filled.
 struct Pending {
     state: Mutex<PendingState>,
-    reply: Sender<Outcome>,
+    /// The batch's position in the stage's output.
+    index: u64,
+    reply: Sender<Tagged>,
     size: usize,
     drop_remainder: bool,
 }
@@ -83,7 +85,7 @@ impl Pending {
         let mut state = self.lock();
         if !state.sent {
             state.sent = true;
-            let _ = self.reply.send(Err(err));
+            let _ = self.reply.send((self.index, Err(err)));
         }
     }
 
@@ -107,7 +109,7 @@ impl Pending {
             Some(builder) => builder.finish(rows).map(Some),
         };
         state.sent = true;
-        let _ = self.reply.send(outcome);
+        let _ = self.reply.send((self.index, outcome));
     }
 
     /// Where the ops making row `row` may write it, once the batch is laid out.
@@ -238,25 +240,28 @@ impl ParallelMapBatch {
         let batches_in_flight = 2;
         let stop = Arc::new(AtomicBool::new(false));
 
-        let (result_tx, result_rx) = bounded::<Outcome>(batches_in_flight);
-        let (order_tx, order_rx) = bounded::<Receiver<Outcome>>(batches_in_flight);
+        let (result_tx, result_rx) = bounded::<Tagged>(batches_in_flight);
+        let (order_tx, order_rx) = bounded::<Receiver<Tagged>>(batches_in_flight);
         let ordered = config.deterministic;
         let output = if ordered {
             Results::Ordered(order_rx)
         } else {
-            Results::Unordered(result_rx)
+            Results::unordered(result_rx)
         };
         let (rows, drop_remainder) = (batch.rows, batch.drop_remainder);
+        let mut batches = 0u64;
         let new_batch: NewBatch = Box::new(move || {
             let reply = if ordered {
-                let (slot_tx, slot_rx) = bounded::<Outcome>(1);
+                let (slot_tx, slot_rx) = bounded::<Tagged>(1);
                 order_tx.send(slot_rx).ok()?;
                 slot_tx
             } else {
                 result_tx.clone()
             };
             let builder = BatchBuilder::from_schema(&rows, size, shared_pool());
+            batches += 1;
             Some(Arc::new(Pending {
+                index: batches - 1,
                 state: Mutex::new(PendingState {
                     builder,
                     ..PendingState::default()

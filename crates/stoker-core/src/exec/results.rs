@@ -1,5 +1,7 @@
 //! Where a parallel stage's results arrive: one-shot slots taken in input order
 //! (`deterministic`), or one channel in the order they finish.
+//!
+//! Either way, the items before a failing one in the input all come out before its error.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -14,33 +16,89 @@ use crate::stats::StageStats;
 /// An element, `None` for one dropped (skipped, or an empty last batch), or an error.
 pub type Outcome = Result<Option<Element>>;
 
+/// An outcome and the position of its item (element or batch) in the stage's input.
+pub type Tagged = (u64, Outcome);
+
 pub enum Results {
     /// One slot per item, in input order.
-    Ordered(Receiver<Receiver<Outcome>>),
-    Unordered(Receiver<Outcome>),
+    Ordered(Receiver<Receiver<Tagged>>),
+    /// One channel, in the order items finish. An error is held back until every item before
+    /// it in the input has come out (they are in flight), so that, as in input order, nothing
+    /// that came before a failure is lost; items after it may come out before it.
+    Unordered {
+        results: Receiver<Tagged>,
+        seen: Seen,
+        held: Option<(u64, Error)>,
+    },
+}
+
+/// Which positions have come out: all below `next`, and those in `above`.
+#[derive(Default)]
+pub struct Seen {
+    next: u64,
+    above: std::collections::BTreeSet<u64>,
+}
+
+impl Seen {
+    fn mark(&mut self, index: u64) {
+        self.above.insert(index);
+        while self.above.remove(&self.next) {
+            self.next += 1;
+        }
+    }
+
+    /// Whether every position below `index` has come out.
+    fn all_below(&self, index: u64) -> bool {
+        self.next >= index
+    }
 }
 
 impl Results {
+    pub fn unordered(results: Receiver<Tagged>) -> Results {
+        Results::Unordered {
+            results,
+            seen: Seen::default(),
+            held: None,
+        }
+    }
+
     /// The next outcome, or `None` once every sender is gone. Samples the fill of the stage's
     /// buffer (`capacity` items) into `stats`; `lost` describes an item whose slot was dropped
     /// without a result (its worker died).
-    pub fn recv(&self, stats: &StageStats, capacity: usize, lost: &str) -> Option<Outcome> {
+    pub fn recv(&mut self, stats: &StageStats, capacity: usize, lost: &str) -> Option<Outcome> {
         match self {
             Results::Ordered(order) => {
                 stats.sample_buffer(order.len(), capacity);
-                order.recv().ok().map(|slot| {
-                    slot.recv().unwrap_or_else(|_| {
-                        Err(Error::WorkerPanic {
-                            step: stats.name.clone(),
-                            message: lost.into(),
-                        })
-                    })
+                order.recv().ok().map(|slot| match slot.recv() {
+                    Ok((_, outcome)) => outcome,
+                    Err(_) => Err(Error::WorkerPanic {
+                        step: stats.name.clone(),
+                        message: lost.into(),
+                    }),
                 })
             }
-            Results::Unordered(results) => {
+            Results::Unordered {
+                results,
+                seen,
+                held,
+            } => loop {
+                if held.as_ref().is_some_and(|(at, _)| seen.all_below(*at)) {
+                    return held.take().map(|(_, e)| Err(e));
+                }
                 stats.sample_buffer(results.len(), capacity);
-                results.recv().ok()
-            }
+                let Ok((index, outcome)) = results.recv() else {
+                    return held.take().map(|(_, e)| Err(e));
+                };
+                seen.mark(index);
+                match outcome {
+                    Err(e) => {
+                        if held.as_ref().is_none_or(|(at, _)| index < *at) {
+                            *held = Some((index, e));
+                        }
+                    }
+                    ok => return Some(ok),
+                }
+            },
         }
     }
 }
@@ -64,9 +122,9 @@ impl Running {
     }
 
     /// See [`Results::recv`].
-    pub fn recv(&self, stats: &StageStats, capacity: usize, lost: &str) -> Option<Outcome> {
+    pub fn recv(&mut self, stats: &StageStats, capacity: usize, lost: &str) -> Option<Outcome> {
         self.results
-            .as_ref()
+            .as_mut()
             .and_then(|r| r.recv(stats, capacity, lost))
     }
 }
