@@ -27,6 +27,7 @@ pub struct StageStats {
     python_calls: AtomicU64,
     skipped: AtomicU64,
     rest_lost: AtomicU64,
+    warnings: AtomicU64,
     buffer_len: AtomicU64,
     buffer_capacity: AtomicU64,
     buffer_fill_sum: AtomicU64,
@@ -37,6 +38,7 @@ pub struct StageStats {
     copied_bytes: AtomicU64,
     in_place_bytes: AtomicU64,
     last_skip: Mutex<Option<String>>,
+    last_warning: Mutex<Option<String>>,
 }
 
 /// A copy of a stage's counters at one moment.
@@ -60,6 +62,10 @@ pub struct StageSnapshot {
     /// compressed stream): the records lost there are not in `skipped`, as they cannot be
     /// counted; `last_skip_reason` says from where.
     pub rest_lost: u64,
+    /// Damaged input that was used anyway, as its decoder recovered from the damage (a JPEG
+    /// with corrupt data libjpeg decodes through), and what the last one was.
+    pub warnings: u64,
+    pub last_warning: Option<String>,
     pub last_skip_reason: Option<String>,
     /// Elements in the output buffer when last looked at, its capacity, and its mean fill (0..1).
     pub buffer_len: u64,
@@ -148,6 +154,14 @@ impl StageStats {
         }
     }
 
+    /// Counts input that was used though damaged (its decoder recovered), with its message.
+    pub fn add_warning(&self, message: impl Into<String>) {
+        self.warnings.fetch_add(1, Relaxed);
+        if let Ok(mut last) = self.last_warning.lock() {
+            *last = Some(message.into());
+        }
+    }
+
     /// Records the current fill of this stage's output buffer.
     pub fn sample_buffer(&self, len: usize, capacity: usize) {
         if trace::enabled() {
@@ -219,6 +233,8 @@ impl StageStats {
             python_calls: self.python_calls.load(Relaxed),
             skipped: self.skipped.load(Relaxed),
             rest_lost: self.rest_lost.load(Relaxed),
+            warnings: self.warnings.load(Relaxed),
+            last_warning: self.last_warning.lock().ok().and_then(|l| l.clone()),
             last_skip_reason: self.last_skip.lock().ok().and_then(|l| l.clone()),
             buffer_len: self.buffer_len.load(Relaxed),
             buffer_capacity: self.buffer_capacity.load(Relaxed),

@@ -121,6 +121,49 @@ pub(crate) fn check_size(width: usize, height: usize, max_pixels: u64) -> Result
     Ok(())
 }
 
+/// The most a deflate stream expands (a 258-byte match per 2 bits, about 1032:1).
+const DEFLATE_MAX_RATIO: u64 = 1032;
+
+/// Checks that a PNG's image data can hold the image its IHDR claims, given that deflate
+/// expands at most [`DEFLATE_MAX_RATIO`] times: a tiny file claiming a huge image is refused
+/// before its pixel buffer is allocated. Malformed chunks are left for the decoder to report.
+pub(crate) fn check_png_data(data: &[u8]) -> Result<(), String> {
+    let (Some((width, height)), Some(&depth), Some(&color)) =
+        (png_size(data), data.get(24), data.get(25))
+    else {
+        return Ok(());
+    };
+    let samples: u64 = match color {
+        2 => 3,
+        4 => 2,
+        6 => 4,
+        _ => 1,
+    };
+    let row_bits = width as u64 * samples * u64::from(depth);
+    let needed = (height as u64).saturating_mul(row_bits.div_ceil(8));
+    let mut idat = 0u64;
+    let mut at = PNG_MAGIC.len();
+    while let Some(header) = data.get(at..at + 8) {
+        let len = u64::from(u32::from_be_bytes([
+            header[0], header[1], header[2], header[3],
+        ]));
+        match &header[4..8] {
+            b"IDAT" => idat += len,
+            b"IEND" => break,
+            _ => {}
+        }
+        at = at.saturating_add(12).saturating_add(len as usize);
+    }
+    if idat.saturating_mul(DEFLATE_MAX_RATIO) + 64 < needed {
+        return Err(format!(
+            "PNG: the header claims {width}x{height} pixels ({needed} bytes of samples), but the \
+             file holds {idat} bytes of image data, too few for that even at deflate's largest \
+             expansion"
+        ));
+    }
+    Ok(())
+}
+
 fn decode_png(data: &[u8], max_pixels: u64) -> Result<Decoded, String> {
     decode_png_depth(data, max_pixels, false, None)
 }
@@ -140,6 +183,7 @@ fn decode_png_depth(
     let size = png_size(data);
     if let Some((w, h)) = size {
         check_size(w, h, max_pixels)?;
+        check_png_data(data)?;
     }
     let top = rows
         .filter(|&r| size.is_some_and(|(_, h)| r < h) && !png_interlaced(data))
@@ -473,7 +517,7 @@ impl Op for DecodeImage {
 
 /// Runs `decode` on the one encoded image in `field` of `input` (for `op` and the ops fused
 /// with `decode_image`). A failure is an error naming the file and record, or under the skip
-/// policy a counted skip (`None`).
+/// policy a counted skip (`None`); damage the decoder recovered from is counted as a warning.
 pub(crate) fn decode_field<T>(
     op: &str,
     field: &str,
@@ -492,7 +536,15 @@ pub(crate) fn decode_field<T>(
             )
         })?;
     let bytes = data.values.first().map(|b| b.as_ref()).unwrap_or_default();
-    match decode(bytes) {
+    let decoded = decode(bytes);
+    if let Some(warning) = crate::jpeg::take_warning() {
+        let at = data
+            .origin(0)
+            .map_or_else(|| format!("element {}", ctx.element), |o| o.to_string());
+        ctx.stats
+            .add_warning(format!("{op}: {at}: {warning} (the image was used)"));
+    }
+    match decoded {
         Ok(v) => Ok(Some(v)),
         Err(reason) => {
             let err = Error::invalid_record(OP, data.origin(0), 0, reason);
@@ -559,6 +611,24 @@ mod tests {
         enc.set_depth(depth);
         enc.write_header().unwrap().write_image_data(data).unwrap();
         out
+    }
+
+    #[test]
+    fn a_png_whose_data_cannot_hold_its_size_is_refused_before_decoding() {
+        let small = png_bytes(4, 4, png::ColorType::Rgba, png::BitDepth::Sixteen, &[7; 128]);
+        assert_eq!(check_png_data(&small), Ok(()));
+        // The same file claiming 16384 x 16384: 2 GiB of samples from a few bytes.
+        let mut big = small.clone();
+        big[16..24].copy_from_slice(&[0, 0, 0x40, 0, 0, 0, 0x40, 0]);
+        let crc = crc32fast::hash(&big[12..29]).to_be_bytes();
+        big[29..33].copy_from_slice(&crc);
+        for err in [
+            check_png_data(&big).unwrap_err(),
+            op(0).decode(&big).unwrap_err(),
+            op(0).decode_png_top(&big, 512).unwrap_err(),
+        ] {
+            assert!(err.contains("16384x16384") && err.contains("too few"), "{err}");
+        }
     }
 
     fn op(channels: u8) -> DecodeImage {

@@ -22,7 +22,7 @@
 
 use stoker_core::storage::shared_pool;
 
-use crate::decode_image::{check_size, png_chunks, Decoded};
+use crate::decode_image::{check_png_data, check_size, png_chunks, Decoded};
 
 /// The PNG bytes of one image that the window decoder takes, and their layout.
 pub(crate) struct Png8<'a> {
@@ -62,6 +62,7 @@ impl<'a> Png8<'a> {
         let width = u32::from_be_bytes([w0, w1, w2, w3]) as usize;
         let height = u32::from_be_bytes([h0, h1, h2, h3]) as usize;
         check_size(width, height, max_pixels)?;
+        check_png_data(data)?;
         let stored = match color {
             0 => 1,
             4 => 2,

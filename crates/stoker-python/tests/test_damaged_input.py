@@ -473,3 +473,103 @@ def test_unordered_map_delivers_everything_before_a_failure():
             for x in sk.Dataset.range(1000).map(f, num_parallel_calls=4, deterministic=False):
                 got.append(int(x))
         assert sorted(got) == list(range(999))
+
+
+def _entropy_start(jpg: bytes) -> int:
+    sos = jpg.find(b"\xff\xda")
+    return sos + 2 + int.from_bytes(jpg[sos + 2 : sos + 4], "big")
+
+
+def _decode_outcome(data: bytes, ops: list) -> tuple[str, int, str]:
+    """"ok" or the error, and the warnings counted, for one encoded image through `ops`."""
+    ds = _source(data).map(ops)
+    try:
+        list(ds)
+        outcome = "ok"
+    except sk.InvalidRecordError as e:
+        outcome = "error: " + str(e)
+    warnings = [s for s in ds.stats() if s["warnings"]]
+    return outcome, sum(s["warnings"] for s in warnings), " ".join(s["last_warning"] for s in warnings)
+
+
+def _source(data: bytes) -> sk.Dataset:
+    import numpy as np
+
+    return sk.Dataset.from_tensor_slices({"x": np.array([data], dtype=object)})
+
+
+def test_jpeg_damage_gets_the_same_outcome_whole_and_in_the_fused_crop():
+    """One rule on both paths: truncated files and markers that cannot be in image data are
+    errors; damage libjpeg recovers from is used and counted as a warning."""
+    import numpy as np
+    from stoker.datasets import natural_photo
+
+    whole = [sk.ops.decode_image("x", channels=3)]
+    fused = [sk.ops.decode_image("x", channels=3), sk.ops.random_resized_crop("x", 224, seed=1)]
+    assert "decode_random_resized_crop" in _source(b"").map(fused).explain()
+    files: list[tuple[str, bytes]] = []
+    for seed in range(3):
+        jpg = sk.io.encode_jpeg(natural_photo(np.random.default_rng(seed), 375, 500), 90)
+        start = _entropy_start(jpg)
+        rng = random.Random(seed)
+        for _ in range(60):
+            b = bytearray(jpg)
+            b[rng.randrange(start, len(jpg) - 2)] ^= 1 << rng.randrange(8)
+            files.append(("flipped", bytes(b)))
+        files += [("truncated", jpg[: len(jpg) * k // 10]) for k in (2, 5, 8)] + [("truncated", jpg[:-2])]
+        bogus = bytearray(jpg)
+        bogus[len(jpg) - 500 : len(jpg) - 498] = b"\xff\x04"
+        files.append(("bogus marker", bytes(bogus)))
+
+    seen = {"warned": 0, "error": 0}
+    for i, (kind, data) in enumerate(files):
+        a, wa, why_a = _decode_outcome(data, whole)
+        b, wb, _ = _decode_outcome(data, fused)
+        assert (a == "ok") == (b == "ok"), (i, kind, a, b)
+        if kind == "truncated":
+            assert "truncated: no end-of-image marker" in a and "truncated" in b, (i, a)
+        elif kind == "bogus marker":
+            assert "marker 0xFF04" in a and "marker 0xFF04" in b, (i, a, b)
+        # A crop decode counts what libjpeg notices in the rows it decodes: never more.
+        assert wa >= wb, (i, wa, wb)
+        if wa:
+            assert a == "ok" and "Corrupt JPEG data" in why_a and "the image was used" in why_a, (i, a, why_a)
+            seen["warned"] += 1
+        if a != "ok" and kind == "flipped":
+            seen["error"] += 1
+    # The sample covers both outcomes of a flipped bit besides the plain one.
+    assert seen["warned"] >= 5 and seen["error"] >= 1, seen
+
+
+def test_a_tiny_file_claiming_a_huge_image_costs_no_memory(tmp_path):
+    out = run_py(
+        """
+        import json, struct, zlib, numpy as np, stoker as sk
+
+        def chunk(kind, body):
+            return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+        ihdr = struct.pack(">IIBBBBB", 16384, 16384, 16, 6, 0, 0, 0)
+        png = b"\\x89PNG\\r\\n\\x1a\\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\\0" * 64)) + chunk(b"IEND", b"")
+        jpg = bytearray(sk.io.encode_jpeg(np.zeros((16, 16, 3), np.uint8), 90))
+        sof = jpg.find(b"\\xff\\xc0")
+        jpg[sof + 5 : sof + 9] = struct.pack(">HH", 16000, 16000)
+        errors = {}
+        for name, data in [("png", png), ("jpeg", bytes(jpg))]:
+            for path, ops in [("whole", [sk.ops.decode_image("x", channels=3)]),
+                              ("crop", [sk.ops.decode_image("x", channels=3), sk.ops.random_resized_crop("x", 224, seed=0)]),
+                              ("crop_or_pad", [sk.ops.decode_image("x", channels=3), sk.ops.resize_with_crop_or_pad("x", 512, 512)])]:
+                ds = sk.Dataset.from_tensor_slices({"x": np.array([data], dtype=object)}).map(ops)
+                try:
+                    list(ds)
+                    errors[name + "/" + path] = None
+                except sk.InvalidRecordError as e:
+                    errors[name + "/" + path] = str(e)
+        print(json.dumps({"size": len(png), "errors": errors}))
+        """,
+        timeout=60,
+    )
+    assert out["size"] < 120
+    for where, err in out["errors"].items():
+        assert err and "too few for that" in err, (where, err)
+    assert out["rss_mb"] < 200, out
