@@ -615,7 +615,13 @@ mod tests {
 
     #[test]
     fn a_png_whose_data_cannot_hold_its_size_is_refused_before_decoding() {
-        let small = png_bytes(4, 4, png::ColorType::Rgba, png::BitDepth::Sixteen, &[7; 128]);
+        let small = png_bytes(
+            4,
+            4,
+            png::ColorType::Rgba,
+            png::BitDepth::Sixteen,
+            &[7; 128],
+        );
         assert_eq!(check_png_data(&small), Ok(()));
         // The same file claiming 16384 x 16384: 2 GiB of samples from a few bytes.
         let mut big = small.clone();
@@ -627,7 +633,10 @@ mod tests {
             op(0).decode(&big).unwrap_err(),
             op(0).decode_png_top(&big, 512).unwrap_err(),
         ] {
-            assert!(err.contains("16384x16384") && err.contains("too few"), "{err}");
+            assert!(
+                err.contains("16384x16384") && err.contains("too few"),
+                "{err}"
+            );
         }
     }
 

@@ -647,7 +647,10 @@ mod tests {
         let at = scan_start(RGB) + 20;
         bad[at..at + 2].copy_from_slice(&[0xFF, 0x04]);
         let err = decode_err(&bad);
-        assert!(err.contains(&format!("marker 0xFF04 at byte {at}")), "{err}");
+        assert!(
+            err.contains(&format!("marker 0xFF04 at byte {at}")),
+            "{err}"
+        );
         // Stuffed bytes and restart markers are not damage.
         bad[at..at + 2].copy_from_slice(&[0xFF, 0x00]);
         assert_eq!(check_markers(&bad, scan_start(RGB)), Ok(()));
@@ -659,7 +662,10 @@ mod tests {
         let sof = big.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
         big[sof + 5..sof + 9].copy_from_slice(&[0x3E, 0x80, 0x3E, 0x80]); // 16000 x 16000
         let err = decode_err(&big);
-        assert!(err.contains("16000x16000") && err.contains("too few"), "{err}");
+        assert!(
+            err.contains("16000x16000") && err.contains("too few"),
+            "{err}"
+        );
         let err = decode_region(&big, 3, 1 << 28, 8, [0, 0, 224, 224])
             .map(|_| ())
             .unwrap_err();

@@ -319,7 +319,8 @@ class Dataset:
         """Pipeline-wide options.
 
         ``on_bad_record``: ``"raise"`` (default) stops with an error naming the file, record and
-        offset; ``"skip"`` skips the bad record, counts it in ``stats()`` and goes on.
+        offset; ``"skip"`` skips the bad record, counts it in ``stats()`` and goes on (what
+        damage costs exactly: the README's promises).
         ``threads``: the CPU budget (worker threads); default all cores.
         """
         return Dataset(self._plan.with_options(on_bad_record, threads), self._structure)
@@ -359,7 +360,9 @@ class Dataset:
     def stats(self) -> list[dict[str, Any]]:
         """Per-stage counters, accumulated over every iteration: elements, busy time, time
         waiting for input, time blocked on a full buffer, buffer fill, Python time, skipped
-        bad records."""
+        bad records (``skipped``; ``rest_lost``: files whose rest was lost to damage in a
+        compressed stream; ``last_skip_reason``), and damaged input used anyway (``warnings``,
+        ``last_warning``: a JPEG libjpeg recovered)."""
         return self._plan.stats()
 
     def diagnose(self, seconds: float | None = 5.0, batches: int | None = None, warmup: int = 1) -> Diagnosis:

@@ -118,8 +118,10 @@ def decode_image(
     ``channels=0`` keeps what the file stores; 1, 3 or 4 converts. ``dtype="uint8"`` (16-bit
     PNG samples keep their high byte) or ``"uint16"`` (as ``tf.io.decode_image(dtype=tf.uint16)``:
     16-bit PNG samples as stored, 8-bit PNG × 257, JPEG × 256). A header claiming more than
-    ``max_pixels`` pixels is refused before anything is allocated. Bad images raise
-    ``InvalidRecordError`` naming the file and record (or are skipped under the skip policy).
+    ``max_pixels`` pixels, or more than the file's image data can hold, is refused before
+    anything is allocated. Bad images raise ``InvalidRecordError`` naming the file and record
+    (or are skipped under the skip policy); a JPEG with damage libjpeg recovers from is used
+    and counted in ``stats()`` as a warning.
     """
     if dtype not in ("uint8", "uint16"):
         raise ValueError(f"dtype={dtype!r}: expected 'uint8' or 'uint16'")
