@@ -59,6 +59,14 @@ pub trait Op: Send + Sync + Debug {
         false
     }
 
+    /// True when the op gives the same output for the same input in every pass: false for ops
+    /// that draw random numbers (from their seed, the epoch and the element's position), for
+    /// fused ops holding such an op, and for user code stoker cannot see into (a Python
+    /// function). The verdict caches only stages made of deterministic ops.
+    fn deterministic(&self) -> bool {
+        true
+    }
+
     /// True when, on a batch, the op drops the rows of bad records under the `skip` policy
     /// (a batched `parse_example`), so that its batches come out short: the map running it
     /// refills them (see [`crate::exec::refill`]).

@@ -105,6 +105,10 @@ impl Op for ColorJitter {
         OP
     }
 
+    fn deterministic(&self) -> bool {
+        false
+    }
+
     fn output_schema(&self, input: &Schema) -> Result<Schema> {
         let accepts = |d| d == DType::F32;
         let what = "float32 images (convert_image_dtype first)";

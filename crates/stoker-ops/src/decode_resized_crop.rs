@@ -87,6 +87,10 @@ impl Op for DecodeRandomResizedCrop {
         OP
     }
 
+    fn deterministic(&self) -> bool {
+        false
+    }
+
     fn output_schema(&self, input: &Schema) -> Result<Schema> {
         self.crop.output_schema(&self.decode.output_schema(input)?)
     }

@@ -256,6 +256,10 @@ impl Op for PixelChain {
         OP
     }
 
+    fn deterministic(&self) -> bool {
+        self.stages.iter().all(|s| s.op().deterministic())
+    }
+
     fn output_schema(&self, input: &Schema) -> Result<Schema> {
         self.stages
             .iter()
@@ -396,6 +400,18 @@ mod tests {
             e = op.apply(e, &ctx).unwrap().unwrap();
         }
         e.tensors[0].typed::<f32>().unwrap().to_vec()
+    }
+
+    #[test]
+    fn a_chain_is_random_when_one_of_its_stages_is() {
+        let ops = chain_ops();
+        let fused = fuse(&ops);
+        assert_eq!(fused.len(), 1);
+        assert!(!fused[0].deterministic(), "the chain hides random stages");
+        // rescale + normalize only: deterministic.
+        let plain = fuse(&[ops[1].clone(), ops[4].clone()]);
+        assert_eq!(plain.len(), 1);
+        assert!(plain[0].deterministic());
     }
 
     #[test]

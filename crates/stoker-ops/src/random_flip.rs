@@ -53,6 +53,10 @@ impl Op for RandomFlip {
         OP
     }
 
+    fn deterministic(&self) -> bool {
+        false
+    }
+
     fn output_schema(&self, input: &Schema) -> Result<Schema> {
         if !(0.0..=1.0).contains(&self.probability) {
             return Err(Error::schema(

@@ -149,6 +149,10 @@ impl Op for RandomResizedCrop {
         OP
     }
 
+    fn deterministic(&self) -> bool {
+        false
+    }
+
     fn output_schema(&self, input: &Schema) -> Result<Schema> {
         self.check()?;
         let Some(f) = input_spec(input, OP, &self.field, |d| d == DType::U8, "uint8 images")?

@@ -113,6 +113,10 @@ impl Op for PyFuncOp {
         Ok(Schema::dynamic())
     }
 
+    fn deterministic(&self) -> bool {
+        false
+    }
+
     fn apply(&self, input: Element, ctx: &OpCtx<'_>) -> Result<Option<Element>> {
         Python::attach(|py| {
             let t = Instant::now();

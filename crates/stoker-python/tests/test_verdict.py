@@ -152,3 +152,25 @@ def test_time_per_op_and_decode_advice(segmentation):
     assert sum(o["busy_s"] for o in d.ops) <= sum(s["busy_s"] for s in maps) * 1.05
     rec = gain_of(d, "decoding images dominates")
     assert f"for {2 * map_stage['elements']} images" in rec.evidence
+
+
+@pytest.mark.parametrize("fused", ["decode_random_resized_crop", "pixel_chain"])
+def test_random_ops_hidden_in_a_fused_op_are_never_cached(segmentation, fused):
+    """A fused op that draws random numbers (its seed inside the fused op) is random: the
+    stages up to it must not be advised to be cached."""
+    images, _, _ = segmentation
+    source = sk.Dataset.from_tensor_slices({"image": np.array(images, dtype=object)}).with_options(threads=2)
+    decode = [sk.ops.read_file("image"), sk.ops.decode_image("image", channels=3)]
+    if fused == "decode_random_resized_crop":
+        ops = [*decode, sk.ops.random_resized_crop("image", 64, seed=1)]
+    else:
+        ops = [*decode, sk.ops.center_crop("image", 64), sk.ops.rescale("image", divisor=255),
+               sk.ops.random_flip_left_right("image", seed=1), sk.ops.normalize("image", [0.5] * 3, [0.2] * 3)]
+    ds = source.map(ops, num_parallel_calls=sk.AUTOTUNE).batch(3)
+    assert fused in ds.explain(), ds.explain()
+    d = ds.repeat().prefetch(sk.AUTOTUNE).diagnose(seconds=1.0)
+    assert not any(".cache()" in r.action for r in d.recommendations), str(d)
+    # The same pipeline without the random op is deterministic, and advised to be cached.
+    plain = source.map(decode + [sk.ops.center_crop("image", 64)], num_parallel_calls=sk.AUTOTUNE).batch(3)
+    d = plain.repeat().prefetch(sk.AUTOTUNE).diagnose(seconds=1.0)
+    assert any(".cache()" in r.action for r in d.recommendations), str(d)

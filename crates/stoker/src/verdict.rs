@@ -186,11 +186,7 @@ fn deterministic(plan: &Plan) -> bool {
         | Step::Enumerate { .. }
         | Step::WithOptions { .. } => true,
         Step::ListFiles { shuffle, .. } => !shuffle,
-        Step::Map { ops, .. } => ops.iter().all(|op| {
-            op.spec()
-                .map(|s| s.get("seed").is_none_or(serde_json::Value::is_null))
-                .unwrap_or(false)
-        }),
+        Step::Map { ops, .. } => ops.iter().all(|op| op.deterministic()),
         _ => false,
     }
 }
