@@ -36,7 +36,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if let Some(t) = args.threads {
         let mut options = plan.options();
         options.threads = Some(t);
-        plan = stoker::Plan::new(stoker::Step::WithOptions {
+        plan = stoker::Plan::new(stoker::datasets::options::WithOptions {
             input: plan,
             options,
         })?;

@@ -1,5 +1,7 @@
 //! Options that apply to a whole pipeline.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// What to do with a bad record (corrupt framing, unparsable content).
@@ -15,12 +17,16 @@ pub enum ErrorPolicy {
 
 /// Pipeline-wide options.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PipelineOptions {
     #[serde(default)]
     pub on_bad_record: ErrorPolicy,
     /// Worker threads the pipeline may keep busy (its CPU budget); default: all cores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
+    /// The planner's rewrites switched on or off by name (all are on by default).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub optimizations: BTreeMap<String, bool>,
 }
 
 impl PipelineOptions {

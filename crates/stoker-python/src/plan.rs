@@ -5,10 +5,14 @@ use std::sync::{Arc, Mutex};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
+use stoker::datasets::{
+    cache::Cache, enumerate::Enumerate, filter::Filter, from_tensor_slices::FromTensorSlices,
+    interleave::Interleave, options::WithOptions, range::Range, repeat::Repeat, shard::Shard,
+    skip::Skip, take::Take, unbatch::Unbatch, zip::Zip,
+};
 use stoker::plan::{Plan, Step};
 use stoker::sources::{Opener, TfRecordOpener};
 use stoker::Pipeline;
-use stoker_core::exec::memory_cache::MemoryCache;
 use stoker_core::exec::padded_batch::Padding;
 use stoker_core::op::Op;
 use stoker_core::{ErrorPolicy, PipelineOptions};
@@ -52,7 +56,7 @@ impl PyPlan {
         }
     }
 
-    fn then(&self, py: Python<'_>, step: Step) -> PyResult<PyPlan> {
+    fn then(&self, py: Python<'_>, step: impl Into<Step>) -> PyResult<PyPlan> {
         Ok(PyPlan::wrap(Plan::new(step).py(py)?))
     }
 
@@ -105,9 +109,7 @@ fn op_of(py: Python<'_>, item: &Bound<'_, PyAny>) -> PyResult<Arc<dyn Op>> {
 impl PyPlan {
     #[staticmethod]
     fn range(py: Python<'_>, start: i64, stop: i64, step: i64) -> PyResult<PyPlan> {
-        Ok(PyPlan::wrap(
-            Plan::new(Step::Range { start, stop, step }).py(py)?,
-        ))
+        Ok(PyPlan::wrap(Plan::new(Range { start, stop, step }).py(py)?))
     }
 
     #[staticmethod]
@@ -122,7 +124,7 @@ impl PyPlan {
             .map(|(n, a)| py_to_tensor(a, &format!("from_tensor_slices: '{n}'")))
             .collect::<PyResult<Vec<_>>>()?;
         Ok(PyPlan::wrap(
-            Plan::new(Step::Slices { names, columns }).py(py)?,
+            Plan::new(FromTensorSlices { names, columns }).py(py)?,
         ))
     }
 
@@ -177,7 +179,7 @@ impl PyPlan {
         });
         self.then(
             py,
-            Step::Interleave {
+            Interleave {
                 input: self.plan.clone(),
                 opener,
                 cycle_length,
@@ -198,7 +200,7 @@ impl PyPlan {
         let opener: Arc<dyn Opener> = Arc::new(PyOpener::new(py, func));
         self.then(
             py,
-            Step::Interleave {
+            Interleave {
                 input: self.plan.clone(),
                 opener,
                 cycle_length,
@@ -280,7 +282,7 @@ impl PyPlan {
         let predicate = Arc::new(PyPredicate::new(py, predicate));
         self.then(
             py,
-            Step::Filter {
+            Filter {
                 input: self.plan.clone(),
                 predicate,
             },
@@ -290,7 +292,7 @@ impl PyPlan {
     fn take(&self, py: Python<'_>, count: u64) -> PyResult<PyPlan> {
         self.then(
             py,
-            Step::Take {
+            Take {
                 input: self.plan.clone(),
                 count,
             },
@@ -300,7 +302,7 @@ impl PyPlan {
     fn skip(&self, py: Python<'_>, count: u64) -> PyResult<PyPlan> {
         self.then(
             py,
-            Step::Skip {
+            Skip {
                 input: self.plan.clone(),
                 count,
             },
@@ -311,7 +313,7 @@ impl PyPlan {
     fn repeat(&self, py: Python<'_>, count: Option<u64>) -> PyResult<PyPlan> {
         self.then(
             py,
-            Step::Repeat {
+            Repeat {
                 input: self.plan.clone(),
                 count,
             },
@@ -322,10 +324,9 @@ impl PyPlan {
     fn cache(&self, py: Python<'_>, filename: Option<String>) -> PyResult<PyPlan> {
         self.then(
             py,
-            Step::Cache {
+            Cache {
                 input: self.plan.clone(),
                 filename,
-                memory: MemoryCache::new(),
             },
         )
     }
@@ -337,7 +338,7 @@ impl PyPlan {
     fn shard(&self, py: Python<'_>, num_shards: u64, index: u64) -> PyResult<PyPlan> {
         self.then(
             py,
-            Step::Shard {
+            Shard {
                 input: self.plan.clone(),
                 num_shards,
                 index,
@@ -352,9 +353,7 @@ impl PyPlan {
         prefixes: Vec<String>,
     ) -> PyResult<PyPlan> {
         let inputs = plans.iter().map(|p| p.plan.clone()).collect();
-        Ok(PyPlan::wrap(
-            Plan::new(Step::Zip { inputs, prefixes }).py(py)?,
-        ))
+        Ok(PyPlan::wrap(Plan::new(Zip { inputs, prefixes }).py(py)?))
     }
 
     fn enumerate(
@@ -366,7 +365,7 @@ impl PyPlan {
     ) -> PyResult<PyPlan> {
         self.then(
             py,
-            Step::Enumerate {
+            Enumerate {
                 input: self.plan.clone(),
                 start,
                 index_name,
@@ -375,12 +374,22 @@ impl PyPlan {
         )
     }
 
-    #[pyo3(signature = (on_bad_record=None, threads=None))]
+    fn unbatch(&self, py: Python<'_>) -> PyResult<PyPlan> {
+        self.then(
+            py,
+            Unbatch {
+                input: self.plan.clone(),
+            },
+        )
+    }
+
+    #[pyo3(signature = (on_bad_record=None, threads=None, optimizations=None))]
     fn with_options(
         &self,
         py: Python<'_>,
         on_bad_record: Option<&str>,
         threads: Option<usize>,
+        optimizations: Option<std::collections::BTreeMap<String, bool>>,
     ) -> PyResult<PyPlan> {
         let on_bad_record = match on_bad_record {
             None | Some("raise") => ErrorPolicy::Raise,
@@ -396,11 +405,12 @@ impl PyPlan {
         }
         self.then(
             py,
-            Step::WithOptions {
+            WithOptions {
                 input: self.plan.clone(),
                 options: PipelineOptions {
                     on_bad_record,
                     threads,
+                    optimizations: optimizations.unwrap_or_default(),
                 },
             },
         )

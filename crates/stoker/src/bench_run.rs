@@ -222,6 +222,8 @@ fn run(
 /// True when the pipeline's elements are batches (of which the first dimension counts
 /// examples): some step on the way from the sink to a source batches.
 fn has_batch(plan: &Plan) -> bool {
-    matches!(plan.step(), crate::plan::Step::Batch { .. })
-        || plan.step().inputs().into_iter().any(has_batch)
+    matches!(
+        plan.step(),
+        crate::plan::Step::Batch(_) | crate::plan::Step::PaddedBatch(_)
+    ) || plan.step().inputs().into_iter().any(has_batch)
 }

@@ -7,27 +7,40 @@ use stoker_core::exec::BoxIter;
 use stoker_core::stats::StageSnapshot;
 use stoker_core::{Result, StatsRegistry};
 
-use crate::build::{iterate, iterate_fused, BuildCtx};
-use crate::plan::{Plan, Step, AUTOTUNE};
+use crate::build::{iterate, iterate_fused, BuildCtx, Resources, RunState};
+use crate::plan::{Plan, Step};
 use crate::planner::optimize;
 
 pub struct Pipeline {
     plan: Plan,
-    ctx: BuildCtx,
+    options: stoker_core::PipelineOptions,
+    stats: Arc<StatsRegistry>,
+    /// What its iterations share (memory caches).
+    resources: Arc<Resources>,
+    /// The planner's rewrites, for `explain()`.
+    passes: Vec<(&'static str, usize)>,
 }
 
 impl Pipeline {
     /// Optimises `plan` once; every iteration of the pipeline adds to the same stats.
     pub fn new(plan: &Plan) -> Result<Pipeline> {
-        let optimized = optimize(plan)?;
+        let (optimized, passes) = optimize(plan)?;
         Ok(Pipeline {
-            ctx: BuildCtx {
-                options: optimized.options(),
-                stats: StatsRegistry::new(),
-                cancel: Default::default(),
-            },
+            options: optimized.options(),
+            stats: StatsRegistry::new(),
+            resources: Resources::new(),
             plan: optimized,
+            passes,
         })
+    }
+
+    /// The context of a new run over the pipeline.
+    fn run(&self) -> BuildCtx {
+        BuildCtx::new(
+            self.options.clone(),
+            Arc::clone(&self.stats),
+            RunState::start(&self.resources),
+        )
     }
 
     pub fn plan(&self) -> &Plan {
@@ -36,7 +49,7 @@ impl Pipeline {
 
     /// Iterates on the calling thread (asynchronous stages still use their own threads).
     pub fn iter(&self) -> Result<BoxIter> {
-        iterate_fused(&self.plan, &self.ctx)
+        iterate_fused(&self.plan, &self.run())
     }
 
     /// Runs the pipeline on a driver thread, so that the consumer can wait with a time limit
@@ -44,41 +57,47 @@ impl Pipeline {
     /// one-element buffer is added.
     pub fn start(&self) -> Result<Prefetch> {
         // A fresh cancel flag for this run: dropping the driver sets it.
-        let ctx = BuildCtx {
-            cancel: Default::default(),
-            ..self.ctx.clone()
-        };
+        let ctx = self.run();
         let (inner, capacity, stats) = match self.plan.step() {
-            Step::Prefetch { input, buffer_size } if *buffer_size != 0 => {
-                let cap = match *buffer_size {
-                    AUTOTUNE => self.ctx.options.threads().max(2),
-                    n => n as usize,
-                };
-                let st = self
-                    .ctx
-                    .stats
-                    .stage(self.plan.id(), &self.plan.label(), "prefetch");
-                (iterate(input, &ctx)?, cap, st)
+            Step::Prefetch(p) if p.capacity(&ctx) != 0 => {
+                let st = crate::build::stage_stats(&self.plan, &ctx);
+                (iterate(&p.input, &ctx)?, p.capacity(&ctx), st)
             }
             _ => (
                 iterate(&self.plan, &ctx)?,
                 1,
-                self.ctx.stats.stage(0, "driver", "prefetch"),
+                self.stats.stage(0, "driver", "prefetch"),
             ),
         };
         Prefetch::spawn_with_stop(inner, capacity, 1, stats, ctx.cancel)
     }
 
     pub fn stats(&self) -> Vec<StageSnapshot> {
-        self.ctx.stats.snapshot()
+        self.stats.snapshot()
     }
 
     pub fn registry(&self) -> &Arc<StatsRegistry> {
-        &self.ctx.stats
+        &self.stats
     }
 
-    /// The optimised plan, sink first.
+    /// The planner's rewrites that changed the plan, with how many times each did.
+    pub fn passes(&self) -> &[(&'static str, usize)] {
+        &self.passes
+    }
+
+    /// The optimised plan, sink first, and a last line naming the planner's rewrites that
+    /// made it (each can be switched off with `with_options(optimizations=...)`).
     pub fn explain(&self) -> String {
-        self.plan.describe()
+        let passes: Vec<String> = self
+            .passes
+            .iter()
+            .map(|(name, n)| format!("{name} x{n}"))
+            .collect();
+        let passes = if passes.is_empty() {
+            "none".to_string()
+        } else {
+            passes.join(", ")
+        };
+        format!("{}rewrites: {passes}\n", self.plan.describe())
     }
 }

@@ -1,16 +1,18 @@
 //! Rewrites a plan into one that computes the same elements faster.
 //!
-//! The rewrites, all visible in `explain()`:
-//! - `decode_image` followed by `random_resized_crop` becomes one fused op that decodes only
+//! The rewrites are named passes ([`PASSES`]); `explain()` names those that changed the plan,
+//! and `with_options(optimizations={name: False})` switches one off (for A/B checks and bug
+//! reports). What they do:
+//! - `fuse_decode_crop`: `decode_image` followed by `random_resized_crop` becomes one fused op that decodes only
 //!   what the crop needs (DCT-domain scaling where the JPEG decoder has it);
-//! - `decode_image` followed by `resize_with_crop_or_pad` becomes `decode_crop_or_pad`, which
+//! - `fuse_decode_crop`: `decode_image` followed by `resize_with_crop_or_pad` becomes `decode_crop_or_pad`, which
 //!   decodes a PNG only down to the crop's last row and up to its right edge, and takes in a
 //!   `rescale` or `one_hot_colors` of the crop that comes later, converting each crop row as
 //!   it is decoded (see `stoker_ops::decode_crop_or_pad::fuse`);
-//! - a run of flips and per-channel affine ops (`convert_image_dtype`, brightness/contrast
+//! - `fuse_pixels`: a run of flips and per-channel affine ops (`convert_image_dtype`, brightness/contrast
 //!   jitter, `normalize`) becomes one `pixel_chain` pass over the pixels;
-//! - consecutive native `map`s with the same parallelism are fused into one stage;
-//! - a `map` of element-wise native ops right before a `batch` is moved after it, so the ops
+//! - `fuse_maps`: consecutive native `map`s with the same parallelism are fused into one stage;
+//! - `map_after_batch`: a `map` of element-wise native ops right before a `batch` is moved after it, so the ops
 //!   run once per batch (vectorised) instead of once per element. This is only done when
 //!   it cannot change the result: every op is element-wise, the map's input has fixed shapes
 //!   (so it can be batched), and bad records raise (under the `skip` policy a batched op
@@ -23,16 +25,17 @@
 //!   batch rows themselves and the elements are large (see `fills_rows_itself`): per element
 //!   they copy nothing either, and read their input while it is still in the cache.
 //!
-//! A parallel `map` right before a `batch` is also fused, but when the pipeline is built
-//! (`build::map_and_batch`), since whether the map runs in parallel depends on the thread
-//! budget.
+//! `map_and_batch`: a parallel `map` right before a `batch` is also fused, but when the pipeline is built
+//! (`datasets::map::map_and_batch`), since whether the map runs in parallel depends on the
+//! thread budget.
 
 use std::sync::Arc;
 
 use stoker_core::element::Schema;
 use stoker_core::op::Op;
-use stoker_core::{ErrorPolicy, Result};
+use stoker_core::{Error, ErrorPolicy, PipelineOptions, Result};
 
+use crate::datasets::{batch::Batch, map::Map};
 use crate::plan::{Plan, Step};
 
 /// Whether every field of `schema` has a fixed shape, so that elements can be stacked.
@@ -115,126 +118,212 @@ fn fills_rows_itself(tail: &[Arc<dyn Op>], schema: &Schema) -> bool {
         && fixed_bytes(schema).is_some_and(|b| b >= LARGE_ELEMENT_BYTES)
 }
 
-pub fn optimize(plan: &Plan) -> Result<Plan> {
-    let policy = plan.options().on_bad_record;
-    rewrite(plan, policy)
+/// The planner's passes: name and what it does.
+pub const PASSES: &[(&str, &str)] = &[
+    (
+        FUSE_DECODE_CROP,
+        "decode_image and a crop after it become one op that decodes only the crop",
+    ),
+    (
+        FUSE_PIXELS,
+        "a run of flips and per-channel affine ops becomes one pixel_chain pass",
+    ),
+    (
+        FUSE_MAPS,
+        "consecutive native maps with the same parallelism become one stage",
+    ),
+    (
+        MAP_AFTER_BATCH,
+        "element-wise ops before a batch (or a growing tail of them) run after it, per batch",
+    ),
+    (
+        MAP_AND_BATCH,
+        "a parallel map right before a batch writes each element into its batch row",
+    ),
+];
+
+pub const FUSE_DECODE_CROP: &str = "fuse_decode_crop";
+pub const FUSE_PIXELS: &str = "fuse_pixels";
+pub const FUSE_MAPS: &str = "fuse_maps";
+pub const MAP_AFTER_BATCH: &str = "map_after_batch";
+/// Done when the pipeline is built (see `datasets::map::map_and_batch`), since whether the
+/// map runs in parallel depends on the thread budget.
+pub const MAP_AND_BATCH: &str = "map_and_batch";
+
+/// Whether `options` leave pass `name` on.
+pub fn enabled(options: &PipelineOptions, name: &str) -> bool {
+    options.optimizations.get(name).copied().unwrap_or(true)
 }
 
-fn rewrite(plan: &Plan, policy: ErrorPolicy) -> Result<Plan> {
-    let inputs: Vec<Plan> = plan
-        .step()
-        .inputs()
-        .into_iter()
-        .map(|p| rewrite(p, policy))
-        .collect::<Result<_>>()?;
-    let changed = inputs
-        .iter()
-        .zip(plan.step().inputs())
-        .any(|(a, b)| a.id() != b.id());
-    let mut step = if changed {
-        plan.step().with_inputs(inputs)
-    } else {
-        plan.step().clone()
+/// Refuses options naming a pass that does not exist.
+pub fn check_passes(options: &PipelineOptions) -> Result<()> {
+    for name in options.optimizations.keys() {
+        if !PASSES.iter().any(|(p, _)| p == name) {
+            let known: Vec<&str> = PASSES.iter().map(|(p, _)| *p).collect();
+            return Err(Error::invalid(
+                "optimizations",
+                format!(
+                    "no planner pass is named '{name}'; the passes are: {}",
+                    known.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The plan the pipeline runs, and how many times each pass changed it.
+pub fn optimize(plan: &Plan) -> Result<(Plan, Vec<(&'static str, usize)>)> {
+    let options = plan.options();
+    let mut planner = Planner {
+        options,
+        applied: Vec::new(),
     };
-    let mut changed = changed;
-    if let Step::Map { ops, .. } = &mut step {
-        let fused =
-            stoker_ops::decode_crop_or_pad::fuse(&stoker_ops::decode_resized_crop::fuse(ops));
-        let fused = stoker_ops::pixel_chain::fuse(&fused);
-        if fused.len() != ops.len() {
-            *ops = fused;
-            changed = true;
+    let out = planner.rewrite(plan)?;
+    if enabled(&planner.options, MAP_AND_BATCH) && planner.options.threads() > 1 {
+        let n = count_map_and_batch(&out, planner.options.on_bad_record);
+        planner.note(MAP_AND_BATCH, n);
+    }
+    Ok((out, planner.applied))
+}
+
+/// Parallel maps right before a (non-padded) batch, which run fused when bad records raise.
+fn count_map_and_batch(plan: &Plan, policy: ErrorPolicy) -> usize {
+    let here = match plan.step() {
+        Step::Batch(b) => {
+            matches!(
+                b.input.step(),
+                Step::Map(m) if m.num_parallel_calls.is_some_and(|n| n != 1)
+            ) && policy == ErrorPolicy::Raise
+        }
+        _ => false,
+    };
+    usize::from(here)
+        + plan
+            .step()
+            .inputs()
+            .into_iter()
+            .map(|p| count_map_and_batch(p, policy))
+            .sum::<usize>()
+}
+
+struct Planner {
+    options: PipelineOptions,
+    applied: Vec<(&'static str, usize)>,
+}
+
+impl Planner {
+    fn on(&self, pass: &str) -> bool {
+        enabled(&self.options, pass)
+    }
+
+    fn note(&mut self, pass: &'static str, times: usize) {
+        if times == 0 {
+            return;
+        }
+        match self.applied.iter_mut().find(|(p, _)| *p == pass) {
+            Some((_, n)) => *n += times,
+            None => self.applied.push((pass, times)),
         }
     }
 
-    match &step {
-        // Not for padded batches: padding positions would go through the ops too.
-        Step::Batch {
-            input,
-            batch_size,
-            drop_remainder,
-            padding: None,
-        } => {
-            if let Step::Map {
-                input: x,
-                ops,
-                num_parallel_calls,
-                deterministic,
-                epoch,
-            } = input.step()
-            {
-                // Where the ops after the batch start: all of them (the map's input must be
-                // stackable, every field of a fixed shape), or a growing tail.
-                let split = if policy != ErrorPolicy::Raise {
-                    None
-                } else if stackable(x.schema()) && ops.iter().all(|o| o.elementwise()) {
-                    Some(0)
-                } else {
-                    growing_tail(x, ops)?
-                };
-                let split = split.filter(|&k| !fills_rows_itself(&ops[k..], input.schema()));
-                if let Some(k) = split {
-                    let (head, tail) = ops.split_at(k);
-                    let head = if head.is_empty() {
-                        x.clone()
+    fn rewrite(&mut self, plan: &Plan) -> Result<Plan> {
+        let inputs: Vec<Plan> = plan
+            .step()
+            .inputs()
+            .into_iter()
+            .map(|p| self.rewrite(p))
+            .collect::<Result<_>>()?;
+        let mut changed = inputs
+            .iter()
+            .zip(plan.step().inputs())
+            .any(|(a, b)| a.id() != b.id());
+        let mut step = if changed {
+            plan.step().with_inputs(inputs)
+        } else {
+            plan.step().clone()
+        };
+        if let Step::Map(map) = &mut step {
+            if self.on(FUSE_DECODE_CROP) {
+                let fused = stoker_ops::decode_crop_or_pad::fuse(
+                    &stoker_ops::decode_resized_crop::fuse(&map.ops),
+                );
+                if fused.len() != map.ops.len() {
+                    self.note(FUSE_DECODE_CROP, map.ops.len() - fused.len());
+                    map.ops = fused;
+                    changed = true;
+                }
+            }
+            if self.on(FUSE_PIXELS) {
+                let fused = stoker_ops::pixel_chain::fuse(&map.ops);
+                if fused.len() != map.ops.len() {
+                    self.note(FUSE_PIXELS, 1);
+                    map.ops = fused;
+                    changed = true;
+                }
+            }
+        }
+        let policy = self.options.on_bad_record;
+        match &step {
+            Step::Batch(batch) if self.on(MAP_AFTER_BATCH) => {
+                if let Step::Map(map) = batch.input.step() {
+                    let x = &map.input;
+                    let ops = &map.ops;
+                    // Where the ops after the batch start: all of them (the map's input must
+                    // be stackable, every field of a fixed shape), or a growing tail.
+                    let split = if policy != ErrorPolicy::Raise {
+                        None
+                    } else if stackable(x.schema()) && ops.iter().all(|o| o.elementwise()) {
+                        Some(0)
                     } else {
-                        Plan::new(Step::Map {
-                            input: x.clone(),
-                            ops: head.to_vec(),
-                            num_parallel_calls: *num_parallel_calls,
-                            deterministic: *deterministic,
-                            epoch: epoch.clone(),
-                        })?
+                        growing_tail(x, ops)?
                     };
-                    let batched = Plan::new(Step::Batch {
-                        input: head,
-                        batch_size: *batch_size,
-                        drop_remainder: *drop_remainder,
-                        padding: None,
-                    })?;
-                    return Plan::new(Step::Map {
-                        input: batched,
-                        ops: tail.to_vec(),
-                        num_parallel_calls: *num_parallel_calls,
-                        deterministic: *deterministic,
-                        epoch: epoch.clone(),
-                    });
+                    let split =
+                        split.filter(|&k| !fills_rows_itself(&ops[k..], batch.input.schema()));
+                    if let Some(k) = split {
+                        self.note(MAP_AFTER_BATCH, 1);
+                        let (head, tail) = ops.split_at(k);
+                        let head = if head.is_empty() {
+                            x.clone()
+                        } else {
+                            Plan::new(Map {
+                                ops: head.to_vec(),
+                                ..map.clone()
+                            })?
+                        };
+                        let batched = Plan::new(Batch {
+                            input: head,
+                            ..batch.clone()
+                        })?;
+                        return Plan::new(Map {
+                            input: batched,
+                            ops: tail.to_vec(),
+                            ..map.clone()
+                        });
+                    }
                 }
             }
-        }
-        Step::Map {
-            input,
-            ops,
-            num_parallel_calls,
-            deterministic,
-            ..
-        } => {
-            if let Step::Map {
-                input: x,
-                ops: first,
-                num_parallel_calls: p0,
-                deterministic: d0,
-                epoch,
-            } = input.step()
-            {
-                if p0 == num_parallel_calls && d0 == deterministic {
-                    let mut fused = first.clone();
-                    fused.extend(ops.iter().cloned());
-                    return Plan::new(Step::Map {
-                        input: x.clone(),
-                        ops: fused,
-                        num_parallel_calls: *num_parallel_calls,
-                        deterministic: *deterministic,
-                        epoch: epoch.clone(),
-                    });
+            Step::Map(outer) if self.on(FUSE_MAPS) => {
+                if let Step::Map(first) = outer.input.step() {
+                    if first.num_parallel_calls == outer.num_parallel_calls
+                        && first.deterministic == outer.deterministic
+                    {
+                        self.note(FUSE_MAPS, 1);
+                        let mut ops = first.ops.clone();
+                        ops.extend(outer.ops.iter().cloned());
+                        return Plan::new(Map {
+                            ops,
+                            ..first.clone()
+                        });
+                    }
                 }
             }
+            _ => {}
         }
-        _ => {}
-    }
-    if changed {
-        Plan::new(step)
-    } else {
-        Ok(plan.clone())
+        if changed {
+            Plan::new(step)
+        } else {
+            Ok(plan.clone())
+        }
     }
 }

@@ -110,11 +110,12 @@ impl<'a> Model<'a> {
         let mut own_group = group;
         let mut input_group = group;
         match plan.step() {
-            Step::Prefetch { .. } => {
+            Step::Prefetch(_) => {
                 input_group = self.new_group(1, format!("thread feeding {}", plan.label()));
             }
             // A batch written by the workers of the parallel map before it.
-            Step::Batch { input, .. } if workers > 1 => {
+            Step::Batch(batch) if workers > 1 => {
+                let input = &batch.input;
                 own_group = self.new_group(workers, format!("{} workers", input.label()));
                 if let Some(s) = snap {
                     self.nodes.push(Node {
@@ -137,7 +138,7 @@ impl<'a> Model<'a> {
                 }
                 return;
             }
-            Step::Map { .. } | Step::Interleave { .. } | Step::TfRecord { .. } if workers > 1 => {
+            Step::Map(_) | Step::Interleave(_) | Step::TfRecord(_) if workers > 1 => {
                 own_group = self.new_group(workers, format!("{} workers", plan.label()));
                 input_group = self.new_group(1, format!("thread feeding {}", plan.label()));
             }
@@ -159,36 +160,17 @@ impl<'a> Model<'a> {
 /// A thread-count-independent view of a stage's parallelism knob.
 fn parallelism_knob(plan: &Plan) -> Option<(&'static str, Option<i64>)> {
     match plan.step() {
-        Step::Map {
-            num_parallel_calls, ..
-        } => Some(("num_parallel_calls", *num_parallel_calls)),
-        Step::Interleave {
-            num_parallel_calls, ..
-        } => Some(("num_parallel_calls", *num_parallel_calls)),
-        Step::TfRecord {
-            num_parallel_reads, ..
-        } => Some(("num_parallel_reads", Some(*num_parallel_reads))),
+        Step::Map(m) => Some(("num_parallel_calls", m.num_parallel_calls)),
+        Step::Interleave(i) => Some(("num_parallel_calls", i.num_parallel_calls)),
+        Step::TfRecord(t) => Some(("num_parallel_reads", Some(t.num_parallel_reads))),
         _ => None,
     }
 }
 
 /// True when the stage gives the same elements in the same order every epoch, so that its
-/// output can be cached: no random op, no Python function, no shuffle.
+/// output can be cached: no random op, no Python function, no shuffle (each step declares it).
 fn deterministic(plan: &Plan) -> bool {
-    match plan.step() {
-        Step::Range { .. }
-        | Step::Slices { .. }
-        | Step::Npz { .. }
-        | Step::TfRecord { .. }
-        | Step::Batch { .. }
-        | Step::Take { .. }
-        | Step::Skip { .. }
-        | Step::Enumerate { .. }
-        | Step::WithOptions { .. } => true,
-        Step::ListFiles { shuffle, .. } => !shuffle,
-        Step::Map { ops, .. } => ops.iter().all(|op| op.deterministic()),
-        _ => false,
-    }
+    plan.step().deterministic()
 }
 
 /// Bytes of one element of `plan`'s output, when its schema fixes them.
@@ -218,8 +200,9 @@ fn element_bytes(plan: &Plan) -> Option<usize> {
 /// after the batch).
 fn batch_rows(plan: &Plan) -> Option<usize> {
     match plan.step() {
-        Step::Batch { batch_size, .. } => Some(*batch_size),
-        Step::Map { input, ops, .. } if ops.iter().all(|o| o.elementwise()) => batch_rows(input),
+        Step::Batch(b) => Some(b.batch_size),
+        Step::PaddedBatch(b) => Some(b.batch_size),
+        Step::Map(m) if m.ops.iter().all(|o| o.elementwise()) => batch_rows(&m.input),
         _ => None,
     }
 }
@@ -423,7 +406,7 @@ pub fn diagnose(
     let has_cache = model
         .nodes
         .iter()
-        .any(|n| matches!(n.plan.step(), Step::Cache { .. }));
+        .any(|n| matches!(n.plan.step(), Step::Cache(_)));
     if !has_cache {
         if let Some((top, top_plan, share, removed)) =
             deterministic_prefix(plan, &model, total_busy)
@@ -488,10 +471,10 @@ pub fn diagnose(
 
     // A prefetch at the end (options are not a stage).
     let mut sink = plan;
-    while let Step::WithOptions { input, .. } = sink.step() {
-        sink = input;
+    while let Step::WithOptions(o) = sink.step() {
+        sink = &o.input;
     }
-    if !matches!(sink.step(), Step::Prefetch { .. }) {
+    if !matches!(sink.step(), Step::Prefetch(_)) {
         recs.push(Recommendation {
             action: "end the pipeline with .prefetch(stoker.AUTOTUNE)".into(),
             stage: None,
@@ -653,7 +636,7 @@ fn last_deterministic(plan: &Plan) -> Option<String> {
         .iter()
         .rev()
         .take_while(|p| deterministic(p))
-        .filter(|p| !matches!(p.step(), Step::WithOptions { .. }))
+        .filter(|p| !matches!(p.step(), Step::WithOptions(_)))
         .last()
         .map(|p| p.label())
 }

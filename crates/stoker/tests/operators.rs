@@ -6,9 +6,12 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
+use stoker::datasets::{
+    cache::Cache, enumerate::Enumerate, interleave::Interleave, repeat::Repeat, shard::Shard,
+    skip::Skip, take::Take, zip::Zip,
+};
 use stoker::sources::TfRecordOpener;
-use stoker::{Pipeline, Plan, Step};
-use stoker_core::exec::memory_cache::MemoryCache;
+use stoker::{Pipeline, Plan};
 use stoker_formats::Compression;
 
 #[test]
@@ -36,7 +39,7 @@ fn shuffle_is_seeded_and_reshuffles_each_epoch() {
     let fixed = Pipeline::new(&range(200).shuffle(50, Some(42), false).unwrap()).unwrap();
     assert_eq!(epoch(&fixed), epoch(&fixed));
     // Under repeat, each repetition is a new epoch too.
-    let rep = Plan::new(Step::Repeat {
+    let rep = Plan::new(Repeat {
         input: range(20).shuffle(20, Some(1), true).unwrap(),
         count: Some(2),
     })
@@ -48,7 +51,7 @@ fn shuffle_is_seeded_and_reshuffles_each_epoch() {
 #[test]
 fn repeat_take_skip_edges() {
     let rep = |n, c| {
-        Plan::new(Step::Repeat {
+        Plan::new(Repeat {
             input: range(n),
             count: c,
         })
@@ -61,8 +64,8 @@ fn repeat_take_skip_edges() {
         Vec::<i64>::new(),
         "repeating nothing forever ends"
     );
-    let take = |p: Plan, n| Plan::new(Step::Take { input: p, count: n }).unwrap();
-    let skip = |p: Plan, n| Plan::new(Step::Skip { input: p, count: n }).unwrap();
+    let take = |p: Plan, n| Plan::new(Take { input: p, count: n }).unwrap();
+    let skip = |p: Plan, n| Plan::new(Skip { input: p, count: n }).unwrap();
     assert_eq!(
         collect(&take(rep(3, None), 7)).unwrap(),
         vec![0, 1, 2, 0, 1, 2, 0]
@@ -97,7 +100,7 @@ fn batch_drop_remainder_and_schema() {
 #[test]
 fn shard_zip_enumerate() {
     let shard = |i| {
-        Plan::new(Step::Shard {
+        Plan::new(Shard {
             input: range(10),
             num_shards: 3,
             index: i,
@@ -106,14 +109,14 @@ fn shard_zip_enumerate() {
     };
     assert_eq!(collect(&shard(0)).unwrap(), vec![0, 3, 6, 9]);
     assert_eq!(collect(&shard(2)).unwrap(), vec![2, 5, 8]);
-    assert!(Plan::new(Step::Shard {
+    assert!(Plan::new(Shard {
         input: range(10),
         num_shards: 3,
         index: 3
     })
     .is_err());
 
-    let zip = Plan::new(Step::Zip {
+    let zip = Plan::new(Zip {
         inputs: vec![range(5), range(3)],
         prefixes: vec!["a/".into(), "b/".into()],
     })
@@ -136,7 +139,7 @@ fn shard_zip_enumerate() {
         n += 1;
     }
     assert_eq!(n, 3, "zip ends with the shortest input");
-    let same = Plan::new(Step::Zip {
+    let same = Plan::new(Zip {
         inputs: vec![range(5), range(3)],
         prefixes: vec!["".into(), "".into()],
     });
@@ -145,7 +148,7 @@ fn shard_zip_enumerate() {
         "duplicate field names are a build-time error"
     );
 
-    let en = Plan::new(Step::Enumerate {
+    let en = Plan::new(Enumerate {
         input: range(3).shuffle(3, Some(0), false).unwrap(),
         start: 10,
         index_name: "i".into(),
@@ -192,7 +195,7 @@ fn interleave_over_files_keeps_tf_order() {
     assert_eq!(s_of(&par3), vec![0, 10, 20, 11, 21, 22]);
     // interleave over a dataset of names with block_length 2.
     let names = Plan::list_files(files.clone(), false, None).unwrap();
-    let inter = Plan::new(Step::Interleave {
+    let inter = Plan::new(Interleave {
         input: names,
         opener: Arc::new(TfRecordOpener {
             compression: Compression::None,
@@ -208,10 +211,9 @@ fn interleave_over_files_keeps_tf_order() {
 
 #[test]
 fn memory_cache_replays_without_rerunning_the_input() {
-    let plan = Plan::new(Step::Cache {
+    let plan = Plan::new(Cache {
         input: range(5).shuffle(5, None, true).unwrap(),
         filename: None,
-        memory: MemoryCache::new(),
     })
     .unwrap();
     let p = Pipeline::new(&plan).unwrap();
@@ -236,14 +238,13 @@ fn disk_cache_is_written_once_complete_and_read_back() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("cache.bin").to_string_lossy().into_owned();
     let make = |seed| {
-        Plan::new(Step::Cache {
+        Plan::new(Cache {
             input: range(50)
                 .shuffle(50, Some(seed), true)
                 .unwrap()
                 .batch(7, false)
                 .unwrap(),
             filename: Some(path.clone()),
-            memory: MemoryCache::new(),
         })
         .unwrap()
     };
@@ -260,14 +261,13 @@ fn disk_cache_is_written_once_complete_and_read_back() {
     // Another pipeline (another seed!) reads the file instead of running its input.
     assert_eq!(collect_batches(&make(2)).unwrap(), first);
     // A cache written by a different pipeline is refused with a clear message.
-    let other = Plan::new(Step::Cache {
+    let other = Plan::new(Cache {
         input: range(3)
             .batch(2, false)
             .unwrap()
             .map(vec![], None, true)
             .unwrap(),
         filename: Some(path.clone()),
-        memory: MemoryCache::new(),
     })
     .unwrap();
     let ok_same_fields = collect_batches(&other);
@@ -275,10 +275,9 @@ fn disk_cache_is_written_once_complete_and_read_back() {
         ok_same_fields.is_ok(),
         "same fields and dtypes: the file is used"
     );
-    let strings = Plan::new(Step::Cache {
+    let strings = Plan::new(Cache {
         input: Plan::list_files(vec![path.clone()], false, None).unwrap(),
         filename: Some(path.clone()),
-        memory: MemoryCache::new(),
     })
     .unwrap();
     let err = Pipeline::new(&strings)

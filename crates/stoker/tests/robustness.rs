@@ -4,7 +4,8 @@
 mod common;
 
 use common::*;
-use stoker::{Pipeline, Plan, Step};
+use stoker::datasets::{options::WithOptions, skip::Skip};
+use stoker::{Pipeline, Plan};
 use stoker_core::{Error, ErrorPolicy, PipelineOptions};
 use stoker_formats::{Compression, RecordWriter};
 
@@ -65,11 +66,12 @@ fn bad_crc_names_file_record_and_offset_or_is_skipped() {
         other => panic!("{other:?}"),
     }
     // Skip policy: the record is skipped and counted.
-    let skip = Plan::new(Step::WithOptions {
+    let skip = Plan::new(WithOptions {
         input: plan.clone(),
         options: PipelineOptions {
             on_bad_record: ErrorPolicy::Skip,
             threads: None,
+            optimizations: Default::default(),
         },
     })
     .unwrap();
@@ -179,7 +181,7 @@ fn bad_protobuf_and_wrong_feature_type_are_located() {
         other => panic!("{other:?}"),
     }
     // The wrong type alone.
-    let skip_bad = Plan::new(Step::Skip {
+    let skip_bad = Plan::new(Skip {
         input: Plan::tfrecord(vec![path.clone()], Compression::None, true, 1).unwrap(),
         count: 2,
     })
@@ -192,11 +194,12 @@ fn bad_protobuf_and_wrong_feature_type_are_located() {
         "{err}"
     );
     // Skip policy: both bad records are dropped and counted.
-    let skip = Plan::new(Step::WithOptions {
+    let skip = Plan::new(WithOptions {
         input: plan,
         options: PipelineOptions {
             on_bad_record: ErrorPolicy::Skip,
             threads: None,
+            optimizations: Default::default(),
         },
     })
     .unwrap();

@@ -23,6 +23,7 @@ pub mod shard;
 pub mod shuffle;
 pub mod slices;
 pub mod take_skip;
+pub mod unbatch;
 pub mod zip;
 
 use crate::element::Element;

@@ -27,11 +27,16 @@ impl SlicesIter {
 
 /// The common first dimension of `columns`.
 pub fn slice_count(names: &Names, columns: &[Tensor]) -> Result<usize> {
+    slice_count_in("from_tensor_slices", names, columns)
+}
+
+/// The common first dimension of `columns`, an error naming `step` when there is none.
+pub fn slice_count_in(step: &str, names: &Names, columns: &[Tensor]) -> Result<usize> {
     let mut rows = None;
     for (name, c) in names.iter().zip(columns) {
         let Some(&n) = c.shape().first() else {
             return Err(Error::schema(
-                "from_tensor_slices",
+                step,
                 format!("'{name}' is a scalar; every component needs a first dimension to slice"),
             ));
         };
@@ -39,7 +44,7 @@ pub fn slice_count(names: &Names, columns: &[Tensor]) -> Result<usize> {
             None => rows = Some(n),
             Some(r) if r != n => {
                 return Err(Error::schema(
-                    "from_tensor_slices",
+                    step,
                     format!("components have different first dimensions: {r} and {n} ('{name}')"),
                 ))
             }

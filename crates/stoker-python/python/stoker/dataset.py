@@ -227,6 +227,12 @@ class Dataset:
         padding = json.dumps({"shapes": shapes, "values": values})
         return Dataset(self._plan.padded_batch(int(batch_size), bool(drop_remainder), padding), self._structure)
 
+    def unbatch(self) -> Dataset:
+        """Splits each element along its first dimension into that many elements, as
+        ``tf.data``'s ``unbatch``: every field needs a first dimension, the same for all of an
+        element's fields (else an error naming the element). The rows are views, not copies."""
+        return Dataset(self._plan.unbatch(), self._structure)
+
     def interleave(
         self,
         map_func: Callable[..., Dataset],
@@ -315,15 +321,25 @@ class Dataset:
         structure: Template = ("0", prefixed(_known(self), "1/"))
         return Dataset(self._plan.enumerate(int(start), "0", "1/"), structure)
 
-    def with_options(self, on_bad_record: str | None = None, threads: int | None = None) -> Dataset:
+    def with_options(
+        self,
+        on_bad_record: str | None = None,
+        threads: int | None = None,
+        optimizations: dict[str, bool] | None = None,
+    ) -> Dataset:
         """Pipeline-wide options.
 
         ``on_bad_record``: ``"raise"`` (default) stops with an error naming the file, record and
         offset; ``"skip"`` skips the bad record, counts it in ``stats()`` and goes on (what
         damage costs exactly: the README's promises).
         ``threads``: the CPU budget (worker threads); default all cores.
+        ``optimizations``: the planner's rewrites switched on or off by name, e.g.
+        ``{"map_after_batch": False}`` (all are on by default; ``explain()`` names those that
+        changed the plan): ``fuse_decode_crop``, ``fuse_pixels``, ``fuse_maps``,
+        ``map_after_batch``, ``map_and_batch``. The elements are the same either way.
         """
-        return Dataset(self._plan.with_options(on_bad_record, threads), self._structure)
+        opts = None if optimizations is None else {str(k): bool(v) for k, v in optimizations.items()}
+        return Dataset(self._plan.with_options(on_bad_record, threads, opts), self._structure)
 
     def ignore_errors(self) -> Dataset:
         """Skips bad records (``with_options(on_bad_record="skip")``); they are counted in

@@ -37,7 +37,7 @@ pub fn collect_batches(plan: &Plan) -> Result<Vec<Vec<i64>>> {
 }
 
 pub fn range(n: i64) -> Plan {
-    Plan::new(stoker::Step::Range {
+    Plan::new(stoker::datasets::range::Range {
         start: 0,
         stop: n,
         step: 1,

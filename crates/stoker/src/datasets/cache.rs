@@ -1,0 +1,91 @@
+//! `cache(filename)`: the first complete pass is recorded, in memory or in a file; later
+//! passes replay it.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use stoker_core::element::Schema;
+use stoker_core::exec::{BoxIter, MakeIter};
+use stoker_core::stats::{Metered, WaitMeter};
+use stoker_core::{Result, StageStats};
+
+use super::{same, DatasetOp};
+use crate::build::{iterate, BuildCtx};
+use crate::disk_cache;
+use crate::plan::Plan;
+use crate::spec::SpecCtx;
+
+#[derive(Clone, Debug)]
+pub struct Cache {
+    pub input: Plan,
+    /// `None`: in memory (held by the pipeline, shared by its iterations).
+    pub filename: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    filename: Option<String>,
+}
+
+impl DatasetOp for Cache {
+    const KIND: &'static str = "cache";
+    type Spec = Spec;
+
+    fn inputs(&self) -> Vec<&Plan> {
+        vec![&self.input]
+    }
+
+    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
+        vec![&mut self.input]
+    }
+
+    fn schema(&self) -> Result<Schema> {
+        Ok(same(&self.input))
+    }
+
+    fn label(&self) -> String {
+        match &self.filename {
+            Some(f) => format!("cache({f})"),
+            None => "cache(memory)".into(),
+        }
+    }
+
+    /// Already cached.
+    fn deterministic(&self) -> bool {
+        false
+    }
+
+    fn batch_of(&self) -> Option<(usize, bool)> {
+        self.input.step().batch_of()
+    }
+
+    fn iterate(&self, node: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
+        let (input, child_ctx, st) = (self.input.clone(), ctx.clone(), Arc::clone(&stats));
+        let mut make: MakeIter = Box::new(move || {
+            Ok(WaitMeter::wrap(
+                iterate(&input, &child_ctx)?,
+                Arc::clone(&st),
+            ))
+        });
+        let it = match &self.filename {
+            None => ctx.memory_cache(node).iterate(&mut make)?,
+            Some(path) => disk_cache::iterate(path, self.input.schema(), make)?,
+        };
+        Ok(Metered::wrap(it, stats))
+    }
+
+    fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Spec>> {
+        Ok(Some(Spec {
+            filename: self.filename.as_deref().map(|f| ctx.save_path(f)),
+        }))
+    }
+
+    fn from_spec(s: Spec, input: Option<Plan>, ctx: &SpecCtx) -> Result<Self> {
+        Ok(Cache {
+            input: super::input_of(input)?,
+            filename: s.filename.map(|f| ctx.load_path(&f)),
+        })
+    }
+}

@@ -1,0 +1,92 @@
+//! `enumerate(start)`: each element with its index in field `index_name`.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use stoker_core::element::{FieldSpec, Schema};
+use stoker_core::exec::enumerate::EnumerateIter;
+use stoker_core::exec::BoxIter;
+use stoker_core::stats::{Metered, WaitMeter};
+use stoker_core::{DType, Result, StageStats};
+
+use super::{unique, DatasetOp};
+use crate::build::{iterate, BuildCtx};
+use crate::plan::Plan;
+use crate::spec::SpecCtx;
+
+#[derive(Clone, Debug)]
+pub struct Enumerate {
+    pub input: Plan,
+    pub start: i64,
+    pub index_name: String,
+    /// Put before the names of the input's fields.
+    pub prefix: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    #[serde(default)]
+    start: i64,
+    #[serde(default = "index")]
+    index_name: String,
+    #[serde(default)]
+    prefix: String,
+}
+
+fn index() -> String {
+    "index".into()
+}
+
+impl DatasetOp for Enumerate {
+    const KIND: &'static str = "enumerate";
+    type Spec = Spec;
+
+    fn inputs(&self) -> Vec<&Plan> {
+        vec![&self.input]
+    }
+
+    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
+        vec![&mut self.input]
+    }
+
+    fn schema(&self) -> Result<Schema> {
+        if self.input.schema().dynamic {
+            return Ok(Schema::dynamic());
+        }
+        let mut fields = vec![FieldSpec::fixed(self.index_name.clone(), DType::I64, &[])];
+        for f in &self.input.schema().fields {
+            let mut f = f.clone();
+            f.name = format!("{}{}", self.prefix, f.name);
+            fields.push(f);
+        }
+        unique(Self::KIND, Schema::new(fields))
+    }
+
+    fn deterministic(&self) -> bool {
+        true
+    }
+
+    fn iterate(&self, node: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
+        let inner = WaitMeter::wrap(iterate(&self.input, ctx)?, Arc::clone(&stats));
+        let it = EnumerateIter::new(inner, node.schema().names(), self.start);
+        Ok(Metered::wrap(Box::new(it), stats))
+    }
+
+    fn to_spec(&self, _: &SpecCtx) -> Result<Option<Spec>> {
+        Ok(Some(Spec {
+            start: self.start,
+            index_name: self.index_name.clone(),
+            prefix: self.prefix.clone(),
+        }))
+    }
+
+    fn from_spec(s: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
+        Ok(Enumerate {
+            input: super::input_of(input)?,
+            start: s.start,
+            index_name: s.index_name,
+            prefix: s.prefix,
+        })
+    }
+}

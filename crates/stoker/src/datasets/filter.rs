@@ -1,0 +1,82 @@
+//! `filter(predicate)`: keeps the elements for which the predicate holds.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use stoker_core::element::Schema;
+use stoker_core::exec::filter::FilterIter;
+use stoker_core::exec::BoxIter;
+use stoker_core::op::Predicate;
+use stoker_core::stats::Metered;
+use stoker_core::{Result, StageStats};
+
+use super::{not_loadable, same, DatasetOp};
+use crate::build::{iterate, BuildCtx};
+use crate::plan::Plan;
+use crate::spec::SpecCtx;
+
+#[derive(Clone, Debug)]
+pub struct Filter {
+    pub input: Plan,
+    pub predicate: Arc<dyn Predicate>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    predicate: serde_json::Value,
+}
+
+impl DatasetOp for Filter {
+    const KIND: &'static str = "filter";
+    type Spec = Spec;
+
+    fn inputs(&self) -> Vec<&Plan> {
+        vec![&self.input]
+    }
+
+    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
+        vec![&mut self.input]
+    }
+
+    fn schema(&self) -> Result<Schema> {
+        Ok(same(&self.input))
+    }
+
+    fn label(&self) -> String {
+        format!("filter[{}]", self.predicate.name())
+    }
+
+    /// Predicates are Python functions, which may draw random numbers.
+    fn deterministic(&self) -> bool {
+        false
+    }
+
+    fn batch_of(&self) -> Option<(usize, bool)> {
+        self.input.step().batch_of()
+    }
+
+    fn iterate(&self, _: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
+        let inner = iterate(&self.input, ctx)?;
+        let it = FilterIter::new(
+            inner,
+            Arc::clone(&self.predicate),
+            ctx.options.on_bad_record,
+            Arc::clone(&stats),
+            Some(Arc::clone(&ctx.cancel)),
+        );
+        Ok(Metered::wrap(Box::new(it), stats))
+    }
+
+    fn to_spec(&self, _: &SpecCtx) -> Result<Option<Spec>> {
+        Ok(Some(Spec {
+            predicate: self.predicate.spec()?,
+        }))
+    }
+
+    fn from_spec(_: Spec, _: Option<Plan>, _: &SpecCtx) -> Result<Self> {
+        Err(not_loadable(
+            "filter predicates are Python functions and cannot be loaded from a spec",
+        ))
+    }
+}

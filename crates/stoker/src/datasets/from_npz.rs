@@ -1,0 +1,88 @@
+//! `from_npz`: the rows of every array of an `.npz` file, or of one `.npy` file.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use stoker_core::element::{names, Schema};
+use stoker_core::exec::slices::SlicesIter;
+use stoker_core::exec::BoxIter;
+use stoker_core::stats::Metered;
+use stoker_core::{Result, StageStats, Tensor};
+
+use super::{rows_schema, DatasetOp};
+use crate::build::BuildCtx;
+use crate::plan::Plan;
+use crate::spec::SpecCtx;
+
+#[derive(Clone)]
+pub struct FromNpz {
+    pub path: String,
+    /// The field name of a `.npy` file's rows (default `value`).
+    pub name: Option<String>,
+    pub names: Vec<String>,
+    pub columns: Vec<Tensor>,
+}
+
+impl FromNpz {
+    /// Loads the arrays now.
+    pub fn load(path: &str, name: Option<String>) -> Result<FromNpz> {
+        let (names, columns): (Vec<String>, Vec<Tensor>) = if path.ends_with(".npy") {
+            let n = name.clone().unwrap_or_else(|| "value".into());
+            (vec![n], vec![stoker_formats::npy::load_npy(path)?])
+        } else {
+            stoker_formats::npy::load_npz(path)?.into_iter().unzip()
+        };
+        Ok(FromNpz {
+            path: path.to_string(),
+            name,
+            names,
+            columns,
+        })
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+}
+
+impl DatasetOp for FromNpz {
+    const KIND: &'static str = "from_npz";
+    const SOURCE: bool = true;
+    type Spec = Spec;
+
+    fn inputs(&self) -> Vec<&Plan> {
+        Vec::new()
+    }
+
+    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
+        Vec::new()
+    }
+
+    fn schema(&self) -> Result<Schema> {
+        rows_schema(&self.names, &self.columns, Self::KIND)
+    }
+
+    fn deterministic(&self) -> bool {
+        true
+    }
+
+    fn iterate(&self, _: &Plan, _: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
+        let it = SlicesIter::new(names(&self.names), self.columns.clone())?;
+        Ok(Metered::wrap(Box::new(it), stats))
+    }
+
+    fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Spec>> {
+        Ok(Some(Spec {
+            path: ctx.save_path(&self.path),
+            name: self.name.clone(),
+        }))
+    }
+
+    fn from_spec(s: Spec, _: Option<Plan>, ctx: &SpecCtx) -> Result<Self> {
+        FromNpz::load(&ctx.load_path(&s.path), s.name)
+    }
+}

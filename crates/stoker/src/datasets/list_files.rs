@@ -1,0 +1,108 @@
+//! `list_files`: the file names matching glob patterns, sorted or shuffled (a new order each
+//! pass).
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use stoker_core::element::{FieldSpec, Schema};
+use stoker_core::exec::shuffle::epoch_seed;
+use stoker_core::exec::BoxIter;
+use stoker_core::stats::Metered;
+use stoker_core::{DType, Result, StageStats};
+
+use super::{DatasetOp, Strings};
+use crate::build::{file_names, BuildCtx};
+use crate::plan::{random_seed, Plan};
+use crate::spec::SpecCtx;
+
+#[derive(Clone, Debug)]
+pub struct ListFiles {
+    pub patterns: Vec<String>,
+    /// The files the patterns matched when the dataset was made.
+    pub files: Vec<String>,
+    pub shuffle: bool,
+    pub seed: u64,
+}
+
+impl ListFiles {
+    /// Expands and checks `patterns` now; `seed: None` draws one.
+    pub fn new(patterns: Vec<String>, shuffle: bool, seed: Option<u64>) -> Result<ListFiles> {
+        let files = crate::sources::expand_files(Self::KIND, &patterns)?;
+        Ok(ListFiles {
+            patterns,
+            files,
+            shuffle,
+            seed: seed.unwrap_or_else(random_seed),
+        })
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    files: Strings,
+    #[serde(default = "yes")]
+    shuffle: bool,
+    #[serde(default)]
+    seed: Option<u64>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl DatasetOp for ListFiles {
+    const KIND: &'static str = "list_files";
+    const SOURCE: bool = true;
+    type Spec = Spec;
+
+    fn inputs(&self) -> Vec<&Plan> {
+        Vec::new()
+    }
+
+    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
+        Vec::new()
+    }
+
+    fn schema(&self) -> Result<Schema> {
+        Ok(Schema::new(vec![FieldSpec::fixed(
+            "filename",
+            DType::Bytes,
+            &[],
+        )]))
+    }
+
+    fn deterministic(&self) -> bool {
+        !self.shuffle
+    }
+
+    fn iterate(&self, node: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
+        let mut files = self.files.clone();
+        if self.shuffle {
+            use rand::seq::SliceRandom;
+            use rand::SeedableRng;
+            let e = ctx.next_pass(node);
+            let mut rng = rand::rngs::StdRng::seed_from_u64(epoch_seed(self.seed, e));
+            files.shuffle(&mut rng);
+        }
+        Ok(Metered::wrap(file_names(&files, "filename")?, stats))
+    }
+
+    fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Spec>> {
+        Ok(Some(Spec {
+            files: Strings::Many(self.patterns.iter().map(|p| ctx.save_path(p)).collect()),
+            shuffle: self.shuffle,
+            seed: Some(self.seed),
+        }))
+    }
+
+    fn from_spec(s: Spec, _: Option<Plan>, ctx: &SpecCtx) -> Result<Self> {
+        let patterns = s
+            .files
+            .into_vec()
+            .iter()
+            .map(|p| ctx.load_path(p))
+            .collect();
+        ListFiles::new(patterns, s.shuffle, s.seed)
+    }
+}

@@ -1,0 +1,195 @@
+//! `map(ops, num_parallel_calls, deterministic)`: native ops or Python functions on each
+//! element, in order on the calling thread or on parallel workers.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use stoker_core::element::Schema;
+use stoker_core::exec::map::{MapIter, OpChain};
+use stoker_core::exec::parallel_map::{ParallelMap, ParallelMapConfig};
+use stoker_core::exec::parallel_map_batch::{BatchConfig, ParallelMapBatch};
+use stoker_core::exec::refill::Refill;
+use stoker_core::exec::BoxIter;
+use stoker_core::op::Op;
+use stoker_core::stats::Metered;
+use stoker_core::{ErrorPolicy, Result, StageStats};
+use stoker_ops::OpSpec;
+
+use super::{check_parallelism, same, DatasetOp};
+use crate::build::{iterate, BuildCtx};
+use crate::plan::{Plan, AUTOTUNE};
+use crate::spec::SpecCtx;
+
+#[derive(Clone)]
+pub struct Map {
+    pub input: Plan,
+    pub ops: Vec<Arc<dyn Op>>,
+    pub num_parallel_calls: Option<i64>,
+    pub deterministic: bool,
+}
+
+impl std::fmt::Debug for Map {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.ops.iter().map(|o| o.name()).collect();
+        f.debug_struct("Map").field("ops", &names).finish()
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    ops: Vec<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    num_parallel_calls: Option<i64>,
+    #[serde(default = "yes")]
+    deterministic: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl DatasetOp for Map {
+    const KIND: &'static str = "map";
+    type Spec = Spec;
+
+    fn inputs(&self) -> Vec<&Plan> {
+        vec![&self.input]
+    }
+
+    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
+        vec![&mut self.input]
+    }
+
+    fn schema(&self) -> Result<Schema> {
+        check_parallelism("map", self.num_parallel_calls)?;
+        let mut schema = same(&self.input);
+        for op in &self.ops {
+            schema = op.output_schema(&schema)?;
+        }
+        Ok(schema)
+    }
+
+    fn label(&self) -> String {
+        let names: Vec<&str> = self.ops.iter().map(|o| o.name()).collect();
+        let par = match self.num_parallel_calls {
+            Some(AUTOTUNE) => " parallel=AUTOTUNE".to_string(),
+            Some(n) if n > 1 => format!(" parallel={n}"),
+            _ => String::new(),
+        };
+        format!("map[{}]{par}", names.join(", "))
+    }
+
+    fn deterministic(&self) -> bool {
+        self.ops.iter().all(|op| op.deterministic())
+    }
+
+    fn batch_of(&self) -> Option<(usize, bool)> {
+        if self.ops.iter().any(|o| o.drops_rows()) {
+            return None;
+        }
+        let fixed = !self.input.schema().dynamic && !self.schema().is_ok_and(|s| s.dynamic);
+        fixed.then(|| self.input.step().batch_of()).flatten()
+    }
+
+    fn iterate(&self, node: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
+        let policy = ctx.options.on_bad_record;
+        let epoch = ctx.next_pass(node);
+        let inner = iterate(&self.input, ctx)?;
+        let chain: OpChain = Arc::from(self.ops.clone());
+        let workers = ctx.threads_for(self.num_parallel_calls);
+        let map: BoxIter = if self.num_parallel_calls.is_some() && workers > 1 {
+            let config = parallel_config(epoch, workers, self.deterministic, policy);
+            Box::new(ParallelMap::spawn(inner, chain, config, stats)?)
+        } else {
+            let it = MapIter::new(inner, chain, policy, Arc::clone(&stats), epoch);
+            Metered::wrap(Box::new(it), stats)
+        };
+        // Under the skip policy a batched op that drops bad rows leaves short batches:
+        // they are refilled to the batch's size, as if the rows had been skipped before it.
+        Ok(match self.input.step().batch_of() {
+            Some((size, drop_remainder))
+                if policy == ErrorPolicy::Skip && self.ops.iter().any(|o| o.drops_rows()) =>
+            {
+                Box::new(Refill::new(map, size, drop_remainder))
+            }
+            _ => map,
+        })
+    }
+
+    fn to_spec(&self, _: &SpecCtx) -> Result<Option<Spec>> {
+        Ok(Some(Spec {
+            ops: self.ops.iter().map(|o| o.spec()).collect::<Result<_>>()?,
+            num_parallel_calls: self.num_parallel_calls,
+            deterministic: self.deterministic,
+        }))
+    }
+
+    fn from_spec(s: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
+        let ops = s
+            .ops
+            .iter()
+            .map(|o| OpSpec::from_json(o).and_then(OpSpec::build))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Map {
+            input: super::input_of(input)?,
+            ops,
+            num_parallel_calls: s.num_parallel_calls,
+            deterministic: s.deterministic,
+        })
+    }
+}
+
+/// How a parallel map runs: `workers` threads, two elements in flight per worker.
+fn parallel_config(
+    epoch: u64,
+    workers: usize,
+    deterministic: bool,
+    policy: ErrorPolicy,
+) -> ParallelMapConfig {
+    ParallelMapConfig {
+        epoch,
+        workers,
+        buffer: 2 * workers,
+        deterministic,
+        policy,
+    }
+}
+
+/// A parallel `map` right before a `batch`, run as one stage whose workers write each element
+/// into its batch row; `None` when `map_plan` is not a parallel map, or when bad records are
+/// skipped (a dropped element would leave a hole in its batch).
+pub(crate) fn map_and_batch(
+    map_plan: &Plan,
+    batch_size: usize,
+    drop_remainder: bool,
+    batch_stats: &Arc<StageStats>,
+    ctx: &BuildCtx,
+) -> Result<Option<BoxIter>> {
+    let crate::Step::Map(map) = map_plan.step() else {
+        return Ok(None);
+    };
+    let workers = ctx.threads_for(map.num_parallel_calls);
+    let policy = ctx.options.on_bad_record;
+    let on = crate::planner::enabled(&ctx.options, crate::planner::MAP_AND_BATCH);
+    if !on || map.num_parallel_calls.is_none() || workers <= 1 || policy != ErrorPolicy::Raise {
+        return Ok(None);
+    }
+    let map_stats = ctx.stats.stage(map_plan.id(), &map_plan.label(), Map::KIND);
+    let epoch = ctx.next_pass(map_plan);
+    let inner = iterate(&map.input, ctx)?;
+    let config = parallel_config(epoch, workers, map.deterministic, policy);
+    let batch = BatchConfig {
+        size: batch_size,
+        drop_remainder,
+        rows: map_plan.schema().clone(),
+    };
+    Ok(Some(Box::new(ParallelMapBatch::spawn(
+        inner,
+        Arc::from(map.ops.clone()),
+        config,
+        batch,
+        map_stats,
+        Arc::clone(batch_stats),
+    )?)))
+}

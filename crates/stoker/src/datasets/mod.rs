@@ -1,0 +1,342 @@
+//! The dataset operators, one module each.
+//!
+//! A module holds everything about its operator: its parameters and inputs, its schema rule,
+//! its spec form (a serde struct), how it starts its iterator, and the properties the planner
+//! and the verdict read (whether it is deterministic, whether it keeps batches together).
+//! A new operator is a new module plus one line in [`steps!`] below.
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use stoker_core::element::{FieldSpec, Schema};
+use stoker_core::exec::BoxIter;
+use stoker_core::{Error, Result, StageStats, Tensor};
+
+use std::sync::Arc;
+
+use crate::build::BuildCtx;
+use crate::plan::{Plan, AUTOTUNE};
+use crate::spec::SpecCtx;
+
+pub mod batch;
+pub mod cache;
+pub mod enumerate;
+pub mod filter;
+pub mod from_npz;
+pub mod from_tensor_slices;
+pub mod interleave;
+pub mod list_files;
+pub mod map;
+pub mod options;
+pub mod padded_batch;
+pub mod prefetch;
+pub mod range;
+pub mod repeat;
+pub mod shard;
+pub mod shuffle;
+pub mod skip;
+pub mod take;
+pub mod tfrecord;
+pub mod unbatch;
+pub mod zip;
+
+/// What every dataset operator is.
+pub trait DatasetOp: Clone + Send + Sync + Into<Step> + 'static {
+    /// Its name, as in tf.data, in `explain()` and in spec files.
+    const KIND: &'static str;
+    /// Whether it starts a pipeline (in a spec file, no step comes before it).
+    const SOURCE: bool = false;
+    /// Its form in a spec file, without the `step` key.
+    type Spec: Serialize + DeserializeOwned;
+
+    fn inputs(&self) -> Vec<&Plan>;
+    fn inputs_mut(&mut self) -> Vec<&mut Plan>;
+    /// The schema of its elements, checked against its inputs'.
+    fn schema(&self) -> Result<Schema>;
+    /// A short description for stats and `explain()`, e.g. `shuffle(10000)`.
+    fn label(&self) -> String {
+        Self::KIND.to_string()
+    }
+    /// Whether the verdict may advise a cache right after it: it hands out the same elements
+    /// in the same order on every pass given the same input (no random op, no Python
+    /// function, no shuffle), and a cache there makes sense.
+    fn deterministic(&self) -> bool;
+    /// The size and `drop_remainder` of the batches it hands out, when they come from a
+    /// `batch` through steps that keep its rows together.
+    fn batch_of(&self) -> Option<(usize, bool)> {
+        None
+    }
+    /// Starts its iterator; `node` is the plan node holding it, `stats` its stage's counters.
+    fn iterate(&self, node: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter>;
+    /// Its spec form; `None` for a step that a spec file holds elsewhere (options).
+    fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Self::Spec>>;
+    /// The step a spec describes, over `input` (the step before it; `None` for a source).
+    fn from_spec(spec: Self::Spec, input: Option<Plan>, ctx: &SpecCtx) -> Result<Self>;
+}
+
+/// Declares the closed set of operators: the [`Step`] enum and its dispatch, so that the
+/// compiler checks that every operator answers every question.
+macro_rules! steps {
+    ($($variant:ident($module:ident::$ty:ident)),* $(,)?) => {
+        /// One step of a pipeline.
+        #[derive(Clone)]
+        pub enum Step {
+            $($variant($module::$ty),)*
+        }
+
+        $(impl From<$module::$ty> for Step {
+            fn from(op: $module::$ty) -> Step {
+                Step::$variant(op)
+            }
+        })*
+
+        /// Every operator's name, in declaration order.
+        pub const KINDS: &[&str] = &[$(<$module::$ty as DatasetOp>::KIND,)*];
+
+        impl Step {
+            /// The step's kind, as in tf.data.
+            pub fn kind(&self) -> &'static str {
+                match self {
+                    $(Step::$variant(_) => <$module::$ty as DatasetOp>::KIND,)*
+                }
+            }
+
+            /// Whether the step starts a pipeline (its inputs, if any, are in its spec).
+            pub fn is_source(&self) -> bool {
+                match self {
+                    $(Step::$variant(_) => <$module::$ty as DatasetOp>::SOURCE,)*
+                }
+            }
+
+            /// The inputs of this step.
+            pub fn inputs(&self) -> Vec<&Plan> {
+                match self {
+                    $(Step::$variant(op) => op.inputs(),)*
+                }
+            }
+
+            fn inputs_mut(&mut self) -> Vec<&mut Plan> {
+                match self {
+                    $(Step::$variant(op) => op.inputs_mut(),)*
+                }
+            }
+
+            pub(crate) fn schema(&self) -> Result<Schema> {
+                match self {
+                    $(Step::$variant(op) => op.schema(),)*
+                }
+            }
+
+            pub fn label(&self) -> String {
+                match self {
+                    $(Step::$variant(op) => op.label(),)*
+                }
+            }
+
+            pub fn deterministic(&self) -> bool {
+                match self {
+                    $(Step::$variant(op) => op.deterministic(),)*
+                }
+            }
+
+            pub fn batch_of(&self) -> Option<(usize, bool)> {
+                match self {
+                    $(Step::$variant(op) => op.batch_of(),)*
+                }
+            }
+
+            pub(crate) fn iterate(
+                &self,
+                node: &Plan,
+                ctx: &BuildCtx,
+                stats: Arc<StageStats>,
+            ) -> Result<BoxIter> {
+                match self {
+                    $(Step::$variant(op) => op.iterate(node, ctx, stats),)*
+                }
+            }
+
+            /// The step's spec form, with its `step` key.
+            pub(crate) fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<serde_json::Value>> {
+                match self {
+                    $(Step::$variant(op) => spec_value(Self::kind(self), op.to_spec(ctx)?),)*
+                }
+            }
+
+            /// The step of kind `kind` described by `fields` (the spec form without `step`).
+            pub(crate) fn from_spec(
+                kind: &str,
+                fields: serde_json::Value,
+                input: Option<Plan>,
+                ctx: &SpecCtx,
+            ) -> Result<Step> {
+                $(if kind == <$module::$ty as DatasetOp>::KIND {
+                    return from_spec_as::<$module::$ty>(fields, input, ctx);
+                })*
+                Err(Error::Spec(format!(
+                    "unknown step; the steps are: {}",
+                    KINDS.join(", ")
+                )))
+            }
+        }
+    };
+}
+
+steps! {
+    Range(range::Range),
+    Slices(from_tensor_slices::FromTensorSlices),
+    Npz(from_npz::FromNpz),
+    ListFiles(list_files::ListFiles),
+    TfRecord(tfrecord::TfRecord),
+    Shuffle(shuffle::Shuffle),
+    Map(map::Map),
+    Batch(batch::Batch),
+    PaddedBatch(padded_batch::PaddedBatch),
+    Unbatch(unbatch::Unbatch),
+    Interleave(interleave::Interleave),
+    Filter(filter::Filter),
+    Take(take::Take),
+    Skip(skip::Skip),
+    Repeat(repeat::Repeat),
+    Cache(cache::Cache),
+    Prefetch(prefetch::Prefetch),
+    Shard(shard::Shard),
+    Zip(zip::Zip),
+    Enumerate(enumerate::Enumerate),
+    WithOptions(options::WithOptions),
+}
+
+impl Step {
+    /// The same step over other inputs (in the order of [`Step::inputs`]).
+    pub fn with_inputs(&self, new_inputs: Vec<Plan>) -> Step {
+        let mut step = self.clone();
+        for (slot, p) in step.inputs_mut().into_iter().zip(new_inputs) {
+            *slot = p;
+        }
+        step
+    }
+}
+
+fn spec_value<S: Serialize>(kind: &str, spec: Option<S>) -> Result<Option<serde_json::Value>> {
+    let Some(spec) = spec else {
+        return Ok(None);
+    };
+    let mut v = serde_json::to_value(spec).map_err(|e| Error::Spec(e.to_string()))?;
+    match v.as_object_mut() {
+        Some(m) => {
+            m.insert("step".into(), kind.into());
+        }
+        None => return Err(Error::Spec(format!("{kind}: a spec must be a table"))),
+    }
+    Ok(Some(v))
+}
+
+fn from_spec_as<T: DatasetOp>(
+    fields: serde_json::Value,
+    input: Option<Plan>,
+    ctx: &SpecCtx,
+) -> Result<Step> {
+    let input = match (T::SOURCE, input) {
+        (true, Some(_)) => return Err(Error::Spec("a source can only be the first step".into())),
+        (false, None) => return Err(Error::Spec("needs an input step before it".into())),
+        (_, input) => input,
+    };
+    let spec: T::Spec = serde_json::from_value(fields).map_err(|e| Error::Spec(e.to_string()))?;
+    Ok(T::from_spec(spec, input, ctx)?.into())
+}
+
+/// The error for a spec of a step that cannot be loaded from one.
+pub(crate) fn not_loadable(why: &str) -> Error {
+    Error::Spec(format!("cannot be loaded from a spec: {why}"))
+}
+
+/// The spec form of an operator that has none: reads anything, which `from_spec` refuses.
+#[derive(Clone, Debug)]
+pub struct NoSpec;
+
+impl Serialize for NoSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_unit()
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for NoSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(d).map(|_| NoSpec)
+    }
+}
+
+/// The schema of the step's input, unchanged.
+pub(crate) fn same(input: &Plan) -> Schema {
+    input.schema().clone()
+}
+
+/// The schema of the rows of `columns` (for `from_tensor_slices` and `from_npz`).
+pub(crate) fn rows_schema(names: &[String], columns: &[Tensor], step: &str) -> Result<Schema> {
+    let mut fields = Vec::with_capacity(names.len());
+    let mut rows = None;
+    for (n, c) in names.iter().zip(columns) {
+        let Some((&first, rest)) = c.shape().split_first() else {
+            return Err(Error::schema(
+                step,
+                format!("'{n}' is a scalar; every component needs a first dimension to slice"),
+            ));
+        };
+        match rows {
+            Some(r) if r != first => {
+                return Err(Error::schema(
+                    step,
+                    format!("components have different first dimensions: {r} and {first} ('{n}')"),
+                ))
+            }
+            _ => rows = Some(first),
+        }
+        fields.push(FieldSpec::fixed(n.clone(), c.dtype(), rest));
+    }
+    Ok(Schema::new(fields))
+}
+
+/// `schema`, refused when two fields have the same name.
+pub(crate) fn unique(step: &str, schema: Schema) -> Result<Schema> {
+    let mut seen = std::collections::HashSet::new();
+    for f in &schema.fields {
+        if !seen.insert(f.name.as_str()) {
+            return Err(Error::schema(
+                step,
+                format!("two fields would be named '{}'", f.name),
+            ));
+        }
+    }
+    Ok(schema)
+}
+
+pub(crate) fn check_parallelism(step: &str, n: Option<i64>) -> Result<()> {
+    match n {
+        Some(n) if n == 0 || n < AUTOTUNE => Err(Error::schema(
+            step,
+            format!("num_parallel_calls must be >= 1 or AUTOTUNE, got {n}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A spec value that is one string or a list of strings.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum Strings {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Strings {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            Strings::One(s) => vec![s],
+            Strings::Many(v) => v,
+        }
+    }
+}
+
+/// The input of a step that has one (checked by the spec reader before `from_spec`).
+pub(crate) fn input_of(input: Option<Plan>) -> Result<Plan> {
+    input.ok_or_else(|| Error::Spec("needs an input step before it".into()))
+}

@@ -1,0 +1,78 @@
+//! `with_options(...)`: pipeline-wide options; the outermost setting wins. A spec file holds
+//! them once, in its `[options]` table.
+
+use std::sync::Arc;
+
+use stoker_core::element::Schema;
+use stoker_core::exec::BoxIter;
+use stoker_core::{ErrorPolicy, PipelineOptions, Result, StageStats};
+
+use super::{same, DatasetOp};
+use crate::build::{iterate, BuildCtx};
+use crate::plan::Plan;
+use crate::spec::SpecCtx;
+
+#[derive(Clone, Debug)]
+pub struct WithOptions {
+    pub input: Plan,
+    pub options: PipelineOptions,
+}
+
+impl DatasetOp for WithOptions {
+    const KIND: &'static str = "options";
+    type Spec = PipelineOptions;
+
+    fn inputs(&self) -> Vec<&Plan> {
+        vec![&self.input]
+    }
+
+    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
+        vec![&mut self.input]
+    }
+
+    fn schema(&self) -> Result<Schema> {
+        crate::planner::check_passes(&self.options)?;
+        Ok(same(&self.input))
+    }
+
+    fn label(&self) -> String {
+        let o = &self.options;
+        let mut parts = vec![format!(
+            "on_bad_record={}",
+            match o.on_bad_record {
+                ErrorPolicy::Raise => "raise",
+                ErrorPolicy::Skip => "skip",
+            }
+        )];
+        if let Some(t) = o.threads {
+            parts.push(format!("threads={t}"));
+        }
+        for (pass, on) in &o.optimizations {
+            parts.push(format!("{pass}={}", if *on { "on" } else { "off" }));
+        }
+        format!("options({})", parts.join(", "))
+    }
+
+    fn deterministic(&self) -> bool {
+        true
+    }
+
+    fn batch_of(&self) -> Option<(usize, bool)> {
+        self.input.step().batch_of()
+    }
+
+    fn iterate(&self, _: &Plan, ctx: &BuildCtx, _: Arc<StageStats>) -> Result<BoxIter> {
+        iterate(&self.input, ctx)
+    }
+
+    fn to_spec(&self, _: &SpecCtx) -> Result<Option<PipelineOptions>> {
+        Ok(None)
+    }
+
+    fn from_spec(options: PipelineOptions, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
+        Ok(WithOptions {
+            input: super::input_of(input)?,
+            options,
+        })
+    }
+}

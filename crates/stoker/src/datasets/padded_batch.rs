@@ -1,0 +1,155 @@
+//! `padded_batch(batch_size, padded_shapes, padding_values, drop_remainder)`: batches of
+//! elements of different shapes, padded to a common one.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use stoker_core::element::Schema;
+use stoker_core::exec::padded_batch::{PaddedBatchIter, Padding};
+use stoker_core::exec::BoxIter;
+use stoker_core::stats::Metered;
+use stoker_core::{DType, Error, Result, StageStats};
+
+use super::batch::{batch_label, batched};
+use super::{same, DatasetOp};
+use crate::build::{iterate, BuildCtx};
+use crate::plan::Plan;
+use crate::spec::SpecCtx;
+
+#[derive(Clone, Debug)]
+pub struct PaddedBatch {
+    pub input: Plan,
+    pub batch_size: usize,
+    pub drop_remainder: bool,
+    pub padding: Arc<Padding>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    batch_size: usize,
+    #[serde(default)]
+    drop_remainder: bool,
+    #[serde(default)]
+    padded_shapes: BTreeMap<String, Vec<Option<usize>>>,
+    #[serde(default)]
+    padding_values: BTreeMap<String, f64>,
+}
+
+impl DatasetOp for PaddedBatch {
+    const KIND: &'static str = "padded_batch";
+    type Spec = Spec;
+
+    fn inputs(&self) -> Vec<&Plan> {
+        vec![&self.input]
+    }
+
+    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
+        vec![&mut self.input]
+    }
+
+    fn schema(&self) -> Result<Schema> {
+        if self.batch_size == 0 {
+            return Err(Error::schema(Self::KIND, "batch_size must be at least 1"));
+        }
+        let mut s = same(&self.input);
+        pad_schema(&mut s, &self.padding)?;
+        batched(Self::KIND, s, self.batch_size, self.drop_remainder)
+    }
+
+    fn label(&self) -> String {
+        batch_label(Self::KIND, self.batch_size, self.drop_remainder)
+    }
+
+    fn deterministic(&self) -> bool {
+        true
+    }
+
+    fn batch_of(&self) -> Option<(usize, bool)> {
+        Some((self.batch_size, self.drop_remainder))
+    }
+
+    fn iterate(&self, _: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
+        let inner = iterate(&self.input, ctx)?;
+        let it = PaddedBatchIter::new(
+            inner,
+            self.batch_size,
+            self.drop_remainder,
+            Arc::clone(&self.padding),
+            Arc::clone(&stats),
+        );
+        Ok(Metered::wrap(Box::new(it), stats))
+    }
+
+    fn to_spec(&self, _: &SpecCtx) -> Result<Option<Spec>> {
+        Ok(Some(Spec {
+            batch_size: self.batch_size,
+            drop_remainder: self.drop_remainder,
+            padded_shapes: self.padding.shapes.clone(),
+            padding_values: self.padding.values.clone(),
+        }))
+    }
+
+    fn from_spec(s: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
+        Ok(PaddedBatch {
+            input: super::input_of(input)?,
+            batch_size: s.batch_size,
+            drop_remainder: s.drop_remainder,
+            padding: Arc::new(Padding {
+                shapes: s.padded_shapes,
+                values: s.padding_values,
+            }),
+        })
+    }
+}
+
+/// The schema after `padded_batch`'s padding (before the batch axis): fixed padded sizes
+/// replace the fields' sizes; string fields must already have fixed shapes.
+fn pad_schema(schema: &mut Schema, padding: &Padding) -> Result<()> {
+    const STEP: &str = PaddedBatch::KIND;
+    for name in padding.shapes.keys().chain(padding.values.keys()) {
+        // (Unknown before a Python function has run: checked per batch then.)
+        if !schema.dynamic && !schema.fields.iter().any(|f| &f.name == name) {
+            return Err(Error::schema(STEP, format!("no field '{name}' to pad")));
+        }
+    }
+    for f in &mut schema.fields {
+        let Some(fixed) = padding.shapes.get(&f.name) else {
+            continue;
+        };
+        if f.dtype == DType::Bytes {
+            return Err(Error::schema(
+                STEP,
+                format!("field '{}' holds strings, which are not padded", f.name),
+            ));
+        }
+        if !schema.dynamic && fixed.len() != f.shape.len() {
+            return Err(Error::schema(
+                STEP,
+                format!(
+                    "field '{}' has rank {} but its padded shape {fixed:?} has rank {}",
+                    f.name,
+                    f.shape.len(),
+                    fixed.len()
+                ),
+            ));
+        }
+        for (dim, want) in f.shape.iter_mut().zip(fixed) {
+            match (*dim, want) {
+                (Some(have), Some(w)) if have > *w => {
+                    return Err(Error::schema(
+                        STEP,
+                        format!(
+                            "field '{}' has size {have} where the padded shape asks for {w}",
+                            f.name
+                        ),
+                    ))
+                }
+                (_, Some(w)) => *dim = Some(*w),
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,101 @@
+//! `prefetch(buffer_size)`: a thread runs the input ahead into a bounded buffer.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use stoker_core::element::Schema;
+use stoker_core::exec::prefetch::Prefetch as PrefetchIter;
+use stoker_core::exec::BoxIter;
+use stoker_core::{Error, Result, StageStats};
+
+use super::{same, DatasetOp};
+use crate::build::{iterate, BuildCtx};
+use crate::plan::{Plan, AUTOTUNE};
+use crate::spec::SpecCtx;
+
+#[derive(Clone, Debug)]
+pub struct Prefetch {
+    pub input: Plan,
+    pub buffer_size: i64,
+}
+
+impl Prefetch {
+    /// Elements buffered, 0 for none (`AUTOTUNE`: as many as the thread budget, at least 2).
+    pub fn capacity(&self, ctx: &BuildCtx) -> usize {
+        match self.buffer_size {
+            AUTOTUNE => ctx.options.threads().max(2),
+            n => n.max(0) as usize,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    #[serde(default = "autotune")]
+    buffer_size: i64,
+}
+
+fn autotune() -> i64 {
+    AUTOTUNE
+}
+
+impl DatasetOp for Prefetch {
+    const KIND: &'static str = "prefetch";
+    type Spec = Spec;
+
+    fn inputs(&self) -> Vec<&Plan> {
+        vec![&self.input]
+    }
+
+    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
+        vec![&mut self.input]
+    }
+
+    fn schema(&self) -> Result<Schema> {
+        if self.buffer_size < AUTOTUNE {
+            return Err(Error::schema(
+                Self::KIND,
+                "buffer_size must be >= 0 or AUTOTUNE",
+            ));
+        }
+        Ok(same(&self.input))
+    }
+
+    fn label(&self) -> String {
+        match self.buffer_size {
+            AUTOTUNE => "prefetch(AUTOTUNE)".into(),
+            n => format!("prefetch({n})"),
+        }
+    }
+
+    /// A cache belongs before the prefetch.
+    fn deterministic(&self) -> bool {
+        false
+    }
+
+    fn batch_of(&self) -> Option<(usize, bool)> {
+        self.input.step().batch_of()
+    }
+
+    fn iterate(&self, _: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
+        let inner = iterate(&self.input, ctx)?;
+        Ok(match self.capacity(ctx) {
+            0 => inner,
+            n => Box::new(PrefetchIter::spawn(inner, n, stats)?),
+        })
+    }
+
+    fn to_spec(&self, _: &SpecCtx) -> Result<Option<Spec>> {
+        Ok(Some(Spec {
+            buffer_size: self.buffer_size,
+        }))
+    }
+
+    fn from_spec(s: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
+        Ok(Prefetch {
+            input: super::input_of(input)?,
+            buffer_size: s.buffer_size,
+        })
+    }
+}

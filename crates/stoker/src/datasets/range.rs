@@ -1,0 +1,86 @@
+//! `range(start, stop, step)`: int64 scalars in field `value`.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use stoker_core::element::{FieldSpec, Schema};
+use stoker_core::exec::BoxIter;
+use stoker_core::stats::Metered;
+use stoker_core::{DType, Error, Result, StageStats};
+
+use super::DatasetOp;
+use crate::build::BuildCtx;
+use crate::plan::Plan;
+use crate::sources::RangeIter;
+use crate::spec::SpecCtx;
+
+#[derive(Clone, Debug)]
+pub struct Range {
+    pub start: i64,
+    pub stop: i64,
+    pub step: i64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    #[serde(default)]
+    start: i64,
+    stop: i64,
+    #[serde(default = "one")]
+    step_size: i64,
+}
+
+fn one() -> i64 {
+    1
+}
+
+impl DatasetOp for Range {
+    const KIND: &'static str = "range";
+    const SOURCE: bool = true;
+    type Spec = Spec;
+
+    fn inputs(&self) -> Vec<&Plan> {
+        Vec::new()
+    }
+
+    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
+        Vec::new()
+    }
+
+    fn schema(&self) -> Result<Schema> {
+        if self.step == 0 {
+            return Err(Error::schema("range", "step must not be 0"));
+        }
+        Ok(Schema::new(vec![FieldSpec::fixed(
+            "value",
+            DType::I64,
+            &[],
+        )]))
+    }
+
+    fn deterministic(&self) -> bool {
+        true
+    }
+
+    fn iterate(&self, _: &Plan, _: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
+        let it = RangeIter::new(self.start, self.stop, self.step);
+        Ok(Metered::wrap(Box::new(it), stats))
+    }
+
+    fn to_spec(&self, _: &SpecCtx) -> Result<Option<Spec>> {
+        Ok(Some(Spec {
+            start: self.start,
+            stop: self.stop,
+            step_size: self.step,
+        }))
+    }
+
+    fn from_spec(s: Spec, _: Option<Plan>, _: &SpecCtx) -> Result<Self> {
+        Ok(Range {
+            start: s.start,
+            stop: s.stop,
+            step: s.step_size,
+        })
+    }
+}

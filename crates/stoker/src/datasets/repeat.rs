@@ -1,0 +1,87 @@
+//! `repeat(count)`: the input `count` times over (for ever when `None`), each pass a fresh
+//! iterator over it.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use stoker_core::element::Schema;
+use stoker_core::exec::repeat::RepeatIter;
+use stoker_core::exec::{BoxIter, MakeIter};
+use stoker_core::stats::{Metered, WaitMeter};
+use stoker_core::{Result, StageStats};
+
+use super::{same, DatasetOp};
+use crate::build::{iterate, BuildCtx};
+use crate::plan::Plan;
+use crate::spec::SpecCtx;
+
+#[derive(Clone, Debug)]
+pub struct Repeat {
+    pub input: Plan,
+    pub count: Option<u64>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    count: Option<u64>,
+}
+
+impl DatasetOp for Repeat {
+    const KIND: &'static str = "repeat";
+    type Spec = Spec;
+
+    fn inputs(&self) -> Vec<&Plan> {
+        vec![&self.input]
+    }
+
+    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
+        vec![&mut self.input]
+    }
+
+    fn schema(&self) -> Result<Schema> {
+        Ok(same(&self.input))
+    }
+
+    fn label(&self) -> String {
+        match self.count {
+            Some(c) => format!("repeat({c})"),
+            None => "repeat".into(),
+        }
+    }
+
+    /// A cache after a repeat would hold every pass (or never complete).
+    fn deterministic(&self) -> bool {
+        false
+    }
+
+    fn batch_of(&self) -> Option<(usize, bool)> {
+        self.input.step().batch_of()
+    }
+
+    fn iterate(&self, _: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
+        let (input, child_ctx, st) = (self.input.clone(), ctx.clone(), Arc::clone(&stats));
+        let make: MakeIter = Box::new(move || {
+            Ok(WaitMeter::wrap(
+                iterate(&input, &child_ctx)?,
+                Arc::clone(&st),
+            ))
+        });
+        Ok(Metered::wrap(
+            Box::new(RepeatIter::new(make, self.count)),
+            stats,
+        ))
+    }
+
+    fn to_spec(&self, _: &SpecCtx) -> Result<Option<Spec>> {
+        Ok(Some(Spec { count: self.count }))
+    }
+
+    fn from_spec(s: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
+        Ok(Repeat {
+            input: super::input_of(input)?,
+            count: s.count,
+        })
+    }
+}

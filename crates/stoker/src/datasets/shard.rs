@@ -1,0 +1,86 @@
+//! `shard(num_shards, index)`: every `num_shards`-th element, from the `index`-th.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use stoker_core::element::Schema;
+use stoker_core::exec::shard::ShardIter;
+use stoker_core::exec::BoxIter;
+use stoker_core::stats::{Metered, WaitMeter};
+use stoker_core::{Error, Result, StageStats};
+
+use super::{same, DatasetOp};
+use crate::build::{iterate, BuildCtx};
+use crate::plan::Plan;
+use crate::spec::SpecCtx;
+
+#[derive(Clone, Debug)]
+pub struct Shard {
+    pub input: Plan,
+    pub num_shards: u64,
+    pub index: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    num_shards: u64,
+    index: u64,
+}
+
+impl DatasetOp for Shard {
+    const KIND: &'static str = "shard";
+    type Spec = Spec;
+
+    fn inputs(&self) -> Vec<&Plan> {
+        vec![&self.input]
+    }
+
+    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
+        vec![&mut self.input]
+    }
+
+    fn schema(&self) -> Result<Schema> {
+        let (n, i) = (self.num_shards, self.index);
+        if n == 0 || i >= n {
+            return Err(Error::schema(
+                Self::KIND,
+                format!("index {i} must be in 0..num_shards ({n})"),
+            ));
+        }
+        Ok(same(&self.input))
+    }
+
+    fn label(&self) -> String {
+        format!("shard({}, {})", self.num_shards, self.index)
+    }
+
+    fn deterministic(&self) -> bool {
+        false
+    }
+
+    fn batch_of(&self) -> Option<(usize, bool)> {
+        self.input.step().batch_of()
+    }
+
+    fn iterate(&self, _: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
+        let inner = WaitMeter::wrap(iterate(&self.input, ctx)?, Arc::clone(&stats));
+        let it = ShardIter::new(inner, self.num_shards, self.index);
+        Ok(Metered::wrap(Box::new(it), stats))
+    }
+
+    fn to_spec(&self, _: &SpecCtx) -> Result<Option<Spec>> {
+        Ok(Some(Spec {
+            num_shards: self.num_shards,
+            index: self.index,
+        }))
+    }
+
+    fn from_spec(s: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
+        Ok(Shard {
+            input: super::input_of(input)?,
+            num_shards: s.num_shards,
+            index: s.index,
+        })
+    }
+}

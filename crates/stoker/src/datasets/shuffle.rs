@@ -1,0 +1,118 @@
+//! `shuffle(buffer_size, seed, reshuffle_each_iteration)`: a seeded shuffle buffer.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use stoker_core::element::Schema;
+use stoker_core::exec::shuffle::{epoch_seed, ShuffleIter};
+use stoker_core::exec::BoxIter;
+use stoker_core::stats::Metered;
+use stoker_core::{Error, Result, StageStats};
+
+use super::{same, DatasetOp};
+use crate::build::{iterate, BuildCtx};
+use crate::plan::{random_seed, Plan};
+use crate::spec::SpecCtx;
+
+#[derive(Clone, Debug)]
+pub struct Shuffle {
+    pub input: Plan,
+    pub buffer_size: usize,
+    /// The seed given, or one drawn when the dataset was made.
+    pub seed: u64,
+    pub seed_given: bool,
+    pub reshuffle_each_iteration: bool,
+}
+
+impl Shuffle {
+    /// `seed: None` draws one.
+    pub fn new(
+        input: Plan,
+        buffer_size: usize,
+        seed: Option<u64>,
+        reshuffle_each_iteration: bool,
+    ) -> Shuffle {
+        Shuffle {
+            input,
+            buffer_size,
+            seed: seed.unwrap_or_else(random_seed),
+            seed_given: seed.is_some(),
+            reshuffle_each_iteration,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    buffer_size: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seed: Option<u64>,
+    #[serde(default = "yes")]
+    reshuffle_each_iteration: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl DatasetOp for Shuffle {
+    const KIND: &'static str = "shuffle";
+    type Spec = Spec;
+
+    fn inputs(&self) -> Vec<&Plan> {
+        vec![&self.input]
+    }
+
+    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
+        vec![&mut self.input]
+    }
+
+    fn schema(&self) -> Result<Schema> {
+        if self.buffer_size == 0 {
+            return Err(Error::schema("shuffle", "buffer_size must be at least 1"));
+        }
+        Ok(same(&self.input))
+    }
+
+    fn label(&self) -> String {
+        format!("shuffle({})", self.buffer_size)
+    }
+
+    fn deterministic(&self) -> bool {
+        false
+    }
+
+    fn batch_of(&self) -> Option<(usize, bool)> {
+        self.input.step().batch_of()
+    }
+
+    fn iterate(&self, node: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
+        let e = ctx.next_pass(node);
+        let seed = if self.reshuffle_each_iteration {
+            epoch_seed(self.seed, e)
+        } else {
+            epoch_seed(self.seed, 0)
+        };
+        let inner = iterate(&self.input, ctx)?;
+        let it = ShuffleIter::new(inner, self.buffer_size, seed, Arc::clone(&stats));
+        Ok(Metered::wrap(Box::new(it), stats))
+    }
+
+    fn to_spec(&self, _: &SpecCtx) -> Result<Option<Spec>> {
+        Ok(Some(Spec {
+            buffer_size: self.buffer_size,
+            seed: self.seed_given.then_some(self.seed),
+            reshuffle_each_iteration: self.reshuffle_each_iteration,
+        }))
+    }
+
+    fn from_spec(s: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
+        Ok(Shuffle::new(
+            super::input_of(input)?,
+            s.buffer_size,
+            s.seed,
+            s.reshuffle_each_iteration,
+        ))
+    }
+}

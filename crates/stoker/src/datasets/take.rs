@@ -1,0 +1,75 @@
+//! `take(count)`: the first `count` elements.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use stoker_core::element::Schema;
+use stoker_core::exec::take_skip::TakeIter;
+use stoker_core::exec::BoxIter;
+use stoker_core::stats::{Metered, WaitMeter};
+use stoker_core::{Result, StageStats};
+
+use super::{same, DatasetOp};
+use crate::build::{iterate, BuildCtx};
+use crate::plan::Plan;
+use crate::spec::SpecCtx;
+
+#[derive(Clone, Debug)]
+pub struct Take {
+    pub input: Plan,
+    pub count: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    count: u64,
+}
+
+impl DatasetOp for Take {
+    const KIND: &'static str = "take";
+    type Spec = Spec;
+
+    fn inputs(&self) -> Vec<&Plan> {
+        vec![&self.input]
+    }
+
+    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
+        vec![&mut self.input]
+    }
+
+    fn schema(&self) -> Result<Schema> {
+        Ok(same(&self.input))
+    }
+
+    fn label(&self) -> String {
+        format!("take({})", self.count)
+    }
+
+    fn deterministic(&self) -> bool {
+        true
+    }
+
+    fn batch_of(&self) -> Option<(usize, bool)> {
+        self.input.step().batch_of()
+    }
+
+    fn iterate(&self, _: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
+        let inner = WaitMeter::wrap(iterate(&self.input, ctx)?, Arc::clone(&stats));
+        Ok(Metered::wrap(
+            Box::new(TakeIter::new(inner, self.count)),
+            stats,
+        ))
+    }
+
+    fn to_spec(&self, _: &SpecCtx) -> Result<Option<Spec>> {
+        Ok(Some(Spec { count: self.count }))
+    }
+
+    fn from_spec(s: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
+        Ok(Take {
+            input: super::input_of(input)?,
+            count: s.count,
+        })
+    }
+}

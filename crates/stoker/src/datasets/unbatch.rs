@@ -1,0 +1,73 @@
+//! `unbatch()`: splits each element along its first dimension, as tf.data does.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use stoker_core::element::Schema;
+use stoker_core::exec::unbatch::UnbatchIter;
+use stoker_core::exec::BoxIter;
+use stoker_core::stats::{Metered, WaitMeter};
+use stoker_core::{Error, Result, StageStats};
+
+use super::DatasetOp;
+use crate::build::{iterate, BuildCtx};
+use crate::plan::Plan;
+use crate::spec::SpecCtx;
+
+#[derive(Clone, Debug)]
+pub struct Unbatch {
+    pub input: Plan,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {}
+
+impl DatasetOp for Unbatch {
+    const KIND: &'static str = "unbatch";
+    type Spec = Spec;
+
+    fn inputs(&self) -> Vec<&Plan> {
+        vec![&self.input]
+    }
+
+    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
+        vec![&mut self.input]
+    }
+
+    fn schema(&self) -> Result<Schema> {
+        let mut schema = self.input.schema().clone();
+        for f in &mut schema.fields {
+            if f.shape.is_empty() {
+                return Err(Error::schema(
+                    Self::KIND,
+                    format!(
+                        "field '{}' is a scalar; unbatch needs a first dimension",
+                        f.name
+                    ),
+                ));
+            }
+            f.shape.remove(0);
+        }
+        Ok(schema)
+    }
+
+    fn deterministic(&self) -> bool {
+        true
+    }
+
+    fn iterate(&self, _: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
+        let inner = WaitMeter::wrap(iterate(&self.input, ctx)?, Arc::clone(&stats));
+        Ok(Metered::wrap(Box::new(UnbatchIter::new(inner)), stats))
+    }
+
+    fn to_spec(&self, _: &SpecCtx) -> Result<Option<Spec>> {
+        Ok(Some(Spec {}))
+    }
+
+    fn from_spec(_: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
+        Ok(Unbatch {
+            input: super::input_of(input)?,
+        })
+    }
+}
