@@ -6,7 +6,7 @@
 //! - `decode_image` followed by `resize_with_crop_or_pad` becomes `decode_crop_or_pad`, which
 //!   decodes a PNG only down to the crop's last row and up to its right edge, and takes in a
 //!   `rescale` or `one_hot_colors` of the crop that comes later, converting each crop row as
-//!   it is decoded (see `stoker_ops::decode_crop_or_pad::fuse`);
+//!   it is decoded (see `stoker_ops::fused::decode_crop_or_pad::fuse`);
 //! - a run of flips and per-channel affine ops (`convert_image_dtype`, brightness/contrast
 //!   jitter, `normalize`) becomes one `pixel_chain` pass over the pixels;
 //! - consecutive native `map`s with the same parallelism are fused into one stage;
@@ -138,9 +138,10 @@ fn rewrite(plan: &Plan, policy: ErrorPolicy) -> Result<Plan> {
     };
     let mut changed = changed;
     if let Step::Map { ops, .. } = &mut step {
-        let fused =
-            stoker_ops::decode_crop_or_pad::fuse(&stoker_ops::decode_resized_crop::fuse(ops));
-        let fused = stoker_ops::pixel_chain::fuse(&fused);
+        let fused = stoker_ops::fused::decode_crop_or_pad::fuse(
+            &stoker_ops::fused::decode_resized_crop::fuse(ops),
+        );
+        let fused = stoker_ops::fused::pixel_chain::fuse(&fused);
         if fused.len() != ops.len() {
             *ops = fused;
             changed = true;
