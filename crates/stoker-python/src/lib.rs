@@ -25,7 +25,7 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace::trace_write, m)?)?;
     m.add_function(wrap_pyfunction!(trace::analyze_trace, m)?)?;
     m.add("AUTOTUNE", stoker::AUTOTUNE)?;
-    m.add("JPEG_BACKEND", stoker_ops::jpeg::BACKEND)?;
+    m.add("JPEG_BACKEND", stoker_ops::codecs::jpeg::BACKEND)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -3,20 +3,21 @@
 //! The rewrites are named passes ([`PASSES`]); `explain()` names those that changed the plan,
 //! and `with_options(optimizations={name: False})` switches one off (for A/B checks and bug
 //! reports). What they do:
-//! - `fuse_decode_crop`: `decode_image` followed by `random_resized_crop` becomes one fused op that decodes only
-//!   what the crop needs (DCT-domain scaling where the JPEG decoder has it);
-//! - `fuse_decode_crop`: `decode_image` followed by `resize_with_crop_or_pad` becomes `decode_crop_or_pad`, which
-//!   decodes a PNG only down to the crop's last row and up to its right edge, and takes in a
-//!   `rescale` or `one_hot_colors` of the crop that comes later, converting each crop row as
-//!   it is decoded (see `stoker_ops::decode_crop_or_pad::fuse`);
-//! - `fuse_pixels`: a run of flips and per-channel affine ops (`convert_image_dtype`, brightness/contrast
-//!   jitter, `normalize`) becomes one `pixel_chain` pass over the pixels;
+//! - `fuse_decode_crop`: `decode_image` followed by `random_resized_crop` becomes one fused op
+//!   that decodes only what the crop needs (DCT-domain scaling where the JPEG decoder has it);
+//! - `fuse_decode_crop`: `decode_image` followed by `resize_with_crop_or_pad` becomes
+//!   `decode_crop_or_pad`, which decodes a PNG only down to the crop's last row and up to its
+//!   right edge, and takes in a `rescale` or `one_hot_colors` of the crop that comes later,
+//!   converting each crop row as it is decoded (see
+//!   `stoker_ops::fused::decode_crop_or_pad::fuse`);
+//! - `fuse_pixels`: a run of flips and per-channel affine ops (`convert_image_dtype`,
+//!   brightness/contrast jitter, `normalize`) becomes one `pixel_chain` pass over the pixels;
 //! - `fuse_maps`: consecutive native `map`s with the same parallelism are fused into one stage;
-//! - `map_after_batch`: a `map` of element-wise native ops right before a `batch` is moved after it, so the ops
-//!   run once per batch (vectorised) instead of once per element. This is only done when
-//!   it cannot change the result: every op is element-wise, the map's input has fixed shapes
-//!   (so it can be batched), and bad records raise (under the `skip` policy a batched op
-//!   would drop rows and change the batch sizes).
+//! - `map_after_batch`: a `map` of element-wise native ops right before a `batch` is moved
+//!   after it, so the ops run once per batch (vectorised) instead of once per element. This
+//!   is only done when it cannot change the result: every op is element-wise, the map's
+//!   input has fixed shapes (so it can be batched), and bad records raise (under the `skip`
+//!   policy a batched op would drop rows and change the batch sizes).
 //! - otherwise, a tail of element-wise ops that makes each element larger (a one-hot, a
 //!   uint8 → float32 conversion) is split off such a map and run after the batch, on the
 //!   same conditions for the elements at the split (see `growing_tail`): the batch copies
@@ -25,9 +26,9 @@
 //!   batch rows themselves and the elements are large (see `fills_rows_itself`): per element
 //!   they copy nothing either, and read their input while it is still in the cache.
 //!
-//! `map_and_batch`: a parallel `map` right before a `batch` is also fused, but when the pipeline is built
-//! (`datasets::map::map_and_batch`), since whether the map runs in parallel depends on the
-//! thread budget.
+//! `map_and_batch`: a parallel `map` right before a `batch` is also fused, but when the
+//! pipeline is built (`datasets::map::map_and_batch`), since whether the map runs in parallel
+//! depends on the thread budget.
 
 use std::sync::Arc;
 
@@ -245,8 +246,8 @@ impl Planner {
         };
         if let Step::Map(map) = &mut step {
             if self.on(FUSE_DECODE_CROP) {
-                let fused = stoker_ops::decode_crop_or_pad::fuse(
-                    &stoker_ops::decode_resized_crop::fuse(&map.ops),
+                let fused = stoker_ops::fused::decode_crop_or_pad::fuse(
+                    &stoker_ops::fused::decode_resized_crop::fuse(&map.ops),
                 );
                 if fused.len() != map.ops.len() {
                     self.note(FUSE_DECODE_CROP, map.ops.len() - fused.len());
@@ -255,7 +256,7 @@ impl Planner {
                 }
             }
             if self.on(FUSE_PIXELS) {
-                let fused = stoker_ops::pixel_chain::fuse(&map.ops);
+                let fused = stoker_ops::fused::pixel_chain::fuse(&map.ops);
                 if fused.len() != map.ops.len() {
                     self.note(FUSE_PIXELS, 1);
                     map.ops = fused;

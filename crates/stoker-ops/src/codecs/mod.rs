@@ -1,0 +1,8 @@
+//! Image codecs, below the ops: JPEG decoding (libjpeg-turbo or zune-jpeg), the PNG window
+//! decoder, and the pieces of PNG's file structure and the size checks they share with
+//! `decode_image`. Codecs know no op.
+
+pub(crate) mod decoded;
+pub mod jpeg;
+pub(crate) mod png_file;
+pub(crate) mod png_window;

@@ -1,0 +1,71 @@
+//! `cast(field, dtype)`: converts a numeric tensor to another numeric dtype (float → int
+//! truncates toward zero and saturates; bool is `x != 0`).
+
+use serde::{Deserialize, Serialize};
+use stoker_core::element::{Element, FieldSpec, Schema};
+use stoker_core::op::{Op, OpCtx};
+use stoker_core::{DType, Error, Result, Tensor};
+
+use crate::kernels::fields::{build, input_spec, out_name, put, with_field};
+use crate::kernels::numeric::{from_f64, is_numeric, to_f64};
+use crate::kernels::spec_json::spec_json;
+
+const OP: &str = "cast";
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Cast {
+    pub field: String,
+    pub dtype: DType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+impl Op for Cast {
+    fn name(&self) -> &str {
+        OP
+    }
+
+    fn output_schema(&self, input: &Schema) -> Result<Schema> {
+        if !is_numeric(self.dtype) {
+            return Err(Error::schema(OP, "cast to a numeric dtype"));
+        }
+        let Some(f) = input_spec(input, OP, &self.field, is_numeric, "a numeric type")? else {
+            return Ok(input.clone());
+        };
+        Ok(with_field(
+            input,
+            FieldSpec::new(
+                out_name(&self.field, &self.output),
+                self.dtype,
+                f.shape.clone(),
+            ),
+        ))
+    }
+
+    fn elementwise(&self) -> bool {
+        true
+    }
+
+    fn apply(&self, input: Element, _ctx: &OpCtx<'_>) -> Result<Option<Element>> {
+        let i = input.require(OP, &self.field)?;
+        let t = &input.tensors[i];
+        let out: Tensor = if t.dtype() == self.dtype {
+            t.clone()
+        } else if let (DType::U8 | DType::Bool, DType::F32) = (t.dtype(), self.dtype) {
+            let src = t.typed::<u8>().ok_or_else(|| Error::internal("u8 view"))?;
+            build::<f32>(DType::F32, t.shape().to_vec(), |out| {
+                for (d, &s) in out.iter_mut().zip(src) {
+                    *d = f32::from(s);
+                }
+                Ok(())
+            })?
+        } else {
+            from_f64(self.dtype, t.shape().to_vec(), &to_f64(OP, t)?)?
+        };
+        Ok(Some(put(input, out_name(&self.field, &self.output), out)))
+    }
+
+    fn spec(&self) -> Result<serde_json::Value> {
+        spec_json(OP, self)
+    }
+}

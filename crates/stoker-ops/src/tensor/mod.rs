@@ -1,0 +1,11 @@
+//! Tensor ops: dtype, shape, field and value changes of any tensor.
+
+pub mod cast;
+pub mod gather_channels;
+pub mod layout;
+pub mod normalize;
+pub mod rescale;
+pub mod select;
+pub mod slice;
+pub mod unflatten;
+pub mod unpack_bits;
