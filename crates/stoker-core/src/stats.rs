@@ -338,6 +338,10 @@ impl Metered {
 }
 
 impl crate::exec::ElementIter for Metered {
+    fn state(&self) -> Result<crate::exec::State> {
+        self.inner.state()
+    }
+
     fn next(&mut self) -> Result<Option<Element>> {
         self.meter(None)
     }
@@ -361,6 +365,10 @@ impl WaitMeter {
 }
 
 impl crate::exec::ElementIter for WaitMeter {
+    fn state(&self) -> Result<crate::exec::State> {
+        self.inner.state()
+    }
+
     fn next(&mut self) -> Result<Option<Element>> {
         self.stats.pull(&mut self.inner)
     }

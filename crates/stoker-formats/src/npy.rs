@@ -86,7 +86,17 @@ pub fn load_npz(path: &str) -> Result<Vec<(String, Tensor)>> {
         std::io::ErrorKind::NotFound => Error::io(path, e),
         _ => bad(e),
     })?;
-    let names: Vec<String> = archive.array_names().map(str::to_string).collect();
+    // In the archive's order (NumPy's `np.load(path).files`), not the zip index's hash order.
+    let zip = archive.zip_archive();
+    let mut names = Vec::with_capacity(zip.len());
+    for i in 0..zip.len() {
+        let entry = zip
+            .by_index(i)
+            .map_err(|e| Error::invalid("npz", format!("{path}: {e}")))?;
+        if let Some(name) = npyz::npz::array_name_from_file_name(entry.name()) {
+            names.push(name.to_string());
+        }
+    }
     let mut out = Vec::with_capacity(names.len());
     for name in names {
         let npy = archive

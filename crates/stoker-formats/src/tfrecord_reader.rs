@@ -23,7 +23,7 @@ use std::sync::Arc;
 use bytes::{Buf, Bytes, BytesMut};
 use flate2::{Decompress, FlushDecompress, Status};
 use stoker_core::element::{names, Element, Names};
-use stoker_core::exec::ElementIter;
+use stoker_core::exec::{ElementIter, State};
 use stoker_core::{Error, ErrorPolicy, Origin, Result, StageStats, Tensor};
 
 use crate::compression::Compression;
@@ -216,6 +216,58 @@ impl RecordReader {
         let mut r = RecordReader::new(path, file, compression, verify_crc);
         r.file_len = (compression == Compression::None).then_some(len);
         Ok(r)
+    }
+
+    /// Opens `path` with its next record at `(record, offset)`, a position this reader
+    /// reported (see [`position`](RecordReader::position)): a plain file is read from that
+    /// offset; a compressed one is decompressed from the start and the records before it
+    /// are passed over.
+    pub fn open_at(
+        path: &str,
+        compression: Compression,
+        verify_crc: bool,
+        record: u64,
+        offset: u64,
+    ) -> Result<RecordReader> {
+        if compression != Compression::None {
+            let mut r = RecordReader::open(path, compression, false)?;
+            while r.record < record {
+                if r.next_record()?.is_none() {
+                    break;
+                }
+            }
+            if (r.record, r.offset) != (record, offset) {
+                return Err(Error::invalid(
+                    "state",
+                    format!(
+                        "{path} has no record {record} at decompressed byte {offset} (changed since the state was saved?)"
+                    ),
+                ));
+            }
+            r.verify_crc = verify_crc;
+            return Ok(r);
+        }
+        use std::io::Seek;
+        let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        if offset > len {
+            return Err(Error::invalid(
+                "state",
+                format!("{path} is {len} bytes, shorter than the saved position {offset}"),
+            ));
+        }
+        file.seek(io::SeekFrom::Start(offset))
+            .map_err(|e| Error::io(path, e))?;
+        let mut r = RecordReader::new(path, file, compression, verify_crc);
+        r.file_len = Some(len);
+        r.record = record;
+        r.offset = offset;
+        Ok(r)
+    }
+
+    /// The next record's index and offset (in the decompressed stream).
+    pub fn position(&self) -> (u64, u64) {
+        (self.record, self.offset)
     }
 
     pub fn new(
@@ -531,7 +583,32 @@ impl TfRecordIter {
     }
 }
 
+impl TfRecordIter {
+    /// Opens `path` at a position from [`ElementIter::state`].
+    pub fn open_at(
+        path: &str,
+        compression: Compression,
+        verify_crc: bool,
+        policy: ErrorPolicy,
+        stats: Arc<StageStats>,
+        state: &State,
+    ) -> Result<TfRecordIter> {
+        let (record, offset) = (state.int("tfrecord", 0)?, state.int("tfrecord", 1)?);
+        Ok(TfRecordIter {
+            reader: RecordReader::open_at(path, compression, verify_crc, record, offset)?,
+            names: names(&[Self::FIELD]),
+            policy,
+            stats,
+        })
+    }
+}
+
 impl ElementIter for TfRecordIter {
+    fn state(&self) -> Result<State> {
+        let (record, offset) = self.reader.position();
+        Ok(State::leaf(vec![record, offset]))
+    }
+
     fn next(&mut self) -> Result<Option<Element>> {
         loop {
             match self.reader.next_record() {

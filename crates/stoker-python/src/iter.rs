@@ -13,11 +13,13 @@ use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyRuntimeWarning;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyBytes, PyTuple};
 use std::sync::Arc;
 
+use stoker::pipeline::{Pipeline, Run, Saved};
 use stoker_core::element::Names;
 use stoker_core::exec::prefetch::{Poll, Prefetch};
+use stoker_core::exec::{ElementIter, State};
 use stoker_core::StatsRegistry;
 
 use crate::errors::to_pyerr;
@@ -39,15 +41,30 @@ pub struct PyIter {
     stages: Arc<StatsRegistry>,
     names: Option<(Names, Py<PyTuple>)>,
     interrupted: bool,
+    /// The pipeline run, and what a saved state records of it.
+    pipeline: Arc<Pipeline>,
+    run: Saved,
+    /// The state when the run ended (the driver is gone then).
+    ended_at: Option<Result<State, String>>,
 }
 
 impl PyIter {
-    pub fn new(driver: Prefetch, stages: Arc<StatsRegistry>) -> PyIter {
+    pub fn new(run: Run, pipeline: Arc<Pipeline>) -> PyIter {
         PyIter {
-            driver: Some(driver),
-            stages,
+            driver: Some(run.driver),
+            stages: Arc::clone(pipeline.registry()),
             names: None,
             interrupted: false,
+            pipeline,
+            run: run.saved,
+            ended_at: None,
+        }
+    }
+
+    /// Keeps the driver's state before it goes.
+    fn keep_state(&mut self) {
+        if let Some(d) = &self.driver {
+            self.ended_at = Some(d.state().map_err(|e| e.to_string()));
         }
     }
 
@@ -129,11 +146,13 @@ impl PyIter {
                     return element_to_py(py, &e, &mut self.names).map(Some)
                 }
                 Poll::Ready(Ok(None)) => {
+                    self.keep_state();
                     self.close(py)?;
                     return Ok(None);
                 }
                 Poll::Ready(Err(e)) => {
                     let err = to_pyerr(py, e);
+                    self.keep_state();
                     let _ = self.close(py);
                     return Err(err);
                 }
@@ -141,9 +160,37 @@ impl PyIter {
         }
     }
 
+    /// Where the iteration stands, after the last element handed out, as a few bytes: a
+    /// state [`Plan::iterate`](crate::plan::PyPlan) resumes from exactly.
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let state = match (&self.driver, &self.ended_at) {
+            (Some(d), _) => d.state().map_err(|e| to_pyerr(py, e))?,
+            (None, Some(Ok(s))) => s.clone(),
+            (None, Some(Err(why))) => {
+                return Err(to_pyerr(
+                    py,
+                    stoker_core::Error::invalid("state", why.clone()),
+                ))
+            }
+            (None, None) => {
+                return Err(to_pyerr(
+                    py,
+                    stoker_core::Error::invalid(
+                        "state",
+                        "the iterator was closed before its end: its position is gone",
+                    ),
+                ))
+            }
+        };
+        Ok(PyBytes::new(py, &self.pipeline.save(&self.run, &state)))
+    }
+
     /// Stops the pipeline now and joins its threads (see the module docs for how long it
     /// waits). Waiting must not hold the GIL: a worker may need it to finish a Python call.
     fn close(&mut self, py: Python<'_>) -> PyResult<()> {
+        if self.ended_at.is_none() {
+            self.keep_state();
+        }
         let wait = if self.interrupted {
             CLOSE_WAIT_INTERRUPTED
         } else {

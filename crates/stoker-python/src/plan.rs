@@ -495,9 +495,11 @@ impl PyPlan {
         stoker::spec::save(&self.plan, path).py(py)
     }
 
-    fn iterate(&self, py: Python<'_>) -> PyResult<PyIter> {
+    /// Starts an iteration, at `state` (bytes from `Iterator.state()`) when given.
+    #[pyo3(signature = (state=None))]
+    fn iterate(&self, py: Python<'_>, state: Option<Vec<u8>>) -> PyResult<PyIter> {
         let pipeline = self.pipeline(py)?;
-        let driver = py.detach(|| pipeline.start()).py(py)?;
-        Ok(PyIter::new(driver, Arc::clone(pipeline.registry())))
+        let run = py.detach(|| pipeline.start_at(state.as_deref())).py(py)?;
+        Ok(PyIter::new(run, pipeline))
     }
 }

@@ -193,7 +193,13 @@ impl Opener for PyOpener {
         Ok(Schema::dynamic())
     }
 
-    fn open(&self, element: &Element, ctx: &BuildCtx, stats: &Arc<StageStats>) -> Result<BoxIter> {
+    fn open(
+        &self,
+        element: &Element,
+        ctx: &BuildCtx,
+        stats: &Arc<StageStats>,
+        at: Option<&stoker_core::exec::State>,
+    ) -> Result<BoxIter> {
         let plan = Python::attach(|py| {
             let t = Instant::now();
             let r = element_to_dict(py, element)
@@ -207,7 +213,7 @@ impl Opener for PyOpener {
             stats: StatsRegistry::new(),
             ..ctx.clone()
         };
-        stoker::build::iterate(&plan, &child)
+        stoker::build::iterate_at(&plan, &child, at)
     }
 
     fn spec(&self) -> Result<serde_json::Value> {

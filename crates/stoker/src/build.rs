@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use stoker_core::element::names;
 use stoker_core::exec::memory_cache::MemoryCache;
 use stoker_core::exec::slices::SlicesIter;
-use stoker_core::exec::{BoxIter, CancelFlag, Fused};
+use stoker_core::exec::{BoxIter, CancelFlag, State};
 use stoker_core::stats::StageStats;
 use stoker_core::{PipelineOptions, Result, StatsRegistry, Tensor};
 
@@ -20,8 +20,16 @@ pub struct BuildCtx {
     pub stats: Arc<StatsRegistry>,
     /// Set when the pipeline's consumer is gone.
     pub cancel: CancelFlag,
-    /// The state of this run (one iterator over the pipeline).
-    pub run: Arc<RunState>,
+    /// The epoch of the pass being built: random ops and reshuffles draw from it. It comes
+    /// from the iteration over the pipeline and the passes of the `repeat`s above, so that
+    /// a stage built again (on restore, or to replay its input) gets the same one.
+    pub epoch: u64,
+    /// What every iteration over the pipeline shares (memory caches).
+    pub resources: Arc<Resources>,
+    /// The thread budget that choices fixing the order are made for (how many files are
+    /// read in turn): the budget of the run a restored state was saved from, so that the
+    /// order stays the same whatever the budget is now.
+    pub order_budget: usize,
 }
 
 /// State that outlives one iterator: what every iteration over a pipeline shares.
@@ -37,38 +45,33 @@ impl Resources {
     pub fn new() -> Arc<Resources> {
         Arc::default()
     }
-}
 
-/// The state of one run over a pipeline: which iteration it is, and how many passes each
-/// step has started in it (`repeat` and `interleave` start their inputs again).
-#[derive(Debug)]
-pub struct RunState {
-    iteration: u64,
-    passes: Mutex<HashMap<u64, u64>>,
-    resources: Arc<Resources>,
-}
-
-impl RunState {
-    /// The state of a new iteration over the pipeline owning `resources`.
-    pub fn start(resources: &Arc<Resources>) -> Arc<RunState> {
-        let iteration = resources
-            .iterations
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Arc::new(RunState {
-            iteration,
-            passes: Mutex::default(),
-            resources: Arc::clone(resources),
-        })
+    /// The index of a new iteration over the pipeline.
+    pub fn next_iteration(&self) -> u64 {
+        self.iterations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
 }
 
+/// The epoch of iteration `iteration` over a pipeline (0 for the first).
+pub fn iteration_epoch(iteration: u64) -> u64 {
+    iteration << 32
+}
+
 impl BuildCtx {
-    pub fn new(options: PipelineOptions, stats: Arc<StatsRegistry>, run: Arc<RunState>) -> Self {
+    pub fn new(
+        options: PipelineOptions,
+        stats: Arc<StatsRegistry>,
+        resources: Arc<Resources>,
+        epoch: u64,
+    ) -> Self {
         BuildCtx {
+            order_budget: options.threads(),
             options,
             stats,
             cancel: Default::default(),
-            run,
+            epoch,
+            resources,
         }
     }
 
@@ -82,20 +85,26 @@ impl BuildCtx {
         }
     }
 
-    /// The epoch of the pass `node` starts now: 0, 1, 2… within the first iteration over the
-    /// pipeline; later iterations get other epochs, so that they reshuffle.
-    pub(crate) fn next_pass(&self, node: &Plan) -> u64 {
-        let mut passes = self.run.passes.lock().unwrap_or_else(|e| e.into_inner());
-        let count = passes.entry(node.id()).or_insert(0);
-        let pass = *count;
-        *count += 1;
-        pass + (self.run.iteration << 32)
+    /// The context of pass `pass` of a `repeat` (pass 0 of the first iteration has epoch 0,
+    /// pass 1 epoch 1, and so on).
+    pub(crate) fn for_pass(&self, pass: u64) -> BuildCtx {
+        BuildCtx {
+            epoch: self.epoch.wrapping_mul(0x100_0000_01b3).wrapping_add(pass),
+            ..self.clone()
+        }
+    }
+
+    /// The same context at another epoch.
+    pub(crate) fn at_epoch(&self, epoch: u64) -> BuildCtx {
+        BuildCtx {
+            epoch,
+            ..self.clone()
+        }
     }
 
     /// The memory cache of the `cache` step `node`.
     pub(crate) fn memory_cache(&self, node: &Plan) -> Arc<MemoryCache> {
         let mut caches = self
-            .run
             .resources
             .memory
             .lock()
@@ -105,13 +114,13 @@ impl BuildCtx {
 }
 
 /// Elements `{name: file}` for each file.
-pub(crate) fn file_names(files: &[String], field: &str) -> Result<BoxIter> {
+pub(crate) fn file_names(files: &[String], field: &str) -> Result<SlicesIter> {
     let values = files
         .iter()
         .map(|f| bytes::Bytes::from(f.clone().into_bytes()))
         .collect();
     let column = Tensor::from_bytes(vec![files.len()], values, Vec::new())?;
-    Ok(Box::new(SlicesIter::new(names(&[field]), vec![column])?))
+    SlicesIter::new(names(&[field]), vec![column])
 }
 
 /// The counters of `plan`'s stage.
@@ -120,12 +129,12 @@ pub(crate) fn stage_stats(plan: &Plan, ctx: &BuildCtx) -> Arc<StageStats> {
         .stage(plan.id(), &plan.label(), plan.step().kind())
 }
 
-/// Starts iterating over `plan`.
+/// Starts iterating over `plan`, from the start of the pass.
 pub fn iterate(plan: &Plan, ctx: &BuildCtx) -> Result<BoxIter> {
-    plan.step().iterate(plan, ctx, stage_stats(plan, ctx))
+    iterate_at(plan, ctx, None)
 }
 
-/// Starts `plan` ending for good after its first error.
-pub fn iterate_fused(plan: &Plan, ctx: &BuildCtx) -> Result<BoxIter> {
-    Ok(Fused::wrap(iterate(plan, ctx)?))
+/// Starts iterating over `plan` at a state its iterator reported, or from the start.
+pub fn iterate_at(plan: &Plan, ctx: &BuildCtx, at: Option<&State>) -> Result<BoxIter> {
+    plan.step().iterate(plan, ctx, stage_stats(plan, ctx), at)
 }

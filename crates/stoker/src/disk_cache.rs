@@ -17,7 +17,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use stoker_core::element::{Element, Names, Schema};
-use stoker_core::exec::{BoxIter, ElementIter, MakeIter};
+use stoker_core::exec::{BoxIter, ElementIter, MakeIter, State};
 use stoker_core::{DType, Error, Result};
 use stoker_formats::{masked_crc32c, Compression, RecordReader, RecordWriter};
 
@@ -92,7 +92,30 @@ impl Completion {
 }
 
 /// Replays `path` if a complete cache is there, else runs the input and writes it.
-pub fn iterate(path: &str, schema: &Schema, mut make_input: MakeIter) -> Result<BoxIter> {
+pub fn iterate(path: &str, schema: &Schema, make_input: MakeIter) -> Result<BoxIter> {
+    iterate_at(path, schema, make_input, None)
+}
+
+/// Like [`iterate`], at a state its iterator reported: a replay of the file goes on after
+/// the elements handed out; a pass that was writing it (or a replay whose file is gone)
+/// starts writing again, running the input again through the elements handed out.
+pub fn iterate_at(
+    path: &str,
+    schema: &Schema,
+    make_input: MakeIter,
+    at: Option<&State>,
+) -> Result<BoxIter> {
+    let position = at.map(|s| s.int("cache", 1)).transpose()?.unwrap_or(0);
+    let mut it = start(path, schema, make_input)?;
+    for _ in 0..position {
+        if it.next()?.is_none() {
+            return Err(stoker_core::exec::state::mismatch("cache"));
+        }
+    }
+    Ok(it)
+}
+
+fn start(path: &str, schema: &Schema, mut make_input: MakeIter) -> Result<BoxIter> {
     if Path::new(path).is_file() {
         if let Some(done) = Completion::of_file(path)? {
             return Ok(Box::new(Reader::open(path, schema, done)?));
@@ -188,6 +211,10 @@ impl Reader {
 }
 
 impl ElementIter for Reader {
+    fn state(&self) -> Result<State> {
+        Ok(State::leaf(vec![1, self.seen.elements]))
+    }
+
     fn next(&mut self) -> Result<Option<Element>> {
         let element = self.seen.elements;
         let next = self.records.next_record().map_err(|e| match e {
@@ -295,6 +322,10 @@ fn publish(tmp: &str, path: &str) -> Result<()> {
 }
 
 impl ElementIter for Writer {
+    fn state(&self) -> Result<State> {
+        Ok(State::leaf(vec![0, self.done.elements]))
+    }
+
     fn next(&mut self) -> Result<Option<Element>> {
         let Some(input) = self.input.as_mut() else {
             return Ok(None);

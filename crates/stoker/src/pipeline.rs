@@ -3,11 +3,12 @@
 use std::sync::Arc;
 
 use stoker_core::exec::prefetch::Prefetch;
-use stoker_core::exec::BoxIter;
+use stoker_core::exec::state::{put_varint, take_varint};
+use stoker_core::exec::{BoxIter, Fused, State};
 use stoker_core::stats::StageSnapshot;
-use stoker_core::{Result, StatsRegistry};
+use stoker_core::{Error, Result, StatsRegistry};
 
-use crate::build::{iterate, iterate_fused, BuildCtx, Resources, RunState};
+use crate::build::{iterate_at, iteration_epoch, BuildCtx, Resources};
 use crate::plan::{Plan, Step};
 use crate::planner::optimize;
 
@@ -19,7 +20,29 @@ pub struct Pipeline {
     resources: Arc<Resources>,
     /// The planner's rewrites, for `explain()`.
     passes: Vec<(&'static str, usize)>,
+    /// A hash of each step (pre-order), which a saved state carries (see [`Pipeline::save`]).
+    step_hashes: Vec<u32>,
 }
+
+/// A running iteration over a pipeline, on a driver thread.
+pub struct Run {
+    pub driver: Prefetch,
+    /// What a state of this run records besides the driver's state.
+    pub saved: Saved,
+}
+
+/// A saved state: which iteration over the pipeline it is in (it picks the epochs), the
+/// thread budget its order was chosen for, and the state of every step.
+#[derive(Clone, Debug)]
+pub struct Saved {
+    pub iteration: u64,
+    pub order_budget: usize,
+    pub state: State,
+}
+
+/// The first bytes of a saved state, and the version of its layout.
+const STATE_MAGIC: &[u8; 4] = b"STKS";
+const STATE_VERSION: u64 = 1;
 
 impl Pipeline {
     /// Optimises `plan` once; every iteration of the pipeline adds to the same stats.
@@ -29,18 +52,27 @@ impl Pipeline {
             options: optimized.options(),
             stats: StatsRegistry::new(),
             resources: Resources::new(),
+            step_hashes: step_hashes(&optimized),
             plan: optimized,
             passes,
         })
     }
 
-    /// The context of a new run over the pipeline.
-    fn run(&self) -> BuildCtx {
+    /// The context of a run over the pipeline, iteration `iteration`.
+    fn run(&self, iteration: u64) -> BuildCtx {
         BuildCtx::new(
             self.options.clone(),
             Arc::clone(&self.stats),
-            RunState::start(&self.resources),
+            Arc::clone(&self.resources),
+            iteration_epoch(iteration),
         )
+    }
+
+    /// The context of a run restored from `saved`.
+    fn restored_run(&self, saved: &Saved) -> BuildCtx {
+        let mut ctx = self.run(saved.iteration);
+        ctx.order_budget = saved.order_budget;
+        ctx
     }
 
     pub fn plan(&self) -> &Plan {
@@ -49,27 +81,153 @@ impl Pipeline {
 
     /// Iterates on the calling thread (asynchronous stages still use their own threads).
     pub fn iter(&self) -> Result<BoxIter> {
-        iterate_fused(&self.plan, &self.run())
+        let ctx = self.run(self.resources.next_iteration());
+        Ok(Fused::wrap(iterate_at(&self.plan, &ctx, None)?))
+    }
+
+    /// Iterates on the calling thread from a state saved by [`Pipeline::save`].
+    pub fn iter_at(&self, saved: &[u8]) -> Result<BoxIter> {
+        let saved = self.load(saved)?;
+        let ctx = self.restored_run(&saved);
+        Ok(Fused::wrap(iterate_at(
+            &self.plan,
+            &ctx,
+            Some(&saved.state),
+        )?))
     }
 
     /// Runs the pipeline on a driver thread, so that the consumer can wait with a time limit
     /// (e.g. to notice Ctrl-C). A final `prefetch` becomes the driver; otherwise a
     /// one-element buffer is added.
     pub fn start(&self) -> Result<Prefetch> {
+        Ok(self.start_at(None)?.driver)
+    }
+
+    /// Like [`start`](Pipeline::start), from a state saved by [`Pipeline::save`] when one is
+    /// given: the elements are those the saved run would have handed out next.
+    pub fn start_at(&self, saved: Option<&[u8]>) -> Result<Run> {
+        let saved = saved.map(|bytes| self.load(bytes)).transpose()?;
         // A fresh cancel flag for this run: dropping the driver sets it.
-        let ctx = self.run();
+        let ctx = match &saved {
+            Some(s) => self.restored_run(s),
+            None => self.run(self.resources.next_iteration()),
+        };
+        let at = saved.as_ref().map(|s| &s.state);
         let (inner, capacity, stats) = match self.plan.step() {
+            // A prefetch reports (and restores at) its input's state.
             Step::Prefetch(p) if p.capacity(&ctx) != 0 => {
                 let st = crate::build::stage_stats(&self.plan, &ctx);
-                (iterate(&p.input, &ctx)?, p.capacity(&ctx), st)
+                (iterate_at(&p.input, &ctx, at)?, p.capacity(&ctx), st)
             }
             _ => (
-                iterate(&self.plan, &ctx)?,
+                iterate_at(&self.plan, &ctx, at)?,
                 1,
                 self.stats.stage(0, "driver", "prefetch"),
             ),
         };
-        Prefetch::spawn_with_stop(inner, capacity, 1, stats, ctx.cancel)
+        let driver = Prefetch::spawn_with_stop(inner, capacity, 1, stats, ctx.cancel.clone())?;
+        Ok(Run {
+            driver,
+            saved: Saved {
+                iteration: saved.as_ref().map_or(ctx.epoch >> 32, |s| s.iteration),
+                order_budget: ctx.order_budget,
+                state: State::default(),
+            },
+        })
+    }
+
+    /// The state `state` of iteration `iteration` (what a run's driver reports) as bytes: a
+    /// version, a hash of every step (so that it is never restored into another pipeline),
+    /// the state, and a CRC32C of it all.
+    pub fn save(&self, run: &Saved, state: &State) -> Vec<u8> {
+        let mut out = STATE_MAGIC.to_vec();
+        put_varint(&mut out, STATE_VERSION);
+        put_varint(&mut out, self.step_hashes.len() as u64);
+        for h in &self.step_hashes {
+            out.extend_from_slice(&h.to_le_bytes());
+        }
+        put_varint(&mut out, run.iteration);
+        put_varint(&mut out, run.order_budget as u64);
+        state.encode(&mut out);
+        let crc = crc32c::crc32c(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    /// The iteration and state in bytes from [`Pipeline::save`], checked against this
+    /// pipeline: damaged bytes, another version or another pipeline are an
+    /// [`Error::InvalidArgument`] saying what differs.
+    pub fn load(&self, saved: &[u8]) -> Result<Saved> {
+        let bad = |why: String| Error::invalid("state", why);
+        let Some((body, crc)) = saved.split_last_chunk::<4>() else {
+            return Err(bad(format!(
+                "{} bytes are too few for a state",
+                saved.len()
+            )));
+        };
+        if !body.starts_with(STATE_MAGIC) {
+            return Err(bad("these bytes are not a stoker iterator state".into()));
+        }
+        if crc32c::crc32c(body) != u32::from_le_bytes(*crc) {
+            return Err(bad(
+                "the state is damaged (its checksum does not match)".into()
+            ));
+        }
+        let mut data = &body[STATE_MAGIC.len()..];
+        let version = take_varint(&mut data)?;
+        if version != STATE_VERSION {
+            return Err(bad(format!(
+                "the state has layout version {version}; this stoker reads {STATE_VERSION}"
+            )));
+        }
+        let n = take_varint(&mut data)? as usize;
+        let mut hashes = Vec::with_capacity(n.min(data.len() / 4));
+        for _ in 0..n {
+            let Some((h, rest)) = data.split_first_chunk::<4>() else {
+                return Err(bad("the state is damaged: it ends in its step list".into()));
+            };
+            hashes.push(u32::from_le_bytes(*h));
+            data = rest;
+        }
+        self.check_steps(&hashes)?;
+        let iteration = take_varint(&mut data)?;
+        let order_budget = take_varint(&mut data)?.clamp(1, 1 << 16) as usize;
+        let state = State::decode(&mut data)?;
+        if !data.is_empty() {
+            return Err(bad("the state is damaged: bytes follow it".into()));
+        }
+        Ok(Saved {
+            iteration,
+            order_budget,
+            state,
+        })
+    }
+
+    fn check_steps(&self, saved: &[u32]) -> Result<()> {
+        let steps = preorder(&self.plan);
+        if let Some(i) =
+            (0..steps.len().min(saved.len())).find(|&i| saved[i] != self.step_hashes[i])
+        {
+            return Err(Error::invalid(
+                "state",
+                format!(
+                    "the state was saved from another pipeline: step {i} of this one, {}, \
+                     is not the step it was saved at",
+                    steps[i].label()
+                ),
+            ));
+        }
+        if saved.len() != steps.len() {
+            return Err(Error::invalid(
+                "state",
+                format!(
+                    "the state was saved from another pipeline: it has {} steps, this one {}",
+                    saved.len(),
+                    steps.len()
+                ),
+            ));
+        }
+        Ok(())
     }
 
     pub fn stats(&self) -> Vec<StageSnapshot> {
@@ -100,4 +258,31 @@ impl Pipeline {
         };
         format!("{}rewrites: {passes}\n", self.plan.describe())
     }
+}
+
+/// The plan's nodes, sink first, inputs in order (the order of a state's step hashes).
+fn preorder(plan: &Plan) -> Vec<Plan> {
+    let mut out = Vec::new();
+    let mut stack = vec![plan.clone()];
+    while let Some(p) = stack.pop() {
+        stack.extend(p.step().inputs().into_iter().rev().cloned());
+        out.push(p);
+    }
+    out
+}
+
+/// A hash of what each step computes: its kind, its description and its schema, leaving out
+/// what does not change the elements (the thread budget).
+fn step_hashes(plan: &Plan) -> Vec<u32> {
+    preorder(plan)
+        .iter()
+        .map(|p| {
+            let what = match p.step() {
+                Step::WithOptions(o) => format!("{:?}", o.options.on_bad_record),
+                _ => p.label(),
+            };
+            let text = format!("{}\n{what}\n{}", p.step().kind(), p.schema());
+            crc32c::crc32c(text.as_bytes())
+        })
+        .collect()
 }

@@ -5,7 +5,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use stoker_core::element::{names, Element, FieldSpec, Names, Schema};
-use stoker_core::exec::{BoxIter, ElementIter};
+use stoker_core::exec::{BoxIter, ElementIter, State};
 use stoker_core::{DType, Error, ErrorPolicy, Result, StageStats, Tensor};
 use stoker_formats::{Compression, TfRecordIter};
 
@@ -14,7 +14,14 @@ use crate::build::BuildCtx;
 /// Turns one element into a dataset, for `interleave`.
 pub trait Opener: Send + Sync + Debug {
     fn output_schema(&self, input: &Schema) -> Result<Schema>;
-    fn open(&self, element: &Element, ctx: &BuildCtx, stats: &Arc<StageStats>) -> Result<BoxIter>;
+    /// The dataset of `element`, at a saved state if one is given.
+    fn open(
+        &self,
+        element: &Element,
+        ctx: &BuildCtx,
+        stats: &Arc<StageStats>,
+        at: Option<&State>,
+    ) -> Result<BoxIter>;
     /// A serialisable description, or an error for openers that cannot be saved.
     fn spec(&self) -> Result<serde_json::Value>;
 }
@@ -87,14 +94,13 @@ impl TfRecordOpener {
         path: &str,
         policy: ErrorPolicy,
         stats: &Arc<StageStats>,
+        at: Option<&State>,
     ) -> Result<BoxIter> {
-        Ok(Box::new(TfRecordIter::open(
-            path,
-            self.compression,
-            self.verify_crc,
-            policy,
-            Arc::clone(stats),
-        )?))
+        let (c, crc, st) = (self.compression, self.verify_crc, Arc::clone(stats));
+        Ok(Box::new(match at {
+            None => TfRecordIter::open(path, c, crc, policy, st)?,
+            Some(state) => TfRecordIter::open_at(path, c, crc, policy, st, state)?,
+        }))
     }
 }
 
@@ -116,9 +122,15 @@ impl Opener for TfRecordOpener {
         )]))
     }
 
-    fn open(&self, element: &Element, ctx: &BuildCtx, stats: &Arc<StageStats>) -> Result<BoxIter> {
+    fn open(
+        &self,
+        element: &Element,
+        ctx: &BuildCtx,
+        stats: &Arc<StageStats>,
+        at: Option<&State>,
+    ) -> Result<BoxIter> {
         let path = file_name_of("TFRecordDataset", element)?;
-        self.open_path(&path, ctx.options.on_bad_record, stats)
+        self.open_path(&path, ctx.options.on_bad_record, stats, at)
     }
 
     fn spec(&self) -> Result<serde_json::Value> {
@@ -130,57 +142,13 @@ impl Opener for TfRecordOpener {
     }
 }
 
-/// Reads files one after the other.
-pub struct FilesIter {
-    files: std::vec::IntoIter<String>,
-    current: Option<BoxIter>,
-    opener: TfRecordOpener,
-    policy: ErrorPolicy,
-    stats: Arc<StageStats>,
-}
-
-impl FilesIter {
-    pub fn new(
-        files: Vec<String>,
-        opener: TfRecordOpener,
-        policy: ErrorPolicy,
-        stats: Arc<StageStats>,
-    ) -> Self {
-        FilesIter {
-            files: files.into_iter(),
-            current: None,
-            opener,
-            policy,
-            stats,
-        }
-    }
-}
-
-impl ElementIter for FilesIter {
-    fn next(&mut self) -> Result<Option<Element>> {
-        loop {
-            if let Some(cur) = self.current.as_mut() {
-                if let Some(e) = cur.next()? {
-                    return Ok(Some(e));
-                }
-                self.current = None;
-            }
-            match self.files.next() {
-                Some(f) => {
-                    self.current = Some(self.opener.open_path(&f, self.policy, &self.stats)?)
-                }
-                None => return Ok(None),
-            }
-        }
-    }
-}
-
 /// `range(start, stop, step)` as int64 scalars.
 pub struct RangeIter {
     next: i64,
     stop: i64,
     step: i64,
     names: Names,
+    handed_out: u64,
 }
 
 impl RangeIter {
@@ -190,11 +158,30 @@ impl RangeIter {
             stop,
             step,
             names: names(&["value"]),
+            handed_out: 0,
         }
+    }
+
+    /// Restored after the number of elements the state holds.
+    pub fn restore(start: i64, stop: i64, step: i64, state: &State) -> Result<Self> {
+        let n = state.int("range", 0)?;
+        let mut it = RangeIter::new(start, stop, step);
+        let at = i64::try_from(n)
+            .ok()
+            .and_then(|n| n.checked_mul(step))
+            .and_then(|d| start.checked_add(d))
+            .ok_or_else(|| stoker_core::exec::state::mismatch("range"))?;
+        it.next = at;
+        it.handed_out = n;
+        Ok(it)
     }
 }
 
 impl ElementIter for RangeIter {
+    fn state(&self) -> Result<State> {
+        Ok(State::leaf(vec![self.handed_out]))
+    }
+
     fn next(&mut self) -> Result<Option<Element>> {
         let more = if self.step > 0 {
             self.next < self.stop
@@ -206,6 +193,7 @@ impl ElementIter for RangeIter {
         }
         let v = self.next;
         self.next = self.next.saturating_add(self.step);
+        self.handed_out += 1;
         Ok(Some(Element::new(
             self.names.clone(),
             vec![Tensor::from_slice(DType::I64, vec![], &[v])?],

@@ -55,6 +55,10 @@ impl BatchIter {
 }
 
 impl ElementIter for BatchIter {
+    fn state(&self) -> Result<crate::exec::State> {
+        Ok(crate::exec::State::over(self.input.state()?))
+    }
+
     fn next(&mut self) -> Result<Option<Element>> {
         let mut batch = BatchBuilder::from_schema(&self.rows, self.size, &self.pool);
         let mut rows = 0;

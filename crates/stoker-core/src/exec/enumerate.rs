@@ -3,7 +3,7 @@
 use crate::dtype::DType;
 use crate::element::{Element, Names};
 use crate::error::Result;
-use crate::exec::{BoxIter, ElementIter};
+use crate::exec::{BoxIter, ElementIter, State};
 use crate::tensor::Tensor;
 
 pub struct EnumerateIter {
@@ -23,7 +23,25 @@ impl EnumerateIter {
     }
 }
 
+impl EnumerateIter {
+    /// Restored at the index the state holds.
+    pub fn restore(input: BoxIter, names: Names, state: &State) -> Result<Self> {
+        Ok(EnumerateIter::new(
+            input,
+            names,
+            state.int("enumerate", 0)? as i64,
+        ))
+    }
+}
+
 impl ElementIter for EnumerateIter {
+    fn state(&self) -> Result<State> {
+        Ok(State::new(
+            vec![self.next_index as u64],
+            vec![self.input.state()?],
+        ))
+    }
+
     fn next(&mut self) -> Result<Option<Element>> {
         let Some(e) = self.input.next()? else {
             return Ok(None);

@@ -38,6 +38,10 @@ impl FilterIter {
 }
 
 impl ElementIter for FilterIter {
+    fn state(&self) -> Result<crate::exec::State> {
+        Ok(crate::exec::State::over(self.input.state()?))
+    }
+
     fn next(&mut self) -> Result<Option<Element>> {
         while let Some(e) = self.stats.pull(&mut self.input)? {
             if self

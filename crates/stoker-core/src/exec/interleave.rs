@@ -8,31 +8,41 @@ use std::sync::Arc;
 use crate::element::Element;
 use crate::error::Result;
 use crate::exec::prefetch::Prefetch;
-use crate::exec::{BoxIter, ElementIter};
+use crate::exec::{BoxIter, ElementIter, State};
 use crate::stats::StageStats;
 
 /// Opens the dataset of one input element (e.g. the records of one file).
-pub type OpenFn = Arc<dyn Fn(&Element) -> Result<BoxIter> + Send + Sync>;
+/// Opens one input element as a dataset, at a saved state if one is given.
+pub type OpenFn = Arc<dyn Fn(&Element, Option<&State>) -> Result<BoxIter> + Send + Sync>;
 
 pub struct InterleaveConfig {
     pub cycle_length: usize,
     pub block_length: usize,
-    /// Run each open dataset on its own thread, handing over chunks of this many elements
-    /// (0: no threads, sequential).
+    /// Elements each open dataset reads ahead on its own thread; 0 for none.
     pub prefetch_per_slot: usize,
+}
+
+/// An open dataset: its iterator and the index of the input element it was opened from.
+struct Slot {
+    it: BoxIter,
+    element: u64,
 }
 
 pub struct InterleaveIter {
     input: BoxIter,
     open: OpenFn,
-    slots: Vec<Option<BoxIter>>,
+    slots: Vec<Option<Slot>>,
     config: InterleaveConfig,
     cycle_index: usize,
     block_index: usize,
     num_open: usize,
     end_of_input: bool,
+    /// Input elements taken so far.
+    taken: u64,
     stats: Arc<StageStats>,
 }
+
+const OP: &str = "interleave";
 
 impl InterleaveIter {
     pub fn new(
@@ -58,8 +68,65 @@ impl InterleaveIter {
             block_index: 0,
             num_open: 0,
             end_of_input: false,
+            taken: 0,
             stats,
         }
+    }
+
+    /// The cycle length a state was saved with (it fixes the order, so a restore keeps it
+    /// whatever the thread budget is now).
+    pub fn saved_cycle_length(state: &State) -> Result<usize> {
+        Ok(state.int(OP, 0)? as usize)
+    }
+
+    /// Restored from a state: `input` is a fresh iterator over the pass's input (at its
+    /// start); it is run through the elements taken so far, and the datasets that were open
+    /// are opened again from their elements, at their saved states.
+    pub fn restore(
+        mut input: BoxIter,
+        open: OpenFn,
+        config: InterleaveConfig,
+        stats: Arc<StageStats>,
+        state: &State,
+    ) -> Result<Self> {
+        let cycle = Self::saved_cycle_length(state)?;
+        if cycle != config.cycle_length.max(1) || state.inputs.len() != cycle {
+            return Err(crate::exec::state::mismatch(OP));
+        }
+        let taken = state.int(OP, 4)?;
+        let open_slots: Vec<(usize, u64, &State)> = state
+            .inputs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| match (s.ints.as_slice(), s.inputs.first()) {
+                ([element], Some(inner)) => Some((i, *element, inner)),
+                _ => None,
+            })
+            .collect();
+        let wanted: Vec<u64> = open_slots.iter().map(|(_, e, _)| *e).collect();
+        let elements = crate::exec::state::replay(&mut input, taken, &wanted)?;
+        let mut it = InterleaveIter::new(input, open, config, stats);
+        it.cycle_index = state.int(OP, 1)? as usize % cycle;
+        it.block_index = state.int(OP, 2)? as usize;
+        it.end_of_input = state.int(OP, 3)? != 0;
+        it.taken = taken;
+        for ((i, element, inner), arg) in open_slots.into_iter().zip(elements) {
+            let slot = it.start(&arg, element, Some(inner))?;
+            it.slots[i] = Some(slot);
+            it.num_open += 1;
+        }
+        Ok(it)
+    }
+
+    fn start(&self, arg: &Element, element: u64, at: Option<&State>) -> Result<Slot> {
+        let mut it = (self.open)(arg, at)?;
+        if self.config.prefetch_per_slot > 0 {
+            let st = Arc::clone(&self.stats);
+            let chunk = self.config.prefetch_per_slot;
+            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            it = Box::new(Prefetch::spawn_with_stop(it, 4, chunk, st, stop)?);
+        }
+        Ok(Slot { it, element })
     }
 
     fn advance_to_next_in_cycle(&mut self) {
@@ -69,10 +136,29 @@ impl InterleaveIter {
 }
 
 impl ElementIter for InterleaveIter {
+    fn state(&self) -> Result<State> {
+        let mut inputs = Vec::with_capacity(self.slots.len());
+        for slot in &self.slots {
+            inputs.push(match slot {
+                Some(s) => State::new(vec![s.element], vec![s.it.state()?]),
+                None => State::default(),
+            });
+        }
+        let ints = vec![
+            self.config.cycle_length as u64,
+            self.cycle_index as u64,
+            self.block_index as u64,
+            u64::from(self.end_of_input),
+            self.taken,
+        ];
+        // The input's own state is not needed: a restore runs it again (see `restore`).
+        Ok(State::new(ints, inputs))
+    }
+
     fn next(&mut self) -> Result<Option<Element>> {
         while !self.end_of_input || self.num_open > 0 {
             if let Some(slot) = self.slots[self.cycle_index].as_mut() {
-                if let Some(e) = slot.next()? {
+                if let Some(e) = slot.it.next()? {
                     self.block_index += 1;
                     if self.block_index == self.config.block_length {
                         self.advance_to_next_in_cycle();
@@ -85,14 +171,9 @@ impl ElementIter for InterleaveIter {
             } else if !self.end_of_input {
                 match self.stats.pull(&mut self.input)? {
                     Some(arg) => {
-                        let mut it = (self.open)(&arg)?;
-                        if self.config.prefetch_per_slot > 0 {
-                            let st = Arc::clone(&self.stats);
-                            let chunk = self.config.prefetch_per_slot;
-                            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-                            it = Box::new(Prefetch::spawn_with_stop(it, 4, chunk, st, stop)?);
-                        }
-                        self.slots[self.cycle_index] = Some(it);
+                        let slot = self.start(&arg, self.taken, None)?;
+                        self.taken += 1;
+                        self.slots[self.cycle_index] = Some(slot);
                         self.num_open += 1;
                     }
                     None => self.end_of_input = true,
@@ -112,7 +193,7 @@ mod tests {
 
     fn run(cycle: usize, block: usize, prefetch: usize) -> Vec<i64> {
         // Input i opens a dataset of i+1 elements 10*i, 10*i+1, ...
-        let open: OpenFn = Arc::new(|e: &Element| {
+        let open: OpenFn = Arc::new(|e: &Element, _: Option<&State>| {
             let i = value(e);
             Ok(ints(10 * i..10 * i + i + 1))
         });

@@ -93,7 +93,22 @@ impl MapIter {
     }
 }
 
+impl MapIter {
+    /// Restored: the next element is element `next_index` of the pass (from the state).
+    pub fn restore(mut self, state: &crate::exec::State) -> Result<MapIter> {
+        self.next_index = state.int("map", 0)?;
+        Ok(self)
+    }
+}
+
 impl ElementIter for MapIter {
+    fn state(&self) -> Result<crate::exec::State> {
+        Ok(crate::exec::State::new(
+            vec![self.next_index],
+            vec![self.input.state()?],
+        ))
+    }
+
     fn next(&mut self) -> Result<Option<Element>> {
         self.next_with(None)
     }

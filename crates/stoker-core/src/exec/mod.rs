@@ -22,6 +22,7 @@ pub mod results;
 pub mod shard;
 pub mod shuffle;
 pub mod slices;
+pub mod state;
 pub mod take_skip;
 pub mod unbatch;
 pub mod zip;
@@ -29,6 +30,7 @@ pub mod zip;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::row_slots::RowSlots;
+pub use state::State;
 
 /// An iterator over elements; `Ok(None)` is the end.
 pub trait ElementIter: Send {
@@ -40,6 +42,11 @@ pub trait ElementIter: Send {
     fn next_into(&mut self, row: &RowSlots) -> Result<Option<Element>> {
         let _ = row;
         self.next()
+    }
+
+    /// Where the iterator stands after the last element it handed out (see [`state`]).
+    fn state(&self) -> Result<State> {
+        Err(state::unsupported("this stage", "it keeps no position"))
     }
 }
 
@@ -105,6 +112,13 @@ impl Fused {
 }
 
 impl ElementIter for Fused {
+    fn state(&self) -> Result<State> {
+        match &self.inner {
+            Some(inner) => inner.state(),
+            None => Err(state::unsupported("the pipeline", "it has ended")),
+        }
+    }
+
     fn next(&mut self) -> Result<Option<Element>> {
         let Some(inner) = self.inner.as_mut() else {
             return Ok(None);

@@ -107,6 +107,10 @@ impl PaddedBatchIter {
 }
 
 impl ElementIter for PaddedBatchIter {
+    fn state(&self) -> Result<crate::exec::State> {
+        Ok(crate::exec::State::over(self.input.state()?))
+    }
+
     fn next(&mut self) -> Result<Option<Element>> {
         while self.pending.len() < self.size {
             match self.stats.pull(&mut self.input)? {

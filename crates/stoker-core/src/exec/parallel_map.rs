@@ -16,7 +16,8 @@ use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::exec::map::{apply_chain, OpChain};
 use crate::exec::results::{Results, Running, Tagged};
-use crate::exec::{catch_panic, BoxIter, ElementIter};
+use crate::exec::state::StateLog;
+use crate::exec::{catch_panic, BoxIter, ElementIter, State};
 use crate::options::ErrorPolicy;
 use crate::stats::StageStats;
 use crate::trace;
@@ -28,6 +29,12 @@ pub struct ParallelMap {
     stats: Arc<StageStats>,
     capacity: usize,
     done: bool,
+    /// In order: the input's state after each element sent to the workers (see `state`).
+    log: Option<Arc<StateLog>>,
+    /// Index of the next element to come out (in order).
+    next_out: u64,
+    /// The state after the last element handed out: `[next input index]` and the input's.
+    last: Result<State>,
 }
 
 pub struct ParallelMapConfig {
@@ -38,6 +45,8 @@ pub struct ParallelMapConfig {
     pub buffer: usize,
     pub deterministic: bool,
     pub policy: ErrorPolicy,
+    /// The index of the input's first element in the pass (not 0 when restored).
+    pub first_index: u64,
 }
 
 impl ParallelMap {
@@ -53,6 +62,12 @@ impl ParallelMap {
         // Work items carry the element's position, given in input order by the feeder.
         let (work_tx, work_rx) = bounded::<(Element, u64, Sender<Tagged>)>(workers);
         let epoch = config.epoch;
+        let first_index = config.first_index;
+        let first_state = input
+            .state()
+            .map(|s| State::new(vec![first_index], vec![s]));
+        let log = config.deterministic.then(|| Arc::new(StateLog::default()));
+        let feeder_log = log.clone();
         let mut threads = Vec::with_capacity(workers + 1);
         let spawn_err = |e| Error::io("spawning a map worker thread", e);
 
@@ -104,11 +119,15 @@ impl ParallelMap {
                 std::thread::Builder::new()
                     .name("stoker-map-feed".into())
                     .spawn(move || {
-                        let mut index = 0u64;
+                        let log = feeder_log;
+                        let mut index = first_index;
                         while !feeder_stop.load(Ordering::Relaxed) {
                             let (slot_tx, slot_rx) = bounded::<Tagged>(1);
                             match catch_panic(&st.name, || st.pull(&mut input)) {
                                 Ok(Some(e)) => {
+                                    if let Some(log) = &log {
+                                        log.push(index, input.state());
+                                    }
                                     index += 1;
                                     if order_tx.send(slot_rx).is_err()
                                         || work_tx.send((e, index - 1, slot_tx)).is_err()
@@ -135,7 +154,7 @@ impl ParallelMap {
                 std::thread::Builder::new()
                     .name("stoker-map-feed".into())
                     .spawn(move || {
-                        let mut index = 0u64;
+                        let mut index = first_index;
                         while !feeder_stop.load(Ordering::Relaxed) {
                             match catch_panic(&st.name, || st.pull(&mut input)) {
                                 Ok(Some(e)) => {
@@ -161,16 +180,39 @@ impl ParallelMap {
             stats,
             capacity,
             done: false,
+            log,
+            next_out: first_index,
+            last: first_state,
         })
     }
 }
 
 impl ElementIter for ParallelMap {
+    fn state(&self) -> Result<State> {
+        if self.log.is_none() {
+            return Err(crate::exec::state::unsupported(
+                &self.stats.name,
+                "with deterministic=False its elements come out in no fixed order",
+            ));
+        }
+        match &self.last {
+            Ok(s) => Ok(s.clone()),
+            Err(e) => Err(Error::invalid("state", e.to_string())),
+        }
+    }
+
     fn next(&mut self) -> Result<Option<Element>> {
         while !self.done {
             // `None`: the stream ended (every sender is gone).
             let lost = "a worker thread ended without a result";
             let outcome = self.running.recv(&self.stats, self.capacity, lost);
+            if let (Some(log), Some(_)) = (&self.log, &outcome) {
+                let index = self.next_out;
+                self.next_out += 1;
+                if let Some(saved) = log.take_through(index) {
+                    self.last = saved.map(|s| State::new(vec![index + 1], vec![s]));
+                }
+            }
             match outcome {
                 None => self.done = true,
                 Some(Ok(Some(e))) => {
@@ -237,6 +279,7 @@ mod tests {
                 buffer: 8,
                 deterministic,
                 policy: ErrorPolicy::Raise,
+                first_index: 0,
             },
             Arc::new(StageStats::new("map", "map")),
         )

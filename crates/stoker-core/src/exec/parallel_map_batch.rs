@@ -31,7 +31,8 @@ use crate::exec::batch::{BatchBuilder, RowWritten};
 use crate::exec::map::{apply_chain, OpChain};
 use crate::exec::parallel_map::ParallelMapConfig;
 use crate::exec::results::{Results, Running, Tagged};
-use crate::exec::{catch_panic, BoxIter, ElementIter};
+use crate::exec::state::StateLog;
+use crate::exec::{catch_panic, BoxIter, ElementIter, State};
 use crate::row_slots::RowSlots;
 use crate::stats::StageStats;
 use crate::storage::{shared_pool, BufferPool};
@@ -51,6 +52,12 @@ pub struct ParallelMapBatch {
     batch_stats: Arc<StageStats>,
     batches_in_flight: usize,
     done: bool,
+    /// In order: the state after each batch's last row was taken (see `Feed::log_batch`).
+    log: Option<Arc<StateLog>>,
+    /// The index of the next batch to come out.
+    next_out: u64,
+    /// The state after the last batch handed out.
+    last: Result<State>,
 }
 
 /// One batch being filled.
@@ -181,6 +188,23 @@ struct Feed {
     new_batch: NewBatch,
     /// The input ended or failed, or the consumer is gone: no more work.
     ended: bool,
+    /// In order: the state after each batch's last row was taken (`None`: unordered).
+    log: Option<Arc<StateLog>>,
+}
+
+impl Feed {
+    /// The state of a batch over a map whose next element is `self.index`, as `batch` over
+    /// `map` report it.
+    fn state(&self) -> Result<State> {
+        let map = State::new(vec![self.index], vec![self.input.state()?]);
+        Ok(State::over(map))
+    }
+
+    fn log_batch(&self, batch: u64) {
+        if let Some(log) = &self.log {
+            log.push(batch, self.state());
+        }
+    }
 }
 
 impl Feed {
@@ -204,11 +228,13 @@ impl Feed {
                 if row + 1 < pending.size {
                     self.current = Some((pending, row + 1));
                 } else {
+                    self.log_batch(pending.index);
                     pending.close(row + 1);
                 }
                 Some(work)
             }
             Ok(None) => {
+                self.log_batch(pending.index);
                 pending.close(row);
                 self.ended = true;
                 None
@@ -271,13 +297,17 @@ impl ParallelMapBatch {
                 drop_remainder,
             }))
         });
-        let feed = Arc::new(Mutex::new(Feed {
+        let log = ordered.then(|| Arc::new(StateLog::default()));
+        let feed = Feed {
             input,
-            index: 0,
+            index: config.first_index,
             current: None,
             new_batch,
             ended: false,
-        }));
+            log: log.clone(),
+        };
+        let first_state = feed.state();
+        let feed = Arc::new(Mutex::new(feed));
 
         let mut threads = Vec::with_capacity(workers);
         for w in 0..workers {
@@ -336,11 +366,27 @@ impl ParallelMapBatch {
             batch_stats,
             batches_in_flight,
             done: false,
+            log,
+            next_out: 0,
+            last: first_state,
         })
     }
 }
 
 impl ElementIter for ParallelMapBatch {
+    fn state(&self) -> Result<State> {
+        if self.log.is_none() {
+            return Err(crate::exec::state::unsupported(
+                &self.map_stats.name,
+                "with deterministic=False its batches come out in no fixed order",
+            ));
+        }
+        match &self.last {
+            Ok(s) => Ok(s.clone()),
+            Err(e) => Err(Error::invalid("state", e.to_string())),
+        }
+    }
+
     fn next(&mut self) -> Result<Option<Element>> {
         while !self.done {
             let t = Instant::now();
@@ -350,6 +396,13 @@ impl ElementIter for ParallelMapBatch {
                 .running
                 .recv(&self.map_stats, self.batches_in_flight, lost);
             self.batch_stats.add_wait_input(t.elapsed());
+            if let (Some(log), Some(_)) = (&self.log, &outcome) {
+                let batch = self.next_out;
+                self.next_out += 1;
+                if let Some(saved) = log.take_through(batch) {
+                    self.last = saved;
+                }
+            }
             match outcome {
                 None => self.done = true,
                 Some(Ok(Some(e))) => {
@@ -489,6 +542,7 @@ mod tests {
             buffer: 6,
             deterministic,
             policy: ErrorPolicy::Raise,
+            first_index: 0,
         };
         let batch = BatchConfig {
             size,

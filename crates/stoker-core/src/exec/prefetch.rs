@@ -10,11 +10,15 @@ use crossbeam_channel::{bounded, Receiver, RecvTimeoutError};
 
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::exec::{catch_panic, BoxIter, ElementIter};
+use crate::exec::{catch_panic, BoxIter, ElementIter, State};
 use crate::stats::StageStats;
 
-/// What the producer hands over: some elements, and, last, how the input ended.
-type Chunk = (Vec<Element>, Option<Result<()>>);
+/// The input's state right after an element, or why it has none.
+type Saved = std::result::Result<State, String>;
+
+/// What the producer hands over: some elements with the input's state after each, and, last,
+/// how the input ended.
+type Chunk = (Vec<(Element, Saved)>, Option<Result<()>>);
 
 pub struct Prefetch {
     rx: Option<Receiver<Chunk>>,
@@ -23,7 +27,9 @@ pub struct Prefetch {
     capacity: usize,
     stats: Arc<StageStats>,
     /// Elements received and not yet handed out.
-    local: VecDeque<Element>,
+    local: VecDeque<(Element, Saved)>,
+    /// The input's state after the last element handed out.
+    last: Saved,
     /// How the input ended, once received (handed out after `local` is empty).
     ending: Option<Result<()>>,
     done: bool,
@@ -58,15 +64,25 @@ impl Prefetch {
         let (tx, rx) = bounded::<Chunk>(capacity);
         let producer_stop = Arc::clone(&stop);
         let producer_stats = Arc::clone(&stats);
+        let first = input.state().map_err(|e| e.to_string());
         let handle = std::thread::Builder::new()
             .name(format!("stoker-{}", stats.name))
             .spawn(move || {
                 let st = producer_stats;
                 let mut pending = Vec::with_capacity(chunk);
+                // Once the input has said it cannot report its state, it is not asked again.
+                let mut no_state: Option<String> = None;
                 while !producer_stop.load(Ordering::Relaxed) {
                     let (ending, full) = match catch_panic(&st.name, || st.pull(&mut input)) {
                         Ok(Some(e)) => {
-                            pending.push(e);
+                            let saved = match &no_state {
+                                Some(why) => Err(why.clone()),
+                                None => input.state().map_err(|e| e.to_string()),
+                            };
+                            if let Err(why) = &saved {
+                                no_state = Some(why.clone());
+                            }
+                            pending.push((e, saved));
                             (None, pending.len() >= chunk || tx.is_empty())
                         }
                         Ok(None) => (Some(Ok(())), true),
@@ -96,6 +112,7 @@ impl Prefetch {
             capacity,
             stats,
             local: VecDeque::new(),
+            last: first,
             ending: None,
             done: false,
         })
@@ -104,8 +121,9 @@ impl Prefetch {
     /// Waits at most `timeout` for the next element.
     pub fn poll(&mut self, timeout: Duration) -> Poll {
         loop {
-            if let Some(e) = self.local.pop_front() {
+            if let Some((e, saved)) = self.local.pop_front() {
                 self.stats.add_elements(1);
+                self.last = saved;
                 return Poll::Ready(Ok(Some(e)));
             }
             if let Some(ending) = self.ending.take() {
@@ -175,6 +193,12 @@ impl Prefetch {
 }
 
 impl ElementIter for Prefetch {
+    fn state(&self) -> Result<State> {
+        self.last
+            .clone()
+            .map_err(|why| Error::invalid("state", why))
+    }
+
     fn next(&mut self) -> Result<Option<Element>> {
         loop {
             if let Poll::Ready(r) = self.poll(Duration::from_secs(3600)) {

@@ -2,7 +2,7 @@
 
 use crate::element::Element;
 use crate::error::Result;
-use crate::exec::{BoxIter, ElementIter};
+use crate::exec::{BoxIter, ElementIter, State};
 
 pub struct ShardIter {
     input: BoxIter,
@@ -22,7 +22,20 @@ impl ShardIter {
     }
 }
 
+impl ShardIter {
+    /// Restored at the input position the state holds.
+    pub fn restore(input: BoxIter, num_shards: u64, index: u64, state: &State) -> Result<Self> {
+        let mut it = ShardIter::new(input, num_shards, index);
+        it.position = state.int("shard", 0)?;
+        Ok(it)
+    }
+}
+
 impl ElementIter for ShardIter {
+    fn state(&self) -> Result<State> {
+        Ok(State::new(vec![self.position], vec![self.input.state()?]))
+    }
+
     fn next(&mut self) -> Result<Option<Element>> {
         while let Some(e) = self.input.next()? {
             let pos = self.position;

@@ -8,7 +8,7 @@ use rand::{RngExt, SeedableRng};
 
 use crate::element::Element;
 use crate::error::Result;
-use crate::exec::{BoxIter, ElementIter};
+use crate::exec::{BoxIter, ElementIter, VecIter};
 use crate::stats::StageStats;
 
 pub struct ShuffleIter {
@@ -18,6 +18,12 @@ pub struct ShuffleIter {
     rng: StdRng,
     input_done: bool,
     stats: Arc<StageStats>,
+    /// Elements taken from the input, and handed out, this pass.
+    pulled: u64,
+    handed_out: u64,
+    /// The seed of this pass (saved with the state, so that a restore in a process that
+    /// drew another seed for the dataset still replays this pass's order).
+    seed: u64,
 }
 
 impl ShuffleIter {
@@ -30,15 +36,62 @@ impl ShuffleIter {
             rng: StdRng::seed_from_u64(seed),
             input_done: false,
             stats,
+            pulled: 0,
+            handed_out: 0,
+            seed,
         }
     }
+
+    /// Restored from a state: `input` is a fresh iterator over the pass's input (at its
+    /// start). The pass's seed comes from the state. The seeded decisions are replayed over input positions to find which elements
+    /// the buffer held, in which order; the input is run through the elements taken so far,
+    /// keeping those, so that it ends positioned where the saved one was.
+    pub fn restore(
+        mut input: BoxIter,
+        capacity: usize,
+        stats: Arc<StageStats>,
+        state: &crate::exec::State,
+    ) -> Result<Self> {
+        let pulled = state.int(OP, 0)?;
+        let handed_out = state.int(OP, 1)?;
+        let input_done = state.int(OP, 2)? != 0;
+        let seed = state.int(OP, 3)?;
+        let mut it = ShuffleIter::new(VecIter::boxed(Vec::new()), capacity, seed, stats);
+        let mut positions: Vec<u64> = Vec::new();
+        let mut next = 0u64;
+        for _ in 0..handed_out {
+            while next < pulled && positions.len() < it.capacity {
+                positions.push(next);
+                next += 1;
+            }
+            if positions.is_empty() {
+                return Err(crate::exec::state::mismatch(OP));
+            }
+            let i = it.rng.random_range(0..positions.len());
+            positions.swap_remove(i);
+        }
+        if next != pulled && handed_out > 0 {
+            return Err(crate::exec::state::mismatch(OP));
+        }
+        it.buffer = crate::exec::state::replay(&mut input, pulled, &positions)?;
+        it.input = input;
+        it.input_done = input_done;
+        it.pulled = pulled;
+        it.handed_out = handed_out;
+        Ok(it)
+    }
 }
+
+const OP: &str = "shuffle";
 
 impl ElementIter for ShuffleIter {
     fn next(&mut self) -> Result<Option<Element>> {
         while !self.input_done && self.buffer.len() < self.capacity {
             match self.stats.pull(&mut self.input)? {
-                Some(e) => self.buffer.push(e),
+                Some(e) => {
+                    self.buffer.push(e);
+                    self.pulled += 1;
+                }
                 None => self.input_done = true,
             }
         }
@@ -47,7 +100,18 @@ impl ElementIter for ShuffleIter {
             return Ok(None);
         }
         let i = self.rng.random_range(0..self.buffer.len());
+        self.handed_out += 1;
         Ok(Some(self.buffer.swap_remove(i)))
+    }
+
+    fn state(&self) -> Result<crate::exec::State> {
+        let done = u64::from(self.input_done);
+        Ok(crate::exec::State::leaf(vec![
+            self.pulled,
+            self.handed_out,
+            done,
+            self.seed,
+        ]))
     }
 }
 

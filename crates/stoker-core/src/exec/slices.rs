@@ -54,7 +54,23 @@ pub fn slice_count_in(step: &str, names: &Names, columns: &[Tensor]) -> Result<u
     Ok(rows.unwrap_or(0))
 }
 
+impl SlicesIter {
+    /// Restored at the row the state holds.
+    pub fn restore(mut self, state: &crate::exec::State) -> Result<SlicesIter> {
+        let row = state.int("from_tensor_slices", 0)? as usize;
+        if row > self.rows {
+            return Err(crate::exec::state::mismatch("from_tensor_slices"));
+        }
+        self.next_row = row;
+        Ok(self)
+    }
+}
+
 impl ElementIter for SlicesIter {
+    fn state(&self) -> Result<crate::exec::State> {
+        Ok(crate::exec::State::leaf(vec![self.next_row as u64]))
+    }
+
     fn next(&mut self) -> Result<Option<Element>> {
         if self.next_row >= self.rows {
             return Ok(None);

@@ -2,7 +2,7 @@
 
 use crate::element::Element;
 use crate::error::Result;
-use crate::exec::{BoxIter, ElementIter};
+use crate::exec::{BoxIter, ElementIter, State};
 
 pub struct TakeIter {
     input: BoxIter,
@@ -18,7 +18,21 @@ impl TakeIter {
     }
 }
 
+impl TakeIter {
+    /// Restored: `remaining` elements still to take (from the state).
+    pub fn restore(input: BoxIter, state: &State) -> Result<Self> {
+        Ok(TakeIter {
+            input,
+            remaining: state.int("take", 0)?,
+        })
+    }
+}
+
 impl ElementIter for TakeIter {
+    fn state(&self) -> Result<State> {
+        Ok(State::new(vec![self.remaining], vec![self.input.state()?]))
+    }
+
     fn next(&mut self) -> Result<Option<Element>> {
         if self.remaining == 0 {
             return Ok(None);
@@ -44,7 +58,21 @@ impl SkipIter {
     }
 }
 
+impl SkipIter {
+    /// Restored: `to_skip` elements still to skip (from the state).
+    pub fn restore(input: BoxIter, state: &State) -> Result<Self> {
+        Ok(SkipIter {
+            input,
+            to_skip: state.int("skip", 0)?,
+        })
+    }
+}
+
 impl ElementIter for SkipIter {
+    fn state(&self) -> Result<State> {
+        Ok(State::new(vec![self.to_skip], vec![self.input.state()?]))
+    }
+
     fn next(&mut self) -> Result<Option<Element>> {
         while self.to_skip > 0 {
             self.to_skip -= 1;

@@ -4,7 +4,7 @@
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::exec::slices::slice_count_in;
-use crate::exec::{BoxIter, ElementIter};
+use crate::exec::{BoxIter, ElementIter, State};
 
 const OP: &str = "unbatch";
 
@@ -14,15 +14,50 @@ pub struct UnbatchIter {
     current: Option<(Element, usize, usize)>,
     /// Input elements taken so far (for error messages).
     taken: u64,
+    /// The input's state before the element being split was taken.
+    before_current: Result<State>,
 }
 
 impl UnbatchIter {
     pub fn new(input: BoxIter) -> UnbatchIter {
+        let before_current = input.state();
         UnbatchIter {
             input,
             current: None,
             taken: 0,
+            before_current,
         }
+    }
+
+    /// Restored: `input` is at the state saved before the element being split, which is
+    /// taken again and split from the saved row on.
+    pub fn restore(input: BoxIter, state: &State) -> Result<UnbatchIter> {
+        let (taken, row) = (state.int(OP, 0)?, state.int(OP, 1)?);
+        let mut it = UnbatchIter::new(input);
+        it.taken = taken;
+        if row > 0 {
+            it.pull()?;
+            match it.current.as_mut() {
+                Some((_, rows, next)) if row <= *rows as u64 => *next = row as usize,
+                _ => return Err(crate::exec::state::mismatch(OP)),
+            }
+        }
+        Ok(it)
+    }
+
+    /// Takes the next input element to split; false at the end.
+    fn pull(&mut self) -> Result<bool> {
+        let before = self.input.state();
+        let Some(element) = self.input.next()? else {
+            return Ok(false);
+        };
+        let index = self.taken;
+        self.taken += 1;
+        let rows = slice_count_in(OP, &element.names, &element.tensors)
+            .map_err(|e| Error::invalid(OP, format!("input element {index}: {e}")))?;
+        self.current = Some((element, rows, 0));
+        self.before_current = before;
+        Ok(true)
     }
 }
 
@@ -42,14 +77,24 @@ impl ElementIter for UnbatchIter {
                 }
                 self.current = None;
             }
-            let Some(element) = self.input.next()? else {
+            if !self.pull()? {
                 return Ok(None);
-            };
-            let index = self.taken;
-            self.taken += 1;
-            let rows = slice_count_in(OP, &element.names, &element.tensors)
-                .map_err(|e| Error::invalid(OP, format!("input element {index}: {e}")))?;
-            self.current = Some((element, rows, 0));
+            }
+        }
+    }
+
+    fn state(&self) -> Result<State> {
+        // In the middle of an element: the input before it, and the rows handed out.
+        match &self.current {
+            Some((_, rows, next)) if next < rows => {
+                let before = self
+                    .before_current
+                    .as_ref()
+                    .map_err(|e| crate::exec::state::unsupported(OP, &e.to_string()))?;
+                let taken = self.taken - 1;
+                Ok(State::new(vec![taken, *next as u64], vec![before.clone()]))
+            }
+            _ => Ok(State::new(vec![self.taken, 0], vec![self.input.state()?])),
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::element::{Element, Names};
 use crate::error::Result;
-use crate::exec::{BoxIter, ElementIter};
+use crate::exec::{BoxIter, ElementIter, State};
 
 pub struct ZipIter {
     inputs: Vec<BoxIter>,
@@ -17,6 +17,15 @@ impl ZipIter {
 }
 
 impl ElementIter for ZipIter {
+    fn state(&self) -> Result<State> {
+        let inputs = self
+            .inputs
+            .iter()
+            .map(|i| i.state())
+            .collect::<Result<_>>()?;
+        Ok(State::new(Vec::new(), inputs))
+    }
+
     fn next(&mut self) -> Result<Option<Element>> {
         let mut tensors = Vec::with_capacity(self.names.len());
         for input in &mut self.inputs {

@@ -32,7 +32,7 @@ from ._dtypes import (
 from ._stoker import JPEG_BACKEND as _JPEG_BACKEND
 from ._stoker import __version__
 from .analyze import TraceAnalysis, analyze
-from .dataset import AUTOTUNE, Dataset, TensorSpec, TFRecordDataset
+from .dataset import AUTOTUNE, Dataset, DatasetIterator, TensorSpec, TFRecordDataset
 from .diagnosis import Diagnosis, Recommendation
 from .errors import (
     CorruptRecordError,
@@ -55,6 +55,7 @@ __all__ = [
     "AUTOTUNE",
     "JPEG_BACKEND",
     "Dataset",
+    "DatasetIterator",
     "Diagnosis",
     "Recommendation",
     "StepReport",

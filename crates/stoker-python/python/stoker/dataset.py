@@ -347,14 +347,16 @@ class Dataset:
         return self.with_options(on_bad_record="skip")
 
     # -------------------------------------------------------------------- run
-    def __iter__(self) -> Iterator[Any]:
-        it = self._plan.iterate()
-        structure = self._structure
-        try:
-            for names, arrays in it:
-                yield pack_element(structure, names, arrays)
-        finally:
-            it.close()
+    def __iter__(self) -> DatasetIterator:
+        return DatasetIterator(self)
+
+    def iterator(self, state: bytes | dict[str, Any] | None = None) -> DatasetIterator:
+        """An iterator over the dataset (what ``iter(ds)`` returns), or, given ``state``
+        (``it.state()``'s bytes or ``it.state_dict()``), one that resumes where that iterator
+        stood: it hands out exactly the elements the saved one would have handed out next,
+        also in a new process, through shuffle buffers, parallel maps, random ops, interleave,
+        repeat and caches. See :class:`DatasetIterator`."""
+        return DatasetIterator(self, _state_bytes(state))
 
     def as_numpy_iterator(self) -> Iterator[Any]:
         """Same as iterating (elements already are NumPy arrays); for tf.data users."""
@@ -423,6 +425,69 @@ class Dataset:
 
     def __repr__(self) -> str:
         return f"<stoker.Dataset element_spec={self.element_spec!r}>"
+
+
+STATE_KEY = "stoker_iterator_state"
+
+
+def _state_bytes(state: bytes | dict[str, Any] | None) -> bytes | None:
+    if state is None or isinstance(state, (bytes, bytearray, memoryview)):
+        return None if state is None else bytes(state)
+    if isinstance(state, dict) and STATE_KEY in state:
+        return bytes(state[STATE_KEY])
+    raise TypeError(
+        f"state must be bytes from DatasetIterator.state() or a dict from state_dict(), got {type(state).__name__}"
+    )
+
+
+class DatasetIterator(Iterator[Any]):
+    """An iteration over a :class:`Dataset` that can save where it stands and resume there.
+
+    ``state()`` returns a few hundred bytes: the position of every step (not the contents of
+    shuffle buffers, which a restore rebuilds by reading their records again), a version,
+    and a fingerprint of the pipeline. ``Dataset.iterator(state=...)`` resumes from them,
+    with the same elements in the same order as the uninterrupted run, whatever the thread
+    budget is then. Restoring into another pipeline, or from damaged bytes, raises
+    :class:`InvalidArgumentError` saying what differs.
+
+    Exactness needs the pipeline to be the same function of its epoch on every run: give
+    random ops (``random_flip``, ``random_resized_crop``, ...) and shuffles a ``seed``
+    (a shuffle without one resumes exactly too: its state holds the seed it drew). Python
+    functions are re-run on the elements after the position, not before. A ``map`` with
+    ``deterministic=False`` hands out elements in no fixed order and cannot save a state.
+    A memory ``cache`` that a restore in a new process finds empty is filled again by
+    running its input again (exact when that input is seeded).
+    """
+
+    def __init__(self, dataset: Dataset, state: bytes | None = None) -> None:
+        self._dataset = dataset
+        self._it = dataset._plan.iterate(state)
+
+    def __iter__(self) -> DatasetIterator:
+        return self
+
+    def __next__(self) -> Any:
+        names, arrays = next(self._it)
+        return pack_element(self._dataset._structure, names, arrays)
+
+    def state(self) -> bytes:
+        """Where the iteration stands after the last element handed out, as bytes."""
+        return bytes(self._it.state())
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"stoker_iterator_state": state()}``, for PyTorch-style checkpointing code."""
+        return {STATE_KEY: self.state()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Goes on from a ``state_dict()`` (of this pipeline), dropping the current position."""
+        state = _state_bytes(state_dict)
+        it = self._dataset._plan.iterate(state)
+        self._it.close()
+        self._it = it
+
+    def close(self) -> None:
+        """Stops the pipeline's threads now (the position stays readable by ``state()``)."""
+        self._it.close()
 
 
 def _known(ds: Dataset) -> Template:

@@ -5,12 +5,12 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
 use stoker_core::exec::batch::BatchIter;
-use stoker_core::exec::BoxIter;
+use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{Error, Result, StageStats};
 
-use super::{same, DatasetOp};
-use crate::build::{iterate, BuildCtx};
+use super::{input_at, same, DatasetOp};
+use crate::build::{iterate_at, BuildCtx};
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
 
@@ -89,12 +89,19 @@ impl DatasetOp for Batch {
         Some((self.batch_size, self.drop_remainder))
     }
 
-    fn iterate(&self, _: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
+    fn iterate(
+        &self,
+        _: &Plan,
+        ctx: &BuildCtx,
+        stats: Arc<StageStats>,
+        at: Option<&State>,
+    ) -> Result<BoxIter> {
         let (size, drop) = (self.batch_size, self.drop_remainder);
-        if let Some(fused) = super::map::map_and_batch(&self.input, size, drop, &stats, ctx)? {
+        let fused = super::map::map_and_batch(&self.input, size, drop, &stats, ctx, at)?;
+        if let Some(fused) = fused {
             return Ok(fused);
         }
-        let inner = iterate(&self.input, ctx)?;
+        let inner = iterate_at(&self.input, ctx, input_at(at, Self::KIND, 0)?)?;
         let schema = self.input.schema().clone();
         let it = BatchIter::new(inner, size, drop, schema, Arc::clone(&stats));
         Ok(Metered::wrap(Box::new(it), stats))

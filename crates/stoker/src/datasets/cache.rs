@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
-use stoker_core::exec::{BoxIter, MakeIter};
+use stoker_core::exec::{BoxIter, MakeIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Result, StageStats};
 
@@ -61,17 +61,27 @@ impl DatasetOp for Cache {
         self.input.step().batch_of()
     }
 
-    fn iterate(&self, node: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
-        let (input, child_ctx, st) = (self.input.clone(), ctx.clone(), Arc::clone(&stats));
-        let mut make: MakeIter = Box::new(move || {
-            Ok(WaitMeter::wrap(
-                iterate(&input, &child_ctx)?,
-                Arc::clone(&st),
-            ))
-        });
-        let it = match &self.filename {
-            None => ctx.memory_cache(node).iterate(&mut make)?,
-            Some(path) => disk_cache::iterate(path, self.input.schema(), make)?,
+    fn iterate(
+        &self,
+        node: &Plan,
+        ctx: &BuildCtx,
+        stats: Arc<StageStats>,
+        at: Option<&State>,
+    ) -> Result<BoxIter> {
+        let (input, parent, st) = (self.input.clone(), ctx.clone(), Arc::clone(&stats));
+        // The input of the pass that fills the cache, at that pass's epoch.
+        let mut make_at = move |epoch: u64| -> Result<BoxIter> {
+            let inner = iterate(&input, &parent.at_epoch(epoch))?;
+            Ok(WaitMeter::wrap(inner, Arc::clone(&st)))
+        };
+        let it = match (&self.filename, at) {
+            (None, None) => ctx.memory_cache(node).iterate(ctx.epoch, &mut make_at)?,
+            (None, Some(s)) => ctx.memory_cache(node).restore(&mut make_at, s)?,
+            (Some(path), at) => {
+                let epoch = ctx.epoch;
+                let make: MakeIter = Box::new(move || make_at(epoch));
+                disk_cache::iterate_at(path, self.input.schema(), make, at)?
+            }
         };
         Ok(Metered::wrap(it, stats))
     }

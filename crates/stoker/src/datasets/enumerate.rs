@@ -5,12 +5,12 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{FieldSpec, Schema};
 use stoker_core::exec::enumerate::EnumerateIter;
-use stoker_core::exec::BoxIter;
+use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{DType, Result, StageStats};
 
-use super::{unique, DatasetOp};
-use crate::build::{iterate, BuildCtx};
+use super::{input_at, unique, DatasetOp};
+use crate::build::{iterate_at, BuildCtx};
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
 
@@ -67,9 +67,20 @@ impl DatasetOp for Enumerate {
         true
     }
 
-    fn iterate(&self, node: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
-        let inner = WaitMeter::wrap(iterate(&self.input, ctx)?, Arc::clone(&stats));
-        let it = EnumerateIter::new(inner, node.schema().names(), self.start);
+    fn iterate(
+        &self,
+        node: &Plan,
+        ctx: &BuildCtx,
+        stats: Arc<StageStats>,
+        at: Option<&State>,
+    ) -> Result<BoxIter> {
+        let inner = iterate_at(&self.input, ctx, input_at(at, Self::KIND, 0)?)?;
+        let inner = WaitMeter::wrap(inner, Arc::clone(&stats));
+        let names = node.schema().names();
+        let it = match at {
+            None => EnumerateIter::new(inner, names, self.start),
+            Some(s) => EnumerateIter::restore(inner, names, s)?,
+        };
         Ok(Metered::wrap(Box::new(it), stats))
     }
 

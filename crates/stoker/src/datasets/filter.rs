@@ -5,13 +5,13 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
 use stoker_core::exec::filter::FilterIter;
-use stoker_core::exec::BoxIter;
+use stoker_core::exec::{BoxIter, State};
 use stoker_core::op::Predicate;
 use stoker_core::stats::Metered;
 use stoker_core::{Result, StageStats};
 
-use super::{not_loadable, same, DatasetOp};
-use crate::build::{iterate, BuildCtx};
+use super::{input_at, not_loadable, same, DatasetOp};
+use crate::build::{iterate_at, BuildCtx};
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
 
@@ -56,8 +56,14 @@ impl DatasetOp for Filter {
         self.input.step().batch_of()
     }
 
-    fn iterate(&self, _: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
-        let inner = iterate(&self.input, ctx)?;
+    fn iterate(
+        &self,
+        _: &Plan,
+        ctx: &BuildCtx,
+        stats: Arc<StageStats>,
+        at: Option<&State>,
+    ) -> Result<BoxIter> {
+        let inner = iterate_at(&self.input, ctx, input_at(at, Self::KIND, 0)?)?;
         let it = FilterIter::new(
             inner,
             Arc::clone(&self.predicate),

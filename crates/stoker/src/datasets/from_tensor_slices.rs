@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use stoker_core::element::{names, Schema};
 use stoker_core::exec::slices::SlicesIter;
-use stoker_core::exec::BoxIter;
+use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{Error, Result, StageStats, Tensor};
 
@@ -40,8 +40,17 @@ impl DatasetOp for FromTensorSlices {
         true
     }
 
-    fn iterate(&self, _: &Plan, _: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
-        let it = SlicesIter::new(names(&self.names), self.columns.clone())?;
+    fn iterate(
+        &self,
+        _: &Plan,
+        _: &BuildCtx,
+        stats: Arc<StageStats>,
+        at: Option<&State>,
+    ) -> Result<BoxIter> {
+        let mut it = SlicesIter::new(names(&self.names), self.columns.clone())?;
+        if let Some(s) = at {
+            it = it.restore(s)?;
+        }
         Ok(Metered::wrap(Box::new(it), stats))
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
 use stoker_core::exec::interleave::{InterleaveConfig, InterleaveIter, OpenFn};
-use stoker_core::exec::BoxIter;
+use stoker_core::exec::{BoxIter, State};
 use stoker_core::{Error, Result, StageStats};
 use stoker_formats::Compression;
 
@@ -83,13 +83,25 @@ impl DatasetOp for Interleave {
         false
     }
 
-    fn iterate(&self, _: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
+    fn iterate(
+        &self,
+        _: &Plan,
+        ctx: &BuildCtx,
+        stats: Arc<StageStats>,
+        at: Option<&State>,
+    ) -> Result<BoxIter> {
+        // On restore the input runs again from the start of the pass (see `InterleaveIter`).
         let inner = iterate(&self.input, ctx)?;
         let opener = Arc::clone(&self.opener);
         let child_ctx = ctx.clone();
         let st = Arc::clone(&stats);
-        let open: OpenFn = Arc::new(move |e: &Element| opener.open(e, &child_ctx, &st));
-        let cycle = self.cycle_length.unwrap_or_else(|| ctx.options.threads());
+        let open: OpenFn =
+            Arc::new(move |e: &Element, at: Option<&State>| opener.open(e, &child_ctx, &st, at));
+        // The cycle length fixes the order: a restore keeps the one it was saved with.
+        let cycle = match at {
+            Some(s) => InterleaveIter::saved_cycle_length(s)?,
+            None => self.cycle_length.unwrap_or(ctx.order_budget),
+        };
         let prefetch = if self.num_parallel_calls.is_some() {
             self.block_length.max(64)
         } else {
@@ -100,7 +112,10 @@ impl DatasetOp for Interleave {
             block_length: self.block_length,
             prefetch_per_slot: prefetch,
         };
-        Ok(Box::new(InterleaveIter::new(inner, open, config, stats)))
+        Ok(Box::new(match at {
+            None => InterleaveIter::new(inner, open, config, stats),
+            Some(s) => InterleaveIter::restore(inner, open, config, stats, s)?,
+        }))
     }
 
     fn to_spec(&self, _: &SpecCtx) -> Result<Option<Spec>> {

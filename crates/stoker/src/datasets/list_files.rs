@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{FieldSpec, Schema};
 use stoker_core::exec::shuffle::epoch_seed;
-use stoker_core::exec::BoxIter;
+use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{DType, Result, StageStats};
 
@@ -76,16 +76,25 @@ impl DatasetOp for ListFiles {
         !self.shuffle
     }
 
-    fn iterate(&self, node: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
+    fn iterate(
+        &self,
+        _: &Plan,
+        ctx: &BuildCtx,
+        stats: Arc<StageStats>,
+        at: Option<&State>,
+    ) -> Result<BoxIter> {
         let mut files = self.files.clone();
         if self.shuffle {
             use rand::seq::SliceRandom;
             use rand::SeedableRng;
-            let e = ctx.next_pass(node);
-            let mut rng = rand::rngs::StdRng::seed_from_u64(epoch_seed(self.seed, e));
-            files.shuffle(&mut rng);
+            let seed = epoch_seed(self.seed, ctx.epoch);
+            files.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
         }
-        Ok(Metered::wrap(file_names(&files, "filename")?, stats))
+        let mut it = file_names(&files, "filename")?;
+        if let Some(s) = at {
+            it = it.restore(s)?;
+        }
+        Ok(Metered::wrap(Box::new(it), stats))
     }
 
     fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Spec>> {

@@ -9,14 +9,14 @@ use stoker_core::exec::map::{MapIter, OpChain};
 use stoker_core::exec::parallel_map::{ParallelMap, ParallelMapConfig};
 use stoker_core::exec::parallel_map_batch::{BatchConfig, ParallelMapBatch};
 use stoker_core::exec::refill::Refill;
-use stoker_core::exec::BoxIter;
+use stoker_core::exec::{BoxIter, State};
 use stoker_core::op::Op;
 use stoker_core::stats::Metered;
 use stoker_core::{ErrorPolicy, Result, StageStats};
 use stoker_ops::OpSpec;
 
-use super::{check_parallelism, same, DatasetOp};
-use crate::build::{iterate, BuildCtx};
+use super::{check_parallelism, input_at, same, DatasetOp};
+use crate::build::{iterate_at, BuildCtx};
 use crate::plan::{Plan, AUTOTUNE};
 use crate::spec::SpecCtx;
 
@@ -92,17 +92,28 @@ impl DatasetOp for Map {
         fixed.then(|| self.input.step().batch_of()).flatten()
     }
 
-    fn iterate(&self, node: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
+    fn iterate(
+        &self,
+        _: &Plan,
+        ctx: &BuildCtx,
+        stats: Arc<StageStats>,
+        at: Option<&State>,
+    ) -> Result<BoxIter> {
         let policy = ctx.options.on_bad_record;
-        let epoch = ctx.next_pass(node);
-        let inner = iterate(&self.input, ctx)?;
+        let epoch = ctx.epoch;
+        let inner = iterate_at(&self.input, ctx, input_at(at, Self::KIND, 0)?)?;
+        let first_index = at.map(|s| s.int(Self::KIND, 0)).transpose()?.unwrap_or(0);
         let chain: OpChain = Arc::from(self.ops.clone());
         let workers = ctx.threads_for(self.num_parallel_calls);
         let map: BoxIter = if self.num_parallel_calls.is_some() && workers > 1 {
-            let config = parallel_config(epoch, workers, self.deterministic, policy);
+            let mut config = parallel_config(epoch, workers, self.deterministic, policy);
+            config.first_index = first_index;
             Box::new(ParallelMap::spawn(inner, chain, config, stats)?)
         } else {
-            let it = MapIter::new(inner, chain, policy, Arc::clone(&stats), epoch);
+            let mut it = MapIter::new(inner, chain, policy, Arc::clone(&stats), epoch);
+            if let Some(s) = at {
+                it = it.restore(s)?;
+            }
             Metered::wrap(Box::new(it), stats)
         };
         // Under the skip policy a batched op that drops bad rows leaves short batches:
@@ -153,6 +164,7 @@ fn parallel_config(
         buffer: 2 * workers,
         deterministic,
         policy,
+        first_index: 0,
     }
 }
 
@@ -165,6 +177,7 @@ pub(crate) fn map_and_batch(
     drop_remainder: bool,
     batch_stats: &Arc<StageStats>,
     ctx: &BuildCtx,
+    at: Option<&State>,
 ) -> Result<Option<BoxIter>> {
     let crate::Step::Map(map) = map_plan.step() else {
         return Ok(None);
@@ -176,9 +189,14 @@ pub(crate) fn map_and_batch(
         return Ok(None);
     }
     let map_stats = ctx.stats.stage(map_plan.id(), &map_plan.label(), Map::KIND);
-    let epoch = ctx.next_pass(map_plan);
-    let inner = iterate(&map.input, ctx)?;
-    let config = parallel_config(epoch, workers, map.deterministic, policy);
+    // The state of a batch over this map, as the fused stage reports it too.
+    let map_at = input_at(at, "batch", 0)?;
+    let inner = iterate_at(&map.input, ctx, input_at(map_at, Map::KIND, 0)?)?;
+    let mut config = parallel_config(ctx.epoch, workers, map.deterministic, policy);
+    config.first_index = map_at
+        .map(|s| s.int(Map::KIND, 0))
+        .transpose()?
+        .unwrap_or(0);
     let batch = BatchConfig {
         size: batch_size,
         drop_remainder,

@@ -8,7 +8,7 @@
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use stoker_core::element::{FieldSpec, Schema};
-use stoker_core::exec::BoxIter;
+use stoker_core::exec::{BoxIter, State};
 use stoker_core::{Error, Result, StageStats, Tensor};
 
 use std::sync::Arc;
@@ -66,7 +66,16 @@ pub trait DatasetOp: Clone + Send + Sync + Into<Step> + 'static {
         None
     }
     /// Starts its iterator; `node` is the plan node holding it, `stats` its stage's counters.
-    fn iterate(&self, node: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter>;
+    /// With `at`, a state its iterator reported, it starts there (see
+    /// [`stoker_core::exec::state`]): the elements that follow are those the saved iterator
+    /// would have handed out next.
+    fn iterate(
+        &self,
+        node: &Plan,
+        ctx: &BuildCtx,
+        stats: Arc<StageStats>,
+        at: Option<&State>,
+    ) -> Result<BoxIter>;
     /// Its spec form; `None` for a step that a spec file holds elsewhere (options).
     fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Self::Spec>>;
     /// The step a spec describes, over `input` (the step before it; `None` for a source).
@@ -149,9 +158,10 @@ macro_rules! steps {
                 node: &Plan,
                 ctx: &BuildCtx,
                 stats: Arc<StageStats>,
+                at: Option<&State>,
             ) -> Result<BoxIter> {
                 match self {
-                    $(Step::$variant(op) => op.iterate(node, ctx, stats),)*
+                    $(Step::$variant(op) => op.iterate(node, ctx, stats, at),)*
                 }
             }
 
@@ -339,4 +349,13 @@ impl Strings {
 /// The input of a step that has one (checked by the spec reader before `from_spec`).
 pub(crate) fn input_of(input: Option<Plan>) -> Result<Plan> {
     input.ok_or_else(|| Error::Spec("needs an input step before it".into()))
+}
+
+/// The state of input `i` in `at`, the state of a stage restored (`None` when not restored).
+pub(crate) fn input_at<'a>(
+    at: Option<&'a State>,
+    step: &str,
+    i: usize,
+) -> Result<Option<&'a State>> {
+    at.map(|s| s.input(step, i)).transpose()
 }

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use stoker_core::element::Schema;
-use stoker_core::exec::BoxIter;
+use stoker_core::exec::{BoxIter, State};
 use stoker_core::{ErrorPolicy, PipelineOptions, Result, StageStats};
 
 use super::{same, DatasetOp};
-use crate::build::{iterate, BuildCtx};
+use crate::build::{iterate_at, BuildCtx};
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
 
@@ -61,8 +61,14 @@ impl DatasetOp for WithOptions {
         self.input.step().batch_of()
     }
 
-    fn iterate(&self, _: &Plan, ctx: &BuildCtx, _: Arc<StageStats>) -> Result<BoxIter> {
-        iterate(&self.input, ctx)
+    fn iterate(
+        &self,
+        _: &Plan,
+        ctx: &BuildCtx,
+        _: Arc<StageStats>,
+        at: Option<&State>,
+    ) -> Result<BoxIter> {
+        iterate_at(&self.input, ctx, at)
     }
 
     fn to_spec(&self, _: &SpecCtx) -> Result<Option<PipelineOptions>> {

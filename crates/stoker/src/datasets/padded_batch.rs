@@ -7,13 +7,13 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
 use stoker_core::exec::padded_batch::{PaddedBatchIter, Padding};
-use stoker_core::exec::BoxIter;
+use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{DType, Error, Result, StageStats};
 
 use super::batch::{batch_label, batched};
-use super::{same, DatasetOp};
-use crate::build::{iterate, BuildCtx};
+use super::{input_at, same, DatasetOp};
+use crate::build::{iterate_at, BuildCtx};
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
 
@@ -70,8 +70,14 @@ impl DatasetOp for PaddedBatch {
         Some((self.batch_size, self.drop_remainder))
     }
 
-    fn iterate(&self, _: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
-        let inner = iterate(&self.input, ctx)?;
+    fn iterate(
+        &self,
+        _: &Plan,
+        ctx: &BuildCtx,
+        stats: Arc<StageStats>,
+        at: Option<&State>,
+    ) -> Result<BoxIter> {
+        let inner = iterate_at(&self.input, ctx, input_at(at, Self::KIND, 0)?)?;
         let it = PaddedBatchIter::new(
             inner,
             self.batch_size,

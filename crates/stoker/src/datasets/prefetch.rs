@@ -5,11 +5,11 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
 use stoker_core::exec::prefetch::Prefetch as PrefetchIter;
-use stoker_core::exec::BoxIter;
+use stoker_core::exec::{BoxIter, State};
 use stoker_core::{Error, Result, StageStats};
 
 use super::{same, DatasetOp};
-use crate::build::{iterate, BuildCtx};
+use crate::build::{iterate_at, BuildCtx};
 use crate::plan::{Plan, AUTOTUNE};
 use crate::spec::SpecCtx;
 
@@ -78,8 +78,15 @@ impl DatasetOp for Prefetch {
         self.input.step().batch_of()
     }
 
-    fn iterate(&self, _: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
-        let inner = iterate(&self.input, ctx)?;
+    fn iterate(
+        &self,
+        _: &Plan,
+        ctx: &BuildCtx,
+        stats: Arc<StageStats>,
+        at: Option<&State>,
+    ) -> Result<BoxIter> {
+        // A prefetch reports its input's state (after the last element handed out).
+        let inner = iterate_at(&self.input, ctx, at)?;
         Ok(match self.capacity(ctx) {
             0 => inner,
             n => Box::new(PrefetchIter::spawn(inner, n, stats)?),

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{FieldSpec, Schema};
-use stoker_core::exec::BoxIter;
+use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{DType, Error, Result, StageStats};
 
@@ -63,8 +63,17 @@ impl DatasetOp for Range {
         true
     }
 
-    fn iterate(&self, _: &Plan, _: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
-        let it = RangeIter::new(self.start, self.stop, self.step);
+    fn iterate(
+        &self,
+        _: &Plan,
+        _: &BuildCtx,
+        stats: Arc<StageStats>,
+        at: Option<&State>,
+    ) -> Result<BoxIter> {
+        let it = match at {
+            None => RangeIter::new(self.start, self.stop, self.step),
+            Some(s) => RangeIter::restore(self.start, self.stop, self.step, s)?,
+        };
         Ok(Metered::wrap(Box::new(it), stats))
     }
 

@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
-use stoker_core::exec::repeat::RepeatIter;
-use stoker_core::exec::{BoxIter, MakeIter};
+use stoker_core::exec::repeat::{MakePass, RepeatIter};
+use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Result, StageStats};
 
 use super::{same, DatasetOp};
-use crate::build::{iterate, BuildCtx};
+use crate::build::{iterate_at, BuildCtx};
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
 
@@ -60,18 +60,24 @@ impl DatasetOp for Repeat {
         self.input.step().batch_of()
     }
 
-    fn iterate(&self, _: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
-        let (input, child_ctx, st) = (self.input.clone(), ctx.clone(), Arc::clone(&stats));
-        let make: MakeIter = Box::new(move || {
-            Ok(WaitMeter::wrap(
-                iterate(&input, &child_ctx)?,
-                Arc::clone(&st),
-            ))
+    fn iterate(
+        &self,
+        _: &Plan,
+        ctx: &BuildCtx,
+        stats: Arc<StageStats>,
+        at: Option<&State>,
+    ) -> Result<BoxIter> {
+        let (input, parent, st) = (self.input.clone(), ctx.clone(), Arc::clone(&stats));
+        // Each pass is built at its own epoch, so that it reshuffles.
+        let make: MakePass = Box::new(move |pass, at| {
+            let inner = iterate_at(&input, &parent.for_pass(pass), at)?;
+            Ok(WaitMeter::wrap(inner, Arc::clone(&st)))
         });
-        Ok(Metered::wrap(
-            Box::new(RepeatIter::new(make, self.count)),
-            stats,
-        ))
+        let it = match at {
+            None => RepeatIter::new(make, self.count),
+            Some(s) => RepeatIter::restore(make, self.count, s)?,
+        };
+        Ok(Metered::wrap(Box::new(it), stats))
     }
 
     fn to_spec(&self, _: &SpecCtx) -> Result<Option<Spec>> {

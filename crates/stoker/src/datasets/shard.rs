@@ -5,12 +5,12 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
 use stoker_core::exec::shard::ShardIter;
-use stoker_core::exec::BoxIter;
+use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Error, Result, StageStats};
 
-use super::{same, DatasetOp};
-use crate::build::{iterate, BuildCtx};
+use super::{input_at, same, DatasetOp};
+use crate::build::{iterate_at, BuildCtx};
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
 
@@ -63,9 +63,19 @@ impl DatasetOp for Shard {
         self.input.step().batch_of()
     }
 
-    fn iterate(&self, _: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
-        let inner = WaitMeter::wrap(iterate(&self.input, ctx)?, Arc::clone(&stats));
-        let it = ShardIter::new(inner, self.num_shards, self.index);
+    fn iterate(
+        &self,
+        _: &Plan,
+        ctx: &BuildCtx,
+        stats: Arc<StageStats>,
+        at: Option<&State>,
+    ) -> Result<BoxIter> {
+        let inner = iterate_at(&self.input, ctx, input_at(at, Self::KIND, 0)?)?;
+        let inner = WaitMeter::wrap(inner, Arc::clone(&stats));
+        let it = match at {
+            None => ShardIter::new(inner, self.num_shards, self.index),
+            Some(s) => ShardIter::restore(inner, self.num_shards, self.index, s)?,
+        };
         Ok(Metered::wrap(Box::new(it), stats))
     }
 

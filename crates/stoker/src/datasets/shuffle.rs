@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
 use stoker_core::exec::shuffle::{epoch_seed, ShuffleIter};
-use stoker_core::exec::BoxIter;
+use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{Error, Result, StageStats};
 
@@ -87,15 +87,25 @@ impl DatasetOp for Shuffle {
         self.input.step().batch_of()
     }
 
-    fn iterate(&self, node: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
-        let e = ctx.next_pass(node);
+    fn iterate(
+        &self,
+        _: &Plan,
+        ctx: &BuildCtx,
+        stats: Arc<StageStats>,
+        at: Option<&State>,
+    ) -> Result<BoxIter> {
         let seed = if self.reshuffle_each_iteration {
-            epoch_seed(self.seed, e)
+            epoch_seed(self.seed, ctx.epoch)
         } else {
             epoch_seed(self.seed, 0)
         };
+        // On restore the input runs again from the start of the pass (see `ShuffleIter`).
         let inner = iterate(&self.input, ctx)?;
-        let it = ShuffleIter::new(inner, self.buffer_size, seed, Arc::clone(&stats));
+        let st = Arc::clone(&stats);
+        let it = match at {
+            None => ShuffleIter::new(inner, self.buffer_size, seed, st),
+            Some(s) => ShuffleIter::restore(inner, self.buffer_size, st, s)?,
+        };
         Ok(Metered::wrap(Box::new(it), stats))
     }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Schema};
 use stoker_core::exec::interleave::{InterleaveConfig, InterleaveIter, OpenFn};
-use stoker_core::exec::BoxIter;
+use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{DType, Result, StageStats};
 use stoker_formats::Compression;
@@ -13,7 +13,7 @@ use stoker_formats::Compression;
 use super::{DatasetOp, Strings};
 use crate::build::{file_names, BuildCtx};
 use crate::plan::{Plan, AUTOTUNE};
-use crate::sources::{FilesIter, TfRecordOpener};
+use crate::sources::TfRecordOpener;
 use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
@@ -98,38 +98,48 @@ impl DatasetOp for TfRecord {
         true
     }
 
-    fn iterate(&self, _: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
+    fn iterate(
+        &self,
+        _: &Plan,
+        ctx: &BuildCtx,
+        stats: Arc<StageStats>,
+        at: Option<&State>,
+    ) -> Result<BoxIter> {
         let policy = ctx.options.on_bad_record;
         let opener = TfRecordOpener {
             compression: self.compression,
             verify_crc: self.verify_crc,
         };
-        let parallel = match self.num_parallel_reads {
+        // The files are read `parallel` at a time, a record from each in turn; a restore
+        // keeps the number it was saved with, since it fixes the order.
+        let parallel = match (at, self.num_parallel_reads) {
+            (Some(s), _) => InterleaveIter::saved_cycle_length(s)?,
             // One reader per core of the budget: on one core, reading on the consuming
             // thread beats handing every record to another thread.
-            AUTOTUNE => ctx.options.threads().min(self.files.len().max(1)),
-            n => n.max(1) as usize,
+            (None, AUTOTUNE) => ctx.order_budget.min(self.files.len().max(1)),
+            (None, n) => n.max(1) as usize,
         };
-        if parallel <= 1 {
-            let files = FilesIter::new(self.files.clone(), opener, policy, Arc::clone(&stats));
-            return Ok(Metered::wrap(Box::new(files), stats));
-        }
         let st = Arc::clone(&stats);
-        let open: OpenFn = Arc::new(move |e: &Element| {
+        let open: OpenFn = Arc::new(move |e: &Element, at: Option<&State>| {
             let path = crate::sources::file_name_of("TFRecordDataset", e)?;
-            opener.open_path(&path, policy, &st)
+            opener.open_path(&path, policy, &st, at)
         });
         let config = InterleaveConfig {
             cycle_length: parallel,
             block_length: 1,
-            prefetch_per_slot: 256,
+            prefetch_per_slot: if parallel > 1 { 256 } else { 0 },
         };
-        Ok(Box::new(InterleaveIter::new(
-            file_names(&self.files, "filename")?,
-            open,
-            config,
-            stats,
-        )))
+        let names = Box::new(file_names(&self.files, "filename")?);
+        let st = Arc::clone(&stats);
+        let it = match at {
+            None => InterleaveIter::new(names, open, config, st),
+            Some(s) => InterleaveIter::restore(names, open, config, st, s)?,
+        };
+        Ok(if parallel > 1 {
+            Box::new(it)
+        } else {
+            Metered::wrap(Box::new(it), stats)
+        })
     }
 
     fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Spec>> {

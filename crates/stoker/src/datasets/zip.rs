@@ -5,12 +5,12 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
 use stoker_core::exec::zip::ZipIter;
-use stoker_core::exec::BoxIter;
+use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Error, Result, StageStats};
 
-use super::{unique, DatasetOp};
-use crate::build::{iterate, BuildCtx};
+use super::{input_at, unique, DatasetOp};
+use crate::build::{iterate_at, BuildCtx};
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
 
@@ -67,11 +67,21 @@ impl DatasetOp for Zip {
         false
     }
 
-    fn iterate(&self, node: &Plan, ctx: &BuildCtx, stats: Arc<StageStats>) -> Result<BoxIter> {
+    fn iterate(
+        &self,
+        node: &Plan,
+        ctx: &BuildCtx,
+        stats: Arc<StageStats>,
+        at: Option<&State>,
+    ) -> Result<BoxIter> {
         let inners = self
             .inputs
             .iter()
-            .map(|p| Ok(WaitMeter::wrap(iterate(p, ctx)?, Arc::clone(&stats))))
+            .enumerate()
+            .map(|(i, p)| {
+                let inner = iterate_at(p, ctx, input_at(at, Self::KIND, i)?)?;
+                Ok(WaitMeter::wrap(inner, Arc::clone(&stats)))
+            })
             .collect::<Result<Vec<_>>>()?;
         let it = ZipIter::new(inners, node.schema().names());
         Ok(Metered::wrap(Box::new(it), stats))

@@ -1,0 +1,138 @@
+"""Pipelines for the resume tests, built the same way in the test process and in the fresh
+processes that restore their states (``python resume_pipelines.py`` reads jobs on stdin)."""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import sys
+from typing import Any, Callable
+
+import numpy as np
+import stoker as sk
+from stoker import workloads
+
+
+def digest(element: Any) -> str:
+    """A hash of an element's structure, dtypes, shapes and bytes."""
+    h = hashlib.sha1()
+
+    def walk(x: Any, path: str) -> None:
+        if isinstance(x, dict):
+            for k in sorted(x):
+                walk(x[k], f"{path}/{k}")
+        elif isinstance(x, (tuple, list)):
+            for i, v in enumerate(x):
+                walk(v, f"{path}/{i}")
+        else:
+            a = np.asarray(x)
+            h.update(f"{path}:{a.dtype}:{a.shape}:".encode())
+            if a.dtype == object:
+                h.update(b"|".join(bytes(v) for v in a.ravel()))
+            else:
+                h.update(np.ascontiguousarray(a).tobytes())
+
+    walk(element, "")
+    return h.hexdigest()
+
+
+def _parse_s(record: Any) -> dict[str, Any]:
+    return {"s": sk.io.parse_example_proto(bytes(record))["s"][1][0]}
+
+
+def _seq(e: dict[str, Any]) -> dict[str, Any]:
+    s = int(e["s"])
+    return {"s": np.int64(s), "seq": np.arange(s % 4, dtype=np.int64) + s}
+
+
+def _even(e: dict[str, Any]) -> bool:
+    return int(e["s"]) % 3 != 0
+
+
+def pipelines(data: dict[str, Any]) -> dict[str, Callable[[int], sk.Dataset]]:
+    """Name → (threads → dataset). ``data``: paths of the files the pipelines read."""
+    chess, tfr, npz, images = data["chess"], data["tfrecords"], data["npz"], data["images"]
+    s_only = [sk.ops.parse_example({"s": sk.FixedLenFeature([], sk.int64)})]
+    x = np.arange(60, dtype=np.float32).reshape(20, 3)
+
+    def opt(ds: sk.Dataset, t: int) -> sk.Dataset:
+        return ds.with_options(threads=t)
+
+    return {
+        "w1": lambda t: workloads.chess_pipeline(chess, seed=0, batch_size=64, shuffle_buffer=1000, threads=t),
+        "w3": lambda t: workloads.imagenet_pipeline(images, size=24, batch_size=5, seed=0, threads=t),
+        "mixed": lambda t: opt(
+            sk.Dataset.list_files(tfr, shuffle=True, seed=1)
+            .interleave(sk.TFRecordDataset, cycle_length=2, block_length=3, num_parallel_calls=2)
+            .map(s_only)
+            .filter(_even)
+            .repeat(2)
+            .skip(5)
+            .take(70)
+            .map(_seq)
+            .padded_batch(4),
+            t,
+        ),
+        "range": lambda t: opt(sk.Dataset.range(3, 40, 2), t),
+        "from_tensor_slices": lambda t: opt(sk.Dataset.from_tensor_slices({"x": x, "y": np.arange(20)}), t),
+        "from_npz": lambda t: opt(sk.Dataset.from_npz(npz), t),
+        "list_files": lambda t: opt(sk.Dataset.list_files(tfr, shuffle=True, seed=4).repeat(3), t),
+        "tfrecord": lambda t: opt(sk.TFRecordDataset(tfr), t),
+        "tfrecord_parallel_reads": lambda t: opt(sk.TFRecordDataset(tfr, num_parallel_reads=sk.AUTOTUNE), t),
+        "tfrecord_gzip": lambda t: opt(sk.TFRecordDataset(data["gzip"], compression_type="GZIP"), t),
+        "shuffle": lambda t: opt(sk.Dataset.range(50).shuffle(16, seed=7), t),
+        "shuffle_unseeded": lambda t: opt(sk.Dataset.range(50).shuffle(16), t),
+        "map_random_parallel": lambda t: opt(
+            sk.Dataset.from_tensor_slices({"image": np.arange(20 * 4 * 4 * 3, dtype=np.uint8).reshape(20, 4, 4, 3)})
+            .map([sk.ops.random_flip_left_right("image", seed=3)], num_parallel_calls=sk.AUTOTUNE),
+            t,
+        ),
+        "map_python": lambda t: opt(sk.Dataset.range(30).map(lambda v: v * v), t),
+        "batch": lambda t: opt(sk.Dataset.range(23).batch(4), t),
+        "map_and_batch": lambda t: opt(
+            sk.TFRecordDataset(tfr).map(s_only, num_parallel_calls=sk.AUTOTUNE).batch(3, drop_remainder=True),
+            t,
+        ),
+        "padded_batch": lambda t: opt(sk.Dataset.range(17).map(lambda v: np.arange(int(v) % 5)).padded_batch(3), t),
+        "unbatch": lambda t: opt(sk.Dataset.range(23).batch(4).unbatch(), t),
+        "interleave_python": lambda t: opt(
+            sk.Dataset.range(5).interleave(lambda v: sk.Dataset.range(int(v) * 3), cycle_length=2, block_length=2),
+            t,
+        ),
+        "filter": lambda t: opt(sk.Dataset.range(40).filter(lambda v: int(v) % 3 == 0), t),
+        "take": lambda t: opt(sk.Dataset.range(40).take(13), t),
+        "skip": lambda t: opt(sk.Dataset.range(40).skip(13), t),
+        "repeat": lambda t: opt(sk.Dataset.range(7).shuffle(7, seed=2).repeat(4), t),
+        "cache_memory": lambda t: opt(
+            sk.Dataset.range(12).map([sk.ops.cast("value", sk.float32)]).cache().repeat(3), t
+        ),
+        "cache_file": lambda t: opt(sk.Dataset.range(12).cache(data["cache_file"]).repeat(2), t),
+        "prefetch": lambda t: opt(sk.Dataset.range(30).prefetch(4), t),
+        "shard": lambda t: opt(sk.Dataset.range(40).shard(3, 1), t),
+        "zip": lambda t: opt(sk.Dataset.zip((sk.Dataset.range(10), sk.Dataset.range(20).shuffle(5, seed=1))), t),
+        "enumerate": lambda t: opt(sk.Dataset.range(10, 20).enumerate(5), t),
+    }
+
+
+def run_jobs(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each job restores ``name`` (with ``threads``) from ``state``; then takes ``take``
+    elements and saves the state again, or, with ``take`` None, takes the rest."""
+    out = []
+    for job in jobs:
+        ds = pipelines(job["data"])[job["name"]](job["threads"])
+        try:
+            it = ds.iterator(state=job["state"])
+        except sk.StokerError as e:
+            out.append({"error": f"{type(e).__name__}: {e}"})
+            continue
+        if job["take"] is None:
+            out.append({"digests": [digest(e) for e in it]})
+        else:
+            got = [digest(next(it)) for _ in range(job["take"])]
+            out.append({"digests": got, "state": it.state()})
+        it.close()
+    return out
+
+
+if __name__ == "__main__":
+    sys.stdout.buffer.write(pickle.dumps(run_jobs(pickle.loads(sys.stdin.buffer.read()))))
