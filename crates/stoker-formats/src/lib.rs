@@ -4,6 +4,7 @@ pub mod compression;
 pub mod example;
 pub mod example_wire;
 pub mod npy;
+pub mod tfrecord_index;
 pub mod tfrecord_reader;
 pub mod tfrecord_writer;
 

@@ -7,8 +7,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use stoker::datasets::{
     cache::Cache, enumerate::Enumerate, filter::Filter, from_tensor_slices::FromTensorSlices,
-    interleave::Interleave, options::WithOptions, range::Range, repeat::Repeat, shard::Shard,
-    skip::Skip, take::Take, unbatch::Unbatch, zip::Zip,
+    global_shuffle::GlobalShuffle, interleave::Interleave, options::WithOptions, range::Range,
+    repeat::Repeat, shard::Shard, skip::Skip, take::Take, unbatch::Unbatch, zip::Zip,
 };
 use stoker::plan::{Plan, Step};
 use stoker::sources::{Opener, TfRecordOpener};
@@ -235,6 +235,20 @@ impl PyPlan {
                 .shuffle(buffer_size, seed, reshuffle_each_iteration)
                 .py(py)?,
         ))
+    }
+
+    #[pyo3(signature = (seed=None, reshuffle_each_iteration=true))]
+    fn global_shuffle(
+        &self,
+        py: Python<'_>,
+        seed: Option<u64>,
+        reshuffle_each_iteration: bool,
+    ) -> PyResult<PyPlan> {
+        let input = self.plan.clone();
+        self.then(
+            py,
+            GlobalShuffle::new(input, seed, reshuffle_each_iteration),
+        )
     }
 
     fn map(

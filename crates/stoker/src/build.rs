@@ -115,12 +115,16 @@ impl BuildCtx {
 
 /// Elements `{name: file}` for each file.
 pub(crate) fn file_names(files: &[String], field: &str) -> Result<SlicesIter> {
+    SlicesIter::new(names(&[field]), vec![file_column(files)?])
+}
+
+/// The file names as a column of strings.
+pub(crate) fn file_column(files: &[String]) -> Result<Tensor> {
     let values = files
         .iter()
         .map(|f| bytes::Bytes::from(f.clone().into_bytes()))
         .collect();
-    let column = Tensor::from_bytes(vec![files.len()], values, Vec::new())?;
-    SlicesIter::new(names(&[field]), vec![column])
+    Tensor::from_bytes(vec![files.len()], values, Vec::new())
 }
 
 /// The counters of `plan`'s stage.

@@ -9,6 +9,7 @@
 pub mod batch;
 pub mod enumerate;
 pub mod filter;
+pub mod index_shuffle;
 pub mod interleave;
 pub mod map;
 pub mod memory_cache;

@@ -47,10 +47,27 @@ impl ShuffleIter {
     /// the buffer held, in which order; the input is run through the elements taken so far,
     /// keeping those, so that it ends positioned where the saved one was.
     pub fn restore(
-        mut input: BoxIter,
+        input: BoxIter,
         capacity: usize,
         stats: Arc<StageStats>,
         state: &crate::exec::State,
+    ) -> Result<Self> {
+        ShuffleIter::restore_with(capacity, stats, state, |positions, pulled| {
+            let mut input = input;
+            let buffer = crate::exec::state::replay(&mut input, pulled, positions)?;
+            Ok((buffer, input))
+        })
+    }
+
+    /// Like [`restore`](ShuffleIter::restore), getting the buffer's elements from `load`:
+    /// given their input positions (in buffer order) and the number of input elements taken,
+    /// it returns those elements and the input positioned after the ones taken (e.g. by
+    /// random access, without running the input through them).
+    pub fn restore_with(
+        capacity: usize,
+        stats: Arc<StageStats>,
+        state: &crate::exec::State,
+        load: impl FnOnce(&[u64], u64) -> Result<(Vec<Element>, BoxIter)>,
     ) -> Result<Self> {
         let pulled = state.int(OP, 0)?;
         let handed_out = state.int(OP, 1)?;
@@ -73,7 +90,11 @@ impl ShuffleIter {
         if next != pulled && handed_out > 0 {
             return Err(crate::exec::state::mismatch(OP));
         }
-        it.buffer = crate::exec::state::replay(&mut input, pulled, &positions)?;
+        let (buffer, input) = load(&positions, pulled)?;
+        if buffer.len() != positions.len() {
+            return Err(crate::exec::state::mismatch(OP));
+        }
+        it.buffer = buffer;
         it.input = input;
         it.input_done = input_done;
         it.pulled = pulled;

@@ -160,6 +160,18 @@ class Dataset:
         ``reshuffle_each_iteration=False``."""
         return Dataset(self._plan.shuffle(int(buffer_size), seed, reshuffle_each_iteration), self._structure)
 
+    def global_shuffle(self, seed: int | None = None, reshuffle_each_iteration: bool = True) -> Dataset:
+        """Every element exactly once per epoch, in a seeded pseudo-random order of the whole
+        pass (not a window of it, as ``shuffle``'s buffer), a new one each epoch unless
+        ``reshuffle_each_iteration=False``. Each position's element is computed in O(1)
+        memory (a Feistel permutation, as Grain's ``index_shuffle``) and read by random
+        access, so the input must have it: uncompressed ``TFRecordDataset`` (with a record
+        index from ``stoker index FILE...``, or one built by a scan of the file when the
+        pipeline starts), ``from_tensor_slices``, ``from_npz``, ``list_files``,
+        ``image_folder`` or ``range``, and element-wise maps over them. Its resume state is
+        its position and seed."""
+        return Dataset(self._plan.global_shuffle(seed, bool(reshuffle_each_iteration)), self._structure)
+
     def map(
         self,
         map_func: NativeOp | Sequence[NativeOp] | Callable[..., Any],

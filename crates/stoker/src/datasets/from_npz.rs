@@ -9,7 +9,7 @@ use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{Result, StageStats, Tensor};
 
-use super::{rows_schema, DatasetOp};
+use super::{rows_schema, DatasetOp, RandomAccess, RowAccess};
 use crate::build::BuildCtx;
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
@@ -82,6 +82,23 @@ impl DatasetOp for FromNpz {
             it = it.restore(s)?;
         }
         Ok(Metered::wrap(Box::new(it), stats))
+    }
+
+    fn supports_random_access(&self) -> bool {
+        true
+    }
+
+    fn random_access(&self, _: &Plan, _: &BuildCtx) -> Result<Option<Box<dyn RandomAccess>>> {
+        let rows = self
+            .columns
+            .first()
+            .and_then(|c| c.shape().first())
+            .copied();
+        Ok(Some(Box::new(RowAccess {
+            names: names(&self.names),
+            columns: self.columns.clone(),
+            rows: rows.unwrap_or(0) as u64,
+        })))
     }
 
     fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Spec>> {

@@ -8,7 +8,7 @@ use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{Error, Result, StageStats, Tensor};
 
-use super::{not_loadable, rows_schema, DatasetOp, NoSpec};
+use super::{not_loadable, rows_schema, DatasetOp, NoSpec, RandomAccess, RowAccess};
 use crate::build::BuildCtx;
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
@@ -52,6 +52,23 @@ impl DatasetOp for FromTensorSlices {
             it = it.restore(s)?;
         }
         Ok(Metered::wrap(Box::new(it), stats))
+    }
+
+    fn supports_random_access(&self) -> bool {
+        true
+    }
+
+    fn random_access(&self, _: &Plan, _: &BuildCtx) -> Result<Option<Box<dyn RandomAccess>>> {
+        let rows = self
+            .columns
+            .first()
+            .and_then(|c| c.shape().first())
+            .copied();
+        Ok(Some(Box::new(RowAccess {
+            names: names(&self.names),
+            columns: self.columns.clone(),
+            rows: rows.unwrap_or(0) as u64,
+        })))
     }
 
     fn to_spec(&self, _: &SpecCtx) -> Result<Option<NoSpec>> {

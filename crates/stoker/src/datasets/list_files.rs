@@ -4,14 +4,15 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use stoker_core::element::names;
 use stoker_core::element::{FieldSpec, Schema};
 use stoker_core::exec::shuffle::epoch_seed;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{DType, Result, StageStats};
 
-use super::{DatasetOp, Strings};
-use crate::build::{file_names, BuildCtx};
+use super::{DatasetOp, RandomAccess, RowAccess, Strings};
+use crate::build::{file_column, file_names, BuildCtx};
 use crate::plan::{random_seed, Plan};
 use crate::spec::SpecCtx;
 
@@ -34,6 +35,20 @@ impl ListFiles {
             shuffle,
             seed: seed.unwrap_or_else(random_seed),
         })
+    }
+}
+
+impl ListFiles {
+    /// The files in the order of the pass at `ctx`'s epoch.
+    fn files_of_pass(&self, ctx: &BuildCtx) -> Vec<String> {
+        let mut files = self.files.clone();
+        if self.shuffle {
+            use rand::seq::SliceRandom;
+            use rand::SeedableRng;
+            let seed = epoch_seed(self.seed, ctx.epoch);
+            files.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
+        }
+        files
     }
 }
 
@@ -76,6 +91,19 @@ impl DatasetOp for ListFiles {
         !self.shuffle
     }
 
+    fn supports_random_access(&self) -> bool {
+        true
+    }
+
+    fn random_access(&self, _: &Plan, ctx: &BuildCtx) -> Result<Option<Box<dyn RandomAccess>>> {
+        let files = self.files_of_pass(ctx);
+        Ok(Some(Box::new(RowAccess {
+            names: names(&["filename"]),
+            columns: vec![file_column(&files)?],
+            rows: files.len() as u64,
+        })))
+    }
+
     fn iterate(
         &self,
         _: &Plan,
@@ -83,14 +111,7 @@ impl DatasetOp for ListFiles {
         stats: Arc<StageStats>,
         at: Option<&State>,
     ) -> Result<BoxIter> {
-        let mut files = self.files.clone();
-        if self.shuffle {
-            use rand::seq::SliceRandom;
-            use rand::SeedableRng;
-            let seed = epoch_seed(self.seed, ctx.epoch);
-            files.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
-        }
-        let mut it = file_names(&files, "filename")?;
+        let mut it = file_names(&self.files_of_pass(ctx), "filename")?;
         if let Some(s) = at {
             it = it.restore(s)?;
         }

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use stoker_core::element::Schema;
-use stoker_core::exec::map::{MapIter, OpChain};
+use stoker_core::element::{Element, Schema};
+use stoker_core::exec::map::{apply_chain, MapIter, OpChain};
 use stoker_core::exec::parallel_map::{ParallelMap, ParallelMapConfig};
 use stoker_core::exec::parallel_map_batch::{BatchConfig, ParallelMapBatch};
 use stoker_core::exec::refill::Refill;
@@ -15,7 +15,7 @@ use stoker_core::stats::Metered;
 use stoker_core::{ErrorPolicy, Result, StageStats};
 use stoker_ops::OpSpec;
 
-use super::{check_parallelism, input_at, same, DatasetOp};
+use super::{check_parallelism, input_at, same, DatasetOp, RandomAccess};
 use crate::build::{iterate_at, BuildCtx};
 use crate::plan::{Plan, AUTOTUNE};
 use crate::spec::SpecCtx;
@@ -128,6 +128,27 @@ impl DatasetOp for Map {
         })
     }
 
+    /// Over an input with random access, as each element is mapped on its own.
+    fn supports_random_access(&self) -> bool {
+        self.input.step().supports_random_access()
+    }
+
+    fn random_access(&self, node: &Plan, ctx: &BuildCtx) -> Result<Option<Box<dyn RandomAccess>>> {
+        // Under the skip policy an op may drop an element: positions would shift.
+        if ctx.options.on_bad_record != ErrorPolicy::Raise {
+            return Ok(None);
+        }
+        let Some(input) = self.input.step().random_access(&self.input, ctx)? else {
+            return Ok(None);
+        };
+        Ok(Some(Box::new(MapAccess {
+            input,
+            ops: Arc::from(self.ops.clone()),
+            epoch: ctx.epoch,
+            stats: crate::build::stage_stats(node, ctx),
+        })))
+    }
+
     fn to_spec(&self, _: &SpecCtx) -> Result<Option<Spec>> {
         Ok(Some(Spec {
             ops: self.ops.iter().map(|o| o.spec()).collect::<Result<_>>()?,
@@ -210,4 +231,45 @@ pub(crate) fn map_and_batch(
         map_stats,
         Arc::clone(batch_stats),
     )?)))
+}
+
+/// Random access through a map: the input's element at a position, mapped as the map would
+/// map it there (random ops draw from the position and the epoch).
+struct MapAccess {
+    input: Box<dyn RandomAccess>,
+    ops: OpChain,
+    epoch: u64,
+    stats: Arc<StageStats>,
+}
+
+impl RandomAccess for MapAccess {
+    fn len(&self) -> u64 {
+        self.input.len()
+    }
+
+    fn get(&self, positions: &[u64]) -> Result<Vec<Element>> {
+        let elements = self.input.get(positions)?;
+        elements
+            .into_iter()
+            .zip(positions)
+            .map(|(e, &p)| {
+                let position = (p, self.epoch);
+                let out = apply_chain(
+                    &self.ops,
+                    e,
+                    ErrorPolicy::Raise,
+                    &self.stats,
+                    position,
+                    None,
+                )?;
+                out.ok_or_else(|| {
+                    stoker_core::Error::internal("an op dropped an element under the raise policy")
+                })
+            })
+            .collect()
+    }
+
+    fn state_at(&self, upto: u64) -> Result<State> {
+        Ok(State::new(vec![upto], vec![self.input.state_at(upto)?]))
+    }
 }

@@ -7,7 +7,7 @@
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use stoker_core::element::{FieldSpec, Schema};
+use stoker_core::element::{Element, FieldSpec, Schema};
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::{Error, Result, StageStats, Tensor};
 
@@ -23,6 +23,7 @@ pub mod enumerate;
 pub mod filter;
 pub mod from_npz;
 pub mod from_tensor_slices;
+pub mod global_shuffle;
 pub mod interleave;
 pub mod list_files;
 pub mod map;
@@ -76,10 +77,33 @@ pub trait DatasetOp: Clone + Send + Sync + Into<Step> + 'static {
         stats: Arc<StageStats>,
         at: Option<&State>,
     ) -> Result<BoxIter>;
+    /// Whether [`random_access`](DatasetOp::random_access) can give random access to its
+    /// elements (a declared property: `global_shuffle` needs it).
+    fn supports_random_access(&self) -> bool {
+        false
+    }
+    /// Random access to the elements of its pass at `ctx`'s epoch, where it has it.
+    fn random_access(&self, node: &Plan, ctx: &BuildCtx) -> Result<Option<Box<dyn RandomAccess>>> {
+        let _ = (node, ctx);
+        Ok(None)
+    }
     /// Its spec form; `None` for a step that a spec file holds elsewhere (options).
     fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Self::Spec>>;
     /// The step a spec describes, over `input` (the step before it; `None` for a source).
     fn from_spec(spec: Self::Spec, input: Option<Plan>, ctx: &SpecCtx) -> Result<Self>;
+}
+
+/// Random access to the elements of one pass of a step, by their position in the pass.
+pub trait RandomAccess: Send + Sync {
+    /// Elements in the pass.
+    fn len(&self) -> u64;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The elements at `positions`, in that order.
+    fn get(&self, positions: &[u64]) -> Result<Vec<Element>>;
+    /// The state of the step's iterator after the first `upto` elements of the pass.
+    fn state_at(&self, upto: u64) -> Result<State>;
 }
 
 /// Declares the closed set of operators: the [`Step`] enum and its dispatch, so that the
@@ -147,6 +171,22 @@ macro_rules! steps {
                 }
             }
 
+            pub fn supports_random_access(&self) -> bool {
+                match self {
+                    $(Step::$variant(op) => op.supports_random_access(),)*
+                }
+            }
+
+            pub fn random_access(
+                &self,
+                node: &Plan,
+                ctx: &BuildCtx,
+            ) -> Result<Option<Box<dyn RandomAccess>>> {
+                match self {
+                    $(Step::$variant(op) => op.random_access(node, ctx),)*
+                }
+            }
+
             pub fn batch_of(&self) -> Option<(usize, bool)> {
                 match self {
                     $(Step::$variant(op) => op.batch_of(),)*
@@ -198,6 +238,7 @@ steps! {
     ListFiles(list_files::ListFiles),
     TfRecord(tfrecord::TfRecord),
     Shuffle(shuffle::Shuffle),
+    GlobalShuffle(global_shuffle::GlobalShuffle),
     Map(map::Map),
     Batch(batch::Batch),
     PaddedBatch(padded_batch::PaddedBatch),
@@ -358,4 +399,35 @@ pub(crate) fn input_at<'a>(
     i: usize,
 ) -> Result<Option<&'a State>> {
     at.map(|s| s.input(step, i)).transpose()
+}
+
+/// Random access to the rows of in-memory columns (`from_tensor_slices`, `from_npz`).
+pub(crate) struct RowAccess {
+    pub names: stoker_core::element::Names,
+    pub columns: Vec<Tensor>,
+    pub rows: u64,
+}
+
+impl RandomAccess for RowAccess {
+    fn len(&self) -> u64 {
+        self.rows
+    }
+
+    fn get(&self, positions: &[u64]) -> Result<Vec<Element>> {
+        positions
+            .iter()
+            .map(|&p| {
+                let tensors = self
+                    .columns
+                    .iter()
+                    .map(|c| c.row(p as usize))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(Element::new(self.names.clone(), tensors))
+            })
+            .collect()
+    }
+
+    fn state_at(&self, upto: u64) -> Result<State> {
+        Ok(State::leaf(vec![upto.min(self.rows)]))
+    }
 }

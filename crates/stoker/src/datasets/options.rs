@@ -7,7 +7,7 @@ use stoker_core::element::Schema;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::{ErrorPolicy, PipelineOptions, Result, StageStats};
 
-use super::{same, DatasetOp};
+use super::{same, DatasetOp, RandomAccess};
 use crate::build::{iterate_at, BuildCtx};
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
@@ -69,6 +69,15 @@ impl DatasetOp for WithOptions {
         at: Option<&State>,
     ) -> Result<BoxIter> {
         iterate_at(&self.input, ctx, at)
+    }
+
+    fn supports_random_access(&self) -> bool {
+        self.input.step().supports_random_access()
+    }
+
+    /// Its state is its input's.
+    fn random_access(&self, _: &Plan, ctx: &BuildCtx) -> Result<Option<Box<dyn RandomAccess>>> {
+        self.input.step().random_access(&self.input, ctx)
     }
 
     fn to_spec(&self, _: &SpecCtx) -> Result<Option<PipelineOptions>> {

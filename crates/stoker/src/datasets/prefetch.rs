@@ -8,7 +8,7 @@ use stoker_core::exec::prefetch::Prefetch as PrefetchIter;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::{Error, Result, StageStats};
 
-use super::{same, DatasetOp};
+use super::{same, DatasetOp, RandomAccess};
 use crate::build::{iterate_at, BuildCtx};
 use crate::plan::{Plan, AUTOTUNE};
 use crate::spec::SpecCtx;
@@ -91,6 +91,15 @@ impl DatasetOp for Prefetch {
             0 => inner,
             n => Box::new(PrefetchIter::spawn(inner, n, stats)?),
         })
+    }
+
+    fn supports_random_access(&self) -> bool {
+        self.input.step().supports_random_access()
+    }
+
+    /// Its state is its input's.
+    fn random_access(&self, _: &Plan, ctx: &BuildCtx) -> Result<Option<Box<dyn RandomAccess>>> {
+        self.input.step().random_access(&self.input, ctx)
     }
 
     fn to_spec(&self, _: &SpecCtx) -> Result<Option<Spec>> {

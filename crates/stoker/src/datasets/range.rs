@@ -3,12 +3,12 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use stoker_core::element::{FieldSpec, Schema};
+use stoker_core::element::{names, Element, FieldSpec, Schema};
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
-use stoker_core::{DType, Error, Result, StageStats};
+use stoker_core::{DType, Error, Result, StageStats, Tensor};
 
-use super::DatasetOp;
+use super::{DatasetOp, RandomAccess};
 use crate::build::BuildCtx;
 use crate::plan::Plan;
 use crate::sources::RangeIter;
@@ -77,6 +77,14 @@ impl DatasetOp for Range {
         Ok(Metered::wrap(Box::new(it), stats))
     }
 
+    fn supports_random_access(&self) -> bool {
+        true
+    }
+
+    fn random_access(&self, _: &Plan, _: &BuildCtx) -> Result<Option<Box<dyn RandomAccess>>> {
+        Ok(Some(Box::new(self.clone())))
+    }
+
     fn to_spec(&self, _: &SpecCtx) -> Result<Option<Spec>> {
         Ok(Some(Spec {
             start: self.start,
@@ -91,5 +99,33 @@ impl DatasetOp for Range {
             stop: s.stop,
             step: s.step_size,
         })
+    }
+}
+
+impl RandomAccess for Range {
+    fn len(&self) -> u64 {
+        let span = if self.step > 0 {
+            self.stop.saturating_sub(self.start)
+        } else {
+            self.start.saturating_sub(self.stop)
+        };
+        let step = self.step.unsigned_abs();
+        (span.max(0) as u64).div_ceil(step.max(1))
+    }
+
+    fn get(&self, positions: &[u64]) -> Result<Vec<Element>> {
+        let names = names(&["value"]);
+        positions
+            .iter()
+            .map(|&p| {
+                let v = self.start + p as i64 * self.step;
+                let t = Tensor::from_slice(DType::I64, vec![], &[v])?;
+                Ok(Element::new(names.clone(), vec![t]))
+            })
+            .collect()
+    }
+
+    fn state_at(&self, upto: u64) -> Result<State> {
+        Ok(State::leaf(vec![upto.min(self.len())]))
     }
 }

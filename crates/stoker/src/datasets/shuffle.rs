@@ -10,7 +10,7 @@ use stoker_core::stats::Metered;
 use stoker_core::{Error, Result, StageStats};
 
 use super::{same, DatasetOp};
-use crate::build::{iterate, BuildCtx};
+use crate::build::{iterate, iterate_at, BuildCtx};
 use crate::plan::{random_seed, Plan};
 use crate::spec::SpecCtx;
 
@@ -99,12 +99,21 @@ impl DatasetOp for Shuffle {
         } else {
             epoch_seed(self.seed, 0)
         };
-        // On restore the input runs again from the start of the pass (see `ShuffleIter`).
-        let inner = iterate(&self.input, ctx)?;
         let st = Arc::clone(&stats);
-        let it = match at {
-            None => ShuffleIter::new(inner, self.buffer_size, seed, st),
-            Some(s) => ShuffleIter::restore(inner, self.buffer_size, st, s)?,
+        let cap = self.buffer_size;
+        let it = match (at, self.input.step().random_access(&self.input, ctx)?) {
+            (None, _) => ShuffleIter::new(iterate(&self.input, ctx)?, cap, seed, st),
+            // The buffer's elements are read where they are, and the input starts after the
+            // elements taken.
+            (Some(s), Some(access)) => {
+                ShuffleIter::restore_with(cap, st, s, |positions, taken| {
+                    let buffer = access.get(positions)?;
+                    let at = access.state_at(taken)?;
+                    Ok((buffer, iterate_at(&self.input, ctx, Some(&at))?))
+                })?
+            }
+            // The input runs again from the start of the pass (see `ShuffleIter::restore`).
+            (Some(s), None) => ShuffleIter::restore(iterate(&self.input, ctx)?, cap, st, s)?,
         };
         Ok(Metered::wrap(Box::new(it), stats))
     }

@@ -7,10 +7,12 @@ use stoker_core::element::{Element, FieldSpec, Schema};
 use stoker_core::exec::interleave::{InterleaveConfig, InterleaveIter, OpenFn};
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
+use stoker_core::Origin;
 use stoker_core::{DType, Result, StageStats};
+use stoker_formats::tfrecord_index::{RecordFile, RecordIndex};
 use stoker_formats::Compression;
 
-use super::{DatasetOp, Strings};
+use super::{DatasetOp, RandomAccess, Strings};
 use crate::build::{file_names, BuildCtx};
 use crate::plan::{Plan, AUTOTUNE};
 use crate::sources::TfRecordOpener;
@@ -42,6 +44,18 @@ impl TfRecord {
             verify_crc,
             num_parallel_reads,
         })
+    }
+}
+
+impl TfRecord {
+    /// How many files are read in turn.
+    fn cycle_length(&self, ctx: &BuildCtx) -> usize {
+        match self.num_parallel_reads {
+            // One reader per core of the budget: on one core, reading on the consuming
+            // thread beats handing every record to another thread.
+            AUTOTUNE => ctx.order_budget.min(self.files.len().max(1)),
+            n => n.max(1) as usize,
+        }
     }
 }
 
@@ -112,12 +126,9 @@ impl DatasetOp for TfRecord {
         };
         // The files are read `parallel` at a time, a record from each in turn; a restore
         // keeps the number it was saved with, since it fixes the order.
-        let parallel = match (at, self.num_parallel_reads) {
-            (Some(s), _) => InterleaveIter::saved_cycle_length(s)?,
-            // One reader per core of the budget: on one core, reading on the consuming
-            // thread beats handing every record to another thread.
-            (None, AUTOTUNE) => ctx.order_budget.min(self.files.len().max(1)),
-            (None, n) => n.max(1) as usize,
+        let parallel = match at {
+            Some(s) => InterleaveIter::saved_cycle_length(s)?,
+            None => self.cycle_length(ctx),
         };
         let st = Arc::clone(&stats);
         let open: OpenFn = Arc::new(move |e: &Element, at: Option<&State>| {
@@ -142,6 +153,23 @@ impl DatasetOp for TfRecord {
         })
     }
 
+    /// Uncompressed files only: a compressed stream cannot be entered in the middle.
+    fn supports_random_access(&self) -> bool {
+        self.compression == Compression::None
+    }
+
+    fn random_access(&self, _: &Plan, ctx: &BuildCtx) -> Result<Option<Box<dyn RandomAccess>>> {
+        if !self.supports_random_access() {
+            return Ok(None);
+        }
+        let cycle = self.cycle_length(ctx);
+        Ok(Some(Box::new(RecordAccess::open(
+            &self.files,
+            cycle,
+            self.verify_crc,
+        )?)))
+    }
+
     fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Spec>> {
         Ok(Some(Spec {
             files: Strings::Many(self.patterns.iter().map(|p| ctx.save_path(p)).collect()),
@@ -164,5 +192,169 @@ impl DatasetOp for TfRecord {
             s.verify_crc,
             s.num_parallel_reads,
         )
+    }
+}
+
+/// Random access to the records of the files, by their position in the order the files are
+/// read in (`cycle` files in turn, a record from each), through each file's record index.
+struct RecordAccess {
+    files: Vec<RecordFile>,
+    names: stoker_core::element::Names,
+    cycle: usize,
+    /// Position in the pass → (file, record).
+    order: Vec<(u32, u32)>,
+}
+
+impl RecordAccess {
+    fn open(paths: &[String], cycle: usize, verify_crc: bool) -> Result<RecordAccess> {
+        let files = paths
+            .iter()
+            .map(|p| RecordFile::open(p, RecordIndex::of_file(p)?, verify_crc))
+            .collect::<Result<Vec<_>>>()?;
+        let counts: Vec<u64> = files.iter().map(|f| f.index.len() as u64).collect();
+        let mut sim = Turns::new(&counts, cycle);
+        let mut order = Vec::with_capacity(counts.iter().sum::<u64>() as usize);
+        while let Some((f, r)) = sim.next() {
+            order.push((f as u32, r as u32));
+        }
+        Ok(RecordAccess {
+            files,
+            names: stoker_core::element::names(&[stoker_formats::TfRecordIter::FIELD]),
+            cycle,
+            order,
+        })
+    }
+}
+
+impl RandomAccess for RecordAccess {
+    fn len(&self) -> u64 {
+        self.order.len() as u64
+    }
+
+    fn get(&self, positions: &[u64]) -> Result<Vec<Element>> {
+        // Read in file order, hand out in the order asked.
+        let mut wanted: Vec<(u32, u32, usize)> = positions
+            .iter()
+            .enumerate()
+            .map(|(k, &p)| {
+                let (f, r) = self.order.get(p as usize).copied().ok_or_else(|| {
+                    stoker_core::Error::invalid("tfrecord", format!("no record at position {p}"))
+                })?;
+                Ok((f, r, k))
+            })
+            .collect::<Result<_>>()?;
+        wanted.sort_unstable();
+        let mut out: Vec<Option<Element>> = vec![None; positions.len()];
+        for (f, r, k) in wanted {
+            let file = &self.files[f as usize];
+            let data = file.read(r as usize)?;
+            let origin = Origin {
+                file: Arc::from(file.path()),
+                record: u64::from(r),
+                offset: file.index.offsets[r as usize],
+            };
+            let t = stoker_core::Tensor::scalar_bytes(data, Some(origin));
+            out[k] = Some(Element::new(self.names.clone(), vec![t]));
+        }
+        Ok(out.into_iter().flatten().collect())
+    }
+
+    fn state_at(&self, upto: u64) -> Result<State> {
+        let counts: Vec<u64> = self.files.iter().map(|f| f.index.len() as u64).collect();
+        let mut sim = Turns::new(&counts, self.cycle);
+        for _ in 0..upto {
+            if sim.next().is_none() {
+                break;
+            }
+        }
+        Ok(sim.state(|f, used| {
+            let index = &self.files[f].index;
+            match (index.offsets.get(used as usize), index.len()) {
+                (Some(&o), _) => o,
+                (None, 0) => 0,
+                (None, n) => index.offsets[n - 1] + index.sizes[n - 1],
+            }
+        }))
+    }
+}
+
+/// The order of `interleave`'s turns (block length 1) over files of `counts` records, and the
+/// state the interleave iterator reports at each point (see `InterleaveIter::state`).
+struct Turns<'a> {
+    counts: &'a [u64],
+    /// Open files: (file, records taken).
+    slots: Vec<Option<(usize, u64)>>,
+    cycle_index: usize,
+    num_open: usize,
+    end_of_input: bool,
+    taken: usize,
+}
+
+impl<'a> Turns<'a> {
+    fn new(counts: &'a [u64], cycle: usize) -> Self {
+        Turns {
+            counts,
+            slots: vec![None; cycle.max(1)],
+            cycle_index: 0,
+            num_open: 0,
+            end_of_input: false,
+            taken: 0,
+        }
+    }
+
+    fn advance(&mut self) {
+        self.cycle_index = (self.cycle_index + 1) % self.slots.len();
+    }
+
+    /// The next record: (file, record).
+    fn next(&mut self) -> Option<(usize, u64)> {
+        while !self.end_of_input || self.num_open > 0 {
+            match self.slots[self.cycle_index] {
+                Some((f, used)) if used < self.counts[f] => {
+                    self.slots[self.cycle_index] = Some((f, used + 1));
+                    self.advance();
+                    return Some((f, used));
+                }
+                Some(_) => {
+                    self.slots[self.cycle_index] = None;
+                    self.num_open -= 1;
+                    self.advance();
+                }
+                None if !self.end_of_input => {
+                    if self.taken < self.counts.len() {
+                        self.slots[self.cycle_index] = Some((self.taken, 0));
+                        self.taken += 1;
+                        self.num_open += 1;
+                    } else {
+                        self.end_of_input = true;
+                    }
+                }
+                None => self.advance(),
+            }
+        }
+        None
+    }
+
+    /// The interleave's state here; `offset(file, records taken)`: where the next record is.
+    fn state(&self, offset: impl Fn(usize, u64) -> u64) -> State {
+        let inputs = self
+            .slots
+            .iter()
+            .map(|s| match s {
+                Some((f, used)) => State::new(
+                    vec![*f as u64],
+                    vec![State::leaf(vec![*used, offset(*f, *used)])],
+                ),
+                None => State::default(),
+            })
+            .collect();
+        let ints = vec![
+            self.slots.len() as u64,
+            self.cycle_index as u64,
+            0,
+            u64::from(self.end_of_input),
+            self.taken as u64,
+        ];
+        State::new(ints, inputs)
     }
 }

@@ -1,0 +1,181 @@
+//! `global_shuffle(seed, reshuffle_each_iteration)`: every element of the input exactly once
+//! per epoch, in a seeded pseudo-random permutation of the whole pass computed position by
+//! position ([`IndexShuffle`]), read by random access. Its state is (position, seed).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use stoker_core::element::{Element, Schema};
+use stoker_core::exec::index_shuffle::IndexShuffle;
+use stoker_core::exec::shuffle::epoch_seed;
+use stoker_core::exec::{BoxIter, ElementIter, State};
+use stoker_core::stats::Metered;
+use stoker_core::{Error, Result, StageStats};
+
+use super::{same, DatasetOp, RandomAccess};
+use crate::build::BuildCtx;
+use crate::plan::{random_seed, Plan};
+use crate::spec::SpecCtx;
+
+#[derive(Clone, Debug)]
+pub struct GlobalShuffle {
+    pub input: Plan,
+    /// The seed given, or one drawn when the dataset was made.
+    pub seed: u64,
+    pub seed_given: bool,
+    pub reshuffle_each_iteration: bool,
+}
+
+impl GlobalShuffle {
+    /// `seed: None` draws one.
+    pub fn new(input: Plan, seed: Option<u64>, reshuffle_each_iteration: bool) -> GlobalShuffle {
+        GlobalShuffle {
+            input,
+            seed: seed.unwrap_or_else(random_seed),
+            seed_given: seed.is_some(),
+            reshuffle_each_iteration,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seed: Option<u64>,
+    #[serde(default = "yes")]
+    reshuffle_each_iteration: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Elements read at a time (sorted by where they are, for the reads' sake).
+const CHUNK: u64 = 256;
+
+impl DatasetOp for GlobalShuffle {
+    const KIND: &'static str = "global_shuffle";
+    type Spec = Spec;
+
+    fn inputs(&self) -> Vec<&Plan> {
+        vec![&self.input]
+    }
+
+    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
+        vec![&mut self.input]
+    }
+
+    fn schema(&self) -> Result<Schema> {
+        if !self.input.step().supports_random_access() {
+            return Err(Error::schema(
+                Self::KIND,
+                format!(
+                    "needs random access to its input, which {} has not: use it on \
+                     uncompressed TFRecord files, from_tensor_slices, from_npz, list_files, \
+                     image_folder or range, and element-wise maps over them",
+                    self.input.label()
+                ),
+            ));
+        }
+        Ok(same(&self.input))
+    }
+
+    fn deterministic(&self) -> bool {
+        false
+    }
+
+    fn iterate(
+        &self,
+        _: &Plan,
+        ctx: &BuildCtx,
+        stats: Arc<StageStats>,
+        at: Option<&State>,
+    ) -> Result<BoxIter> {
+        // The permutation is over the input's elements in their order on one thread (files
+        // one after the other), so that it does not depend on the thread budget.
+        let one_thread = BuildCtx {
+            order_budget: 1,
+            ..ctx.clone()
+        };
+        let access = self
+            .input
+            .step()
+            .random_access(&self.input, &one_thread)?
+            .ok_or_else(|| {
+                Error::invalid(
+                    Self::KIND,
+                    "its input has no random access under on_bad_record=skip (an op may \
+                     drop elements)",
+                )
+            })?;
+        let epoch = if self.reshuffle_each_iteration {
+            ctx.epoch
+        } else {
+            0
+        };
+        let (position, seed) = match at {
+            Some(s) => (s.int(Self::KIND, 0)?, s.int(Self::KIND, 1)?),
+            None => (0, epoch_seed(self.seed, epoch)),
+        };
+        let order = IndexShuffle::new(access.len(), seed);
+        if position > order.len() {
+            return Err(stoker_core::exec::state::mismatch(Self::KIND));
+        }
+        let it = GlobalShuffleIter {
+            access,
+            order,
+            seed,
+            handed_out: position,
+            fetched: position,
+            ready: VecDeque::new(),
+        };
+        Ok(Metered::wrap(Box::new(it), stats))
+    }
+
+    fn to_spec(&self, _: &SpecCtx) -> Result<Option<Spec>> {
+        Ok(Some(Spec {
+            seed: self.seed_given.then_some(self.seed),
+            reshuffle_each_iteration: self.reshuffle_each_iteration,
+        }))
+    }
+
+    fn from_spec(s: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
+        Ok(GlobalShuffle::new(
+            super::input_of(input)?,
+            s.seed,
+            s.reshuffle_each_iteration,
+        ))
+    }
+}
+
+struct GlobalShuffleIter {
+    access: Box<dyn RandomAccess>,
+    order: IndexShuffle,
+    seed: u64,
+    handed_out: u64,
+    /// Positions read so far (`ready` holds those not handed out yet).
+    fetched: u64,
+    ready: VecDeque<Element>,
+}
+
+impl ElementIter for GlobalShuffleIter {
+    fn next(&mut self) -> Result<Option<Element>> {
+        if self.ready.is_empty() {
+            let end = (self.fetched + CHUNK).min(self.order.len());
+            let wanted: Vec<u64> = (self.fetched..end).map(|i| self.order.at(i)).collect();
+            self.ready.extend(self.access.get(&wanted)?);
+            self.fetched = end;
+        }
+        let e = self.ready.pop_front();
+        if e.is_some() {
+            self.handed_out += 1;
+        }
+        Ok(e)
+    }
+
+    fn state(&self) -> Result<State> {
+        Ok(State::leaf(vec![self.handed_out, self.seed]))
+    }
+}
