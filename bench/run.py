@@ -25,6 +25,7 @@ import datetime as _dt
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -602,6 +603,56 @@ def analyze_section() -> list[str]:
     return L
 
 
+def resume_section() -> list[str]:
+    """Resume after preemption, stoker against tf.train.Checkpoint, from bench/resume.py's last run."""
+    path = os.path.join(RESULTS, "resume.json")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        d = json.load(f)
+    names = {"stoker": "**stoker** `it.state()`", "tf": "tf.data `tf.train.Checkpoint(iterator=it)`"}
+    titles = {"w1": "W1 chess-tfrecord", "w3": "W3 imagenet-jpeg"}
+    L = ["## Resume after preemption", "",
+         f"Run {d['date']} · `{d['command']}` · commit `{d['git']}` · {d['cpu']} · "
+         + ", ".join(f"{k} {v}" for k, v in d["versions"].items()) + f" · {d['threads']} threads for everyone.",
+         "",
+         "Each pipeline is saved in the middle of its first epoch by one process and restored by another; "
+         "times are from building the pipeline to holding its first batch (the library's import not timed), "
+         f"fresh or restored, medians of {d['runs']} runs. *Exact*: the restored first batch equals the batch "
+         "the saving process got next (byte for byte); tf.data's first batches after a restore come from the "
+         "prefetch buffer its checkpoint holds. stoker's whole resumed streams are checked by its tests "
+         "(`crates/stoker-python/tests/test_resume.py`).", "",
+         "| workload | library | saved after batch | state size | fresh start | restore | restore / fresh | exact |",
+         "|---|---|---|---|---|---|---|---|"]
+    for r in d["rows"]:
+        size = r["state_bytes"]
+        size_s = f"{size:,.0f} B" if size < 10_000 else f"{size / 1e6:.1f} MB"
+        label = names[r["lib"]] + (f" ({r['variant']})" if r.get("variant") else "")
+        L.append(f"| {titles[r['workload']]} | {label} | {r['at_batch']} | {size_s} | {r['fresh_s'] * 1000:.0f} ms | "
+                 f"{r['restore_s'] * 1000:.0f} ms | {r['ratio']:.2f} | {'yes' if r['exact'] else '**no**'} |")
+    L.append("")
+    for r in d["rows"]:
+        if r.get("default_policy"):
+            why = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", r["default_policy"])[:160]
+            L += [f"tf.data does not checkpoint {titles[r['workload']]} as it is: `{why}`. "
+                  "Its row is measured with `experimental_external_state_policy=IGNORE`, which leaves the stateful "
+                  "op's random state out of the checkpoint.", ""]
+    tp = d.get("w1_throughput", [])
+    if tp:
+        by: dict[str, list[float]] = {}
+        for t in tp:
+            by.setdefault(t["variant"], []).append(t["examples_per_s"])
+        L += ["W1 throughput over one epoch (400,000 examples, batches of 512, "
+              f"{d['threads']} threads), shuffle buffer against `global_shuffle` over the record-indexed files "
+              "(`stoker index`), alternating, medians:", "",
+              "| shuffle | examples/s | runs |", "|---|---|---|"]
+        for v, xs in by.items():
+            xs_sorted = sorted(xs)
+            L.append(f"| `{v}` | {xs_sorted[len(xs) // 2]:,.0f} | {', '.join(f'{x:,.0f}' for x in xs)} |")
+        L.append("")
+    return L
+
+
 def render(docs: list[dict], out_path: str) -> str:
     out_dir = os.path.dirname(os.path.abspath(out_path))
     first = docs[0]
@@ -624,6 +675,7 @@ def render(docs: list[dict], out_path: str) -> str:
     for d in docs:
         L += workload_section(d, out_dir)
     L += trace_overhead_section()
+    L += resume_section()
     L += analyze_section()
     L += [METHOD]
     text = "\n".join(L).rstrip() + "\n"

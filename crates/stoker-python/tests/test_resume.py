@@ -188,3 +188,19 @@ def test_an_unordered_map_cannot_save_its_position():
     with pytest.raises(sk.InvalidArgumentError, match="deterministic=False"):
         it.state()
     it.close()
+
+
+def test_after_a_restored_epoch_the_next_iteration_is_the_next_epoch():
+    def make() -> sk.Dataset:
+        return sk.Dataset.range(40).shuffle(40, seed=5)
+
+    ds = make()
+    epochs = [[int(v) for v in ds] for _ in range(3)]
+    it = make().iterator()
+    head = [int(next(it)) for _ in range(10)]
+    state = it.state()
+    it.close()
+    resumed = make()
+    assert head + [int(v) for v in resumed.iterator(state=state)] == epochs[0]
+    assert [int(v) for v in resumed] == epochs[1]
+    assert [int(v) for v in resumed] == epochs[2]

@@ -51,6 +51,13 @@ impl Resources {
         self.iterations
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
+
+    /// Notes that iteration `iteration` runs (restored): the next new one comes after it,
+    /// as it would have in the process that saved it.
+    pub fn resumed_iteration(&self, iteration: u64) {
+        self.iterations
+            .fetch_max(iteration + 1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// The epoch of iteration `iteration` over a pipeline (0 for the first).

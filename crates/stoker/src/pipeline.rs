@@ -70,6 +70,7 @@ impl Pipeline {
 
     /// The context of a run restored from `saved`.
     fn restored_run(&self, saved: &Saved) -> BuildCtx {
+        self.resources.resumed_iteration(saved.iteration);
         let mut ctx = self.run(saved.iteration);
         ctx.order_budget = saved.order_budget;
         ctx
@@ -152,6 +153,13 @@ impl Pipeline {
         let crc = crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         out
+    }
+
+    /// Where `run` stands after the last element it handed out, as bytes for
+    /// [`start_at`](Pipeline::start_at).
+    pub fn state_of(&self, run: &Run) -> Result<Vec<u8>> {
+        use stoker_core::exec::ElementIter;
+        Ok(self.save(&run.saved, &run.driver.state()?))
     }
 
     /// The iteration and state in bytes from [`Pipeline::save`], checked against this

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 use stoker_core::stats::StageSnapshot;
 
+use crate::datasets::Threads;
 use crate::plan::{Plan, Step};
 
 /// One stage's share of the run.
@@ -109,40 +110,24 @@ impl<'a> Model<'a> {
         let workers = snap.as_ref().map_or(0, |s| s.workers as usize);
         let mut own_group = group;
         let mut input_group = group;
-        match plan.step() {
-            Step::Prefetch(_) => {
+        match (plan.step().threads(), workers > 1) {
+            (Threads::FeedsInputOnOwnThread, _) => {
                 input_group = self.new_group(1, format!("thread feeding {}", plan.label()));
             }
             // A batch written by the workers of the parallel map before it.
-            Step::Batch(batch) if workers > 1 => {
-                let input = &batch.input;
-                own_group = self.new_group(workers, format!("{} workers", input.label()));
-                if let Some(s) = snap {
-                    self.nodes.push(Node {
-                        plan,
-                        snap: s,
-                        group: own_group,
-                    });
-                }
-                let map_snap = snaps.get(&input.id()).cloned();
-                if let Some(s) = map_snap {
-                    self.nodes.push(Node {
-                        plan: input,
-                        snap: s,
-                        group: own_group,
-                    });
-                }
-                let feeder = self.new_group(1, format!("thread feeding {}", input.label()));
-                for i in input.step().inputs() {
-                    self.walk(i, feeder, snaps);
+            (Threads::RowsByInputWorkers, true) => {
+                if let Some(input) = plan.step().inputs().into_iter().next() {
+                    self.walk_fused(plan, input, workers, snap, snaps);
                 }
                 return;
             }
-            Step::Map(_) | Step::Interleave(_) | Step::TfRecord(_) if workers > 1 => {
+            (Threads::Workers, true) => {
                 own_group = self.new_group(workers, format!("{} workers", plan.label()));
                 input_group = self.new_group(1, format!("thread feeding {}", plan.label()));
             }
-            _ => {}
+            (Threads::Caller, _)
+            | (Threads::Workers, false)
+            | (Threads::RowsByInputWorkers, false) => {}
         }
         if let Some(s) = snap {
             self.nodes.push(Node {
@@ -155,16 +140,41 @@ impl<'a> Model<'a> {
             self.walk(i, input_group, snaps);
         }
     }
+
+    /// A batch (`plan`) whose rows the workers of the parallel map `input` write.
+    fn walk_fused(
+        &mut self,
+        plan: &'a Plan,
+        input: &'a Plan,
+        workers: usize,
+        snap: Option<StageSnapshot>,
+        snaps: &HashMap<u64, StageSnapshot>,
+    ) {
+        let own_group = self.new_group(workers, format!("{} workers", input.label()));
+        if let Some(s) = snap {
+            self.nodes.push(Node {
+                plan,
+                snap: s,
+                group: own_group,
+            });
+        }
+        if let Some(s) = snaps.get(&input.id()).cloned() {
+            self.nodes.push(Node {
+                plan: input,
+                snap: s,
+                group: own_group,
+            });
+        }
+        let feeder = self.new_group(1, format!("thread feeding {}", input.label()));
+        for i in input.step().inputs() {
+            self.walk(i, feeder, snaps);
+        }
+    }
 }
 
-/// A thread-count-independent view of a stage's parallelism knob.
+/// A thread-count-independent view of a stage's parallelism knob (each step declares it).
 fn parallelism_knob(plan: &Plan) -> Option<(&'static str, Option<i64>)> {
-    match plan.step() {
-        Step::Map(m) => Some(("num_parallel_calls", m.num_parallel_calls)),
-        Step::Interleave(i) => Some(("num_parallel_calls", i.num_parallel_calls)),
-        Step::TfRecord(t) => Some(("num_parallel_reads", Some(t.num_parallel_reads))),
-        _ => None,
-    }
+    plan.step().parallelism_knob()
 }
 
 /// True when the stage gives the same elements in the same order every epoch, so that its

@@ -431,3 +431,41 @@ fn spec_round_trip_gives_the_same_elements() {
         "{err}"
     );
 }
+
+#[test]
+fn a_saved_state_resumes_the_stream_exactly_in_another_pipeline() {
+    use stoker_core::exec::ElementIter;
+    let make = || {
+        let shuffled = range(50).shuffle(16, Some(3), true).unwrap();
+        Plan::new(Repeat {
+            input: shuffled,
+            count: Some(2),
+        })
+        .unwrap()
+        .batch(4, false)
+        .unwrap()
+    };
+    let drain = |it: &mut dyn ElementIter| {
+        let mut v = Vec::new();
+        while let Some(e) = it.next().unwrap() {
+            v.push(values(&e));
+        }
+        v
+    };
+    for cut in [0, 1, 12, 13, 25] {
+        let p = Pipeline::new(&make()).unwrap();
+        let mut run = p.start_at(None).unwrap();
+        for _ in 0..cut {
+            run.driver.next().unwrap().unwrap();
+        }
+        let saved = p.state_of(&run).unwrap();
+        let rest = drain(&mut run.driver);
+        let q = Pipeline::new(&make()).unwrap();
+        let mut resumed = q.start_at(Some(&saved)).unwrap();
+        assert_eq!(drain(&mut resumed.driver), rest, "cut at {cut}");
+        // A state of another pipeline is refused.
+        let other = Pipeline::new(&range(50).batch(4, false).unwrap()).unwrap();
+        let err = other.start_at(Some(&saved)).err().unwrap().to_string();
+        assert!(err.contains("another pipeline"), "{err}");
+    }
+}

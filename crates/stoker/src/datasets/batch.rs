@@ -85,6 +85,10 @@ impl DatasetOp for Batch {
         true
     }
 
+    fn threads(&self) -> super::Threads {
+        super::Threads::RowsByInputWorkers
+    }
+
     fn batch_of(&self) -> Option<(usize, bool)> {
         Some((self.batch_size, self.drop_remainder))
     }

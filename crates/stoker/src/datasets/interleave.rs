@@ -83,6 +83,14 @@ impl DatasetOp for Interleave {
         false
     }
 
+    fn threads(&self) -> super::Threads {
+        super::Threads::Workers
+    }
+
+    fn parallelism_knob(&self) -> Option<(&'static str, Option<i64>)> {
+        Some(("num_parallel_calls", self.num_parallel_calls))
+    }
+
     fn iterate(
         &self,
         _: &Plan,

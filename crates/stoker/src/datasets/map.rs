@@ -84,6 +84,14 @@ impl DatasetOp for Map {
         self.ops.iter().all(|op| op.deterministic())
     }
 
+    fn threads(&self) -> super::Threads {
+        super::Threads::Workers
+    }
+
+    fn parallelism_knob(&self) -> Option<(&'static str, Option<i64>)> {
+        Some(("num_parallel_calls", self.num_parallel_calls))
+    }
+
     fn batch_of(&self) -> Option<(usize, bool)> {
         if self.ops.iter().any(|o| o.drops_rows()) {
             return None;

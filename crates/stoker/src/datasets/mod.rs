@@ -77,6 +77,15 @@ pub trait DatasetOp: Clone + Send + Sync + Into<Step> + 'static {
         stats: Arc<StageStats>,
         at: Option<&State>,
     ) -> Result<BoxIter>;
+    /// Which threads it runs on (what the verdict models; with the knob, what an autotuner
+    /// would turn).
+    fn threads(&self) -> Threads {
+        Threads::Caller
+    }
+    /// Its parallelism knob and setting, where it has one (`None` setting: not parallel).
+    fn parallelism_knob(&self) -> Option<(&'static str, Option<i64>)> {
+        None
+    }
     /// Whether [`random_access`](DatasetOp::random_access) can give random access to its
     /// elements (a declared property: `global_shuffle` needs it).
     fn supports_random_access(&self) -> bool {
@@ -91,6 +100,20 @@ pub trait DatasetOp: Clone + Send + Sync + Into<Step> + 'static {
     fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Self::Spec>>;
     /// The step a spec describes, over `input` (the step before it; `None` for a source).
     fn from_spec(spec: Self::Spec, input: Option<Plan>, ctx: &SpecCtx) -> Result<Self>;
+}
+
+/// Where a step runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Threads {
+    /// On the thread that pulls from it.
+    Caller,
+    /// On the caller's thread, while a thread of its own runs its input ahead (prefetch).
+    FeedsInputOnOwnThread,
+    /// On a pool of workers when it runs in parallel, fed by a thread running its input.
+    Workers,
+    /// Its rows are written by the workers of the parallel map before it, when there is one
+    /// (a batch fused with that map).
+    RowsByInputWorkers,
 }
 
 /// Random access to the elements of one pass of a step, by their position in the pass.
@@ -168,6 +191,18 @@ macro_rules! steps {
             pub fn deterministic(&self) -> bool {
                 match self {
                     $(Step::$variant(op) => op.deterministic(),)*
+                }
+            }
+
+            pub fn threads(&self) -> Threads {
+                match self {
+                    $(Step::$variant(op) => op.threads(),)*
+                }
+            }
+
+            pub fn parallelism_knob(&self) -> Option<(&'static str, Option<i64>)> {
+                match self {
+                    $(Step::$variant(op) => op.parallelism_knob(),)*
                 }
             }
 

@@ -69,6 +69,10 @@ impl DatasetOp for Prefetch {
         }
     }
 
+    fn threads(&self) -> super::Threads {
+        super::Threads::FeedsInputOnOwnThread
+    }
+
     /// A cache belongs before the prefetch.
     fn deterministic(&self) -> bool {
         false

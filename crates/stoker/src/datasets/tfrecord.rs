@@ -112,6 +112,14 @@ impl DatasetOp for TfRecord {
         true
     }
 
+    fn threads(&self) -> super::Threads {
+        super::Threads::Workers
+    }
+
+    fn parallelism_knob(&self) -> Option<(&'static str, Option<i64>)> {
+        Some(("num_parallel_reads", Some(self.num_parallel_reads)))
+    }
+
     fn iterate(
         &self,
         _: &Plan,
