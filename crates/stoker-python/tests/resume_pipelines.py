@@ -84,6 +84,7 @@ def pipelines(data: dict[str, Any]) -> dict[str, Callable[[int], sk.Dataset]]:
         "global_shuffle": lambda t: opt(
             sk.TFRecordDataset(tfr, num_parallel_reads=sk.AUTOTUNE).map(s_only).global_shuffle(seed=5).repeat(2), t
         ),
+        "refill": lambda t: opt(sk.TFRecordDataset(data["damaged"]).batch(4).map(s_only).ignore_errors(), t),
         "shuffle_unseeded": lambda t: opt(sk.Dataset.range(50).shuffle(16), t),
         "map_random_parallel": lambda t: opt(
             sk.Dataset.from_tensor_slices({"image": np.arange(20 * 4 * 4 * 3, dtype=np.uint8).reshape(20, 4, 4, 3)})

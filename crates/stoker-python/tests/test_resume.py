@@ -34,6 +34,11 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     with sk.io.TFRecordWriter(str(gz), "GZIP") as w:
         for i in range(25):
             w.write(sk.io.serialize_example({"s": i}))
+    damaged = root / "damaged.tfrecord"
+    with sk.io.TFRecordWriter(str(damaged)) as w:
+        for i in range(37):
+            # Every fifth record is not an Example: a batched parse drops it under "skip".
+            w.write(b"\xff\xff not an example" if i % 5 == 2 else sk.io.serialize_example({"s": i}))
     npz = root / "a.npz"
     np.savez(npz, a=np.arange(30).reshape(15, 2), b=np.linspace(0, 1, 15))
     images = root / "images"
@@ -42,6 +47,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "chess": chess,
         "tfrecords": tfr,
         "gzip": str(gz),
+        "damaged": str(damaged),
         "npz": str(npz),
         "images": str(images),
         "cache_file": str(root / "cache.bin"),
@@ -84,7 +90,9 @@ def cuts_for(n: int, seed: int, extra: list[int] = ()) -> list[int]:
     return sorted(points)
 
 
-NAMES = sorted(rp.pipelines({"chess": [], "tfrecords": [], "gzip": "", "npz": "", "images": "", "cache_file": ""}))
+NAMES = sorted(
+    rp.pipelines({"chess": [], "tfrecords": [], "gzip": "", "damaged": "", "npz": "", "images": "", "cache_file": ""})
+)
 
 
 UNSEEDED = {"shuffle_unseeded"}

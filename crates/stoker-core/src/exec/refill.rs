@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::exec::padded_batch::{stack_padded, Padding};
-use crate::exec::{BoxIter, ElementIter};
+use crate::exec::{BoxIter, ElementIter, State};
 
 pub struct Refill {
     input: BoxIter,
@@ -22,7 +22,13 @@ pub struct Refill {
     /// Rows carried over, each an element without the batch dimension.
     carry: VecDeque<Element>,
     ended: bool,
+    /// The input batches the carried rows come from: the input's state before each, and its
+    /// number of rows; `front_taken` rows of the first were handed out already.
+    sources: VecDeque<(Result<State>, usize)>,
+    front_taken: usize,
 }
+
+const OP: &str = "refill";
 
 impl Refill {
     /// Refills the batches of `input` to `size` rows.
@@ -33,6 +39,58 @@ impl Refill {
             drop_remainder,
             carry: VecDeque::new(),
             ended: false,
+            sources: VecDeque::new(),
+            front_taken: 0,
+        }
+    }
+
+    /// Restored from a state: `input` is at the state saved before the first batch whose
+    /// rows were still carried, which is taken again, less the rows handed out.
+    pub fn restore(
+        input: BoxIter,
+        size: usize,
+        drop_remainder: bool,
+        state: &State,
+    ) -> Result<Refill> {
+        let mut it = Refill::new(input, size, drop_remainder);
+        if state.int(OP, 0)? == 1 {
+            let taken = state.int(OP, 1)? as usize;
+            if !it.pull()? || it.carry.len() < taken {
+                return Err(crate::exec::state::mismatch(OP));
+            }
+            it.carry.drain(..taken);
+            it.front_taken = taken;
+        }
+        Ok(it)
+    }
+
+    /// Takes the next input batch into the carried rows; false at the end.
+    fn pull(&mut self) -> Result<bool> {
+        let before = self.input.state();
+        let Some(batch) = self.input.next()? else {
+            self.ended = true;
+            return Ok(false);
+        };
+        self.sources.push_back((before, Refill::rows(&batch)?));
+        self.carry_rows(&batch)?;
+        Ok(true)
+    }
+
+    /// Notes that `n` carried rows were handed out.
+    fn handed_out(&mut self, mut n: usize) {
+        while n > 0 {
+            let Some((_, rows)) = self.sources.front() else {
+                break;
+            };
+            let left = rows - self.front_taken;
+            if n >= left {
+                self.sources.pop_front();
+                self.front_taken = 0;
+                n -= left;
+            } else {
+                self.front_taken += n;
+                n = 0;
+            }
         }
     }
 
@@ -62,6 +120,7 @@ impl Refill {
 
     fn restack(&mut self, n: usize) -> Result<Element> {
         let rows: Vec<Element> = self.carry.drain(..n).collect();
+        self.handed_out(n);
         stack_padded(&rows, &Padding::default())
     }
 }
@@ -69,21 +128,45 @@ impl Refill {
 impl ElementIter for Refill {
     fn next(&mut self) -> Result<Option<Element>> {
         while !self.ended && self.carry.len() < self.size {
-            let Some(batch) = self.input.next()? else {
-                self.ended = true;
+            if self.carry.is_empty() {
+                // A whole batch with nothing carried over passes through untouched.
+                let before = self.input.state();
+                let Some(batch) = self.input.next()? else {
+                    self.ended = true;
+                    break;
+                };
+                if Refill::rows(&batch)? == self.size {
+                    return Ok(Some(batch));
+                }
+                self.sources.push_back((before, Refill::rows(&batch)?));
+                self.carry_rows(&batch)?;
+            } else if !self.pull()? {
                 break;
-            };
-            if self.carry.is_empty() && Refill::rows(&batch)? == self.size {
-                return Ok(Some(batch));
             }
-            self.carry_rows(&batch)?;
         }
         let n = self.carry.len().min(self.size);
         if n == self.size || (n > 0 && !self.drop_remainder) {
             return self.restack(n).map(Some);
         }
         self.carry.clear();
+        self.sources.clear();
+        self.front_taken = 0;
         Ok(None)
+    }
+
+    fn state(&self) -> Result<State> {
+        match self.sources.front() {
+            None => Ok(State::new(vec![0, 0], vec![self.input.state()?])),
+            Some((before, _)) => {
+                let before = before
+                    .as_ref()
+                    .map_err(|e| crate::exec::state::unsupported(OP, &e.to_string()))?;
+                Ok(State::new(
+                    vec![1, self.front_taken as u64],
+                    vec![before.clone()],
+                ))
+            }
+        }
     }
 }
 

@@ -42,13 +42,7 @@ impl DatasetOp for Enumerate {
     const KIND: &'static str = "enumerate";
     type Spec = Spec;
 
-    fn inputs(&self) -> Vec<&Plan> {
-        vec![&self.input]
-    }
-
-    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
-        vec![&mut self.input]
-    }
+    one_input!();
 
     fn schema(&self) -> Result<Schema> {
         if self.input.schema().dynamic {

@@ -3,13 +3,11 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use stoker_core::element::{names, Schema};
-use stoker_core::exec::slices::SlicesIter;
+use stoker_core::element::Schema;
 use stoker_core::exec::{BoxIter, State};
-use stoker_core::stats::Metered;
 use stoker_core::{Result, StageStats, Tensor};
 
-use super::{rows_schema, DatasetOp, RandomAccess, RowAccess};
+use super::{rows_iterate, rows_schema, DatasetOp, RandomAccess, RowAccess};
 use crate::build::BuildCtx;
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
@@ -54,13 +52,7 @@ impl DatasetOp for FromNpz {
     const SOURCE: bool = true;
     type Spec = Spec;
 
-    fn inputs(&self) -> Vec<&Plan> {
-        Vec::new()
-    }
-
-    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
-        Vec::new()
-    }
+    no_inputs!();
 
     fn schema(&self) -> Result<Schema> {
         rows_schema(&self.names, &self.columns, Self::KIND)
@@ -77,11 +69,7 @@ impl DatasetOp for FromNpz {
         stats: Arc<StageStats>,
         at: Option<&State>,
     ) -> Result<BoxIter> {
-        let mut it = SlicesIter::new(names(&self.names), self.columns.clone())?;
-        if let Some(s) = at {
-            it = it.restore(s)?;
-        }
-        Ok(Metered::wrap(Box::new(it), stats))
+        rows_iterate(&self.names, &self.columns, stats, at)
     }
 
     fn supports_random_access(&self) -> bool {
@@ -89,16 +77,7 @@ impl DatasetOp for FromNpz {
     }
 
     fn random_access(&self, _: &Plan, _: &BuildCtx) -> Result<Option<Box<dyn RandomAccess>>> {
-        let rows = self
-            .columns
-            .first()
-            .and_then(|c| c.shape().first())
-            .copied();
-        Ok(Some(Box::new(RowAccess {
-            names: names(&self.names),
-            columns: self.columns.clone(),
-            rows: rows.unwrap_or(0) as u64,
-        })))
+        Ok(Some(Box::new(RowAccess::new(&self.names, &self.columns))))
     }
 
     fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Spec>> {

@@ -2,13 +2,11 @@
 
 use std::sync::Arc;
 
-use stoker_core::element::{names, Schema};
-use stoker_core::exec::slices::SlicesIter;
+use stoker_core::element::Schema;
 use stoker_core::exec::{BoxIter, State};
-use stoker_core::stats::Metered;
 use stoker_core::{Error, Result, StageStats, Tensor};
 
-use super::{not_loadable, rows_schema, DatasetOp, NoSpec, RandomAccess, RowAccess};
+use super::{not_loadable, rows_iterate, rows_schema, DatasetOp, NoSpec, RandomAccess, RowAccess};
 use crate::build::BuildCtx;
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
@@ -24,13 +22,7 @@ impl DatasetOp for FromTensorSlices {
     const SOURCE: bool = true;
     type Spec = NoSpec;
 
-    fn inputs(&self) -> Vec<&Plan> {
-        Vec::new()
-    }
-
-    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
-        Vec::new()
-    }
+    no_inputs!();
 
     fn schema(&self) -> Result<Schema> {
         rows_schema(&self.names, &self.columns, Self::KIND)
@@ -47,11 +39,7 @@ impl DatasetOp for FromTensorSlices {
         stats: Arc<StageStats>,
         at: Option<&State>,
     ) -> Result<BoxIter> {
-        let mut it = SlicesIter::new(names(&self.names), self.columns.clone())?;
-        if let Some(s) = at {
-            it = it.restore(s)?;
-        }
-        Ok(Metered::wrap(Box::new(it), stats))
+        rows_iterate(&self.names, &self.columns, stats, at)
     }
 
     fn supports_random_access(&self) -> bool {
@@ -59,16 +47,7 @@ impl DatasetOp for FromTensorSlices {
     }
 
     fn random_access(&self, _: &Plan, _: &BuildCtx) -> Result<Option<Box<dyn RandomAccess>>> {
-        let rows = self
-            .columns
-            .first()
-            .and_then(|c| c.shape().first())
-            .copied();
-        Ok(Some(Box::new(RowAccess {
-            names: names(&self.names),
-            columns: self.columns.clone(),
-            rows: rows.unwrap_or(0) as u64,
-        })))
+        Ok(Some(Box::new(RowAccess::new(&self.names, &self.columns))))
     }
 
     fn to_spec(&self, _: &SpecCtx) -> Result<Option<NoSpec>> {

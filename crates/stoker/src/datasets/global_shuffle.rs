@@ -59,13 +59,7 @@ impl DatasetOp for GlobalShuffle {
     const KIND: &'static str = "global_shuffle";
     type Spec = Spec;
 
-    fn inputs(&self) -> Vec<&Plan> {
-        vec![&self.input]
-    }
-
-    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
-        vec![&mut self.input]
-    }
+    one_input!();
 
     fn schema(&self) -> Result<Schema> {
         if !self.input.step().supports_random_access() {

@@ -60,13 +60,7 @@ impl DatasetOp for Interleave {
     const KIND: &'static str = "interleave";
     type Spec = Spec;
 
-    fn inputs(&self) -> Vec<&Plan> {
-        vec![&self.input]
-    }
-
-    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
-        vec![&mut self.input]
-    }
+    one_input!();
 
     fn schema(&self) -> Result<Schema> {
         check_parallelism(Self::KIND, self.num_parallel_calls)?;

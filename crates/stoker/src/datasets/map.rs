@@ -53,13 +53,7 @@ impl DatasetOp for Map {
     const KIND: &'static str = "map";
     type Spec = Spec;
 
-    fn inputs(&self) -> Vec<&Plan> {
-        vec![&self.input]
-    }
-
-    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
-        vec![&mut self.input]
-    }
+    one_input!();
 
     fn schema(&self) -> Result<Schema> {
         check_parallelism("map", self.num_parallel_calls)?;
@@ -109,6 +103,21 @@ impl DatasetOp for Map {
     ) -> Result<BoxIter> {
         let policy = ctx.options.on_bad_record;
         let epoch = ctx.epoch;
+        // Under the skip policy a batched op that drops bad rows leaves short batches:
+        // they are refilled to the batch's size, as if the rows had been skipped before it.
+        let refill = match self.input.step().batch_of() {
+            Some(batch)
+                if policy == ErrorPolicy::Skip && self.ops.iter().any(|o| o.drops_rows()) =>
+            {
+                Some(batch)
+            }
+            _ => None,
+        };
+        // With a refill, the state is the refill's over the map's.
+        let (refill_at, at) = match refill {
+            Some(_) => (at, input_at(at, "refill", 0)?),
+            None => (None, at),
+        };
         let inner = iterate_at(&self.input, ctx, input_at(at, Self::KIND, 0)?)?;
         let first_index = at.map(|s| s.int(Self::KIND, 0)).transpose()?.unwrap_or(0);
         let chain: OpChain = Arc::from(self.ops.clone());
@@ -124,15 +133,10 @@ impl DatasetOp for Map {
             }
             Metered::wrap(Box::new(it), stats)
         };
-        // Under the skip policy a batched op that drops bad rows leaves short batches:
-        // they are refilled to the batch's size, as if the rows had been skipped before it.
-        Ok(match self.input.step().batch_of() {
-            Some((size, drop_remainder))
-                if policy == ErrorPolicy::Skip && self.ops.iter().any(|o| o.drops_rows()) =>
-            {
-                Box::new(Refill::new(map, size, drop_remainder))
-            }
-            _ => map,
+        Ok(match (refill, refill_at) {
+            (Some((size, drop)), None) => Box::new(Refill::new(map, size, drop)),
+            (Some((size, drop)), Some(s)) => Box::new(Refill::restore(map, size, drop, s)?),
+            (None, _) => map,
         })
     }
 

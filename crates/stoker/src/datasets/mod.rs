@@ -17,6 +17,32 @@ use crate::build::BuildCtx;
 use crate::plan::{Plan, AUTOTUNE};
 use crate::spec::SpecCtx;
 
+/// `inputs` and `inputs_mut` of a step over one input, its field `input`.
+macro_rules! one_input {
+    () => {
+        fn inputs(&self) -> Vec<&Plan> {
+            vec![&self.input]
+        }
+
+        fn inputs_mut(&mut self) -> Vec<&mut Plan> {
+            vec![&mut self.input]
+        }
+    };
+}
+
+/// `inputs` and `inputs_mut` of a source.
+macro_rules! no_inputs {
+    () => {
+        fn inputs(&self) -> Vec<&Plan> {
+            Vec::new()
+        }
+
+        fn inputs_mut(&mut self) -> Vec<&mut Plan> {
+            Vec::new()
+        }
+    };
+}
+
 pub mod batch;
 pub mod cache;
 pub mod enumerate;
@@ -441,6 +467,34 @@ pub(crate) struct RowAccess {
     pub names: stoker_core::element::Names,
     pub columns: Vec<Tensor>,
     pub rows: u64,
+}
+
+impl RowAccess {
+    pub fn new(field_names: &[String], columns: &[Tensor]) -> RowAccess {
+        let rows = columns.first().and_then(|c| c.shape().first()).copied();
+        RowAccess {
+            names: stoker_core::element::names(field_names),
+            columns: columns.to_vec(),
+            rows: rows.unwrap_or(0) as u64,
+        }
+    }
+}
+
+/// The iterator over the rows of in-memory columns, at a state if one is given.
+pub(crate) fn rows_iterate(
+    field_names: &[String],
+    columns: &[Tensor],
+    stats: Arc<StageStats>,
+    at: Option<&State>,
+) -> Result<BoxIter> {
+    let mut it = stoker_core::exec::slices::SlicesIter::new(
+        stoker_core::element::names(field_names),
+        columns.to_vec(),
+    )?;
+    if let Some(s) = at {
+        it = it.restore(s)?;
+    }
+    Ok(stoker_core::stats::Metered::wrap(Box::new(it), stats))
 }
 
 impl RandomAccess for RowAccess {

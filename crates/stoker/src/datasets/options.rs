@@ -22,13 +22,7 @@ impl DatasetOp for WithOptions {
     const KIND: &'static str = "options";
     type Spec = PipelineOptions;
 
-    fn inputs(&self) -> Vec<&Plan> {
-        vec![&self.input]
-    }
-
-    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
-        vec![&mut self.input]
-    }
+    one_input!();
 
     fn schema(&self) -> Result<Schema> {
         crate::planner::check_passes(&self.options)?;

@@ -41,13 +41,7 @@ impl DatasetOp for PaddedBatch {
     const KIND: &'static str = "padded_batch";
     type Spec = Spec;
 
-    fn inputs(&self) -> Vec<&Plan> {
-        vec![&self.input]
-    }
-
-    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
-        vec![&mut self.input]
-    }
+    one_input!();
 
     fn schema(&self) -> Result<Schema> {
         if self.batch_size == 0 {

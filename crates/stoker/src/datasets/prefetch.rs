@@ -44,13 +44,7 @@ impl DatasetOp for Prefetch {
     const KIND: &'static str = "prefetch";
     type Spec = Spec;
 
-    fn inputs(&self) -> Vec<&Plan> {
-        vec![&self.input]
-    }
-
-    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
-        vec![&mut self.input]
-    }
+    one_input!();
 
     fn schema(&self) -> Result<Schema> {
         if self.buffer_size < AUTOTUNE {

@@ -40,13 +40,7 @@ impl DatasetOp for Range {
     const SOURCE: bool = true;
     type Spec = Spec;
 
-    fn inputs(&self) -> Vec<&Plan> {
-        Vec::new()
-    }
-
-    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
-        Vec::new()
-    }
+    no_inputs!();
 
     fn schema(&self) -> Result<Schema> {
         if self.step == 0 {

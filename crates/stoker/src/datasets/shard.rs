@@ -32,13 +32,7 @@ impl DatasetOp for Shard {
     const KIND: &'static str = "shard";
     type Spec = Spec;
 
-    fn inputs(&self) -> Vec<&Plan> {
-        vec![&self.input]
-    }
-
-    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
-        vec![&mut self.input]
-    }
+    one_input!();
 
     fn schema(&self) -> Result<Schema> {
         let (n, i) = (self.num_shards, self.index);

@@ -60,13 +60,7 @@ impl DatasetOp for Shuffle {
     const KIND: &'static str = "shuffle";
     type Spec = Spec;
 
-    fn inputs(&self) -> Vec<&Plan> {
-        vec![&self.input]
-    }
-
-    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
-        vec![&mut self.input]
-    }
+    one_input!();
 
     fn schema(&self) -> Result<Schema> {
         if self.buffer_size == 0 {

@@ -84,13 +84,7 @@ impl DatasetOp for TfRecord {
     const SOURCE: bool = true;
     type Spec = Spec;
 
-    fn inputs(&self) -> Vec<&Plan> {
-        Vec::new()
-    }
-
-    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
-        Vec::new()
-    }
+    no_inputs!();
 
     fn schema(&self) -> Result<Schema> {
         Ok(Schema::new(vec![FieldSpec::fixed(

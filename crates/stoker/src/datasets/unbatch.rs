@@ -27,13 +27,7 @@ impl DatasetOp for Unbatch {
     const KIND: &'static str = "unbatch";
     type Spec = Spec;
 
-    fn inputs(&self) -> Vec<&Plan> {
-        vec![&self.input]
-    }
-
-    fn inputs_mut(&mut self) -> Vec<&mut Plan> {
-        vec![&mut self.input]
-    }
+    one_input!();
 
     fn schema(&self) -> Result<Schema> {
         let mut schema = self.input.schema().clone();
