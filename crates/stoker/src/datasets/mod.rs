@@ -1,9 +1,11 @@
 //! The dataset operators, one module each.
 //!
 //! A module holds everything about its operator: its parameters and inputs, its schema rule,
-//! its spec form (a serde struct), how it starts its iterator, and the properties the planner
-//! and the verdict read (whether it is deterministic, whether it keeps batches together).
-//! A new operator is a new module plus one line in [`steps!`] below.
+//! its spec form (a serde struct), how it starts its iterator or restores it from a saved
+//! state, and the properties the planner, the verdict and `global_shuffle` read (whether it
+//! is deterministic, which threads it runs on and its parallelism knob, whether it keeps
+//! batches together, whether it has random access). A new operator is a new module plus one
+//! line in `steps!` below.
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
