@@ -95,19 +95,21 @@ impl DatasetOp for Shuffle {
         };
         let st = Arc::clone(&stats);
         let cap = self.buffer_size;
-        let it = match (at, self.input.step().random_access(&self.input, ctx)?) {
-            (None, _) => ShuffleIter::new(iterate(&self.input, ctx)?, cap, seed, st),
+        let Some(s) = at else {
+            let it = ShuffleIter::new(iterate(&self.input, ctx)?, cap, seed, st);
+            return Ok(Metered::wrap(Box::new(it), stats));
+        };
+        // Random access is set up only for a restore: it may scan files for their index.
+        let it = match self.input.step().random_access(&self.input, ctx)? {
             // The buffer's elements are read where they are, and the input starts after the
             // elements taken.
-            (Some(s), Some(access)) => {
-                ShuffleIter::restore_with(cap, st, s, |positions, taken| {
-                    let buffer = access.get(positions)?;
-                    let at = access.state_at(taken)?;
-                    Ok((buffer, iterate_at(&self.input, ctx, Some(&at))?))
-                })?
-            }
+            Some(access) => ShuffleIter::restore_with(cap, st, s, |positions, taken| {
+                let buffer = access.get(positions)?;
+                let at = access.state_at(taken)?;
+                Ok((buffer, iterate_at(&self.input, ctx, Some(&at))?))
+            })?,
             // The input runs again from the start of the pass (see `ShuffleIter::restore`).
-            (Some(s), None) => ShuffleIter::restore(iterate(&self.input, ctx)?, cap, st, s)?,
+            None => ShuffleIter::restore(iterate(&self.input, ctx)?, cap, st, s)?,
         };
         Ok(Metered::wrap(Box::new(it), stats))
     }
