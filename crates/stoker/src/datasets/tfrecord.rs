@@ -247,16 +247,20 @@ impl RandomAccess for RecordAccess {
             .collect::<Result<_>>()?;
         wanted.sort_unstable();
         let mut out: Vec<Option<Element>> = vec![None; positions.len()];
-        for (f, r, k) in wanted {
-            let file = &self.files[f as usize];
-            let data = file.read(r as usize)?;
-            let origin = Origin {
-                file: Arc::from(file.path()),
-                record: u64::from(r),
-                offset: file.index.offsets[r as usize],
-            };
-            let t = stoker_core::Tensor::scalar_bytes(data, Some(origin));
-            out[k] = Some(Element::new(self.names.clone(), vec![t]));
+        // Per file, in record order: records close together are read at once.
+        for group in wanted.chunk_by(|a, b| a.0 == b.0) {
+            let file = &self.files[group[0].0 as usize];
+            let records: Vec<usize> = group.iter().map(|&(_, r, _)| r as usize).collect();
+            let path: Arc<str> = Arc::from(file.path());
+            for (data, &(_, r, k)) in file.read_many(&records)?.into_iter().zip(group) {
+                let origin = Origin {
+                    file: Arc::clone(&path),
+                    record: u64::from(r),
+                    offset: file.index.offsets[r as usize],
+                };
+                let t = stoker_core::Tensor::scalar_bytes(data, Some(origin));
+                out[k] = Some(Element::new(self.names.clone(), vec![t]));
+            }
         }
         Ok(out.into_iter().flatten().collect())
     }
