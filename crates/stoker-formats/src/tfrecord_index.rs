@@ -201,8 +201,10 @@ impl RecordFile {
     /// The data of `records` (sorted by record), reading records that lie close together
     /// in one read each.
     pub fn read_many(&self, records: &[usize]) -> Result<Vec<Bytes>> {
-        const GAP: u64 = 64 << 10;
-        const SPAN: u64 = 8 << 20;
+        // Only records nearly adjacent are read together: scattered ones (a global shuffle's)
+        // would make a read carry far more than the records.
+        const GAP: u64 = 4 << 10;
+        const SPAN: u64 = 1 << 20;
         if let Some(&bad) = records.iter().find(|&&r| r >= self.index.len()) {
             return self.read(bad).map(|_| Vec::new());
         }
