@@ -13,8 +13,9 @@ use crate::error::{Error, Result};
 use crate::exec::{catch_panic, BoxIter, ElementIter, State};
 use crate::stats::StageStats;
 
-/// The input's state right after an element, or why it has none.
-type Saved = std::result::Result<State, String>;
+/// The input's state right after an element, or why it has none (shared: once the input
+/// has said it has none, every later element carries the same reason without a copy).
+type Saved = std::result::Result<State, Arc<str>>;
 
 /// What the producer hands over: some elements with the input's state after each, and, last,
 /// how the input ended.
@@ -64,23 +65,23 @@ impl Prefetch {
         let (tx, rx) = bounded::<Chunk>(capacity);
         let producer_stop = Arc::clone(&stop);
         let producer_stats = Arc::clone(&stats);
-        let first = input.state().map_err(|e| e.to_string());
+        let first: Saved = input.state().map_err(|e| Arc::from(e.to_string()));
         let handle = std::thread::Builder::new()
             .name(format!("stoker-{}", stats.name))
             .spawn(move || {
                 let st = producer_stats;
                 let mut pending = Vec::with_capacity(chunk);
                 // Once the input has said it cannot report its state, it is not asked again.
-                let mut no_state: Option<String> = None;
+                let mut no_state: Option<Arc<str>> = None;
                 while !producer_stop.load(Ordering::Relaxed) {
                     let (ending, full) = match catch_panic(&st.name, || st.pull(&mut input)) {
                         Ok(Some(e)) => {
                             let saved = match &no_state {
-                                Some(why) => Err(why.clone()),
-                                None => input.state().map_err(|e| e.to_string()),
+                                Some(why) => Err(Arc::clone(why)),
+                                None => input.state().map_err(|e| Arc::from(e.to_string())),
                             };
-                            if let Err(why) = &saved {
-                                no_state = Some(why.clone());
+                            if let (Err(why), None) = (&saved, &no_state) {
+                                no_state = Some(Arc::clone(why));
                             }
                             pending.push((e, saved));
                             (None, pending.len() >= chunk || tx.is_empty())
@@ -196,7 +197,7 @@ impl ElementIter for Prefetch {
     fn state(&self) -> Result<State> {
         self.last
             .clone()
-            .map_err(|why| Error::invalid("state", why))
+            .map_err(|why| Error::invalid("state", why.to_string()))
     }
 
     fn next(&mut self) -> Result<Option<Element>> {
