@@ -513,7 +513,34 @@ impl PyPlan {
     #[pyo3(signature = (state=None))]
     fn iterate(&self, py: Python<'_>, state: Option<Vec<u8>>) -> PyResult<PyIter> {
         let pipeline = self.pipeline(py)?;
-        let run = py.detach(|| pipeline.start_at(state.as_deref())).py(py)?;
-        Ok(PyIter::new(run, pipeline))
+        let Some(state) = state else {
+            let run = py.detach(|| pipeline.start_at(None)).py(py)?;
+            return Ok(PyIter::new(run, pipeline));
+        };
+        // A restore may run a stage's input again through the elements it had taken, which
+        // can take a while: it runs on a thread of its own while this one waits in short
+        // slices, so that Ctrl-C ends the wait (the restore is then dropped when it ends).
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let rx = std::sync::Mutex::new(rx);
+        let p = Arc::clone(&pipeline);
+        std::thread::Builder::new()
+            .name("stoker-restore".into())
+            .spawn(move || {
+                let _ = tx.send(p.start_at(Some(&state)));
+            })
+            .map_err(|e| PyValueError::new_err(format!("starting the restore: {e}")))?;
+        loop {
+            let wait = || match rx.lock() {
+                Ok(rx) => rx.recv_timeout(std::time::Duration::from_millis(50)),
+                Err(_) => Err(std::sync::mpsc::RecvTimeoutError::Disconnected),
+            };
+            match py.detach(wait) {
+                Ok(run) => return Ok(PyIter::new(run.py(py)?, pipeline)),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(PyValueError::new_err("the restore ended without a result"))
+                }
+            }
+        }
     }
 }

@@ -212,3 +212,40 @@ def test_after_a_restored_epoch_the_next_iteration_is_the_next_epoch():
     assert head + [int(v) for v in resumed.iterator(state=state)] == epochs[0]
     assert [int(v) for v in resumed] == epochs[1]
     assert [int(v) for v in resumed] == epochs[2]
+
+
+RESTORE_INTERRUPTED = """
+import os, signal, threading, time
+import stoker as sk
+
+def slow(v):
+    # Stands for work that does not stop on a signal (native code): the interrupt must not
+    # depend on this function seeing it.
+    try:
+        time.sleep(0.002)
+    except KeyboardInterrupt:
+        pass
+    return True
+
+make = lambda: sk.Dataset.range(100_000).filter(slow).shuffle(8, seed=1)
+it = make().iterator()
+for _ in range(1500):
+    next(it)
+state = it.state()
+it.close()
+# The filter has no random access: the restore runs it again through 1,500 elements (3 s).
+threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+t = time.perf_counter()
+try:
+    make().iterator(state=state)
+    print("RESTORED")
+except KeyboardInterrupt:
+    print(f"INTERRUPTED {time.perf_counter() - t:.2f}")
+"""
+
+
+def test_ctrl_c_ends_a_long_restore_within_a_second():
+    r = subprocess.run([sys.executable, "-c", RESTORE_INTERRUPTED], capture_output=True, text=True, timeout=120)
+    assert "INTERRUPTED" in r.stdout, (r.stdout, r.stderr[-2000:])
+    waited = float(r.stdout.split("INTERRUPTED")[1].split()[0])
+    assert waited < 1.3, waited
