@@ -60,6 +60,15 @@ def pipelines(data: dict[str, Any]) -> dict[str, Callable[[int], sk.Dataset]]:
 
     return {
         "w1": lambda t: workloads.chess_pipeline(chess, seed=0, batch_size=64, shuffle_buffer=1000, threads=t),
+        "w1_indexed": lambda t: workloads.chess_pipeline(
+            data["chess_indexed"], seed=0, batch_size=64, shuffle_buffer=1000, threads=t
+        ),
+        # Files of 9, 13 and 17 records, two read in turn: a restore finds its buffer's records
+        # in files read to their end and in files read part-way.
+        "shuffle_indexed": lambda t: opt(
+            sk.TFRecordDataset(data["tfrecords_indexed"], num_parallel_reads=2).map(s_only).shuffle(6, seed=3).repeat(2),
+            t,
+        ),
         "w3": lambda t: workloads.imagenet_pipeline(images, size=24, batch_size=5, seed=0, threads=t),
         "mixed": lambda t: opt(
             sk.Dataset.list_files(tfr, shuffle=True, seed=1)

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import os
 import pickle
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -43,8 +45,20 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     np.savez(npz, a=np.arange(30).reshape(15, 2), b=np.linspace(0, 1, 15))
     images = root / "images"
     sk.datasets.write_image_folder(str(images), n=24, num_classes=3, seed=1)
+    # Copies with record indexes (`stoker index`): a shuffle restores its buffer by random
+    # access through them, parsing the indexes only around the records it needs.
+    indexed = root / "indexed"
+    indexed.mkdir()
+    chess_idx = [shutil.copy(f, indexed) for f in chess]
+    tfr_idx = [shutil.copy(f, indexed) for f in tfr]
+    cli = os.environ.get("STOKER_BIN")
+    if not cli:
+        pytest.fail("STOKER_BIN (the stoker CLI) is not set; run the tests through `make test`")
+    subprocess.run([cli, "index", *chess_idx, *tfr_idx], check=True, capture_output=True)
     return {
         "chess": chess,
+        "chess_indexed": chess_idx,
+        "tfrecords_indexed": tfr_idx,
         "tfrecords": tfr,
         "gzip": str(gz),
         "damaged": str(damaged),
@@ -91,7 +105,19 @@ def cuts_for(n: int, seed: int, extra: list[int] = ()) -> list[int]:
 
 
 NAMES = sorted(
-    rp.pipelines({"chess": [], "tfrecords": [], "gzip": "", "damaged": "", "npz": "", "images": "", "cache_file": ""})
+    rp.pipelines(
+        {
+            "chess": [],
+            "chess_indexed": [],
+            "tfrecords": [],
+            "tfrecords_indexed": [],
+            "gzip": "",
+            "damaged": "",
+            "npz": "",
+            "images": "",
+            "cache_file": "",
+        }
+    )
 )
 
 
@@ -104,10 +130,10 @@ def test_resume_in_a_new_process_gives_the_uninterrupted_stream(data, name):
     # The stream does not depend on the thread budget, except where the budget picks the
     # order (how many AUTOTUNE files are read in turn): a restore keeps the order it was
     # saved with, whatever its own budget.
-    if name not in ("w1", "tfrecord_parallel_reads", *UNSEEDED):
+    if name not in ("w1", "w1_indexed", "shuffle_indexed", "tfrecord_parallel_reads", *UNSEEDED):
         assert full[1] == full[2], name
     assert len(full[2]) > 0
-    extra = {"w1": [1, 15, 16], "repeat": [7, 14, 21], "cache_memory": [12, 24], "mixed": [3, 9]}.get(name, [])
+    extra = {"w1": [1, 15, 16], "w1_indexed": [1, 15, 16], "shuffle_indexed": [1, 38, 39, 40], "repeat": [7, 14, 21], "cache_memory": [12, 24], "mixed": [3, 9]}.get(name, [])
     jobs, expect = [], []
     for saved_with in (1, 2):
         cuts = cuts_for(len(full[saved_with]), seed=len(name) + saved_with, extra=extra)

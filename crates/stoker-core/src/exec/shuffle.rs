@@ -59,6 +59,11 @@ impl ShuffleIter {
         })
     }
 
+    /// The number of input elements taken by the iterator whose state is `state`.
+    pub fn taken(state: &crate::exec::State) -> Result<u64> {
+        state.int(OP, 0)
+    }
+
     /// Like [`restore`](ShuffleIter::restore), getting the buffer's elements from `load`:
     /// given their input positions (in buffer order) and the number of input elements taken,
     /// it returns those elements and the input positioned after the ones taken (e.g. by

@@ -113,7 +113,7 @@ impl DatasetOp for GlobalShuffle {
             Some(s) => (s.int(Self::KIND, 0)?, s.int(Self::KIND, 1)?),
             None => (0, epoch_seed(self.seed, epoch)),
         };
-        let order = IndexShuffle::new(access.len(), seed);
+        let order = IndexShuffle::new(access.count()?, seed);
         if position > order.len() {
             return Err(stoker_core::exec::state::mismatch(Self::KIND));
         }

@@ -255,8 +255,12 @@ struct MapAccess {
 }
 
 impl RandomAccess for MapAccess {
-    fn len(&self) -> u64 {
-        self.input.len()
+    fn count(&self) -> Result<u64> {
+        self.input.count()
+    }
+
+    fn prepare(&self, upto: u64) -> Result<()> {
+        self.input.prepare(upto)
     }
 
     fn get(&self, positions: &[u64]) -> Result<Vec<Element>> {

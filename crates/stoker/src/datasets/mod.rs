@@ -146,10 +146,12 @@ pub enum Threads {
 
 /// Random access to the elements of one pass of a step, by their position in the pass.
 pub trait RandomAccess: Send + Sync {
-    /// Elements in the pass.
-    fn len(&self) -> u64;
-    fn is_empty(&self) -> bool {
-        self.len() == 0
+    /// The number of elements in the pass (may read whole indexes to count them).
+    fn count(&self) -> Result<u64>;
+    /// Gets ready to hand out the elements before position `upto` (e.g. reads the indexes
+    /// saying where they are), so that a caller can have that done alongside other work.
+    fn prepare(&self, _upto: u64) -> Result<()> {
+        Ok(())
     }
     /// The elements at `positions`, in that order.
     fn get(&self, positions: &[u64]) -> Result<Vec<Element>>;
@@ -500,8 +502,8 @@ pub(crate) fn rows_iterate(
 }
 
 impl RandomAccess for RowAccess {
-    fn len(&self) -> u64 {
-        self.rows
+    fn count(&self) -> Result<u64> {
+        Ok(self.rows)
     }
 
     fn get(&self, positions: &[u64]) -> Result<Vec<Element>> {

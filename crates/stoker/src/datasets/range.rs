@@ -96,8 +96,8 @@ impl DatasetOp for Range {
     }
 }
 
-impl RandomAccess for Range {
-    fn len(&self) -> u64 {
+impl Range {
+    fn count(&self) -> u64 {
         let span = if self.step > 0 {
             self.stop.saturating_sub(self.start)
         } else {
@@ -105,6 +105,12 @@ impl RandomAccess for Range {
         };
         let step = self.step.unsigned_abs();
         (span.max(0) as u64).div_ceil(step.max(1))
+    }
+}
+
+impl RandomAccess for Range {
+    fn count(&self) -> Result<u64> {
+        Ok(self.count())
     }
 
     fn get(&self, positions: &[u64]) -> Result<Vec<Element>> {
@@ -120,6 +126,6 @@ impl RandomAccess for Range {
     }
 
     fn state_at(&self, upto: u64) -> Result<State> {
-        Ok(State::leaf(vec![upto.min(self.len())]))
+        Ok(State::leaf(vec![upto.min(self.count())]))
     }
 }

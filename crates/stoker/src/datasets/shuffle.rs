@@ -102,11 +102,24 @@ impl DatasetOp for Shuffle {
         // Random access is set up only for a restore: it may scan files for their index.
         let it = match self.input.step().random_access(&self.input, ctx)? {
             // The buffer's elements are read where they are, and the input starts after the
-            // elements taken.
-            Some(access) => ShuffleIter::restore_with(cap, st, s, |positions, taken| {
-                let buffer = access.get(positions)?;
-                let at = access.state_at(taken)?;
-                Ok((buffer, iterate_at(&self.input, ctx, Some(&at))?))
+            // elements taken. Where they are is found (indexes read) while the buffer's
+            // decisions are replayed, when the budget has a second thread.
+            Some(access) => std::thread::scope(|scope| {
+                let taken = ShuffleIter::taken(s)?;
+                let ready = (ctx.options.threads() > 1).then(|| {
+                    let access = &access;
+                    scope.spawn(move || access.prepare(taken))
+                });
+                ShuffleIter::restore_with(cap, st, s, |positions, taken| {
+                    if let Some(ready) = ready {
+                        ready.join().map_err(|_| {
+                            Error::internal("the thread reading the input's index panicked")
+                        })??;
+                    }
+                    let buffer = access.get(positions)?;
+                    let at = access.state_at(taken)?;
+                    Ok((buffer, iterate_at(&self.input, ctx, Some(&at))?))
+                })
             })?,
             // The input runs again from the start of the pass (see `ShuffleIter::restore`).
             None => ShuffleIter::restore(iterate(&self.input, ctx)?, cap, st, s)?,

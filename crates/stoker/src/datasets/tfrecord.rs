@@ -1,6 +1,6 @@
 //! `TFRecordDataset`: the records of TFRecord files, in field `record`.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Schema};
@@ -9,7 +9,7 @@ use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::Origin;
 use stoker_core::{DType, Result, StageStats};
-use stoker_formats::tfrecord_index::{RecordFile, RecordIndex};
+use stoker_formats::tfrecord_index::RecordFile;
 use stoker_formats::Compression;
 
 use super::{DatasetOp, RandomAccess, Strings};
@@ -169,6 +169,7 @@ impl DatasetOp for TfRecord {
             &self.files,
             cycle,
             self.verify_crc,
+            ctx.options.threads(),
         )?)))
     }
 
@@ -199,95 +200,192 @@ impl DatasetOp for TfRecord {
 
 /// Random access to the records of the files, by their position in the order the files are
 /// read in (`cycle` files in turn, a record from each), through each file's record index.
+/// The order needs only the files' record counts (their index lines are counted). For a
+/// restore, the positions asked for are found by a walk through the order and the indexes
+/// are parsed only around the records asked for; reads all over the pass (`count`, a global
+/// shuffle) first load the whole indexes and the order. Files are counted and read on up to
+/// `threads` threads.
 struct RecordAccess {
     files: Vec<RecordFile>,
     names: stoker_core::element::Names,
     cycle: usize,
-    /// Position in the pass → (file, record).
-    order: Vec<(u32, u32)>,
+    threads: usize,
+    /// Records per file, once counted.
+    counts: OnceLock<Vec<u64>>,
+    /// Position in the pass → (file, record), once `count` was asked.
+    order: OnceLock<Vec<(u32, u32)>>,
 }
 
 impl RecordAccess {
-    fn open(paths: &[String], cycle: usize, verify_crc: bool) -> Result<RecordAccess> {
+    fn open(
+        paths: &[String],
+        cycle: usize,
+        verify_crc: bool,
+        threads: usize,
+    ) -> Result<RecordAccess> {
         let files = paths
             .iter()
-            .map(|p| RecordFile::open(p, RecordIndex::of_file(p)?, verify_crc))
+            .map(|p| RecordFile::open(p, verify_crc))
             .collect::<Result<Vec<_>>>()?;
-        let counts: Vec<u64> = files.iter().map(|f| f.index.len() as u64).collect();
-        let mut sim = Turns::new(&counts, cycle);
-        let mut order = Vec::with_capacity(counts.iter().sum::<u64>() as usize);
-        while let Some((f, r)) = sim.next() {
-            order.push((f as u32, r as u32));
-        }
         Ok(RecordAccess {
             files,
             names: stoker_core::element::names(&[stoker_formats::TfRecordIter::FIELD]),
             cycle,
-            order,
+            threads: threads.max(1),
+            counts: OnceLock::new(),
+            order: OnceLock::new(),
         })
+    }
+
+    fn counts(&self) -> Result<&[u64]> {
+        if let Some(c) = self.counts.get() {
+            return Ok(c);
+        }
+        let counts = in_parallel(&self.files, self.threads, |f| Ok(f.count()? as u64))?;
+        Ok(self.counts.get_or_init(|| counts))
+    }
+
+    /// The whole order, the indexes loaded.
+    fn order(&self) -> Result<&[(u32, u32)]> {
+        if let Some(o) = self.order.get() {
+            return Ok(o);
+        }
+        in_parallel(&self.files, self.threads, RecordFile::load_index)?;
+        let counts = self.counts()?;
+        let mut turns = Turns::new(self.files.len(), self.cycle);
+        let mut order = Vec::with_capacity(counts.iter().sum::<u64>() as usize);
+        while let Some((f, r)) = turns.next(|f, r| Ok(r < counts[f]))? {
+            order.push((f as u32, r as u32));
+        }
+        Ok(self.order.get_or_init(|| order))
+    }
+
+    /// (file, record) of each of `positions`, by a walk through the order up to the last.
+    fn walk(&self, positions: &[u64]) -> Result<Vec<(u32, u32)>> {
+        let counts = self.counts()?;
+        let mut sorted: Vec<(u64, usize)> = positions.iter().copied().zip(0..).collect();
+        sorted.sort_unstable();
+        let mut out = vec![(0, 0); positions.len()];
+        let mut turns = Turns::new(self.files.len(), self.cycle);
+        // Turns taken, and the last one's (file, record).
+        let mut at = 0u64;
+        let mut found = (0, 0);
+        for (p, k) in sorted {
+            while at <= p {
+                let (f, r) = turns.next(|f, r| Ok(r < counts[f]))?.ok_or_else(|| {
+                    stoker_core::Error::invalid("tfrecord", format!("no record at position {p}"))
+                })?;
+                found = (f as u32, r as u32);
+                at += 1;
+            }
+            out[k] = found;
+        }
+        Ok(out)
     }
 }
 
 impl RandomAccess for RecordAccess {
-    fn len(&self) -> u64 {
-        self.order.len() as u64
+    fn count(&self) -> Result<u64> {
+        Ok(self.order()?.len() as u64)
+    }
+
+    fn prepare(&self, _upto: u64) -> Result<()> {
+        self.counts().map(drop)
     }
 
     fn get(&self, positions: &[u64]) -> Result<Vec<Element>> {
-        // Read in file order, hand out in the order asked.
-        let mut wanted: Vec<(u32, u32, usize)> = positions
-            .iter()
-            .enumerate()
-            .map(|(k, &p)| {
-                let (f, r) = self.order.get(p as usize).copied().ok_or_else(|| {
-                    stoker_core::Error::invalid("tfrecord", format!("no record at position {p}"))
-                })?;
-                Ok((f, r, k))
-            })
-            .collect::<Result<_>>()?;
+        let located = match self.order.get() {
+            Some(order) => positions
+                .iter()
+                .map(|&p| {
+                    order.get(p as usize).copied().ok_or_else(|| {
+                        stoker_core::Error::invalid(
+                            "tfrecord",
+                            format!("no record at position {p}"),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?,
+            None => self.walk(positions)?,
+        };
+        let mut wanted: Vec<(u32, u32, usize)> = located
+            .into_iter()
+            .zip(0..)
+            .map(|((f, r), k)| (f, r, k))
+            .collect();
+        // Per file, in record order (records close together are read at once); handed out
+        // in the order asked.
         wanted.sort_unstable();
-        let mut out: Vec<Option<Element>> = vec![None; positions.len()];
-        // Per file, in record order: records close together are read at once.
-        for group in wanted.chunk_by(|a, b| a.0 == b.0) {
+        let groups: Vec<&[(u32, u32, usize)]> = wanted.chunk_by(|a, b| a.0 == b.0).collect();
+        let read = in_parallel(&groups, self.threads, |group| {
             let file = &self.files[group[0].0 as usize];
             let records: Vec<usize> = group.iter().map(|&(_, r, _)| r as usize).collect();
             let path: Arc<str> = Arc::from(file.path());
-            for (data, &(_, r, k)) in file.read_many(&records)?.into_iter().zip(group) {
-                let origin = Origin {
-                    file: Arc::clone(&path),
-                    record: u64::from(r),
-                    offset: file.index.offsets[r as usize],
-                };
-                let t = stoker_core::Tensor::scalar_bytes(data, Some(origin));
-                out[k] = Some(Element::new(self.names.clone(), vec![t]));
-            }
+            let data = file.read_many(&records)?;
+            Ok(data
+                .into_iter()
+                .zip(group.iter())
+                .map(|((data, offset), &(_, r, k))| {
+                    let origin = Origin {
+                        file: Arc::clone(&path),
+                        record: u64::from(r),
+                        offset,
+                    };
+                    let t = stoker_core::Tensor::scalar_bytes(data, Some(origin));
+                    (k, Element::new(self.names.clone(), vec![t]))
+                })
+                .collect::<Vec<_>>())
+        })?;
+        let mut out: Vec<Option<Element>> = vec![None; positions.len()];
+        for (k, e) in read.into_iter().flatten() {
+            out[k] = Some(e);
         }
         Ok(out.into_iter().flatten().collect())
     }
 
     fn state_at(&self, upto: u64) -> Result<State> {
-        let counts: Vec<u64> = self.files.iter().map(|f| f.index.len() as u64).collect();
-        let mut sim = Turns::new(&counts, self.cycle);
+        let counts = self.counts()?;
+        let mut sim = Turns::new(self.files.len(), self.cycle);
         for _ in 0..upto {
-            if sim.next().is_none() {
+            if sim.next(|f, r| Ok(r < counts[f]))?.is_none() {
                 break;
             }
         }
-        Ok(sim.state(|f, used| {
-            let index = &self.files[f].index;
-            match (index.offsets.get(used as usize), index.len()) {
-                (Some(&o), _) => o,
-                (None, 0) => 0,
-                (None, n) => index.offsets[n - 1] + index.sizes[n - 1],
-            }
-        }))
+        sim.state(|f, used| self.files[f].offset(used as usize))
     }
 }
 
-/// The order of `interleave`'s turns (block length 1) over files of `counts` records, and the
-/// state the interleave iterator reports at each point (see `InterleaveIter::state`).
-struct Turns<'a> {
-    counts: &'a [u64],
+/// `f` of each of `items`, on up to `threads` threads (each taking a run of items).
+fn in_parallel<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    f: impl Fn(&T) -> Result<R> + Sync,
+) -> Result<Vec<R>> {
+    let per = items.len().div_ceil(threads.max(1)).max(1);
+    if per >= items.len() {
+        return items.iter().map(&f).collect();
+    }
+    let f = &f;
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = items
+            .chunks(per)
+            .map(|run| scope.spawn(move || run.iter().map(f).collect::<Result<Vec<R>>>()))
+            .collect();
+        let mut out = Vec::with_capacity(items.len());
+        for run in runs {
+            let run = run
+                .join()
+                .map_err(|_| stoker_core::Error::internal("a thread reading records panicked"))?;
+            out.extend(run?);
+        }
+        Ok(out)
+    })
+}
+
+/// The order of `interleave`'s turns (block length 1) over `files` files, and the state the
+/// interleave iterator reports at each point (see `InterleaveIter::state`).
+struct Turns {
+    files: usize,
     /// Open files: (file, records taken).
     slots: Vec<Option<(usize, u64)>>,
     cycle_index: usize,
@@ -296,10 +394,10 @@ struct Turns<'a> {
     taken: usize,
 }
 
-impl<'a> Turns<'a> {
-    fn new(counts: &'a [u64], cycle: usize) -> Self {
+impl Turns {
+    fn new(files: usize, cycle: usize) -> Self {
         Turns {
-            counts,
+            files,
             slots: vec![None; cycle.max(1)],
             cycle_index: 0,
             num_open: 0,
@@ -312,14 +410,17 @@ impl<'a> Turns<'a> {
         self.cycle_index = (self.cycle_index + 1) % self.slots.len();
     }
 
-    /// The next record: (file, record).
-    fn next(&mut self) -> Option<(usize, u64)> {
+    /// The next record: (file, record); `has(file, record)` says whether a file has a record.
+    fn next(
+        &mut self,
+        mut has: impl FnMut(usize, u64) -> Result<bool>,
+    ) -> Result<Option<(usize, u64)>> {
         while !self.end_of_input || self.num_open > 0 {
             match self.slots[self.cycle_index] {
-                Some((f, used)) if used < self.counts[f] => {
+                Some((f, used)) if has(f, used)? => {
                     self.slots[self.cycle_index] = Some((f, used + 1));
                     self.advance();
-                    return Some((f, used));
+                    return Ok(Some((f, used)));
                 }
                 Some(_) => {
                     self.slots[self.cycle_index] = None;
@@ -327,7 +428,7 @@ impl<'a> Turns<'a> {
                     self.advance();
                 }
                 None if !self.end_of_input => {
-                    if self.taken < self.counts.len() {
+                    if self.taken < self.files {
                         self.slots[self.cycle_index] = Some((self.taken, 0));
                         self.taken += 1;
                         self.num_open += 1;
@@ -338,22 +439,24 @@ impl<'a> Turns<'a> {
                 None => self.advance(),
             }
         }
-        None
+        Ok(None)
     }
 
     /// The interleave's state here; `offset(file, records taken)`: where the next record is.
-    fn state(&self, offset: impl Fn(usize, u64) -> u64) -> State {
+    fn state(&self, offset: impl Fn(usize, u64) -> Result<u64>) -> Result<State> {
         let inputs = self
             .slots
             .iter()
-            .map(|s| match s {
-                Some((f, used)) => State::new(
-                    vec![*f as u64],
-                    vec![State::leaf(vec![*used, offset(*f, *used)])],
-                ),
-                None => State::default(),
+            .map(|s| {
+                Ok(match s {
+                    Some((f, used)) => State::new(
+                        vec![*f as u64],
+                        vec![State::leaf(vec![*used, offset(*f, *used)?])],
+                    ),
+                    None => State::default(),
+                })
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let ints = vec![
             self.slots.len() as u64,
             self.cycle_index as u64,
@@ -361,6 +464,6 @@ impl<'a> Turns<'a> {
             u64::from(self.end_of_input),
             self.taken as u64,
         ];
-        State::new(ints, inputs)
+        Ok(State::new(ints, inputs))
     }
 }
