@@ -66,7 +66,10 @@ def pipelines(data: dict[str, Any]) -> dict[str, Callable[[int], sk.Dataset]]:
         # Files of 9, 13 and 17 records, two read in turn: a restore finds its buffer's records
         # in files read to their end and in files read part-way.
         "shuffle_indexed": lambda t: opt(
-            sk.TFRecordDataset(data["tfrecords_indexed"], num_parallel_reads=2).map(s_only).shuffle(6, seed=3).repeat(2),
+            sk.TFRecordDataset(data["tfrecords_indexed"], num_parallel_reads=2)
+            .map(s_only)
+            .shuffle(6, seed=3)
+            .repeat(2),
             t,
         ),
         "w3": lambda t: workloads.imagenet_pipeline(images, size=24, batch_size=5, seed=0, threads=t),

@@ -133,7 +133,14 @@ def test_resume_in_a_new_process_gives_the_uninterrupted_stream(data, name):
     if name not in ("w1", "w1_indexed", "shuffle_indexed", "tfrecord_parallel_reads", *UNSEEDED):
         assert full[1] == full[2], name
     assert len(full[2]) > 0
-    extra = {"w1": [1, 15, 16], "w1_indexed": [1, 15, 16], "shuffle_indexed": [1, 38, 39, 40], "repeat": [7, 14, 21], "cache_memory": [12, 24], "mixed": [3, 9]}.get(name, [])
+    extra = {
+        "w1": [1, 15, 16],
+        "w1_indexed": [1, 15, 16],
+        "shuffle_indexed": [1, 38, 39, 40],
+        "repeat": [7, 14, 21],
+        "cache_memory": [12, 24],
+        "mixed": [3, 9],
+    }.get(name, [])
     jobs, expect = [], []
     for saved_with in (1, 2):
         cuts = cuts_for(len(full[saved_with]), seed=len(name) + saved_with, extra=extra)
