@@ -1,5 +1,6 @@
 //! Native and user-supplied transformations of elements.
 
+use std::any::Any;
 use std::fmt::Debug;
 
 use crate::dtype::DType;
@@ -39,8 +40,59 @@ impl<'a> OpCtx<'a> {
     }
 }
 
-/// A transformation of one element (or of one batch, for element-wise ops).
-pub trait Op: Send + Sync + Debug {
+/// The fields an op reads and writes, as it declares them: a fusion looks past an op, and
+/// the planner moves one past another, only when their fields are apart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fields {
+    /// Reads `reads` and writes (makes or replaces) `writes`; every other field passes
+    /// through unchanged.
+    Named {
+        reads: Vec<String>,
+        writes: Vec<String>,
+    },
+    /// May read, write or drop any field: user code stoker cannot see into, or an op that
+    /// builds a new element.
+    All,
+}
+
+impl Fields {
+    /// Reads `field` and writes `output` (`field` itself when `None`).
+    pub fn one(field: &str, output: Option<&str>) -> Fields {
+        Fields::Named {
+            reads: vec![field.to_string()],
+            writes: vec![output.unwrap_or(field).to_string()],
+        }
+    }
+
+    /// Both ops' fields.
+    pub fn and(self, other: Fields) -> Fields {
+        match (self, other) {
+            (
+                Fields::Named { reads, writes },
+                Fields::Named {
+                    reads: r2,
+                    writes: w2,
+                },
+            ) => Fields::Named {
+                reads: reads.into_iter().chain(r2).collect(),
+                writes: writes.into_iter().chain(w2).collect(),
+            },
+            _ => Fields::All,
+        }
+    }
+
+    /// Whether the op may read or write `field`.
+    pub fn touches(&self, field: &str) -> bool {
+        match self {
+            Fields::Named { reads, writes } => reads.iter().chain(writes).any(|f| f == field),
+            Fields::All => true,
+        }
+    }
+}
+
+/// A transformation of one element (or of one batch, for element-wise ops). An op is `Any`,
+/// so that a fusion recognises the ops it takes by their type.
+pub trait Op: Any + Send + Sync + Debug {
     /// Short name used in errors and stats, e.g. `parse_example`.
     fn name(&self) -> &str;
 
@@ -57,6 +109,11 @@ pub trait Op: Send + Sync + Debug {
     /// move the op after the batch, where it runs once per batch instead of once per element.
     fn elementwise(&self) -> bool {
         false
+    }
+
+    /// The fields the op reads and writes; [`Fields::All`] (the default) when it does not say.
+    fn fields(&self) -> Fields {
+        Fields::All
     }
 
     /// True when the op gives the same output for the same input in every pass: false for ops

@@ -28,6 +28,13 @@ pub enum CropRowOp {
 }
 
 impl CropRowOp {
+    pub(crate) fn fields(&self) -> stoker_core::op::Fields {
+        match self {
+            CropRowOp::Rescale(o) => o.fields(),
+            CropRowOp::OneHotColors(o) => o.fields(),
+        }
+    }
+
     /// The row op for `spec`, if it is one that works on `field` in place.
     pub(crate) fn of(spec: &Known, field: &str) -> Option<CropRowOp> {
         let (f, out, op) = match spec {

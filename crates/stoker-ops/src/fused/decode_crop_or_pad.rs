@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
-use stoker_core::op::{Op, OpCtx};
+use stoker_core::op::{Fields, Op, OpCtx};
 use stoker_core::{DType, Error, Result, Tensor};
 
 use crate::codecs::decoded::Decoded;
@@ -128,6 +128,14 @@ impl Op for DecodeCropOrPad {
             None => OP,
             Some(CropRowOp::Rescale(_)) => "decode_crop_or_pad+rescale",
             Some(CropRowOp::OneHotColors(_)) => "decode_crop_or_pad+one_hot_colors",
+        }
+    }
+
+    fn fields(&self) -> Fields {
+        let fields = self.decode.fields().and(self.crop.fields());
+        match &self.row_op {
+            Some(op) => fields.and(op.fields()),
+            None => fields,
         }
     }
 

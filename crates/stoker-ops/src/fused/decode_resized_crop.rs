@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
-use stoker_core::op::{Op, OpCtx};
+use stoker_core::op::{Fields, Op, OpCtx};
 use stoker_core::Result;
 
 use crate::codecs::decoded::Decoded;
@@ -87,6 +87,10 @@ impl DecodeRandomResizedCrop {
 impl Op for DecodeRandomResizedCrop {
     fn name(&self) -> &str {
         OP
+    }
+
+    fn fields(&self) -> Fields {
+        self.decode.fields().and(self.crop.fields())
     }
 
     fn deterministic(&self) -> bool {

@@ -1,7 +1,7 @@
-//! The ops the fusions look for, recognised from their spec as the registry (`OpSpec`) reads
-//! it: the same serde tag (`op`, snake_case variant names), so an op is recognised here exactly
-//! when the registry would read its spec as that variant.
+//! The ops the fusions look for, recognised by their type. The variants carry `OpSpec`'s names
+//! and serde tags, so that tests can write them as specs.
 
+use std::any::Any;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -18,8 +18,7 @@ use crate::record::read_file::ReadFile;
 use crate::tensor::normalize::Normalize;
 use crate::tensor::rescale::Rescale;
 
-/// An op that a fusion takes or looks past. The variants carry `OpSpec`'s names (and so its
-/// tags); every other op is `None` from [`Known::of`].
+/// An op that a fusion takes; every other op is `None` from [`Known::of`].
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub(crate) enum Known {
@@ -36,8 +35,28 @@ pub(crate) enum Known {
 }
 
 impl Known {
-    /// The op as a fusion sees it, if it is one of these (Python functions have no spec).
+    /// The op as a fusion sees it, if it is one of these.
     pub(crate) fn of(op: &Arc<dyn Op>) -> Option<Known> {
-        op.spec().ok().and_then(|v| serde_json::from_value(v).ok())
+        let any: &dyn Any = &**op;
+        macro_rules! known {
+            ($($variant:ident),*) => {
+                $(if let Some(o) = any.downcast_ref::<$variant>() {
+                    return Some(Known::$variant(o.clone()));
+                })*
+            };
+        }
+        known!(
+            ReadFile,
+            DecodeImage,
+            ResizeWithCropOrPad,
+            RandomResizedCrop,
+            DecodeCropOrPad,
+            RandomFlip,
+            Rescale,
+            ColorJitter,
+            Normalize,
+            OneHotColors
+        );
+        None
     }
 }

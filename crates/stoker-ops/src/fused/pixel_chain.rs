@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
-use stoker_core::op::{Op, OpCtx};
+use stoker_core::op::{Fields, Op, OpCtx};
 use stoker_core::{DType, Result};
 
 use crate::fused::known::Known;
@@ -257,6 +257,10 @@ impl Op for PixelChain {
         OP
     }
 
+    fn fields(&self) -> Fields {
+        Fields::one(&self.field, None)
+    }
+
     fn deterministic(&self) -> bool {
         self.stages.iter().all(|s| s.op().deterministic())
     }
@@ -319,27 +323,36 @@ impl Op for PixelChain {
 }
 
 /// Replaces each run of two or more fusable ops (see the module docs) on the same field with
-/// one [`PixelChain`]. The run must change values (its output is then float32): flips alone
+/// one [`PixelChain`], looking past ops that declare they neither read nor write that field
+/// (they then run after it). The run must change values (its output is then float32): flips alone
 /// keep their dtype and stay as they are.
 pub fn fuse(ops: &[Arc<dyn Op>]) -> Vec<Arc<dyn Op>> {
-    let spec = Known::of;
     let mut out: Vec<Arc<dyn Op>> = Vec::with_capacity(ops.len());
     let mut i = 0;
     while i < ops.len() {
         let mut field: Option<String> = None;
         let mut stages = Vec::new();
-        while let Some((f, stage)) = ops
-            .get(i + stages.len())
-            .and_then(spec)
-            .and_then(|s| Stage::of(s, field.as_deref()))
-        {
-            field = Some(f);
-            stages.push(stage);
+        // Ops between stages that declare they neither read nor write the chain's field: the
+        // chain is fused across them, and they run after it.
+        let (mut passed, mut pending) = (Vec::new(), Vec::new());
+        let mut end = i;
+        for (j, op) in ops.iter().enumerate().skip(i) {
+            if let Some((f, stage)) = Known::of(op).and_then(|s| Stage::of(s, field.as_deref())) {
+                field = Some(f);
+                stages.push(stage);
+                passed.append(&mut pending);
+                end = j + 1;
+            } else if field.as_deref().is_some_and(|f| !op.fields().touches(f)) {
+                pending.push(op.clone());
+            } else {
+                break;
+            }
         }
         match field {
             Some(field) if stages.len() >= 2 && stages.iter().any(Stage::is_affine) => {
-                i += stages.len();
                 out.push(Arc::new(PixelChain { field, stages }));
+                out.append(&mut passed);
+                i = end;
             }
             _ => {
                 out.push(ops[i].clone());
@@ -453,10 +466,32 @@ mod tests {
         assert_eq!(fuse(&flips).len(), 2);
         // A single op is left alone.
         assert_eq!(fuse(&ops[1..2])[0].name(), "rescale");
-        // Another field breaks the run.
+        // An op declaring it leaves the field alone is looked past, and runs after the chain.
         let other = op(r#"{"op": "rescale", "field": "mask", "divisor": 255.0}"#);
-        let mixed = [ops[1].clone(), other, ops[4].clone()];
+        let mixed = [ops[1].clone(), other.clone(), ops[4].clone()];
+        let fused = fuse(&mixed);
+        assert_eq!(fused.len(), 2, "{fused:?}");
+        assert_eq!(fused[0].name(), OP);
+        assert!(Arc::ptr_eq(&fused[1], &other));
+        // One that may touch any field (it does not say) breaks the run.
+        let opaque: Arc<dyn Op> = Arc::new(crate::tensor::select::Select {
+            fields: vec!["image".into()],
+        });
+        assert_eq!(opaque.fields(), Fields::All);
+        let mixed = [ops[1].clone(), opaque, ops[4].clone()];
         assert_eq!(fuse(&mixed).len(), 3);
+        // So does an op on the chain's field that is no stage of it.
+        let cast = Arc::new(crate::tensor::cast::Cast {
+            field: "image".into(),
+            dtype: DType::F16,
+            output: None,
+        });
+        assert!(cast.fields().touches("image"));
+        assert_eq!(fuse(&[ops[1].clone(), cast, ops[4].clone()]).len(), 3);
+        // Ops after the last stage stay where they are.
+        let tail = fuse(&[ops[1].clone(), ops[4].clone(), other.clone()]);
+        assert_eq!(tail.len(), 2);
+        assert!(Arc::ptr_eq(&tail[1], &other));
     }
 
     #[test]

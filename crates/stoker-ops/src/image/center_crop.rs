@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
-use stoker_core::op::{Op, OpCtx};
+use stoker_core::op::{Fields, Op, OpCtx};
 use stoker_core::Result;
 
 use crate::image::resize_with_crop_or_pad::{crop_or_pad, crop_or_pad_schema};
@@ -33,6 +33,10 @@ fn span(from: usize, to: usize) -> (usize, usize, usize) {
 impl Op for CenterCrop {
     fn name(&self) -> &str {
         OP
+    }
+
+    fn fields(&self) -> Fields {
+        Fields::one(&self.field, self.output.as_deref())
     }
 
     fn output_schema(&self, input: &Schema) -> Result<Schema> {

@@ -14,7 +14,7 @@
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
 use stoker_core::exec::shuffle::epoch_seed;
-use stoker_core::op::{Op, OpCtx};
+use stoker_core::op::{Fields, Op, OpCtx};
 use stoker_core::{DType, Error, Result};
 
 use crate::image::random_flip::unit;
@@ -103,6 +103,10 @@ impl ColorJitter {
 impl Op for ColorJitter {
     fn name(&self) -> &str {
         OP
+    }
+
+    fn fields(&self) -> Fields {
+        Fields::one(&self.field, self.output.as_deref())
     }
 
     fn deterministic(&self) -> bool {

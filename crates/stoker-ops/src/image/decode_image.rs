@@ -19,7 +19,7 @@ use std::io::Cursor;
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Schema};
-use stoker_core::op::{Op, OpCtx};
+use stoker_core::op::{Fields, Op, OpCtx};
 use stoker_core::storage::{shared_pool, Storage};
 use stoker_core::{DType, Error, ErrorPolicy, Result, Tensor};
 
@@ -330,6 +330,10 @@ impl DecodeImage {
 impl Op for DecodeImage {
     fn name(&self) -> &str {
         OP
+    }
+
+    fn fields(&self) -> Fields {
+        Fields::one(&self.field, self.output.as_deref())
     }
 
     fn output_schema(&self, input: &Schema) -> Result<Schema> {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Schema};
-use stoker_core::op::{Op, OpCtx};
+use stoker_core::op::{Fields, Op, OpCtx};
 use stoker_core::{DType, Error, Result};
 
 use crate::kernels::fields::{build_into, input_spec, out_name, put, with_field};
@@ -108,6 +108,10 @@ impl ClassLookup {
 impl Op for OneHotColors {
     fn name(&self) -> &str {
         OP
+    }
+
+    fn fields(&self) -> Fields {
+        Fields::one(&self.field, self.output.as_deref())
     }
 
     fn output_schema(&self, input: &Schema) -> Result<Schema> {

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
-use stoker_core::op::{Op, OpCtx};
+use stoker_core::op::{Fields, Op, OpCtx};
 use stoker_core::{Error, Result, Tensor};
 
 use crate::kernels::fields::{input_spec, out_name, put, with_field};
@@ -51,6 +51,10 @@ impl RandomFlip {
 impl Op for RandomFlip {
     fn name(&self) -> &str {
         OP
+    }
+
+    fn fields(&self) -> Fields {
+        Fields::one(&self.field, self.output.as_deref())
     }
 
     fn deterministic(&self) -> bool {

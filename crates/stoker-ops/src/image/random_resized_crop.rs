@@ -10,7 +10,7 @@ use fast_image_resize::{FilterType, ResizeAlg};
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Schema};
 use stoker_core::exec::shuffle::epoch_seed;
-use stoker_core::op::{Op, OpCtx};
+use stoker_core::op::{Fields, Op, OpCtx};
 use stoker_core::{DType, Error, Result, Tensor};
 
 use crate::image::random_flip::unit;
@@ -147,6 +147,17 @@ impl RandomResizedCrop {
 impl Op for RandomResizedCrop {
     fn name(&self) -> &str {
         OP
+    }
+
+    fn fields(&self) -> Fields {
+        let boxes = self.box_output.iter().map(|b| Fields::Named {
+            reads: Vec::new(),
+            writes: vec![b.clone()],
+        });
+        boxes.fold(
+            Fields::one(&self.field, self.output.as_deref()),
+            Fields::and,
+        )
     }
 
     fn deterministic(&self) -> bool {

@@ -19,7 +19,7 @@ use fast_image_resize::images::{Image, ImageRef};
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Schema};
-use stoker_core::op::{Op, OpCtx};
+use stoker_core::op::{Fields, Op, OpCtx};
 use stoker_core::storage::Storage;
 use stoker_core::{DType, Error, Result, Tensor};
 
@@ -123,6 +123,10 @@ impl Resize {
 impl Op for Resize {
     fn name(&self) -> &str {
         OP
+    }
+
+    fn fields(&self) -> Fields {
+        Fields::one(&self.field, self.output.as_deref())
     }
 
     fn output_schema(&self, input: &Schema) -> Result<Schema> {

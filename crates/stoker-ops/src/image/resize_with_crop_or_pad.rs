@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Schema};
-use stoker_core::op::{Op, OpCtx};
+use stoker_core::op::{Fields, Op, OpCtx};
 use stoker_core::{Error, Result, Tensor};
 
 use crate::kernels::fields::{build_into, input_spec, out_name, put, with_field};
@@ -36,6 +36,10 @@ pub(crate) fn span(from: usize, to: usize) -> (usize, usize, usize) {
 impl Op for ResizeWithCropOrPad {
     fn name(&self) -> &str {
         OP
+    }
+
+    fn fields(&self) -> Fields {
+        Fields::one(&self.field, self.output.as_deref())
     }
 
     fn output_schema(&self, input: &Schema) -> Result<Schema> {

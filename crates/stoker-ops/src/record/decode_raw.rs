@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Schema};
-use stoker_core::op::{Op, OpCtx};
+use stoker_core::op::{Fields, Op, OpCtx};
 use stoker_core::{DType, Error, Result, Tensor};
 
 use crate::kernels::fields::{input_spec, out_name, put, with_field};
@@ -28,6 +28,10 @@ fn yes() -> bool {
 impl Op for DecodeRaw {
     fn name(&self) -> &str {
         OP
+    }
+
+    fn fields(&self) -> Fields {
+        Fields::one(&self.field, self.output.as_deref())
     }
 
     fn output_schema(&self, input: &Schema) -> Result<Schema> {

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Schema};
-use stoker_core::op::{Op, OpCtx};
+use stoker_core::op::{Fields, Op, OpCtx};
 use stoker_core::{Error, Result, Tensor};
 
 use crate::kernels::fields::{input_spec, out_name, put, with_field};
@@ -40,6 +40,10 @@ fn permute<T: Copy>(dims: &[T], to: Layout) -> [T; 3] {
 impl Op for ChangeLayout {
     fn name(&self) -> &str {
         OP
+    }
+
+    fn fields(&self) -> Fields {
+        Fields::one(&self.field, self.output.as_deref())
     }
 
     fn output_schema(&self, input: &Schema) -> Result<Schema> {

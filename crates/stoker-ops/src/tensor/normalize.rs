@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Schema};
-use stoker_core::op::{Op, OpCtx};
+use stoker_core::op::{Fields, Op, OpCtx};
 use stoker_core::{DType, Error, Result};
 
 use crate::kernels::channels;
@@ -48,6 +48,10 @@ impl Normalize {
 impl Op for Normalize {
     fn name(&self) -> &str {
         OP
+    }
+
+    fn fields(&self) -> Fields {
+        Fields::one(&self.field, self.output.as_deref())
     }
 
     fn output_schema(&self, input: &Schema) -> Result<Schema> {

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Schema};
-use stoker_core::op::{Op, OpCtx};
+use stoker_core::op::{Fields, Op, OpCtx};
 use stoker_core::{DType, Error, Result};
 
 use crate::kernels::fields::{build_chunks_into, input_spec, out_name, put, with_field};
@@ -71,6 +71,10 @@ impl RescaleU8 {
 impl Op for Rescale {
     fn name(&self) -> &str {
         OP
+    }
+
+    fn fields(&self) -> Fields {
+        Fields::one(&self.field, self.output.as_deref())
     }
 
     fn output_schema(&self, input: &Schema) -> Result<Schema> {
