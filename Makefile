@@ -14,6 +14,11 @@ $(VENV)/.ready:
 	$(VPY) -m pip install --quiet "maturin>=1.5,<2" "numpy>=1.23" "pytest>=7" ruff mypy
 	touch $@
 
+# The framework adapters' tests need the frameworks (CPU use only).
+$(VENV)/.frameworks: $(VENV)/.ready
+	$(VPY) -m pip install --quiet torch
+	touch $@
+
 venv: $(VENV)/.ready
 
 # JPEG decoder: libjpeg-turbo by default (built from source: cmake goes into the venv, nasm
@@ -50,7 +55,7 @@ rust-test: $(JPEG_TOOLS)
 	$(BUILD_ENV) $(CARGO) test --workspace --exclude stoker-python $(NO_TURBO)
 	$(BUILD_ENV) $(CARGO) test -p stoker-ops $(if $(NO_TURBO),,--no-default-features)
 
-py-test: develop cli
+py-test: develop cli $(VENV)/.frameworks
 	STOKER_BIN=$(CURDIR)/target/release/stoker $(VPY) -m pytest -q crates/stoker-python/tests
 
 # Every test: Rust unit and integration tests, then the Python suite.
@@ -71,7 +76,8 @@ BENCH_VENV ?= .venv-bench
 $(BENCH_VENV)/.ready:
 	$(PY) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(BENCH_VENV)/bin/python -m pip install --quiet "maturin>=1.5,<2" numpy matplotlib tensorflow-cpu torch
+	$(BENCH_VENV)/bin/python -m pip install --quiet "maturin>=1.5,<2" numpy matplotlib tensorflow-cpu torch torchvision \
+		opencv-python-headless
 	touch $@
 
 bench: $(BENCH_VENV)/.ready cli

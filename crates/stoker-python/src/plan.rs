@@ -509,12 +509,28 @@ impl PyPlan {
         stoker::spec::save(&self.plan, path).py(py)
     }
 
-    /// Starts an iteration, at `state` (bytes from `Iterator.state()`) when given.
-    #[pyo3(signature = (state=None))]
-    fn iterate(&self, py: Python<'_>, state: Option<Vec<u8>>) -> PyResult<PyIter> {
+    /// How many elements one pass hands out: tf.data's numbers (-1 infinite, -2 unknown).
+    fn cardinality(&self) -> i64 {
+        self.plan.step().cardinality().as_i64()
+    }
+
+    /// Starts an iteration, at `state` (bytes from `Iterator.state()`) when given, else as
+    /// iteration `epoch` when given (else the next one).
+    #[pyo3(signature = (state=None, epoch=None))]
+    fn iterate(
+        &self,
+        py: Python<'_>,
+        state: Option<Vec<u8>>,
+        epoch: Option<u64>,
+    ) -> PyResult<PyIter> {
         let pipeline = self.pipeline(py)?;
         let Some(state) = state else {
-            let run = py.detach(|| pipeline.start_at(None)).py(py)?;
+            let run = py
+                .detach(|| match epoch {
+                    Some(e) => pipeline.start_iteration(e),
+                    None => pipeline.start_at(None),
+                })
+                .py(py)?;
             return Ok(PyIter::new(run, pipeline));
         };
         // A restore may run a stage's input again through the elements it had taken, which

@@ -20,11 +20,18 @@ import stoker as sk
 
 def run_py(code: str, timeout: float = 60) -> dict:
     """Runs `code` in a fresh interpreter; it prints one JSON object last. Adds the peak RSS
-    (MB) and fails the test if the run does not end within `timeout` seconds."""
+    (MB) and fails the test if the run does not end within `timeout` seconds. The peak is the
+    interpreter's own (Linux's VmHWM): `ru_maxrss` would count the test process's memory,
+    which a child inherits across fork and exec."""
     prog = textwrap.dedent(code) + textwrap.dedent(
         """
         import resource as _r, json as _j, sys as _s
-        _s.stdout.write("\\n" + _j.dumps({"__rss_mb": _r.getrusage(_r.RUSAGE_SELF).ru_maxrss / 1024}) + "\\n")
+        try:
+            _hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0]
+            _mb = int(_hwm.split()[1]) / 1024
+        except (OSError, IndexError):
+            _mb = _r.getrusage(_r.RUSAGE_SELF).ru_maxrss / 1024
+        _s.stdout.write("\\n" + _j.dumps({"__rss_mb": _mb}) + "\\n")
         """
     )
     try:

@@ -136,3 +136,35 @@ def test_planner_passes_are_named_in_explain_and_can_be_switched_off(chess_files
 def test_an_unknown_pass_is_an_invalid_argument_naming_the_passes():
     with pytest.raises(sk.InvalidArgumentError, match="no planner pass is named 'map_fusion'.*fuse_maps"):
         sk.Dataset.range(3).with_options(optimizations={"map_fusion": False})
+
+
+def test_cardinality_is_the_count_a_pass_hands_out():
+    base = sk.Dataset.from_tensor_slices({"x": np.arange(23)})
+    finite = {
+        "range": sk.Dataset.range(3, 40, 4),
+        "slices": base,
+        "batch": base.batch(5),
+        "batch_drop": base.batch(5, drop_remainder=True),
+        "padded": base.map(lambda e: np.arange(int(e["x"]) % 3)).padded_batch(4),
+        "take": base.take(7),
+        "take_more": base.take(70),
+        "skip": base.skip(7),
+        "skip_all": base.skip(70),
+        "repeat": base.repeat(3),
+        "shard": base.shard(4, 3),
+        "zip": sk.Dataset.zip((base, sk.Dataset.range(9))),
+        "enumerate": base.enumerate(),
+        "shuffle": base.shuffle(8, seed=1),
+        "map": base.map(lambda e: e),
+        "prefetch_cache": base.cache().prefetch(2),
+        "infinite_taken": base.repeat().take(50),
+    }
+    for name, ds in finite.items():
+        n = ds.cardinality()
+        assert n == len(list(ds)) == len(ds), name
+    assert base.repeat().cardinality() == sk.dataset.INFINITE
+    assert sk.Dataset.zip((base.repeat(), sk.Dataset.range(4))).cardinality() == 4
+    for unknown in (base.filter(lambda e: True), base.batch(2).unbatch(), base.ignore_errors()):
+        assert unknown.cardinality() == sk.dataset.UNKNOWN
+        with pytest.raises(TypeError, match="unknown"):
+            len(unknown)

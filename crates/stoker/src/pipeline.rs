@@ -107,11 +107,26 @@ impl Pipeline {
     /// Like [`start`](Pipeline::start), from a state saved by [`Pipeline::save`] when one is
     /// given: the elements are those the saved run would have handed out next.
     pub fn start_at(&self, saved: Option<&[u8]>) -> Result<Run> {
+        self.start_with(saved, None)
+    }
+
+    /// Like [`start`](Pipeline::start), as iteration `iteration` (0 for the first): its
+    /// reshuffles and random ops draw from that iteration's epoch whatever iterations came
+    /// before, and the iterations after it go on from there.
+    pub fn start_iteration(&self, iteration: u64) -> Result<Run> {
+        self.start_with(None, Some(iteration))
+    }
+
+    fn start_with(&self, saved: Option<&[u8]>, iteration: Option<u64>) -> Result<Run> {
         let saved = saved.map(|bytes| self.load(bytes)).transpose()?;
         // A fresh cancel flag for this run: dropping the driver sets it.
-        let ctx = match &saved {
-            Some(s) => self.restored_run(s),
-            None => self.run(self.resources.next_iteration()),
+        let ctx = match (&saved, iteration) {
+            (Some(s), _) => self.restored_run(s),
+            (None, Some(i)) => {
+                self.resources.resumed_iteration(i);
+                self.run(i)
+            }
+            (None, None) => self.run(self.resources.next_iteration()),
         };
         let at = saved.as_ref().map(|s| &s.state);
         let (inner, capacity, stats) = match self.plan.step() {

@@ -13,10 +13,15 @@ import numpy as np
 from . import _stoker
 from ._structure import Dynamic, Template, after_native_ops, flatten, pack_element, prefixed
 from .diagnosis import Diagnosis
+from .errors import InvalidArgumentError
 from .ops import NativeOp
 from .timing import StepReport
 
 AUTOTUNE: int = _stoker.AUTOTUNE
+#: :meth:`Dataset.cardinality` of a pipeline that never ends.
+INFINITE: int = -1
+#: :meth:`Dataset.cardinality` of a pipeline whose length is not known before running it.
+UNKNOWN: int = -2
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -362,13 +367,39 @@ class Dataset:
     def __iter__(self) -> DatasetIterator:
         return DatasetIterator(self)
 
-    def iterator(self, state: bytes | dict[str, Any] | None = None) -> DatasetIterator:
+    def iterator(self, state: bytes | dict[str, Any] | None = None, epoch: int | None = None) -> DatasetIterator:
         """An iterator over the dataset (what ``iter(ds)`` returns), or, given ``state``
         (``it.state()``'s bytes or ``it.state_dict()``), one that resumes where that iterator
         stood: it hands out exactly the elements the saved one would have handed out next,
         also in a new process, through shuffle buffers, parallel maps, random ops, interleave,
-        repeat and caches. See :class:`DatasetIterator`."""
-        return DatasetIterator(self, _state_bytes(state))
+        repeat and caches. See :class:`DatasetIterator`.
+
+        Each iteration over a dataset is its next epoch: reshuffles and random ops draw from
+        it. ``epoch`` (0 for the first) starts that one instead, whatever iterations came
+        before (as ``DistributedSampler.set_epoch`` does); the iterations after it go on from
+        there. It cannot be given with ``state``, which holds its own."""
+        if epoch is not None:
+            if state is not None:
+                raise InvalidArgumentError("iterator: give state or epoch, not both (a state holds its epoch)")
+            if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+                raise InvalidArgumentError(f"iterator: epoch must be a whole number, at least 0, got {epoch!r}")
+        return DatasetIterator(self, _state_bytes(state), epoch)
+
+    def cardinality(self) -> int:
+        """How many elements one pass hands out, where the pipeline tells without running
+        (tf.data's ``cardinality()``): the count, ``-1`` (:data:`INFINITE`) for a ``repeat()``
+        without count, or ``-2`` (:data:`UNKNOWN`): after a ``filter``, an ``interleave``, an
+        ``unbatch``, ``ignore_errors()``, or from TFRecord files (counting them means reading
+        them)."""
+        return int(self._plan.cardinality())
+
+    def __len__(self) -> int:
+        n = self.cardinality()
+        if n == INFINITE:
+            raise TypeError("The dataset is infinite.")
+        if n == UNKNOWN:
+            raise TypeError("The dataset length is unknown.")
+        return n
 
     def as_numpy_iterator(self) -> Iterator[Any]:
         """Same as iterating (elements already are NumPy arrays); for tf.data users."""
@@ -471,9 +502,9 @@ class DatasetIterator(Iterator[Any]):
     running its input again (exact when that input is seeded).
     """
 
-    def __init__(self, dataset: Dataset, state: bytes | None = None) -> None:
+    def __init__(self, dataset: Dataset, state: bytes | None = None, epoch: int | None = None) -> None:
         self._dataset = dataset
-        self._it = dataset._plan.iterate(state)
+        self._it = dataset._plan.iterate(state) if epoch is None else dataset._plan.iterate(state, epoch)
 
     def __iter__(self) -> DatasetIterator:
         return self

@@ -9,7 +9,7 @@ use stoker_core::exec::{BoxIter, MakeIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Result, StageStats};
 
-use super::{same, DatasetOp};
+use super::{same, Cardinality, DatasetOp};
 use crate::build::{iterate, BuildCtx};
 use crate::disk_cache;
 use crate::plan::Plan;
@@ -47,6 +47,10 @@ impl DatasetOp for Cache {
     }
 
     /// Already cached.
+    fn cardinality(&self) -> Cardinality {
+        self.input.step().cardinality()
+    }
+
     fn deterministic(&self) -> bool {
         false
     }

@@ -9,7 +9,7 @@ use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{DType, Result, StageStats};
 
-use super::{input_at, unique, DatasetOp};
+use super::{input_at, unique, Cardinality, DatasetOp};
 use crate::build::{iterate_at, BuildCtx};
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
@@ -55,6 +55,10 @@ impl DatasetOp for Enumerate {
             fields.push(f);
         }
         unique(Self::KIND, Schema::new(fields))
+    }
+
+    fn cardinality(&self) -> Cardinality {
+        self.input.step().cardinality()
     }
 
     fn deterministic(&self) -> bool {

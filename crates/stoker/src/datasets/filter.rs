@@ -10,7 +10,7 @@ use stoker_core::op::Predicate;
 use stoker_core::stats::Metered;
 use stoker_core::{Result, StageStats};
 
-use super::{input_at, not_loadable, same, DatasetOp};
+use super::{input_at, not_loadable, same, Cardinality, DatasetOp};
 use crate::build::{iterate_at, BuildCtx};
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
@@ -42,6 +42,10 @@ impl DatasetOp for Filter {
     }
 
     /// Predicates are Python functions, which may draw random numbers.
+    fn cardinality(&self) -> Cardinality {
+        Cardinality::Unknown
+    }
+
     fn deterministic(&self) -> bool {
         false
     }

@@ -6,7 +6,10 @@ use stoker_core::element::Schema;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::{Error, Result, StageStats, Tensor};
 
-use super::{not_loadable, rows_iterate, rows_schema, DatasetOp, NoSpec, RandomAccess, RowAccess};
+use super::{
+    not_loadable, rows_iterate, rows_schema, Cardinality, DatasetOp, NoSpec, RandomAccess,
+    RowAccess,
+};
 use crate::build::BuildCtx;
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
@@ -26,6 +29,14 @@ impl DatasetOp for FromTensorSlices {
 
     fn schema(&self) -> Result<Schema> {
         rows_schema(&self.names, &self.columns, Self::KIND)
+    }
+
+    fn cardinality(&self) -> Cardinality {
+        let rows = self
+            .columns
+            .first()
+            .and_then(|c| c.shape().first().copied());
+        Cardinality::Finite(rows.unwrap_or(0) as u64)
     }
 
     fn deterministic(&self) -> bool {

@@ -13,7 +13,7 @@ use stoker_core::exec::{BoxIter, ElementIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{Error, Result, StageStats};
 
-use super::{same, DatasetOp, RandomAccess};
+use super::{same, Cardinality, DatasetOp, RandomAccess};
 use crate::build::BuildCtx;
 use crate::plan::{random_seed, Plan};
 use crate::spec::SpecCtx;
@@ -74,6 +74,10 @@ impl DatasetOp for GlobalShuffle {
             ));
         }
         Ok(same(&self.input))
+    }
+
+    fn cardinality(&self) -> Cardinality {
+        self.input.step().cardinality()
     }
 
     fn deterministic(&self) -> bool {

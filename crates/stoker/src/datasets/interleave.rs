@@ -10,7 +10,7 @@ use stoker_core::exec::{BoxIter, State};
 use stoker_core::{Error, Result, StageStats};
 use stoker_formats::Compression;
 
-use super::{check_parallelism, DatasetOp};
+use super::{check_parallelism, Cardinality, DatasetOp};
 use crate::build::{iterate, BuildCtx};
 use crate::plan::Plan;
 use crate::sources::{Opener, TfRecordOpener};
@@ -71,6 +71,10 @@ impl DatasetOp for Interleave {
             ));
         }
         self.opener.output_schema(self.input.schema())
+    }
+
+    fn cardinality(&self) -> Cardinality {
+        Cardinality::Unknown
     }
 
     fn deterministic(&self) -> bool {

@@ -11,7 +11,7 @@ use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{DType, Result, StageStats};
 
-use super::{DatasetOp, RandomAccess, RowAccess, Strings};
+use super::{Cardinality, DatasetOp, RandomAccess, RowAccess, Strings};
 use crate::build::{file_column, file_names, BuildCtx};
 use crate::plan::{random_seed, Plan};
 use crate::spec::SpecCtx;
@@ -79,6 +79,10 @@ impl DatasetOp for ListFiles {
             DType::Bytes,
             &[],
         )]))
+    }
+
+    fn cardinality(&self) -> Cardinality {
+        Cardinality::Finite(self.files.len() as u64)
     }
 
     fn deterministic(&self) -> bool {

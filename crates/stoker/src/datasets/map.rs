@@ -15,7 +15,7 @@ use stoker_core::stats::Metered;
 use stoker_core::{ErrorPolicy, Result, StageStats};
 use stoker_ops::OpSpec;
 
-use super::{check_parallelism, input_at, same, DatasetOp, RandomAccess};
+use super::{check_parallelism, input_at, same, Cardinality, DatasetOp, RandomAccess};
 use crate::build::{iterate_at, BuildCtx};
 use crate::plan::{Plan, AUTOTUNE};
 use crate::spec::SpecCtx;
@@ -72,6 +72,10 @@ impl DatasetOp for Map {
             _ => String::new(),
         };
         format!("map[{}]{par}", names.join(", "))
+    }
+
+    fn cardinality(&self) -> Cardinality {
+        self.input.step().cardinality()
     }
 
     fn deterministic(&self) -> bool {

@@ -89,6 +89,9 @@ pub trait DatasetOp: Clone + Send + Sync + Into<Step> + 'static {
     /// in the same order on every pass given the same input (no random op, no Python
     /// function, no shuffle), and a cache there makes sense.
     fn deterministic(&self) -> bool;
+    /// How many elements it hands out in one pass, where the plan tells (tf.data's
+    /// `cardinality()`).
+    fn cardinality(&self) -> Cardinality;
     /// The size and `drop_remainder` of the batches it hands out, when they come from a
     /// `batch` through steps that keep its rows together.
     fn batch_of(&self) -> Option<(usize, bool)> {
@@ -128,6 +131,35 @@ pub trait DatasetOp: Clone + Send + Sync + Into<Step> + 'static {
     fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Self::Spec>>;
     /// The step a spec describes, over `input` (the step before it; `None` for a source).
     fn from_spec(spec: Self::Spec, input: Option<Plan>, ctx: &SpecCtx) -> Result<Self>;
+}
+
+/// How many elements a step hands out in one pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cardinality {
+    Finite(u64),
+    Infinite,
+    /// Not known before running it (a filter, a source of unknown length, ...).
+    Unknown,
+}
+
+impl Cardinality {
+    /// tf.data's number: the count, `-1` (`INFINITE_CARDINALITY`) or `-2`
+    /// (`UNKNOWN_CARDINALITY`).
+    pub fn as_i64(self) -> i64 {
+        match self {
+            Cardinality::Finite(n) => i64::try_from(n).unwrap_or(i64::MAX),
+            Cardinality::Infinite => -1,
+            Cardinality::Unknown => -2,
+        }
+    }
+
+    /// `f` of the count of a finite pass; an infinite or unknown one stays so.
+    pub fn map(self, f: impl FnOnce(u64) -> u64) -> Cardinality {
+        match self {
+            Cardinality::Finite(n) => Cardinality::Finite(f(n)),
+            other => other,
+        }
+    }
 }
 
 /// Where a step runs.
@@ -255,6 +287,12 @@ macro_rules! steps {
             pub fn batch_of(&self) -> Option<(usize, bool)> {
                 match self {
                     $(Step::$variant(op) => op.batch_of(),)*
+                }
+            }
+
+            pub fn cardinality(&self) -> Cardinality {
+                match self {
+                    $(Step::$variant(op) => op.cardinality(),)*
                 }
             }
 

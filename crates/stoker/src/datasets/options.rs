@@ -7,7 +7,7 @@ use stoker_core::element::Schema;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::{ErrorPolicy, PipelineOptions, Result, StageStats};
 
-use super::{same, DatasetOp, RandomAccess};
+use super::{same, Cardinality, DatasetOp, RandomAccess};
 use crate::build::{iterate_at, BuildCtx};
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
@@ -45,6 +45,15 @@ impl DatasetOp for WithOptions {
             parts.push(format!("{pass}={}", if *on { "on" } else { "off" }));
         }
         format!("options({})", parts.join(", "))
+    }
+
+    /// Its input's; unknown when bad records are skipped (as after tf.data's
+    /// `ignore_errors`).
+    fn cardinality(&self) -> Cardinality {
+        match self.options.on_bad_record {
+            stoker_core::ErrorPolicy::Skip => Cardinality::Unknown,
+            stoker_core::ErrorPolicy::Raise => self.input.step().cardinality(),
+        }
     }
 
     fn deterministic(&self) -> bool {

@@ -12,7 +12,7 @@ use stoker_core::stats::Metered;
 use stoker_core::{DType, Error, Result, StageStats};
 
 use super::batch::{batch_label, batched};
-use super::{input_at, same, DatasetOp};
+use super::{input_at, same, Cardinality, DatasetOp};
 use crate::build::{iterate_at, BuildCtx};
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
@@ -54,6 +54,17 @@ impl DatasetOp for PaddedBatch {
 
     fn label(&self) -> String {
         batch_label(Self::KIND, self.batch_size, self.drop_remainder)
+    }
+
+    fn cardinality(&self) -> Cardinality {
+        let size = self.batch_size.max(1) as u64;
+        self.input.step().cardinality().map(|n| {
+            if self.drop_remainder {
+                n / size
+            } else {
+                n.div_ceil(size)
+            }
+        })
     }
 
     fn deterministic(&self) -> bool {

@@ -8,7 +8,7 @@ use stoker_core::exec::prefetch::Prefetch as PrefetchIter;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::{Error, Result, StageStats};
 
-use super::{same, DatasetOp, RandomAccess};
+use super::{same, Cardinality, DatasetOp, RandomAccess};
 use crate::build::{iterate_at, BuildCtx};
 use crate::plan::{Plan, AUTOTUNE};
 use crate::spec::SpecCtx;
@@ -68,6 +68,10 @@ impl DatasetOp for Prefetch {
     }
 
     /// A cache belongs before the prefetch.
+    fn cardinality(&self) -> Cardinality {
+        self.input.step().cardinality()
+    }
+
     fn deterministic(&self) -> bool {
         false
     }

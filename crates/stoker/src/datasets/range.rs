@@ -8,7 +8,7 @@ use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{DType, Error, Result, StageStats, Tensor};
 
-use super::{DatasetOp, RandomAccess};
+use super::{Cardinality, DatasetOp, RandomAccess};
 use crate::build::BuildCtx;
 use crate::plan::Plan;
 use crate::sources::RangeIter;
@@ -51,6 +51,10 @@ impl DatasetOp for Range {
             DType::I64,
             &[],
         )]))
+    }
+
+    fn cardinality(&self) -> Cardinality {
+        Cardinality::Finite(self.count())
     }
 
     fn deterministic(&self) -> bool {

@@ -10,7 +10,7 @@ use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Result, StageStats};
 
-use super::{same, DatasetOp};
+use super::{same, Cardinality, DatasetOp};
 use crate::build::{iterate_at, BuildCtx};
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
@@ -46,6 +46,17 @@ impl DatasetOp for Repeat {
     }
 
     /// A cache after a repeat would hold every pass (or never complete).
+    fn cardinality(&self) -> Cardinality {
+        match (self.input.step().cardinality(), self.count) {
+            (Cardinality::Finite(0), _) => Cardinality::Finite(0),
+            (Cardinality::Finite(n), Some(c)) => Cardinality::Finite(n.saturating_mul(c)),
+            (Cardinality::Unknown, Some(_)) => Cardinality::Unknown,
+            // An input of unknown length repeated forever: infinite unless it is empty.
+            (Cardinality::Unknown, None) => Cardinality::Unknown,
+            (Cardinality::Infinite, _) | (Cardinality::Finite(_), None) => Cardinality::Infinite,
+        }
+    }
+
     fn deterministic(&self) -> bool {
         false
     }

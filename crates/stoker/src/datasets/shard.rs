@@ -9,7 +9,7 @@ use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Error, Result, StageStats};
 
-use super::{input_at, same, DatasetOp};
+use super::{input_at, same, Cardinality, DatasetOp};
 use crate::build::{iterate_at, BuildCtx};
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
@@ -47,6 +47,14 @@ impl DatasetOp for Shard {
 
     fn label(&self) -> String {
         format!("shard({}, {})", self.num_shards, self.index)
+    }
+
+    fn cardinality(&self) -> Cardinality {
+        let (n, i) = (self.num_shards.max(1), self.index);
+        self.input
+            .step()
+            .cardinality()
+            .map(|m| m / n + u64::from(i < m % n))
     }
 
     fn deterministic(&self) -> bool {

@@ -9,7 +9,7 @@ use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{Error, Result, StageStats};
 
-use super::{same, DatasetOp};
+use super::{same, Cardinality, DatasetOp};
 use crate::build::{iterate, iterate_at, BuildCtx};
 use crate::plan::{random_seed, Plan};
 use crate::spec::SpecCtx;
@@ -71,6 +71,10 @@ impl DatasetOp for Shuffle {
 
     fn label(&self) -> String {
         format!("shuffle({})", self.buffer_size)
+    }
+
+    fn cardinality(&self) -> Cardinality {
+        self.input.step().cardinality()
     }
 
     fn deterministic(&self) -> bool {

@@ -9,7 +9,7 @@ use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Result, StageStats};
 
-use super::{input_at, same, DatasetOp};
+use super::{input_at, same, Cardinality, DatasetOp};
 use crate::build::{iterate_at, BuildCtx};
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
@@ -38,6 +38,13 @@ impl DatasetOp for Skip {
 
     fn label(&self) -> String {
         format!("skip({})", self.count)
+    }
+
+    fn cardinality(&self) -> Cardinality {
+        self.input
+            .step()
+            .cardinality()
+            .map(|n| n.saturating_sub(self.count))
     }
 
     fn deterministic(&self) -> bool {

@@ -9,7 +9,7 @@ use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Result, StageStats};
 
-use super::{input_at, same, DatasetOp};
+use super::{input_at, same, Cardinality, DatasetOp};
 use crate::build::{iterate_at, BuildCtx};
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
@@ -38,6 +38,14 @@ impl DatasetOp for Take {
 
     fn label(&self) -> String {
         format!("take({})", self.count)
+    }
+
+    fn cardinality(&self) -> Cardinality {
+        match self.input.step().cardinality() {
+            Cardinality::Finite(n) => Cardinality::Finite(n.min(self.count)),
+            Cardinality::Infinite => Cardinality::Finite(self.count),
+            Cardinality::Unknown => Cardinality::Unknown,
+        }
     }
 
     fn deterministic(&self) -> bool {

@@ -12,7 +12,7 @@ use stoker_core::{DType, Result, StageStats};
 use stoker_formats::tfrecord_index::RecordFile;
 use stoker_formats::Compression;
 
-use super::{DatasetOp, RandomAccess, Strings};
+use super::{Cardinality, DatasetOp, RandomAccess, Strings};
 use crate::build::{file_names, BuildCtx};
 use crate::plan::{Plan, AUTOTUNE};
 use crate::sources::TfRecordOpener;
@@ -100,6 +100,11 @@ impl DatasetOp for TfRecord {
             self.files.len(),
             self.num_parallel_reads
         )
+    }
+
+    /// Unknown, as in tf.data: counting the records reads every file.
+    fn cardinality(&self) -> Cardinality {
+        Cardinality::Unknown
     }
 
     fn deterministic(&self) -> bool {

@@ -9,7 +9,7 @@ use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Error, Result, StageStats};
 
-use super::{input_at, DatasetOp};
+use super::{input_at, Cardinality, DatasetOp};
 use crate::build::{iterate_at, BuildCtx};
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
@@ -44,6 +44,10 @@ impl DatasetOp for Unbatch {
             f.shape.remove(0);
         }
         Ok(schema)
+    }
+
+    fn cardinality(&self) -> Cardinality {
+        Cardinality::Unknown
     }
 
     fn deterministic(&self) -> bool {

@@ -9,7 +9,7 @@ use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Error, Result, StageStats};
 
-use super::{input_at, unique, DatasetOp};
+use super::{input_at, unique, Cardinality, DatasetOp};
 use crate::build::{iterate_at, BuildCtx};
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
@@ -61,6 +61,20 @@ impl DatasetOp for Zip {
             }
         }
         unique(Self::KIND, Schema::new(fields))
+    }
+
+    /// The shortest input's.
+    fn cardinality(&self) -> Cardinality {
+        let all: Vec<Cardinality> = self.inputs.iter().map(|p| p.step().cardinality()).collect();
+        let finite = all.iter().filter_map(|c| match c {
+            Cardinality::Finite(n) => Some(*n),
+            _ => None,
+        });
+        match finite.min() {
+            Some(n) if n == 0 || !all.contains(&Cardinality::Unknown) => Cardinality::Finite(n),
+            _ if all.contains(&Cardinality::Unknown) => Cardinality::Unknown,
+            _ => Cardinality::Infinite,
+        }
     }
 
     fn deterministic(&self) -> bool {

@@ -1,0 +1,372 @@
+"""Feeding PyTorch: a stoker pipeline as the loader of a training loop.
+
+    loader = stoker.torch.loader(ds, device="cuda")
+    for epoch in range(epochs):
+        loader.set_epoch(epoch)
+        for batch in loader:          # the dataset's structure, of torch.Tensors on the device
+            ...
+        torch.save({"data": loader.state_dict(), ...}, path)
+
+On the CPU (``device=None`` or ``"cpu"``) the tensors share the engine's memory: no copy. A
+batch array that is read-only (a memory cache hands out the same arrays every epoch) is copied,
+so that a training step writing into its input cannot change the cache.
+
+On a CUDA device, a thread copies each batch into pinned host buffers taken from a small pool,
+then to the device on a side CUDA stream, ``prefetch`` batches ahead of the step. The consumer's
+stream waits on the copy's event, and each tensor is marked as used by that stream
+(``record_stream``), so PyTorch's caching allocator never hands its memory to another tensor
+while the step may still read it. Strings (object arrays) stay NumPy arrays.
+
+``len(loader)`` is the number of batches when the pipeline knows its cardinality (see
+:meth:`stoker.Dataset.cardinality`). ``state_dict()`` / ``load_state_dict()`` save and restore
+the position of the last batch handed out (a few hundred bytes, see
+:class:`stoker.DatasetIterator`), so code written for torchdata's ``StatefulDataLoader``
+(torchtune, Lightning) resumes exactly.
+
+Distributed data parallel: ``shard="auto"`` reads the rank and world size from
+``torch.distributed`` (when initialised) or from ``RANK`` / ``WORLD_SIZE``, and gives rank
+``r`` batches ``r, r + n, r + 2n, ...`` of the pipeline, the way tf.data's ``DATA`` auto-shard
+policy does: every rank runs the whole pipeline (each with the same seeds) and keeps its share,
+so the pipeline must be seeded. Every rank gets the same number of batches per epoch: the last
+``cardinality % world_size`` batches are dropped (DDP would otherwise wait forever for a rank
+that has no batch left), which needs a known cardinality.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from .dataset import Dataset, DatasetIterator, _state_bytes
+from .errors import InvalidArgumentError
+
+try:
+    import torch
+    import torch.utils.data
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise ImportError("stoker.torch needs PyTorch: pip install torch") from e
+
+__all__ = ["Loader", "IterableDataset", "loader", "to_torch"]
+
+
+def to_torch(element: Any) -> Any:
+    """``element`` (a batch of NumPy arrays in the dataset's structure) as torch tensors that
+    share its memory; read-only arrays are copied; strings stay NumPy arrays."""
+    if isinstance(element, dict):
+        return {k: to_torch(v) for k, v in element.items()}
+    if isinstance(element, (tuple, list)):
+        return type(element)(to_torch(v) for v in element)
+    if isinstance(element, np.ndarray):
+        if element.dtype == object:
+            return element
+        if not element.flags.writeable:
+            return torch.from_numpy(element.copy())
+        return torch.from_numpy(element)
+    if isinstance(element, np.generic):
+        return torch.from_numpy(np.asarray(element))
+    return element
+
+
+def _leaves(element: Any) -> list[Any]:
+    if isinstance(element, dict):
+        return [x for v in element.values() for x in _leaves(v)]
+    if isinstance(element, (tuple, list)):
+        return [x for v in element for x in _leaves(v)]
+    return [element]
+
+
+def _rebuild(element: Any, leaves: Iterator[Any]) -> Any:
+    if isinstance(element, dict):
+        return {k: _rebuild(v, leaves) for k, v in element.items()}
+    if isinstance(element, (tuple, list)):
+        return type(element)(_rebuild(v, leaves) for v in element)
+    return next(leaves)
+
+
+def _rank_and_world() -> tuple[int, int]:
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
+class Loader:
+    """A stoker pipeline as a PyTorch loader; see :func:`loader`."""
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        device: str | torch.device | None = None,
+        pin_memory: bool | None = None,
+        prefetch: int = 2,
+        non_blocking: bool = True,
+        shard: str | tuple[int, int] | None = None,
+    ) -> None:
+        if not isinstance(dataset, Dataset):
+            raise InvalidArgumentError(f"dataset must be a stoker.Dataset, got {type(dataset).__name__}")
+        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1:
+            raise InvalidArgumentError(f"prefetch must be a whole number of batches, at least 1, got {prefetch!r}")
+        self.device = torch.device(device) if device is not None else torch.device("cpu")
+        if self.device.type not in ("cpu", "cuda"):
+            raise InvalidArgumentError(f"device must be 'cpu' or a CUDA device, got {device!r}")
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise InvalidArgumentError(f"device {device!r}: CUDA is not available")
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        self.pin_memory = self.device.type == "cuda" if pin_memory is None else bool(pin_memory)
+        if self.pin_memory and not torch.cuda.is_available():
+            raise InvalidArgumentError("pin_memory=True needs CUDA")
+        self.prefetch = prefetch
+        self.non_blocking = non_blocking
+        self.rank, self.world_size = self._shard_of(shard)
+        self._dataset = dataset
+        self._sharded = self._shard(dataset)
+        self._epoch: int | None = None
+        self._state: bytes | None = None
+        self._last_state: bytes | None = None
+        self._iterator: DatasetIterator | None = None
+
+    @staticmethod
+    def _shard_of(shard: str | tuple[int, int] | None) -> tuple[int, int]:
+        if shard is None:
+            return 0, 1
+        if shard == "auto":
+            rank, world = _rank_and_world()
+        elif isinstance(shard, tuple) and len(shard) == 2:
+            rank, world = shard
+        else:
+            raise InvalidArgumentError(f"shard must be None, 'auto' or (rank, world_size), got {shard!r}")
+        if not (isinstance(rank, int) and isinstance(world, int) and world >= 1 and 0 <= rank < world):
+            raise InvalidArgumentError(f"shard: rank {rank!r} is not in 0..world_size={world!r}")
+        return rank, world
+
+    def _shard(self, ds: Dataset) -> Dataset:
+        if self.world_size == 1:
+            return ds
+        n = ds.cardinality()
+        if n < 0:
+            raise InvalidArgumentError(
+                "shard: every rank must get the same number of batches, which needs the pipeline's "
+                "cardinality, and this pipeline does not know it (a filter, or a Python function "
+                "that may drop elements); add .take(n) to fix the number of batches"
+            )
+        return ds.take(n - n % self.world_size).shard(self.world_size, self.rank)
+
+    def __len__(self) -> int:
+        n = self._sharded.cardinality()
+        if n < 0:
+            raise TypeError("the pipeline's cardinality is unknown or infinite: len() is not defined")
+        return n
+
+    def set_epoch(self, epoch: int) -> None:
+        """Makes the next iteration epoch ``epoch`` of the pipeline: its reshuffles and random
+        ops draw from that epoch, whatever iterations came before (as with
+        ``DistributedSampler.set_epoch``)."""
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise InvalidArgumentError(f"epoch must be a whole number, at least 0, got {epoch!r}")
+        self._epoch = epoch
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the iteration stands after the last batch handed out (a restore goes on with
+        the next one)."""
+        if self._last_state is None:
+            if self._state is not None:
+                return {"stoker_iterator_state": self._state}
+            raise InvalidArgumentError("state_dict: no iteration has started yet")
+        return {"stoker_iterator_state": self._last_state}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """The next iteration goes on from ``state_dict``."""
+        self._state = _state_bytes(state_dict)
+        self._last_state = None
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._iterator is not None:
+            self._iterator.close()
+        state, self._state = self._state, None
+        self._iterator = it = self._sharded.iterator(state=state, epoch=None if state else self._epoch)
+        self._epoch = None
+        if self.device.type == "cpu" and not self.pin_memory:
+            return self._cpu(it)
+        return self._to_device(it)
+
+    def _cpu(self, it: DatasetIterator) -> Iterator[Any]:
+        for batch in it:
+            self._last_state = it.state()
+            yield to_torch(batch)
+
+    def _to_device(self, it: DatasetIterator) -> Iterator[Any]:
+        feeder = _DeviceFeeder(it, self.device, self.pin_memory, self.prefetch, self.non_blocking)
+        try:
+            while True:
+                item = feeder.get()
+                if item is None:
+                    return
+                batch, state = item
+                self._last_state = state
+                yield batch
+        finally:
+            feeder.close()
+
+    def close(self) -> None:
+        """Stops the pipeline's threads."""
+        if self._iterator is not None:
+            self._iterator.close()
+
+
+class _DeviceFeeder:
+    """Copies batches to the device on a side CUDA stream, ``prefetch`` ahead, through pinned
+    host buffers that it reuses once the copy out of them is done."""
+
+    _END = object()
+
+    def __init__(
+        self, it: DatasetIterator, device: torch.device, pin: bool, prefetch: int, non_blocking: bool
+    ) -> None:
+        self.it = it
+        self.device = device
+        self.pin = pin
+        self.non_blocking = non_blocking
+        self.cuda = device.type == "cuda"
+        self.stream = torch.cuda.Stream(device=device) if self.cuda else None
+        self.ready: queue.Queue[Any] = queue.Queue(maxsize=prefetch)
+        # Pinned buffers by (dtype, number of elements), each with the event after which the
+        # copy out of it is done.
+        self.pool: dict[tuple[torch.dtype, int], list[tuple[torch.Tensor, Any]]] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="stoker-torch-feeder", daemon=True)
+        self.thread.start()
+
+    def _pinned(self, t: torch.Tensor) -> torch.Tensor:
+        key = (t.dtype, t.numel())
+        free = self.pool.setdefault(key, [])
+        for i, (buf, done) in enumerate(free):
+            if done is None or done.query():
+                free.pop(i)
+                return buf
+        return torch.empty(t.numel(), dtype=t.dtype, pin_memory=True)
+
+    def _move(self, batch: Any) -> tuple[Any, Any, list[tuple[torch.Tensor, tuple[torch.dtype, int]]]]:
+        leaves = _leaves(to_torch(batch))
+        used: list[tuple[torch.Tensor, tuple[torch.dtype, int]]] = []
+        out = []
+        for t in leaves:
+            if not isinstance(t, torch.Tensor):
+                out.append(t)
+                continue
+            src = t
+            if self.pin:
+                buf = self._pinned(t)
+                src = buf[: t.numel()].view(t.shape)
+                src.copy_(t)
+                used.append((buf, (t.dtype, t.numel())))
+            out.append(src.to(self.device, non_blocking=self.non_blocking) if self.cuda else src)
+        event = None
+        if self.cuda:
+            event = torch.cuda.Event()
+            event.record(self.stream)
+        for buf, key in used:
+            self.pool.setdefault(key, []).append((buf, event))
+        return _rebuild(batch, iter(out)), event, used
+
+    def _run(self) -> None:
+        try:
+            stream_ctx = torch.cuda.stream(self.stream) if self.cuda else _Null()
+            with stream_ctx:
+                for batch in self.it:
+                    if self.stop.is_set():
+                        return
+                    state = self.it.state()
+                    moved, event, _ = self._move(batch)
+                    self._put((moved, event, state))
+            self._put(self._END)
+        except BaseException as e:  # handed to the consumer, raised there
+            self._put(e)
+
+    def _put(self, item: Any) -> None:
+        while not self.stop.is_set():
+            try:
+                self.ready.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def get(self) -> tuple[Any, bytes] | None:
+        while True:
+            try:
+                item = self.ready.get(timeout=0.1)
+                break
+            except queue.Empty:
+                if not self.thread.is_alive() and self.ready.empty():
+                    raise RuntimeError("stoker.torch: the feeder thread ended without a result") from None
+        if item is self._END:
+            return None
+        if isinstance(item, BaseException):
+            raise item
+        batch, event, state = item
+        if self.cuda:
+            current = torch.cuda.current_stream(self.device)
+            current.wait_event(event)
+            for t in _leaves(batch):
+                if isinstance(t, torch.Tensor) and t.is_cuda:
+                    t.record_stream(current)
+        return batch, state
+
+    def close(self) -> None:
+        self.stop.set()
+        self.it.close()
+        self.thread.join(timeout=5)
+
+
+class _Null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def loader(
+    dataset: Dataset,
+    device: str | torch.device | None = None,
+    pin_memory: bool | None = None,
+    prefetch: int = 2,
+    non_blocking: bool = True,
+    shard: str | tuple[int, int] | None = None,
+) -> Loader:
+    """``dataset`` as a loader for a PyTorch training loop: iterating it yields the dataset's
+    structure (dict / tuple / single) of ``torch.Tensor`` s on ``device``. See the module's
+    documentation for the CPU and CUDA paths, ``len``, ``set_epoch``, ``state_dict`` and
+    ``shard``."""
+    return Loader(dataset, device, pin_memory, prefetch, non_blocking, shard)
+
+
+class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[misc, type-arg]
+    """For code that keeps a ``torch.utils.data.DataLoader``: use it with ``batch_size=None``
+    (stoker batches) and ``num_workers=0`` (stoker has its own threads; worker processes would
+    each run the whole pipeline). This is the slower path: the DataLoader adds its own collation
+    and pinning on the training thread; :func:`loader` is the fast one."""
+
+    def __init__(self, dataset: Dataset) -> None:
+        super().__init__()
+        self.dataset = dataset
+
+    def __iter__(self) -> Iterator[Any]:
+        info = torch.utils.data.get_worker_info()
+        if info is not None and info.num_workers > 1:
+            raise InvalidArgumentError(
+                "stoker.torch.IterableDataset runs its own threads: use DataLoader(num_workers=0)"
+            )
+        for batch in self.dataset:
+            yield to_torch(batch)
+
+    def __len__(self) -> int:
+        n = self.dataset.cardinality()
+        if n < 0:
+            raise TypeError("the pipeline's cardinality is unknown or infinite: len() is not defined")
+        return n

@@ -1,0 +1,219 @@
+"""stoker.torch: tensors from stoker's batches, the loader's len / set_epoch / state_dict, DDP
+sharding (two gloo processes), the DataLoader path and DLPack. CUDA paths run where a GPU is."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import stoker as sk
+import torch
+import torch.utils.data
+from stoker import torch as skt
+
+HERE = Path(__file__).parent
+
+
+def table(n: int = 50) -> dict[str, np.ndarray]:
+    return {
+        "x": np.arange(n * 3, dtype=np.float32).reshape(n, 3),
+        "y": np.arange(n, dtype=np.int64),
+    }
+
+
+def shuffled(n: int = 50, batch: int = 4, drop: bool = False) -> sk.Dataset:
+    return sk.Dataset.from_tensor_slices(table(n)).shuffle(16, seed=3).batch(batch, drop_remainder=drop)
+
+
+def as_numpy(batch: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    return {k: v.cpu().numpy() for k, v in batch.items()}
+
+
+def same(a: list[dict[str, np.ndarray]], b: list[dict[str, np.ndarray]]) -> bool:
+    return len(a) == len(b) and all(
+        x.keys() == y.keys() and all(np.array_equal(x[k], y[k]) for k in x) for x, y in zip(a, b)
+    )
+
+
+def test_cpu_tensors_equal_the_numpy_batches_and_share_their_memory():
+    ds = shuffled()
+    want = list(ds.iterator(epoch=0))
+    got = []
+    loader = skt.loader(ds)
+    loader.set_epoch(0)
+    for batch in loader:
+        assert isinstance(batch["x"], torch.Tensor) and batch["x"].dtype == torch.float32
+        assert batch["y"].dtype == torch.int64
+        got.append(as_numpy(batch))
+    assert same(got, want)
+    # No copy: the tensor views the engine's buffer behind the NumPy array.
+    arrays = next(iter(ds))
+    tensors = skt.to_torch(arrays)
+    for k in arrays:
+        assert tensors[k].data_ptr() == arrays[k].ctypes.data
+    tensors["x"][0, 0] = -1.0
+    assert arrays["x"][0, 0] == -1.0
+
+
+def test_read_only_arrays_are_copied_and_structures_kept():
+    a = np.arange(6, dtype=np.int32).reshape(2, 3)
+    a.flags.writeable = False
+    t = skt.to_torch((a, {"s": np.array([b"ab", b"c"], dtype=object)}))
+    assert isinstance(t, tuple) and t[0].data_ptr() != a.ctypes.data
+    assert t[0].tolist() == a.tolist()
+    assert isinstance(t[1]["s"], np.ndarray)  # strings stay NumPy
+    # A single-field dataset gives single tensors.
+    single = next(iter(skt.loader(sk.Dataset.range(5).batch(2))))
+    assert isinstance(single, torch.Tensor) and single.tolist() == [0, 1]
+
+
+def test_len_is_the_number_of_batches_when_the_pipeline_knows_it():
+    assert len(skt.loader(shuffled(50, 4))) == 13
+    assert len(skt.loader(shuffled(50, 4, drop=True))) == 12
+    assert len(list(skt.loader(shuffled(50, 4, drop=True)))) == 12
+    assert len(shuffled(50, 4)) == 13
+    assert sk.Dataset.range(10).repeat().cardinality() == sk.dataset.INFINITE
+    assert sk.Dataset.range(10).filter(lambda v: v > 2).cardinality() == sk.dataset.UNKNOWN
+    with pytest.raises(TypeError, match="unknown"):
+        len(skt.loader(sk.Dataset.range(10).filter(lambda v: v > 2).batch(2)))
+    with pytest.raises(TypeError, match="infinite"):
+        len(sk.Dataset.range(10).repeat())
+
+
+def test_set_epoch_reshuffles_and_picks_the_epoch():
+    loader = skt.loader(shuffled())
+    runs = {}
+    for epoch in (0, 1, 0, 5):
+        loader.set_epoch(epoch)
+        run = [as_numpy(b) for b in loader]
+        if epoch in runs:
+            assert same(run, runs[epoch]), "the same epoch twice: the same order"
+        runs[epoch] = run
+    assert not same(runs[0], runs[1])
+    assert not same(runs[1], runs[5])
+    # The same as the dataset's own epoch 5.
+    assert same(runs[5], list(shuffled().iterator(epoch=5)))
+    with pytest.raises(sk.InvalidArgumentError, match="epoch"):
+        loader.set_epoch(-1)
+
+
+def test_state_dict_round_trip_resumes_exactly():
+    ds = sk.Dataset.from_tensor_slices(table(60)).shuffle(16, seed=3).repeat(2).batch(5)
+    loader = skt.loader(ds)
+    loader.set_epoch(0)
+    full = [as_numpy(b) for b in loader]
+    for k in (0, 1, 7, 23):
+        loader = skt.loader(ds)
+        loader.set_epoch(0)
+        it = iter(loader)
+        head = [as_numpy(next(it)) for _ in range(k)]
+        if k == 0:
+            with pytest.raises(sk.InvalidArgumentError, match="no iteration"):
+                skt.loader(ds).state_dict()
+            continue
+        saved = loader.state_dict()
+        assert len(saved["stoker_iterator_state"]) < 1024
+        again = skt.loader(sk.Dataset.from_tensor_slices(table(60)).shuffle(16, seed=3).repeat(2).batch(5))
+        again.load_state_dict(saved)
+        rest = [as_numpy(b) for b in again]
+        assert same(head + rest, full), k
+
+
+def test_distributed_ranks_see_every_element_once_in_equal_batch_counts(tmp_path):
+    script = tmp_path / "ddp.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import json, os, sys
+            import numpy as np
+            import torch.distributed as dist
+            import stoker as sk
+            from stoker import torch as skt
+
+            dist.init_process_group("gloo")
+            ds = sk.Dataset.from_tensor_slices({"y": np.arange(105)}).shuffle(20, seed=1).batch(4)
+            loader = skt.loader(ds, shard="auto")
+            out = {"len": len(loader), "epochs": []}
+            for epoch in (0, 1):
+                loader.set_epoch(epoch)
+                out["epochs"].append([b["y"].tolist() for b in loader])
+            json.dump(out, open(sys.argv[1] + f".{dist.get_rank()}", "w"))
+            dist.destroy_process_group()
+            """
+        )
+    )
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="29533")
+        procs.append(subprocess.Popen([sys.executable, str(script), str(tmp_path / "out")], env=env))
+    for p in procs:
+        assert p.wait(timeout=120) == 0
+    import json
+
+    results = [json.loads((tmp_path / f"out.{r}").read_text()) for r in range(2)]
+    # 105 elements in 27 batches (26 of 4, the last of 1): the last is dropped so that both
+    # ranks get the same number, 13 each.
+    assert results[0]["len"] == results[1]["len"] == 13
+    for epoch in (0, 1):
+        batches = [results[r]["epochs"][epoch] for r in range(2)]
+        assert len(batches[0]) == len(batches[1]) == 13
+        seen = [v for r in range(2) for b in batches[r] for v in b]
+        assert len(seen) == len(set(seen)), "an element seen twice"
+        assert len(seen) == 104
+    assert results[0]["epochs"][0] != results[0]["epochs"][1], "set_epoch reshuffles"
+
+
+def test_dataloader_path_and_dlpack():
+    ds = shuffled()
+    want = list(ds.iterator(epoch=0))
+    dl = torch.utils.data.DataLoader(skt.IterableDataset(ds), batch_size=None, num_workers=0)
+    assert len(dl) == len(want)
+    first = [as_numpy(b) for b in dl]
+    assert len(first) == len(want)
+    # DLPack: any consumer takes a batch's arrays without a copy.
+    arrays = next(iter(ds))
+    t = torch.from_dlpack(arrays["x"])
+    assert t.data_ptr() == arrays["x"].ctypes.data
+
+
+def test_wrong_arguments_name_the_argument():
+    ds = shuffled()
+    with pytest.raises(sk.InvalidArgumentError, match="prefetch"):
+        skt.loader(ds, prefetch=0)
+    with pytest.raises(sk.InvalidArgumentError, match="device"):
+        skt.loader(ds, device="meta")
+    with pytest.raises(sk.InvalidArgumentError, match="shard"):
+        skt.loader(ds, shard=(2, 2))
+    with pytest.raises(sk.InvalidArgumentError, match="cardinality"):
+        skt.loader(sk.Dataset.range(10).filter(lambda v: v > 2), shard=(0, 2))
+    with pytest.raises(sk.InvalidArgumentError, match="state or epoch"):
+        ds.iterator(state=b"x", epoch=1)
+
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@cuda
+def test_cuda_batches_arrive_on_the_device_equal_and_ahead():
+    ds = sk.Dataset.from_tensor_slices(table(200)).shuffle(16, seed=3).batch(8)
+    want = list(ds.iterator(epoch=0))
+    loader = skt.loader(ds, device="cuda", prefetch=3)
+    loader.set_epoch(0)
+    got = []
+    for batch in loader:
+        assert batch["x"].is_cuda and batch["y"].is_cuda
+        got.append(as_numpy(batch))
+    assert same(got, want)
+    # Resume on the device path too.
+    loader = skt.loader(ds, device="cuda")
+    loader.set_epoch(0)
+    it = iter(loader)
+    head = [as_numpy(next(it)) for _ in range(5)]
+    again = skt.loader(ds, device="cuda")
+    again.load_state_dict(loader.state_dict())
+    assert same(head + [as_numpy(b) for b in again], want)
