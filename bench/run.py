@@ -653,6 +653,53 @@ def resume_section() -> list[str]:
     return L
 
 
+def torch_section() -> list[str]:
+    """stoker.torch: the CPU path's cost (bench/torch_cpu.py) and training on a GPU fed by W3
+    (bench/gpu_train.py, on the device machine), from their last runs."""
+    L: list[str] = []
+    cpu = os.path.join(RESULTS, "torch_cpu.json")
+    if os.path.exists(cpu):
+        with open(cpu) as f:
+            c = json.load(f)
+        L += ["## Feeding PyTorch", "",
+              f"Run {c['date']} · `{c['command']}` · {c['threads']} threads · torch {c['torch']}. W3's pipeline "
+              "(3,000 JPEGs, batches of 256), the same pipeline iterated as NumPy batches and through "
+              "`stoker.torch.loader(device=\"cpu\")`, alternating epoch by epoch in one process: "
+              f"{c['median']['numpy']:,.0f} against {c['median']['torch_cpu']:,.0f} images/s (medians), "
+              f"**{100 * c['ratio']:.0f} %** of the NumPy rate through the loader.", ""]
+    return L + gpu_section()
+
+
+def gpu_section() -> list[str]:
+    """Training on a GPU fed by W3, from bench/gpu_train.py's last run (on the device machine)."""
+    path = os.path.join(RESULTS, "gpu_train.json")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        d = json.load(f)
+    names = {"stoker": "**stoker** `stoker.torch.loader(device=\"cuda\")`",
+             "torchvision": "torchvision `DataLoader(workers=cores, pin_memory=True)`"}
+    rows = d["rows"]
+    L = ["## Training on a GPU (W3 into ResNet-50)", "",
+         f"`{d['command']}` · {d['gpu']}, {d['cpus']} CPU cores · torch {d['torch']}, torchvision "
+         f"{d['torchvision']}, stoker {d['stoker']} · {d['images']:,} JPEGs (W3's generator), batches of "
+         f"{d['batch']}, {d['steps']} timed steps after {d['warmup']} warm-up steps, one process, one "
+         "contender after the other.", "",
+         "ResNet-50 (torchvision), bf16 autocast, channels-last, SGD. W3's augmentation on both sides "
+         "(random-resized crop 224, horizontal flip, brightness/contrast jitter, normalise). Input stall: the "
+         "share of step time spent waiting for the batch (`stoker.timed`, CUDA synchronise at each step end).", "",
+         "| loader | images/s | input stall | median step | mean step | verdict |", "|---|---|---|---|---|---|"]
+    for name, r in rows.items():
+        L.append(f"| {names.get(name, name)} | {r['images_per_s']:,.0f} | {r['input_stall_percent']:.1f} % | "
+                 f"{r['step_ms_median']:.1f} ms | {r['step_ms_mean']:.1f} ms | {r['verdict']} |")
+    if "stoker" in rows and "torchvision" in rows:
+        ratio = rows["stoker"]["images_per_s"] / rows["torchvision"]["images_per_s"]
+        L += ["", f"stoker / torchvision: **{ratio:.2f}×** images/s. NVIDIA DALI, the issue's third peer, is not "
+              "installed on the device machine and its wheel is larger than what may be carried there: not measured."]
+    L.append("")
+    return L
+
+
 def render(docs: list[dict], out_path: str) -> str:
     out_dir = os.path.dirname(os.path.abspath(out_path))
     first = docs[0]
@@ -676,6 +723,7 @@ def render(docs: list[dict], out_path: str) -> str:
         L += workload_section(d, out_dir)
     L += trace_overhead_section()
     L += resume_section()
+    L += torch_section()
     L += analyze_section()
     L += [METHOD]
     text = "\n".join(L).rstrip() + "\n"

@@ -196,9 +196,17 @@ class Loader:
         return self._to_device(it)
 
     def _cpu(self, it: DatasetIterator) -> Iterator[Any]:
-        for batch in it:
+        while True:
+            try:
+                out = to_torch(next(it))
+            except StopIteration:
+                self._release(it)
+                return
             self._last_state = it.state()
-            yield to_torch(batch)
+            yield out
+            # Not kept while the next batch is made: its buffer can then go back to the
+            # engine's pool as soon as the loop lets go of it.
+            del out
 
     def _to_device(self, it: DatasetIterator) -> Iterator[Any]:
         feeder = _DeviceFeeder(it, self.device, self.pin_memory, self.prefetch, self.non_blocking)
@@ -206,6 +214,7 @@ class Loader:
             while True:
                 item = feeder.get()
                 if item is None:
+                    self._release(it)
                     return
                 batch, state = item
                 self._last_state = state
@@ -213,10 +222,16 @@ class Loader:
         finally:
             feeder.close()
 
+    def _release(self, it: DatasetIterator) -> None:
+        """Lets go of a finished iteration (its threads and buffers)."""
+        it.close()
+        if self._iterator is it:
+            self._iterator = None
+
     def close(self) -> None:
         """Stops the pipeline's threads."""
         if self._iterator is not None:
-            self._iterator.close()
+            self._release(self._iterator)
 
 
 class _DeviceFeeder:
