@@ -189,6 +189,11 @@ pub trait RandomAccess: Send + Sync {
     fn get(&self, positions: &[u64]) -> Result<Vec<Element>>;
     /// The state of the step's iterator after the first `upto` elements of the pass.
     fn state_at(&self, upto: u64) -> Result<State>;
+    /// [`get`](RandomAccess::get) and [`state_at`](RandomAccess::state_at) together, which
+    /// some sources do in one pass over their order.
+    fn get_and_state_at(&self, positions: &[u64], upto: u64) -> Result<(Vec<Element>, State)> {
+        Ok((self.get(positions)?, self.state_at(upto)?))
+    }
 }
 
 /// Declares the closed set of operators: the [`Step`] enum and its dispatch, so that the

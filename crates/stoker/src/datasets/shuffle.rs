@@ -120,8 +120,7 @@ impl DatasetOp for Shuffle {
                             Error::internal("the thread reading the input's index panicked")
                         })??;
                     }
-                    let buffer = access.get(positions)?;
-                    let at = access.state_at(taken)?;
+                    let (buffer, at) = access.get_and_state_at(positions, taken)?;
                     Ok((buffer, iterate_at(&self.input, ctx, Some(&at))?))
                 })
             })?,

@@ -203,6 +203,9 @@ impl DatasetOp for TfRecord {
     }
 }
 
+/// (file, record) of each of some positions.
+type Located = Vec<(u32, u32)>;
+
 /// Random access to the records of the files, by their position in the order the files are
 /// read in (`cycle` files in turn, a record from each), through each file's record index.
 /// The order needs only the files' record counts (their index lines are counted). For a
@@ -265,8 +268,9 @@ impl RecordAccess {
         Ok(self.order.get_or_init(|| order))
     }
 
-    /// (file, record) of each of `positions`, by a walk through the order up to the last.
-    fn walk(&self, positions: &[u64]) -> Result<Vec<(u32, u32)>> {
+    /// (file, record) of each of `positions`, by a walk through the order up to the last, and
+    /// with `upto` (past every position), the turns after the first `upto` records.
+    fn walk(&self, positions: &[u64], upto: Option<u64>) -> Result<(Located, Option<Turns>)> {
         let counts = self.counts()?;
         let mut sorted: Vec<(u64, usize)> = positions.iter().copied().zip(0..).collect();
         sorted.sort_unstable();
@@ -285,34 +289,17 @@ impl RecordAccess {
             }
             out[k] = found;
         }
-        Ok(out)
-    }
-}
-
-impl RandomAccess for RecordAccess {
-    fn count(&self) -> Result<u64> {
-        Ok(self.order()?.len() as u64)
-    }
-
-    fn prepare(&self, _upto: u64) -> Result<()> {
-        self.counts().map(drop)
-    }
-
-    fn get(&self, positions: &[u64]) -> Result<Vec<Element>> {
-        let located = match self.order.get() {
-            Some(order) => positions
-                .iter()
-                .map(|&p| {
-                    order.get(p as usize).copied().ok_or_else(|| {
-                        stoker_core::Error::invalid(
-                            "tfrecord",
-                            format!("no record at position {p}"),
-                        )
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?,
-            None => self.walk(positions)?,
+        let Some(upto) = upto.filter(|&u| u >= at) else {
+            return Ok((out, None));
         };
+        while at < upto && turns.next(|f, r| Ok(r < counts[f]))?.is_some() {
+            at += 1;
+        }
+        Ok((out, Some(turns)))
+    }
+
+    /// The elements at `positions` (where `order` says they are).
+    fn read(&self, positions: &[u64], located: Located) -> Result<Vec<Element>> {
         let mut wanted: Vec<(u32, u32, usize)> = located
             .into_iter()
             .zip(0..)
@@ -348,15 +335,56 @@ impl RandomAccess for RecordAccess {
         Ok(out.into_iter().flatten().collect())
     }
 
+    /// The interleave's state at `turns`.
+    fn state_of(&self, turns: &Turns) -> Result<State> {
+        turns.state(|f, used| self.files[f].offset(used as usize))
+    }
+}
+
+impl RandomAccess for RecordAccess {
+    fn count(&self) -> Result<u64> {
+        Ok(self.order()?.len() as u64)
+    }
+
+    fn prepare(&self, _upto: u64) -> Result<()> {
+        self.counts().map(drop)
+    }
+
+    fn get(&self, positions: &[u64]) -> Result<Vec<Element>> {
+        let located = match self.order.get() {
+            Some(order) => positions
+                .iter()
+                .map(|&p| {
+                    order.get(p as usize).copied().ok_or_else(|| {
+                        stoker_core::Error::invalid(
+                            "tfrecord",
+                            format!("no record at position {p}"),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?,
+            None => self.walk(positions, None)?.0,
+        };
+        self.read(positions, located)
+    }
+
     fn state_at(&self, upto: u64) -> Result<State> {
-        let counts = self.counts()?;
-        let mut sim = Turns::new(self.files.len(), self.cycle);
-        for _ in 0..upto {
-            if sim.next(|f, r| Ok(r < counts[f]))?.is_none() {
-                break;
-            }
+        let (_, turns) = self.walk(&[], Some(upto))?;
+        let turns = turns.ok_or_else(|| stoker_core::Error::internal("tfrecord: no turns"))?;
+        self.state_of(&turns)
+    }
+
+    /// One walk through the order finds the positions and the state after `upto`.
+    fn get_and_state_at(&self, positions: &[u64], upto: u64) -> Result<(Vec<Element>, State)> {
+        if self.order.get().is_some() {
+            return Ok((self.get(positions)?, self.state_at(upto)?));
         }
-        sim.state(|f, used| self.files[f].offset(used as usize))
+        let (located, turns) = self.walk(positions, Some(upto))?;
+        let state = match turns {
+            Some(turns) => self.state_of(&turns)?,
+            None => self.state_at(upto)?,
+        };
+        Ok((self.read(positions, located)?, state))
     }
 }
 
