@@ -174,7 +174,9 @@ def test_dataloader_path_and_dlpack():
     dl = torch.utils.data.DataLoader(skt.IterableDataset(ds), batch_size=None, num_workers=0)
     assert len(dl) == len(want)
     first = [as_numpy(b) for b in dl]
-    assert len(first) == len(want)
+    # The dataset's next iteration (its epoch 1), as tensors.
+    assert same(first, list(shuffled().iterator(epoch=1)))
+    assert not same(first, want)
     # DLPack: any consumer takes a batch's arrays without a copy.
     arrays = next(iter(ds))
     t = torch.from_dlpack(arrays["x"])

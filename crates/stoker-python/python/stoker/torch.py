@@ -158,10 +158,7 @@ class Loader:
         return ds.take(n - n % self.world_size).shard(self.world_size, self.rank)
 
     def __len__(self) -> int:
-        n = self._sharded.cardinality()
-        if n < 0:
-            raise TypeError("the pipeline's cardinality is unknown or infinite: len() is not defined")
-        return n
+        return len(self._sharded)
 
     def set_epoch(self, epoch: int) -> None:
         """Makes the next iteration epoch ``epoch`` of the pipeline: its reshuffles and random
@@ -266,7 +263,7 @@ class _DeviceFeeder:
                 return buf
         return torch.empty(t.numel(), dtype=t.dtype, pin_memory=True)
 
-    def _move(self, batch: Any) -> tuple[Any, Any, list[tuple[torch.Tensor, tuple[torch.dtype, int]]]]:
+    def _move(self, batch: Any) -> tuple[Any, Any]:
         leaves = _leaves(to_torch(batch))
         used: list[tuple[torch.Tensor, tuple[torch.dtype, int]]] = []
         out = []
@@ -287,7 +284,7 @@ class _DeviceFeeder:
             event.record(self.stream)
         for buf, key in used:
             self.pool.setdefault(key, []).append((buf, event))
-        return _rebuild(batch, iter(out)), event, used
+        return _rebuild(batch, iter(out)), event
 
     def _run(self) -> None:
         try:
@@ -297,7 +294,7 @@ class _DeviceFeeder:
                     if self.stop.is_set():
                         return
                     state = self.it.state()
-                    moved, event, _ = self._move(batch)
+                    moved, event = self._move(batch)
                     self._put((moved, event, state))
             self._put(self._END)
         except BaseException as e:  # handed to the consumer, raised there
@@ -381,7 +378,4 @@ class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[misc, t
             yield to_torch(batch)
 
     def __len__(self) -> int:
-        n = self.dataset.cardinality()
-        if n < 0:
-            raise TypeError("the pipeline's cardinality is unknown or infinite: len() is not defined")
-        return n
+        return len(self.dataset)

@@ -7,7 +7,9 @@ use stoker_core::element::Schema;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::{Result, StageStats, Tensor};
 
-use super::{rows_iterate, rows_schema, Cardinality, DatasetOp, RandomAccess, RowAccess};
+use super::{
+    rows_cardinality, rows_iterate, rows_schema, Cardinality, DatasetOp, RandomAccess, RowAccess,
+};
 use crate::build::BuildCtx;
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
@@ -59,11 +61,7 @@ impl DatasetOp for FromNpz {
     }
 
     fn cardinality(&self) -> Cardinality {
-        let rows = self
-            .columns
-            .first()
-            .and_then(|c| c.shape().first().copied());
-        Cardinality::Finite(rows.unwrap_or(0) as u64)
+        rows_cardinality(&self.columns)
     }
 
     fn deterministic(&self) -> bool {

@@ -7,8 +7,8 @@ use stoker_core::exec::{BoxIter, State};
 use stoker_core::{Error, Result, StageStats, Tensor};
 
 use super::{
-    not_loadable, rows_iterate, rows_schema, Cardinality, DatasetOp, NoSpec, RandomAccess,
-    RowAccess,
+    not_loadable, rows_cardinality, rows_iterate, rows_schema, Cardinality, DatasetOp, NoSpec,
+    RandomAccess, RowAccess,
 };
 use crate::build::BuildCtx;
 use crate::plan::Plan;
@@ -32,11 +32,7 @@ impl DatasetOp for FromTensorSlices {
     }
 
     fn cardinality(&self) -> Cardinality {
-        let rows = self
-            .columns
-            .first()
-            .and_then(|c| c.shape().first().copied());
-        Cardinality::Finite(rows.unwrap_or(0) as u64)
+        rows_cardinality(&self.columns)
     }
 
     fn deterministic(&self) -> bool {

@@ -153,6 +153,19 @@ impl Cardinality {
         }
     }
 
+    /// The batches of `size` made of these elements (the last one dropped when short, with
+    /// `drop_remainder`).
+    pub fn batched(self, size: usize, drop_remainder: bool) -> Cardinality {
+        let size = size.max(1) as u64;
+        self.map(|n| {
+            if drop_remainder {
+                n / size
+            } else {
+                n.div_ceil(size)
+            }
+        })
+    }
+
     /// `f` of the count of a finite pass; an infinite or unknown one stays so.
     pub fn map(self, f: impl FnOnce(u64) -> u64) -> Cardinality {
         match self {
@@ -430,6 +443,12 @@ pub(crate) fn same(input: &Plan) -> Schema {
 }
 
 /// The schema of the rows of `columns` (for `from_tensor_slices` and `from_npz`).
+/// The elements of a source of `columns`: their rows.
+pub(crate) fn rows_cardinality(columns: &[Tensor]) -> Cardinality {
+    let rows = columns.first().and_then(|c| c.shape().first().copied());
+    Cardinality::Finite(rows.unwrap_or(0) as u64)
+}
+
 pub(crate) fn rows_schema(names: &[String], columns: &[Tensor], step: &str) -> Result<Schema> {
     let mut fields = Vec::with_capacity(names.len());
     let mut rows = None;

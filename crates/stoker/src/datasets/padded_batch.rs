@@ -57,14 +57,10 @@ impl DatasetOp for PaddedBatch {
     }
 
     fn cardinality(&self) -> Cardinality {
-        let size = self.batch_size.max(1) as u64;
-        self.input.step().cardinality().map(|n| {
-            if self.drop_remainder {
-                n / size
-            } else {
-                n.div_ceil(size)
-            }
-        })
+        self.input
+            .step()
+            .cardinality()
+            .batched(self.batch_size, self.drop_remainder)
     }
 
     fn deterministic(&self) -> bool {
