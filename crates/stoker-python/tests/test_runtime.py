@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -52,6 +53,29 @@ def test_early_stop_and_drop_do_not_hang(chess_files):
         del it
     assert time.perf_counter() - start < 60
 
+
+
+def test_exit_with_a_live_iterator_in_a_python_function():
+    # The interpreter exits while a worker runs a NumPy function (which lets the GIL go):
+    # the iterator is closed before Python finalizes, so the worker can take the GIL back
+    # and finish. Without that, CPython aborts the process (SIGABRT) or the close waits out
+    # its time and warns.
+    script = """
+import numpy as np
+import stoker as sk
+
+def work(x):
+    return np.tanh(np.ones(200_000, np.float32) * x).sum(dtype=np.float32)
+
+it = iter(sk.Dataset.range(100_000).with_options(threads=2).map(work, num_parallel_calls=2).prefetch(8))
+next(it)
+"""
+    for _ in range(5):
+        start = time.perf_counter()
+        r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "did not stop" not in r.stderr, r.stderr
+        assert time.perf_counter() - start < 30
 
 def test_ctrl_c_interrupts_a_blocked_next():
     # A pipeline that never yields: every element is filtered out, forever.

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import os
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any, Callable, NamedTuple, Union
 
@@ -483,6 +485,21 @@ def _state_bytes(state: bytes | dict[str, Any] | None) -> bytes | None:
     )
 
 
+# The iterators not yet closed. At interpreter exit they are closed before Python finalizes:
+# a pipeline thread inside a Python function then could not take the GIL back to finish it,
+# and CPython aborts the process.
+_live: weakref.WeakSet[DatasetIterator] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live() -> None:
+    for it in list(_live):
+        try:
+            it.close()
+        except BaseException:  # exiting anyway: the others are still closed
+            pass
+
+
 class DatasetIterator(Iterator[Any]):
     """An iteration over a :class:`Dataset` that can save where it stands and resume there.
 
@@ -505,6 +522,7 @@ class DatasetIterator(Iterator[Any]):
     def __init__(self, dataset: Dataset, state: bytes | None = None, epoch: int | None = None) -> None:
         self._dataset = dataset
         self._it = dataset._plan.iterate(state) if epoch is None else dataset._plan.iterate(state, epoch)
+        _live.add(self)
 
     def __iter__(self) -> DatasetIterator:
         return self
