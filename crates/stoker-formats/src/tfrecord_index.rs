@@ -109,6 +109,10 @@ enum Source {
 /// Bytes of index text parsed at once (then on to the end of the line).
 const CHUNK: usize = 64 << 10;
 
+/// Bytes of index text between two line marks (then on to the end of the line): a record
+/// is found by parsing about half as many bytes, and the marks take about 1/64 of the text.
+const MARK: usize = 1 << 10;
+
 /// An index file mapped into memory (an empty one is not mapped).
 struct Mapped(Option<memmap2::Mmap>);
 
@@ -133,9 +137,9 @@ impl Mapped {
 }
 
 /// The end of the block of `text` starting at `from`: the end of the line holding byte
-/// `from + CHUNK`, or of the text.
-fn block_end(text: &[u8], from: usize) -> usize {
-    let at = from.saturating_add(CHUNK).min(text.len());
+/// `from + size`, or of the text.
+fn block_end(text: &[u8], from: usize, size: usize) -> usize {
+    let at = from.saturating_add(size).min(text.len());
     text[at..]
         .iter()
         .position(|&b| b == b'\n')
@@ -218,7 +222,7 @@ impl IndexReader {
                 let text = text.bytes();
                 let (mut from, mut n) = (0, 0);
                 while from < text.len() {
-                    let end = block_end(text, from);
+                    let end = block_end(text, from, MARK);
                     let block = &text[from..end];
                     marks.push((from, n));
                     n += line_breaks(block);
@@ -274,7 +278,7 @@ impl IndexReader {
             self.source = Source::Done;
             return Ok(());
         }
-        let end = block_end(bytes, *at);
+        let end = block_end(bytes, *at, CHUNK);
         *line += parse_lines(&bytes[*at..end], &mut self.index, *data_len)
             .map_err(|(before, why)| bad_line(idx, data, *line + before, why))?;
         *at = end;
@@ -383,16 +387,22 @@ fn stream(
     marks: &[(usize, usize)],
     records: &[usize],
 ) -> Result<Option<Vec<(u64, u64)>>> {
-    let first = records[0];
-    let (mut from, mut line) = marks[marks.partition_point(|&(_, l)| l <= first).max(1) - 1];
+    let mark_of = |r: usize| marks[marks.partition_point(|&(_, l)| l <= r).max(1) - 1];
+    let (mut from, mut line) = mark_of(records[0]);
     let mut out = Vec::with_capacity(records.len());
     let mut block_index = RecordIndex::default();
     let mut wanted = records.iter().peekable();
-    while wanted.peek().is_some() {
+    while let Some(&&next) = wanted.peek() {
+        // Blocks holding no record wanted are skipped.
+        let (mark, mark_line) = mark_of(next);
+        if mark_line > line {
+            (from, line) = (mark, mark_line);
+            block_index = RecordIndex::default();
+        }
         if from >= text.len() {
             return Ok(None);
         }
-        let end = block_end(text, from);
+        let end = block_end(text, from, MARK);
         // Each record is checked against the one before it: keep the last of a block.
         let keep = block_index.len().saturating_sub(1);
         block_index.offsets.drain(..keep);
@@ -910,5 +920,32 @@ mod tests {
             .all(|(i, &o)| o == i as u64 * 16));
         assert_eq!(all.sizes[n as usize - 1], 21);
         assert_eq!(all.sizes[0], 16);
+    }
+
+    #[test]
+    fn a_locate_parses_only_the_blocks_holding_records_wanted() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("d.tfrecord");
+        let n = 20_000usize;
+        std::fs::write(&data, vec![0u8; n * 16]).unwrap();
+        let data = data.to_string_lossy().into_owned();
+        let idx = RecordIndex::path_for(&data);
+        let text: String = (0..n)
+            .map(|i| {
+                if i == 10_000 {
+                    "damaged\n".to_string()
+                } else {
+                    format!("{} 16\n", i * 16)
+                }
+            })
+            .collect();
+        std::fs::write(&idx, text).unwrap();
+        let mut r = IndexReader::text(&idx, &data).unwrap();
+        assert_eq!(r.count().unwrap(), n);
+        // The damaged line lies in a block between the records wanted.
+        let at = r.locate(&[5, 6, 19_000]).unwrap().unwrap();
+        assert_eq!(at, [(80, 16), (96, 16), (19_000 * 16, 16)]);
+        let err = r.locate(&[10_000]).unwrap_err().to_string();
+        assert!(err.contains("line 10001"), "{err}");
     }
 }

@@ -9,6 +9,7 @@ use stoker_core::exec::map::{apply_chain, MapIter, OpChain};
 use stoker_core::exec::parallel_map::{ParallelMap, ParallelMapConfig};
 use stoker_core::exec::parallel_map_batch::{BatchConfig, ParallelMapBatch};
 use stoker_core::exec::refill::Refill;
+use stoker_core::exec::shuffle::ReadBuffer;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::op::Op;
 use stoker_core::stats::Metered;
@@ -158,7 +159,7 @@ impl DatasetOp for Map {
             return Ok(None);
         };
         Ok(Some(Box::new(MapAccess {
-            input,
+            input: Arc::from(input),
             ops: Arc::from(self.ops.clone()),
             epoch: ctx.epoch,
             stats: crate::build::stage_stats(node, ctx),
@@ -252,7 +253,7 @@ pub(crate) fn map_and_batch(
 /// Random access through a map: the input's element at a position, mapped as the map would
 /// map it there (random ops draw from the position and the epoch).
 struct MapAccess {
-    input: Box<dyn RandomAccess>,
+    input: Arc<dyn RandomAccess>,
     ops: OpChain,
     epoch: u64,
     stats: Arc<StageStats>,
@@ -269,17 +270,46 @@ impl RandomAccess for MapAccess {
 
     fn get(&self, positions: &[u64]) -> Result<Vec<Element>> {
         let elements = self.input.get(positions)?;
+        self.apply(elements, positions.iter().copied())
+    }
+
+    fn state_at(&self, upto: u64) -> Result<State> {
+        Ok(State::new(vec![upto], vec![self.input.state_at(upto)?]))
+    }
+
+    fn reader_and_state_at(
+        self: Arc<Self>,
+        positions: Vec<u64>,
+        upto: u64,
+    ) -> Result<(ReadBuffer, State)> {
+        let (mut read, at) =
+            Arc::clone(&self.input).reader_and_state_at(positions.clone(), upto)?;
+        let state = State::new(vec![upto], vec![at]);
+        let reader: ReadBuffer = Box::new(move |which: &[usize]| {
+            let elements = read(which)?;
+            self.apply(elements, which.iter().map(|&k| positions[k]))
+        });
+        Ok((reader, state))
+    }
+}
+
+impl MapAccess {
+    /// `elements`, the input's at `positions`, mapped.
+    fn apply(
+        &self,
+        elements: Vec<Element>,
+        positions: impl Iterator<Item = u64>,
+    ) -> Result<Vec<Element>> {
         elements
             .into_iter()
             .zip(positions)
-            .map(|(e, &p)| {
-                let position = (p, self.epoch);
+            .map(|(e, p)| {
                 let out = apply_chain(
                     &self.ops,
                     e,
                     ErrorPolicy::Raise,
                     &self.stats,
-                    position,
+                    (p, self.epoch),
                     None,
                 )?;
                 out.ok_or_else(|| {
@@ -287,9 +317,5 @@ impl RandomAccess for MapAccess {
                 })
             })
             .collect()
-    }
-
-    fn state_at(&self, upto: u64) -> Result<State> {
-        Ok(State::new(vec![upto], vec![self.input.state_at(upto)?]))
     }
 }

@@ -10,6 +10,7 @@
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use stoker_core::element::{Element, FieldSpec, Schema};
+use stoker_core::exec::shuffle::ReadBuffer;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::{Error, Result, StageStats, Tensor};
 
@@ -190,7 +191,7 @@ pub enum Threads {
 }
 
 /// Random access to the elements of one pass of a step, by their position in the pass.
-pub trait RandomAccess: Send + Sync {
+pub trait RandomAccess: Send + Sync + 'static {
     /// The number of elements in the pass (may read whole indexes to count them).
     fn count(&self) -> Result<u64>;
     /// Gets ready to hand out the elements before position `upto` (e.g. reads the indexes
@@ -202,11 +203,25 @@ pub trait RandomAccess: Send + Sync {
     fn get(&self, positions: &[u64]) -> Result<Vec<Element>>;
     /// The state of the step's iterator after the first `upto` elements of the pass.
     fn state_at(&self, upto: u64) -> Result<State>;
-    /// [`get`](RandomAccess::get) and [`state_at`](RandomAccess::state_at) together, which
-    /// some sources do in one pass over their order.
-    fn get_and_state_at(&self, positions: &[u64], upto: u64) -> Result<(Vec<Element>, State)> {
-        Ok((self.get(positions)?, self.state_at(upto)?))
+    /// A reader of the elements at `positions` (any of them, any time after, on any thread)
+    /// and the state after `upto`: what a restored shuffle buffer needs, which some sources
+    /// find in one pass over their order.
+    fn reader_and_state_at(
+        self: Arc<Self>,
+        positions: Vec<u64>,
+        upto: u64,
+    ) -> Result<(ReadBuffer, State)> {
+        let state = self.state_at(upto)?;
+        Ok((reader_by_get(self, positions), state))
     }
+}
+
+/// A reader of the elements at `positions` through [`RandomAccess::get`].
+pub fn reader_by_get<A: RandomAccess + ?Sized>(access: Arc<A>, positions: Vec<u64>) -> ReadBuffer {
+    Box::new(move |which: &[usize]| {
+        let wanted: Vec<u64> = which.iter().map(|&k| positions[k]).collect();
+        access.get(&wanted)
+    })
 }
 
 /// Declares the closed set of operators: the [`Step`] enum and its dispatch, so that the

@@ -9,7 +9,7 @@ use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{Error, Result, StageStats};
 
-use super::{same, Cardinality, DatasetOp};
+use super::{same, Cardinality, DatasetOp, RandomAccess};
 use crate::build::{iterate, iterate_at, BuildCtx};
 use crate::plan::{random_seed, Plan};
 use crate::spec::SpecCtx;
@@ -105,25 +105,30 @@ impl DatasetOp for Shuffle {
         };
         // Random access is set up only for a restore: it may scan files for their index.
         let it = match self.input.step().random_access(&self.input, ctx)? {
-            // The buffer's elements are read where they are, and the input starts after the
-            // elements taken. Where they are is found (indexes read) while the buffer's
-            // decisions are replayed, when the budget has a second thread.
-            Some(access) => std::thread::scope(|scope| {
-                let taken = ShuffleIter::taken(s)?;
-                let ready = (ctx.options.threads() > 1).then(|| {
-                    let access = &access;
-                    scope.spawn(move || access.prepare(taken))
-                });
-                ShuffleIter::restore_with(cap, st, s, |positions, taken| {
-                    if let Some(ready) = ready {
-                        ready.join().map_err(|_| {
-                            Error::internal("the thread reading the input's index panicked")
-                        })??;
-                    }
-                    let (buffer, at) = access.get_and_state_at(positions, taken)?;
-                    Ok((buffer, iterate_at(&self.input, ctx, Some(&at))?))
-                })
-            })?,
+            // The buffer's elements are read where they are (on a thread of their own, when
+            // the budget has a second thread), and the input starts after the elements taken.
+            // Where they are is found (indexes read) while the buffer's decisions are
+            // replayed, again when the budget has a second thread.
+            Some(access) => {
+                let access: Arc<dyn RandomAccess> = Arc::from(access);
+                let parallel = ctx.options.threads() > 1;
+                std::thread::scope(|scope| {
+                    let taken = ShuffleIter::taken(s)?;
+                    let ready = parallel.then(|| {
+                        let access = Arc::clone(&access);
+                        scope.spawn(move || access.prepare(taken))
+                    });
+                    ShuffleIter::restore_reading(cap, st, s, parallel, |positions, taken| {
+                        if let Some(ready) = ready {
+                            ready.join().map_err(|_| {
+                                Error::internal("the thread reading the input's index panicked")
+                            })??;
+                        }
+                        let (read, at) = access.reader_and_state_at(positions.to_vec(), taken)?;
+                        Ok((read, iterate_at(&self.input, ctx, Some(&at))?))
+                    })
+                })?
+            }
             // The input runs again from the start of the pass (see `ShuffleIter::restore`).
             None => ShuffleIter::restore(iterate(&self.input, ctx)?, cap, st, s)?,
         };

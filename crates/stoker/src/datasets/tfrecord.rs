@@ -5,6 +5,7 @@ use std::sync::{Arc, OnceLock};
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Schema};
 use stoker_core::exec::interleave::{InterleaveConfig, InterleaveIter, OpenFn};
+use stoker_core::exec::shuffle::ReadBuffer;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::Origin;
@@ -298,8 +299,8 @@ impl RecordAccess {
         Ok((out, Some(turns)))
     }
 
-    /// The elements at `positions` (where `order` says they are).
-    fn read(&self, positions: &[u64], located: Located) -> Result<Vec<Element>> {
+    /// The `n` elements at `located`.
+    fn read(&self, n: usize, located: Located) -> Result<Vec<Element>> {
         let mut wanted: Vec<(u32, u32, usize)> = located
             .into_iter()
             .zip(0..)
@@ -328,7 +329,7 @@ impl RecordAccess {
                 })
                 .collect::<Vec<_>>())
         })?;
-        let mut out: Vec<Option<Element>> = vec![None; positions.len()];
+        let mut out: Vec<Option<Element>> = vec![None; n];
         for (k, e) in read.into_iter().flatten() {
             out[k] = Some(e);
         }
@@ -365,7 +366,7 @@ impl RandomAccess for RecordAccess {
                 .collect::<Result<Vec<_>>>()?,
             None => self.walk(positions, None)?.0,
         };
-        self.read(positions, located)
+        self.read(positions.len(), located)
     }
 
     fn state_at(&self, upto: u64) -> Result<State> {
@@ -375,16 +376,24 @@ impl RandomAccess for RecordAccess {
     }
 
     /// One walk through the order finds the positions and the state after `upto`.
-    fn get_and_state_at(&self, positions: &[u64], upto: u64) -> Result<(Vec<Element>, State)> {
+    fn reader_and_state_at(
+        self: Arc<Self>,
+        positions: Vec<u64>,
+        upto: u64,
+    ) -> Result<(ReadBuffer, State)> {
         if self.order.get().is_some() {
-            return Ok((self.get(positions)?, self.state_at(upto)?));
+            let state = self.state_at(upto)?;
+            return Ok((super::reader_by_get(self, positions), state));
         }
-        let (located, turns) = self.walk(positions, Some(upto))?;
+        let (located, turns) = self.walk(&positions, Some(upto))?;
         let state = match turns {
             Some(turns) => self.state_of(&turns)?,
             None => self.state_at(upto)?,
         };
-        Ok((self.read(positions, located)?, state))
+        let reader: ReadBuffer = Box::new(move |which: &[usize]| {
+            self.read(which.len(), which.iter().map(|&k| located[k]).collect())
+        });
+        Ok((reader, state))
     }
 }
 
