@@ -621,7 +621,9 @@ def resume_section() -> list[str]:
          f"fresh or restored, medians of {d['runs']} runs. *Exact*: the restored first batch equals the batch "
          "the saving process got next (byte for byte); tf.data's first batches after a restore come from the "
          "prefetch buffer its checkpoint holds. stoker's whole resumed streams are checked by its tests "
-         "(`crates/stoker-python/tests/test_resume.py`).", "",
+         "(`crates/stoker-python/tests/test_resume.py`). Before each timed run the workload's files are read "
+         "once, so that every run, fresh or restored, stoker or tf.data, finds them in the page cache (a "
+         "restore reads records from the middle of the files, which this host may have evicted).", "",
          "| workload | library | saved after batch | state size | fresh start | restore | restore / fresh | exact |",
          "|---|---|---|---|---|---|---|---|"]
     for r in d["rows"]:
