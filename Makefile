@@ -16,7 +16,7 @@ $(VENV)/.ready:
 
 # The framework adapters' tests need the frameworks (CPU use only).
 $(VENV)/.frameworks: $(VENV)/.ready
-	$(VPY) -m pip install --quiet torch
+	$(VPY) -m pip install --quiet torch jax tensorflow-cpu
 	touch $@
 
 venv: $(VENV)/.ready

@@ -403,6 +403,35 @@ class Dataset:
             raise TypeError("The dataset length is unknown.")
         return n
 
+    def to_tf(self, output_signature: Any = None) -> Any:
+        """The pipeline as a ``tf.data.Dataset`` (``from_generator`` with the signature of
+        :attr:`element_spec`), so that ``model.fit(ds.to_tf())`` and TensorFlow code take it
+        unchanged. Each pass over it is the pipeline's next epoch; its cardinality is the
+        pipeline's. ``output_signature`` (``tf.TensorSpec`` s in the element's structure) is
+        needed only where the structure is not known yet (after a Python function that has
+        not run)."""
+        import tensorflow as tf  # noqa: PLC0415 - TensorFlow only for this bridge
+
+        if output_signature is None:
+            spec = self.element_spec
+            if spec is None:
+                raise InvalidArgumentError(
+                    "to_tf: the structure of this dataset is only known after its Python function has "
+                    "run; pass output_signature="
+                )
+
+            def tf_spec(s: Any) -> Any:
+                if isinstance(s, TensorSpec):
+                    return tf.TensorSpec(s.shape, tf.string if s.dtype == "string" else tf.as_dtype(s.dtype))
+                if isinstance(s, dict):
+                    return {k: tf_spec(v) for k, v in s.items()}
+                return type(s)(tf_spec(v) for v in s)
+
+            output_signature = tf_spec(spec)
+        ds = tf.data.Dataset.from_generator(lambda: iter(self), output_signature=output_signature)
+        n = self.cardinality()
+        return ds.apply(tf.data.experimental.assert_cardinality(n)) if n >= 0 or n == INFINITE else ds
+
     def as_numpy_iterator(self) -> Iterator[Any]:
         """Same as iterating (elements already are NumPy arrays); for tf.data users."""
         return iter(self)

@@ -1,4 +1,16 @@
-"""The step timer as a Keras callback.
+"""Keras 3: a stoker pipeline as a ``PyDataset``, and the step timer as a callback.
+
+    model.fit(stoker.keras.PyDataset(ds), epochs=10)   # JAX, PyTorch or TensorFlow backend
+    model.fit(ds.to_tf(), epochs=10)                   # TensorFlow backend: a tf.data.Dataset
+
+:class:`PyDataset` hands Keras the pipeline's batches in the pipeline's order, one epoch of the
+pipeline per Keras epoch (epoch ``n`` of ``fit`` is the pipeline's epoch ``n``: its reshuffles
+and random ops draw from it). Keras asks a ``PyDataset`` for batches by index, and shuffles
+those indexes when ``fit(shuffle=True)``; a pipeline is a stream, so the index is not used: the
+i-th batch asked for is the pipeline's next one (shuffle in the pipeline). The elements must be
+``(inputs, targets)`` or ``(inputs, targets, sample_weights)`` tuples, or dicts. The number of
+batches per epoch is the pipeline's cardinality; when it is unknown, give ``fit`` a
+``steps_per_epoch`` and the batches go on across the pipeline's epochs.
 
     timer = stoker.keras.StepTimer()
     model.fit(timer.wrap(ds), epochs=1, callbacks=[timer])
@@ -19,6 +31,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
+from .dataset import Dataset, DatasetIterator
+from .errors import InvalidArgumentError
 from .timing import StepReport
 from .timing import StepTimer as _Timer
 
@@ -84,4 +98,65 @@ class StepTimer(_Base):  # type: ignore[misc]
         return self.timer.report()
 
 
-__all__ = ["StepTimer"]
+try:
+    from keras.utils import PyDataset as _PyDatasetBase  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - depends on the environment
+
+    class _PyDatasetBase:  # type: ignore[no-redef]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            raise ImportError("stoker.keras.PyDataset needs Keras 3: pip install keras")
+
+
+class PyDataset(_PyDatasetBase):  # type: ignore[misc]
+    """A stoker pipeline as a Keras 3 ``PyDataset``; see the module's documentation. Keras
+    reads it on the training thread (``workers=1``): stoker has its own threads."""
+
+    def __init__(self, dataset: Dataset) -> None:
+        if not isinstance(dataset, Dataset):
+            raise InvalidArgumentError(f"dataset must be a stoker.Dataset, got {type(dataset).__name__}")
+        super().__init__(workers=1, use_multiprocessing=False)
+        self._dataset = dataset
+        self._epoch = 0
+        self._it: DatasetIterator | None = None
+
+    @property
+    def num_batches(self) -> int | None:
+        n = self._dataset.cardinality()
+        return n if n >= 0 else None
+
+    def __len__(self) -> int:
+        n = self.num_batches
+        if n is None:
+            raise TypeError("the pipeline's number of batches is not known")
+        return n
+
+    def __getitem__(self, index: int) -> Any:
+        if self._it is None:
+            self._it = self._dataset.iterator(epoch=self._epoch)
+        try:
+            return next(self._it)
+        except StopIteration:
+            if self.num_batches is not None:
+                raise IndexError(f"batch {index}: the epoch has {self.num_batches} batches") from None
+        # Length unknown: Keras counts the steps; the batches go on with the next epoch.
+        self._epoch += 1
+        self._it = self._dataset.iterator(epoch=self._epoch)
+        return next(self._it)
+
+    def on_epoch_begin(self) -> None:
+        # Batches read before the first epoch (Keras may look at a few to learn their
+        # shapes) do not count: the epoch starts over.
+        self._close()
+        self._it = None
+
+    def on_epoch_end(self) -> None:
+        self._close()
+        self._epoch += 1
+
+    def _close(self) -> None:
+        if self._it is not None:
+            self._it.close()
+            self._it = None
+
+
+__all__ = ["PyDataset", "StepTimer"]

@@ -42,7 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from .dataset import Dataset, DatasetIterator, _state_bytes
+from ._feed import Feed, check_shard
+from .dataset import Dataset, DatasetIterator
 from .errors import InvalidArgumentError
 
 try:
@@ -91,11 +92,18 @@ def _rebuild(element: Any, leaves: Iterator[Any]) -> Any:
 def _rank_and_world() -> tuple[int, int]:
     dist = torch.distributed
     if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+        return check_shard(dist.get_rank(), dist.get_world_size())
+    try:
+        rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        raise InvalidArgumentError(
+            f"shard='auto': RANK={os.environ.get('RANK')!r} and WORLD_SIZE={os.environ.get('WORLD_SIZE')!r} "
+            "must be whole numbers"
+        ) from None
+    return check_shard(rank, world, "shard='auto' (RANK, WORLD_SIZE)")
 
 
-class Loader:
+class Loader(Feed):
     """A stoker pipeline as a PyTorch loader; see :func:`loader`."""
 
     def __init__(
@@ -107,8 +115,6 @@ class Loader:
         non_blocking: bool = True,
         shard: str | tuple[int, int] | None = None,
     ) -> None:
-        if not isinstance(dataset, Dataset):
-            raise InvalidArgumentError(f"dataset must be a stoker.Dataset, got {type(dataset).__name__}")
         if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1:
             raise InvalidArgumentError(f"prefetch must be a whole number of batches, at least 1, got {prefetch!r}")
         self.device = torch.device(device) if device is not None else torch.device("cpu")
@@ -123,71 +129,20 @@ class Loader:
             raise InvalidArgumentError("pin_memory=True needs CUDA")
         self.prefetch = prefetch
         self.non_blocking = non_blocking
-        self.rank, self.world_size = self._shard_of(shard)
-        self._dataset = dataset
-        self._sharded = self._shard(dataset)
-        self._epoch: int | None = None
-        self._state: bytes | None = None
-        self._last_state: bytes | None = None
-        self._iterator: DatasetIterator | None = None
+        super().__init__(dataset, *self._shard_of(shard))
 
     @staticmethod
     def _shard_of(shard: str | tuple[int, int] | None) -> tuple[int, int]:
         if shard is None:
             return 0, 1
         if shard == "auto":
-            rank, world = _rank_and_world()
-        elif isinstance(shard, tuple) and len(shard) == 2:
-            rank, world = shard
-        else:
-            raise InvalidArgumentError(f"shard must be None, 'auto' or (rank, world_size), got {shard!r}")
-        if not (isinstance(rank, int) and isinstance(world, int) and world >= 1 and 0 <= rank < world):
-            raise InvalidArgumentError(f"shard: rank {rank!r} is not in 0..world_size={world!r}")
-        return rank, world
-
-    def _shard(self, ds: Dataset) -> Dataset:
-        if self.world_size == 1:
-            return ds
-        n = ds.cardinality()
-        if n < 0:
-            raise InvalidArgumentError(
-                "shard: every rank must get the same number of batches, which needs the pipeline's "
-                "cardinality, and this pipeline does not know it (a filter, or a Python function "
-                "that may drop elements); add .take(n) to fix the number of batches"
-            )
-        return ds.take(n - n % self.world_size).shard(self.world_size, self.rank)
-
-    def __len__(self) -> int:
-        return len(self._sharded)
-
-    def set_epoch(self, epoch: int) -> None:
-        """Makes the next iteration epoch ``epoch`` of the pipeline: its reshuffles and random
-        ops draw from that epoch, whatever iterations came before (as with
-        ``DistributedSampler.set_epoch``)."""
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise InvalidArgumentError(f"epoch must be a whole number, at least 0, got {epoch!r}")
-        self._epoch = epoch
-
-    def state_dict(self) -> dict[str, Any]:
-        """Where the iteration stands after the last batch handed out (a restore goes on with
-        the next one)."""
-        if self._last_state is None:
-            if self._state is not None:
-                return {"stoker_iterator_state": self._state}
-            raise InvalidArgumentError("state_dict: no iteration has started yet")
-        return {"stoker_iterator_state": self._last_state}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """The next iteration goes on from ``state_dict``."""
-        self._state = _state_bytes(state_dict)
-        self._last_state = None
+            return _rank_and_world()
+        if isinstance(shard, tuple) and len(shard) == 2:
+            return check_shard(*shard)
+        raise InvalidArgumentError(f"shard must be None, 'auto' or (rank, world_size), got {shard!r}")
 
     def __iter__(self) -> Iterator[Any]:
-        if self._iterator is not None:
-            self._iterator.close()
-        state, self._state = self._state, None
-        self._iterator = it = self._sharded.iterator(state=state, epoch=None if state else self._epoch)
-        self._epoch = None
+        it = self._start()
         if self.device.type == "cpu" and not self.pin_memory:
             return self._cpu(it)
         return self._to_device(it)
@@ -199,7 +154,7 @@ class Loader:
             except StopIteration:
                 self._release(it)
                 return
-            self._last_state = it.state()
+            self._handed_out(it.state())
             yield out
             # Not kept while the next batch is made: its buffer can then go back to the
             # engine's pool as soon as the loop lets go of it.
@@ -214,21 +169,10 @@ class Loader:
                     self._release(it)
                     return
                 batch, state = item
-                self._last_state = state
+                self._handed_out(state)
                 yield batch
         finally:
             feeder.close()
-
-    def _release(self, it: DatasetIterator) -> None:
-        """Lets go of a finished iteration (its threads and buffers)."""
-        it.close()
-        if self._iterator is it:
-            self._iterator = None
-
-    def close(self) -> None:
-        """Stops the pipeline's threads."""
-        if self._iterator is not None:
-            self._release(self._iterator)
 
 
 class _DeviceFeeder:

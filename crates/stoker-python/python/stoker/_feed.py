@@ -1,0 +1,105 @@
+"""What the framework adapters share: an iteration over a pipeline for a training loop, with
+an epoch length, epochs chosen by the loop, a resumable position, and an even share of the
+batches for each rank of a data-parallel job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .dataset import Dataset, DatasetIterator, _state_bytes
+from .errors import InvalidArgumentError
+
+
+def check_shard(rank: Any, world: Any, what: str = "shard") -> tuple[int, int]:
+    """``(rank, world)`` checked: whole numbers, ``0 <= rank < world``."""
+    if not (isinstance(rank, int) and isinstance(world, int)) or isinstance(rank, bool) or isinstance(world, bool):
+        raise InvalidArgumentError(f"{what}: rank and world size must be whole numbers, got {rank!r}, {world!r}")
+    if world < 1 or not 0 <= rank < world:
+        raise InvalidArgumentError(f"{what}: rank {rank!r} is not in 0..world_size={world!r}")
+    return rank, world
+
+
+def shard_evenly(ds: Dataset, rank: int, world: int) -> Dataset:
+    """Batches ``rank, rank + world, ...`` of ``ds``, the same number for every rank: the last
+    ``cardinality % world`` batches are dropped (a data-parallel step waits for every rank, so
+    a rank with a batch more would wait forever), which needs a known cardinality."""
+    if world == 1:
+        return ds
+    n = ds.cardinality()
+    if n < 0:
+        raise InvalidArgumentError(
+            "shard: every rank must get the same number of batches, which needs the pipeline's "
+            "cardinality, and this pipeline does not know it (a filter, or a Python function "
+            "that may drop elements); add .take(n) to fix the number of batches"
+        )
+    return ds.take(n - n % world).shard(world, rank)
+
+
+class Feed:
+    """A pipeline as the data of a training loop, for one rank of ``world``.
+
+    ``len()`` is the number of batches per epoch when the pipeline knows its cardinality;
+    ``set_epoch(n)`` makes the next iteration epoch ``n``; ``state_dict()`` is the position
+    after the last batch handed out, and ``load_state_dict()`` makes the next iteration go on
+    from one. Subclasses turn the NumPy batches of :meth:`_start`'s iterator into their
+    framework's arrays and report each batch's position with :meth:`_handed_out`."""
+
+    def __init__(self, dataset: Dataset, rank: int = 0, world: int = 1) -> None:
+        if not isinstance(dataset, Dataset):
+            raise InvalidArgumentError(f"dataset must be a stoker.Dataset, got {type(dataset).__name__}")
+        self.rank, self.world_size = check_shard(rank, world)
+        self._dataset = dataset
+        self._sharded = shard_evenly(dataset, self.rank, self.world_size)
+        self._epoch: int | None = None
+        self._state: bytes | None = None
+        self._last_state: bytes | None = None
+        self._iterator: DatasetIterator | None = None
+
+    def __len__(self) -> int:
+        return len(self._sharded)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Makes the next iteration epoch ``epoch`` of the pipeline: its reshuffles and random
+        ops draw from that epoch, whatever iterations came before (as with
+        ``DistributedSampler.set_epoch``)."""
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise InvalidArgumentError(f"epoch must be a whole number, at least 0, got {epoch!r}")
+        self._epoch = epoch
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the iteration stands after the last batch handed out (a restore goes on with
+        the next one)."""
+        if self._last_state is None:
+            if self._state is not None:
+                return {"stoker_iterator_state": self._state}
+            raise InvalidArgumentError("state_dict: no iteration has started yet")
+        return {"stoker_iterator_state": self._last_state}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """The next iteration goes on from ``state_dict``."""
+        self._state = _state_bytes(state_dict)
+        self._last_state = None
+
+    def _start(self) -> DatasetIterator:
+        """The next iteration: from a loaded state, else at the epoch set, else the next one."""
+        if self._iterator is not None:
+            self._iterator.close()
+        state, self._state = self._state, None
+        self._iterator = it = self._sharded.iterator(state=state, epoch=None if state else self._epoch)
+        self._epoch = None
+        return it
+
+    def _handed_out(self, state: bytes) -> None:
+        """Records the position after a batch handed out."""
+        self._last_state = state
+
+    def _release(self, it: DatasetIterator) -> None:
+        """Lets go of a finished iteration (its threads and buffers)."""
+        it.close()
+        if self._iterator is it:
+            self._iterator = None
+
+    def close(self) -> None:
+        """Stops the pipeline's threads."""
+        if self._iterator is not None:
+            self._release(self._iterator)

@@ -1,0 +1,128 @@
+"""Feeding JAX: a stoker pipeline as an iterator of ``jax.Array`` s placed on the devices.
+
+    it = stoker.jax.iterator(ds)          # each batch split over the devices (data parallel)
+    for epoch in range(epochs):
+        it.set_epoch(epoch)
+        for batch in it:                  # the dataset's structure, of jax.Arrays
+            state = train_step(state, batch)
+        checkpoint(..., data=it.state_dict())
+
+Each array of a batch is built with ``jax.make_array_from_process_local_data`` from this
+process's NumPy batch, with ``sharding``: by default its first dimension is split over every
+device (``NamedSharding(Mesh(jax.devices(), ("data",)), PartitionSpec("data"))``), so the
+batch size must be a multiple of the number of local devices. Pass any other sharding (e.g.
+replicated: ``PartitionSpec()``) to place every array so. Arrays without dimensions are
+replicated; strings (object arrays) stay NumPy arrays.
+
+``prefetch`` batches are placed ahead of the one handed out: JAX copies them to the devices
+while the step runs.
+
+With several processes (``jax.process_count() > 1``), process ``i`` of ``n`` gets batches
+``i, i + n, ...`` of the pipeline (every process runs the whole pipeline with the same seeds,
+so it must be seeded), the same number for each: the last ``cardinality % n`` batches are
+dropped, which needs a known cardinality. ``shard=(index, count)`` sets the share instead.
+
+``len()``, ``set_epoch()``, ``state_dict()`` and ``load_state_dict()`` work as for
+:func:`stoker.torch.loader`.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ._feed import Feed, check_shard
+from .dataset import Dataset, DatasetIterator
+from .errors import InvalidArgumentError
+
+try:
+    import jax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise ImportError("stoker.jax needs JAX: pip install jax") from e
+
+__all__ = ["BatchIterator", "data_parallel", "iterator"]
+
+
+def data_parallel() -> NamedSharding:
+    """The default sharding: the first dimension split over every device."""
+    return NamedSharding(Mesh(np.array(jax.devices()), ("data",)), PartitionSpec("data"))
+
+
+class BatchIterator(Feed):
+    """A stoker pipeline as an iterable of batches of ``jax.Array`` s; see :func:`iterator`."""
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        sharding: jax.sharding.Sharding | None = None,
+        prefetch: int = 2,
+        shard: tuple[int, int] | None = None,
+    ) -> None:
+        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
+            raise InvalidArgumentError(f"prefetch must be a whole number of batches, at least 0, got {prefetch!r}")
+        if sharding is not None and not isinstance(sharding, jax.sharding.Sharding):
+            raise InvalidArgumentError(f"sharding must be a jax.sharding.Sharding, got {type(sharding).__name__}")
+        self.sharding = data_parallel() if sharding is None else sharding
+        self.prefetch = prefetch
+        if shard is None:
+            rank, world = jax.process_index(), jax.process_count()
+        elif isinstance(shard, tuple) and len(shard) == 2:
+            rank, world = shard
+        else:
+            raise InvalidArgumentError(f"shard must be None or (index, count), got {shard!r}")
+        super().__init__(dataset, *check_shard(rank, world))
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._place(self._start())
+
+    def _place(self, it: DatasetIterator) -> Iterator[Any]:
+        ahead: collections.deque[tuple[Any, bytes]] = collections.deque()
+        try:
+            for batch in it:
+                ahead.append((jax.tree_util.tree_map(self._array, batch), it.state()))
+                if len(ahead) > self.prefetch:
+                    out, state = ahead.popleft()
+                    self._handed_out(state)
+                    yield out
+            while ahead:
+                out, state = ahead.popleft()
+                self._handed_out(state)
+                yield out
+        finally:
+            self._release(it)
+
+    def _array(self, a: Any) -> Any:
+        if not isinstance(a, np.ndarray) or a.dtype == object:
+            return a
+        if a.ndim == 0:
+            return jax.device_put(a, self._replicated())
+        try:
+            return jax.make_array_from_process_local_data(self.sharding, a)
+        except ValueError as e:
+            raise InvalidArgumentError(
+                f"a batch of shape {a.shape} cannot be placed with sharding {self.sharding}: {e} "
+                "(with the default sharding the batch size must be a multiple of the number of "
+                "local devices: batch(..., drop_remainder=True) with such a size)"
+            ) from e
+
+    def _replicated(self) -> jax.sharding.Sharding:
+        mesh = getattr(self.sharding, "mesh", None)
+        if isinstance(mesh, Mesh):
+            return NamedSharding(mesh, PartitionSpec())
+        return jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+
+
+def iterator(
+    dataset: Dataset,
+    sharding: jax.sharding.Sharding | None = None,
+    prefetch: int = 2,
+    shard: tuple[int, int] | None = None,
+) -> BatchIterator:
+    """``dataset`` as an iterable of batches of ``jax.Array`` s placed with ``sharding``
+    (default: split over every device along the first dimension), ``prefetch`` batches
+    ahead. See the module's documentation."""
+    return BatchIterator(dataset, sharding, prefetch, shard)
