@@ -77,7 +77,7 @@ $(BENCH_VENV)/.ready:
 	$(PY) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(BENCH_VENV)/bin/python -m pip install --quiet "maturin>=1.5,<2" numpy matplotlib tensorflow-cpu torch torchvision \
-		opencv-python-headless
+		opencv-python-headless nvidia-dali-cuda120
 	touch $@
 
 bench: $(BENCH_VENV)/.ready cli

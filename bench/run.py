@@ -663,12 +663,27 @@ def torch_section() -> list[str]:
     if os.path.exists(cpu):
         with open(cpu) as f:
             c = json.load(f)
-        L += ["## Feeding PyTorch", "",
-              f"Run {c['date']} · `{c['command']}` · {c['threads']} threads · torch {c['torch']}. W3's pipeline "
-              "(3,000 JPEGs, batches of 256), the same pipeline iterated as NumPy batches and through "
-              "`stoker.torch.loader(device=\"cpu\")`, alternating epoch by epoch in one process: "
-              f"{c['median']['numpy']:,.0f} against {c['median']['torch_cpu']:,.0f} images/s (medians), "
-              f"**{100 * c['ratio']:.0f} %** of the NumPy rate through the loader.", ""]
+        names = {"numpy": "stoker, NumPy batches (`for b in ds`)",
+                 "torch_cpu": "**stoker** `stoker.torch.loader(device=\"cpu\")`",
+                 "torchvision": "torchvision `DataLoader(workers=cores)`",
+                 "dali_cpu": "NVIDIA DALI, CPU pipeline (`device_id=None`)"}
+        versions = ", ".join(f"{k} {v}" for k, v in c.get("versions", {"torch": c["torch"]}).items())
+        L += ["## Feeding PyTorch on the CPU (W3)", "",
+              f"Run {c['date']} · `{c['command']}` · {c.get('cpu', '?')} · {c['threads']} threads or worker "
+              f"processes each · {versions}. W3's pipeline (3,000 JPEGs, batches of 256, float32 224x224 HWC, "
+              "random-resized crop, flip, brightness/contrast, normalise) as each library writes it; one process, "
+              f"the contenders take turns epoch by epoch, a {c.get('pause_s', 0):g} s pause after each epoch (see "
+              "`bench/torch_cpu.py`: DALI reads its next epoch's first two batches ahead, which then count for "
+              "it). Medians of the epochs' images/s.", "",
+              "| contender | images/s | loader / it | epochs |", "|---|---|---|---|"]
+        for k, rates in c["rates"].items():
+            over = "" if k == "torch_cpu" else f"{c['median']['torch_cpu'] / c['median'][k]:.2f}"
+            L.append(f"| {names.get(k, k)} | {c['median'][k]:,.0f} | {over} | "
+                     + ", ".join(f"{x:,.0f}" for x in rates) + " |")
+        L.append("")
+        L += [f"The loader hands out **{100 * c['ratio']:.0f} %** of stoker's NumPy rate (the tensors share "
+              "the batches' memory). " + " ".join(f"{k}: {v}." for k, v in c.get("notes", {}).items())
+              + "".join(f" {k} not measured: {v}." for k, v in c.get("missing", {}).items()), ""]
     return L + gpu_section()
 
 

@@ -1,5 +1,6 @@
 """W3 imagenet-jpeg: the contenders (stoker, tf.data with TF's ResNet preprocessing, PyTorch
-DataLoader with torchvision transforms + PIL).
+DataLoader with torchvision transforms + PIL, and NVIDIA DALI's CPU pipeline for
+``bench/torch_cpu.py``).
 
 Every contender returns a ``Contender``: ``epoch()`` gives a fresh iterator over one pass (one
 epoch: every file once, reshuffled each epoch) of ``(image, label)`` NumPy batches of 256 (the
@@ -132,6 +133,46 @@ def build_torch(root: str, threads: int, batch: int = BATCH, size: int = SIZE, n
                      "shuffle=True, num_workers=cores, persistent_workers=True); transforms: "
                      f"RandomResizedCrop({size}) → RandomHorizontalFlip → ColorJitter(brightness=0.2, contrast=0.2) "
                      "→ ToTensor → Normalize(mean, std); output CHW")
+
+
+# --------------------------------------------------------------------------------------------
+# NVIDIA DALI, CPU only (device_id=None), handing PyTorch CPU tensors
+# --------------------------------------------------------------------------------------------
+
+def build_dali_torch(root: str, threads: int, batch: int = BATCH, size: int = SIZE, seed: int = 0) -> Any:
+    """DALI's own pipeline for W3 on the CPU: file reader (shuffled), fused decode + random crop
+    (``image_random_crop``, area 8-100 %, aspect 3/4-4/3), resize, brightness/contrast jitter,
+    flip + normalise (``crop_mirror_normalize``), through ``DALIGenericIterator`` (torch
+    tensors, the last batch partial). Returns ``(epoch, versions, notes)``; ``epoch()`` yields
+    ``(image, label)`` torch tensors, HWC float32."""
+    import nvidia.dali
+    from nvidia.dali import fn, pipeline_def, types
+    from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+
+    @pipeline_def(batch_size=batch, num_threads=threads, device_id=None, seed=seed + 1)
+    def pipe() -> Any:
+        jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, pad_last_batch=True, name="reader")
+        images = fn.decoders.image_random_crop(jpegs, device="cpu", output_type=types.RGB,
+                                               random_area=[0.08, 1.0], random_aspect_ratio=[0.75, 4 / 3])
+        images = fn.resize(images, resize_x=size, resize_y=size)
+        images = fn.brightness_contrast(images, brightness=fn.random.uniform(range=[0.8, 1.2]),
+                                        contrast=fn.random.uniform(range=[0.8, 1.2]))
+        images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="HWC",
+                                          mean=[m * 255 for m in MEAN], std=[s * 255 for s in STD],
+                                          mirror=fn.random.coin_flip())
+        return images, labels
+
+    loader = DALIGenericIterator(pipe(), ["image", "label"], reader_name="reader",
+                                 last_batch_policy=LastBatchPolicy.PARTIAL, auto_reset=True)
+
+    def epoch() -> Iterator[Any]:
+        for out in loader:
+            yield out[0]["image"], out[0]["label"]
+
+    notes = (f"DALI pipeline_def(batch_size={batch}, num_threads=cores, device_id=None): readers.file(random_shuffle) "
+             "→ decoders.image_random_crop(cpu) → resize(224x224) → brightness_contrast(0.8-1.2) → "
+             "crop_mirror_normalize(coin-flip mirror, HWC float32); DALIGenericIterator(PARTIAL)")
+    return epoch, {"nvidia-dali": nvidia.dali.__version__}, notes
 
 
 # --------------------------------------------------------------------------------------------

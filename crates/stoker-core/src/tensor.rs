@@ -220,11 +220,11 @@ impl Tensor {
     }
 
     /// True when no other tensor shares this tensor's buffer (so handing it out writable is safe).
+    /// A tensor alone on a buffer larger than itself (a batch's last, partial, batch in a
+    /// whole batch's buffer) is exclusive too: nothing else can reach the rest.
     pub fn is_exclusive(&self) -> bool {
         match &self.data {
-            Data::Dense { storage, offset } => {
-                Arc::strong_count(storage) == 1 && *offset == 0 && storage.len() == self.nbytes()
-            }
+            Data::Dense { storage, .. } => Arc::strong_count(storage) == 1,
             Data::Bytes(b) => Arc::strong_count(b) == 1,
         }
     }
@@ -311,6 +311,9 @@ mod tests {
         );
         assert!(!r.is_exclusive());
         assert!(t.rows(2, 2).is_err());
+        // Alone on its buffer, a view of part of it is exclusive.
+        drop(t);
+        assert!(r.is_exclusive());
     }
 
     #[test]
