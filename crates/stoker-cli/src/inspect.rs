@@ -115,7 +115,8 @@ fn inspect_file(path: &str, compression: &str) -> anyhow::Result<Value> {
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let mut reports = Vec::new();
     let mut failed = false;
-    for f in &args.files {
+    // Patterns are expanded as the API expands them (a shell may have done it already).
+    for f in &stoker::sources::expand_files("inspect", &args.files)? {
         let r = match inspect_file(f, &args.compression) {
             Ok(r) => r,
             Err(e) => json!({"file": f, "crc_ok": false, "error": format!("{e:#}")}),

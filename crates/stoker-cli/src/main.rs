@@ -46,6 +46,7 @@ enum Command {
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    default_sigpipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(args) => bench::run(&args),
@@ -57,15 +58,45 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("stoker: error: {e:#}");
+            eprintln!("stoker: error: {}", message(&e));
             ExitCode::from(2)
         }
     }
 }
 
+/// The error and its causes, each cause only where the message does not already say it
+/// (stoker's errors quote their source in their own text).
+fn message(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
+/// Output into a closed pipe (`stoker inspect ... | head -1`) ends the process quietly, as it
+/// does a C program, instead of failing the write (a panic in `println!`).
+#[cfg(unix)]
+fn default_sigpipe() {
+    // SAFETY: called first thing in `main`, before any other thread exists; it only puts the
+    // disposition of SIGPIPE back to the default that Rust's runtime changed to "ignore".
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+#[cfg(not(unix))]
+fn default_sigpipe() {}
+
 fn index(files: &[String]) -> anyhow::Result<ExitCode> {
     use stoker::formats::tfrecord_index::RecordIndex;
-    for file in files {
+    for file in &stoker::sources::expand_files("index", files)? {
         let index = RecordIndex::scan(file).map_err(|e| {
             anyhow::anyhow!("{e} (only uncompressed TFRecord files can be indexed)")
         })?;

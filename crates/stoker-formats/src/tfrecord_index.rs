@@ -354,9 +354,14 @@ impl IndexReader {
             .map_err(|e| Error::io(&**path, e))?;
         let (len8, crc4) = header.split_at(8);
         if masked_crc32c(len8) != u32::from_le_bytes([crc4[0], crc4[1], crc4[2], crc4[3]]) {
-            return Err(bad(
-                "length CRC mismatch: not a TFRecord file, or damaged".into()
-            ));
+            let hint = if *at == 0 {
+                crate::Compression::hint(&header)
+            } else {
+                ""
+            };
+            return Err(bad(format!(
+                "length CRC mismatch: not a TFRecord file, or damaged{hint}"
+            )));
         }
         let n = u64::from_le_bytes([
             len8[0], len8[1], len8[2], len8[3], len8[4], len8[5], len8[6], len8[7],

@@ -380,7 +380,13 @@ impl RecordReader {
         crc4.copy_from_slice(&self.buf[8..HEADER]);
         if self.verify_crc && masked_crc32c(&len8) != u32::from_le_bytes(crc4) {
             self.damage = Some(Damage::Header);
-            return Err(self.corrupt("length CRC mismatch: the record header is damaged"));
+            let hint = match self.src {
+                Source::Plain(_) if self.offset == 0 => Compression::hint(&self.buf),
+                _ => "",
+            };
+            return Err(self.corrupt(format!(
+                "length CRC mismatch: the record header is damaged{hint}"
+            )));
         }
         if len > MAX_RECORD_LEN {
             self.damage = Some(Damage::Header);
@@ -692,6 +698,23 @@ mod tests {
             }) => (record, offset, reason),
             other => panic!("expected a corrupt record error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_compressed_file_read_as_plain_says_so() {
+        for (c, name) in [(Compression::Gzip, "GZIP"), (Compression::Zlib, "ZLIB")] {
+            let (record, offset, reason) = corrupt_error(encoded(&[b"first"], c));
+            assert_eq!((record, offset), (0, 0));
+            assert!(
+                reason.contains(&format!("compression_type=\"{name}\"")),
+                "{reason}"
+            );
+        }
+        // A plain file damaged at its start is not said to be compressed.
+        let mut plain = encoded(&[b"first"], Compression::None);
+        plain[8] ^= 1;
+        let (_, _, reason) = corrupt_error(plain);
+        assert!(!reason.contains("compression_type"), "{reason}");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use stoker::build::BuildCtx;
@@ -13,7 +14,7 @@ use stoker::sources::Opener;
 use stoker_core::element::{Element, Names, Schema};
 use stoker_core::exec::BoxIter;
 use stoker_core::op::{Op, OpCtx, Predicate};
-use stoker_core::{Error, Result, StageStats, StatsRegistry};
+use stoker_core::{Error, ErrorPolicy, Result, StageStats, StatsRegistry};
 
 use crate::convert::{py_to_tensor, tensor_to_py};
 use crate::errors::from_pyerr;
@@ -124,7 +125,10 @@ impl Op for PyFuncOp {
                 .and_then(|d| tracked(py, ctx.stats, || self.func.bind(py).call1((d,))))
                 .and_then(|out| pairs_to_element(&out, &self.name));
             ctx.stats.add_python(t.elapsed());
-            r.map(Some).map_err(from_pyerr)
+            match r {
+                Ok(e) => Ok(Some(e)),
+                Err(e) => skipped(py, ctx, &self.name, e).map(|()| None),
+            }
         })
     }
 
@@ -134,6 +138,18 @@ impl Op for PyFuncOp {
             self.name
         )))
     }
+}
+
+/// Under the skip policy (`ignore_errors()`), an element whose Python function raised an
+/// `Exception` is dropped, as tf.data drops it, and counted with the error as the reason;
+/// otherwise (or for `KeyboardInterrupt`, `SystemExit`) the error stops the pipeline.
+fn skipped(py: Python<'_>, ctx: &OpCtx<'_>, func: &str, e: PyErr) -> Result<()> {
+    if ctx.policy != ErrorPolicy::Skip || !e.is_instance_of::<PyException>(py) {
+        return Err(from_pyerr(e));
+    }
+    ctx.stats
+        .add_skip(format!("element {}: {func} raised {e}", ctx.element));
+    Ok(())
 }
 
 /// `filter(predicate)`.
@@ -162,7 +178,7 @@ impl Predicate for PyPredicate {
                 .and_then(|d| tracked(py, ctx.stats, || self.func.bind(py).call1((d,))))
                 .and_then(|v| v.is_truthy());
             ctx.stats.add_python(t.elapsed());
-            r.map_err(from_pyerr)
+            r.or_else(|e| skipped(py, ctx, &self.name, e).map(|()| false))
         })
     }
 

@@ -224,7 +224,7 @@ def test_schema_errors_at_build_time():
     assert e.value.step == "cast"
     with pytest.raises(sk.SchemaError, match="expected uint8"):
         sk.Dataset.range(3).map(sk.ops.unpack_bits("value"))
-    with pytest.raises(sk.SchemaError, match="batch_size"):
+    with pytest.raises(sk.InvalidArgumentError, match="batch_size"):
         sk.Dataset.range(3).batch(0)
     with pytest.raises(sk.SchemaError, match="different first dimensions"):
         sk.Dataset.from_tensor_slices((np.zeros(3), np.zeros(4)))

@@ -126,6 +126,30 @@ def _stoker_bin():
     return path
 
 
+def test_cli_output_into_a_closed_pipe_ends_quietly(chess_files):
+    # `stoker inspect ... | head -c 10`: the reader goes away while stoker still writes.
+    for _ in range(5):
+        p = subprocess.Popen(
+            [_stoker_bin(), "inspect", "--json", *(chess_files * 50)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert p.stdout is not None and p.stderr is not None
+        p.stdout.read(10)
+        p.stdout.close()
+        err = p.stderr.read().decode()
+        code = p.wait(timeout=60)
+        assert code in (0, -signal.SIGPIPE, 141), (code, err)
+        assert "panicked" not in err, err
+
+
+def test_cli_inspect_expands_patterns_and_says_things_once(chess_files, tmp_path):
+    pattern = os.path.join(os.path.dirname(chess_files[0]), "*.tfrecord")
+    out = subprocess.run([_stoker_bin(), "inspect", "--json", pattern], capture_output=True, text=True, check=True)
+    assert sorted(r["file"] for r in json.loads(out.stdout)) == sorted(chess_files)
+    r = subprocess.run([_stoker_bin(), "inspect", str(tmp_path / "none-*.tfrecord")], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.count("no files match this pattern") == 1, r.stderr
+
+
 def test_cli_inspect(chess_files, tmp_path):
     out = subprocess.run([_stoker_bin(), "inspect", "--json", *chess_files], capture_output=True, text=True, check=True)
     reports = json.loads(out.stdout)

@@ -13,6 +13,8 @@ from typing import Any, Callable, NamedTuple, Union
 import numpy as np
 
 from . import _stoker
+from ._check import path as _path
+from ._check import whole as _whole
 from ._structure import Dynamic, Template, after_native_ops, flatten, pack_element, prefixed
 from .diagnosis import Diagnosis
 from .errors import InvalidArgumentError
@@ -37,9 +39,9 @@ class TensorSpec(NamedTuple):
 
 
 def _paths(filenames: PathLike | Sequence[PathLike]) -> list[str]:
-    if isinstance(filenames, (str, os.PathLike)):
-        return [os.fspath(filenames)]
-    return [os.fspath(f) for f in filenames]
+    if isinstance(filenames, (str, bytes, os.PathLike)) or (isinstance(filenames, np.ndarray) and filenames.ndim == 0):
+        return [_path(filenames)]
+    return [_path(f) for f in filenames]
 
 
 def _is_tfrecord_factory(fn: Any) -> dict[str, Any] | None:
@@ -94,20 +96,20 @@ class Dataset:
     @staticmethod
     def from_npz(path: PathLike) -> Dataset:
         """The rows of every array of an ``.npz`` file, as a dict keyed by array name."""
-        plan = _stoker.Plan.from_npz(os.fspath(path))
+        plan = _stoker.Plan.from_npz(_path(path))
         return Dataset(plan, {n: n for n, _, _ in plan.schema() or []})
 
     @staticmethod
     def from_npy(path: PathLike) -> Dataset:
         """The rows of a ``.npy`` array."""
-        return Dataset(_stoker.Plan.from_npz(os.fspath(path), "value"), "value")
+        return Dataset(_stoker.Plan.from_npz(_path(path), "value"), "value")
 
     @staticmethod
     def image_folder(root: PathLike, extensions: Sequence[str] = (".jpg", ".jpeg", ".png")) -> Dataset:
         """Images laid out as ``root/<class>/<file>`` (torchvision's ImageFolder): elements
         ``{"filename", "label"}``, the label being the class's index among the sorted class
         folder names (``ds.class_names``). Files are sorted; add ``shuffle`` for training."""
-        root = os.fspath(root)
+        root = _path(root)
         classes = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
         if not classes:
             raise FileNotFoundError(2, "no class folders", root)
@@ -157,7 +159,7 @@ class Dataset:
     @staticmethod
     def load_spec(path: PathLike) -> Dataset:
         """A pipeline from a spec file written by ``save_spec`` (or by hand; JSON or TOML)."""
-        plan = _stoker.Plan.load_spec(os.fspath(path))
+        plan = _stoker.Plan.load_spec(_path(path))
         return Dataset(plan, _structure_of(plan))
 
     # ------------------------------------------------------------- transforms
@@ -165,7 +167,8 @@ class Dataset:
         """Shuffles with a buffer of ``buffer_size`` elements (tf.data's algorithm). With a
         ``seed`` the order is reproducible; each epoch gets a new order unless
         ``reshuffle_each_iteration=False``."""
-        return Dataset(self._plan.shuffle(int(buffer_size), seed, reshuffle_each_iteration), self._structure)
+        size = _whole("shuffle: buffer_size", buffer_size, 1)
+        return Dataset(self._plan.shuffle(size, seed, reshuffle_each_iteration), self._structure)
 
     def global_shuffle(self, seed: int | None = None, reshuffle_each_iteration: bool = True) -> Dataset:
         """Every element exactly once per epoch, in a seeded pseudo-random order of the whole
@@ -193,7 +196,7 @@ class Dataset:
         several threads; results stay in order unless ``deterministic=False``.
         """
         det = True if deterministic is None else bool(deterministic)
-        npc = None if num_parallel_calls is None else int(num_parallel_calls)
+        npc = _parallel_calls("map", num_parallel_calls)
         if isinstance(map_func, NativeOp) or (
             isinstance(map_func, (list, tuple)) and all(isinstance(o, NativeOp) for o in map_func)
         ):
@@ -214,7 +217,8 @@ class Dataset:
     def batch(self, batch_size: int, drop_remainder: bool = False) -> Dataset:
         """Stacks ``batch_size`` consecutive elements; the last batch may be smaller unless
         ``drop_remainder``. Written straight into pooled buffers."""
-        return Dataset(self._plan.batch(int(batch_size), bool(drop_remainder)), self._structure)
+        size = _whole("batch: batch_size", batch_size, 1)
+        return Dataset(self._plan.batch(size, bool(drop_remainder)), self._structure)
 
     def padded_batch(
         self,
@@ -230,6 +234,7 @@ class Dataset:
         means "the batch's largest"). ``padding_values`` (default 0) is one number for every
         field or a number per field in the element's structure. A fixed padded size smaller
         than an element raises; string fields are not padded."""
+        size = _whole("padded_batch: batch_size", batch_size, 1)
         shapes: dict[str, list[int | None]] = {}
         if padded_shapes is not None:
             for name, shape in flatten(padded_shapes)[1]:
@@ -244,7 +249,7 @@ class Dataset:
         elif padding_values is not None:
             values = {name: float(v) for name, v in flatten(padding_values)[1]}
         padding = json.dumps({"shapes": shapes, "values": values})
-        return Dataset(self._plan.padded_batch(int(batch_size), bool(drop_remainder), padding), self._structure)
+        return Dataset(self._plan.padded_batch(size, bool(drop_remainder), padding), self._structure)
 
     def unbatch(self) -> Dataset:
         """Splits each element along its first dimension into that many elements, as
@@ -264,9 +269,11 @@ class Dataset:
         ``block_length`` elements from each in turn (tf.data's order). With
         ``num_parallel_calls`` every open dataset reads ahead on its own thread; the order
         stays the same. ``map_func=stoker.TFRecordDataset`` runs entirely in Rust."""
-        block = 1 if block_length is None else int(block_length)
-        cycle = None if cycle_length in (None, AUTOTUNE) else int(cycle_length)  # type: ignore[arg-type]
-        npc = None if num_parallel_calls is None else int(num_parallel_calls)
+        block = 1 if block_length is None else _whole("interleave: block_length", block_length, 1)
+        cycle = None
+        if cycle_length is not None and cycle_length != AUTOTUNE:
+            cycle = _whole("interleave: cycle_length", cycle_length, 1, " (or AUTOTUNE)")
+        npc = _parallel_calls("interleave", num_parallel_calls)
         kwargs = _is_tfrecord_factory(map_func)
         if kwargs is not None:
             plan = self._plan.interleave_tfrecord(
@@ -304,41 +311,49 @@ class Dataset:
 
     def take(self, count: int) -> Dataset:
         """The first ``count`` elements (all of them if ``count`` is -1)."""
-        if count < 0:
+        n = _whole("take: count", count, -1, " (-1: all)")
+        if n == -1:
             return self
-        return Dataset(self._plan.take(int(count)), self._structure)
+        return Dataset(self._plan.take(n), self._structure)
 
     def skip(self, count: int) -> Dataset:
         """All but the first ``count`` elements (none if ``count`` is -1)."""
-        if count < 0:
+        n = _whole("skip: count", count, -1, " (-1: all)")
+        if n == -1:
             return Dataset(self._plan.take(0), self._structure)
-        return Dataset(self._plan.skip(int(count)), self._structure)
+        return Dataset(self._plan.skip(n), self._structure)
 
     def repeat(self, count: int | None = None) -> Dataset:
         """Repeats ``count`` times, or forever (``None`` or -1)."""
-        c = None if count is None or count < 0 else int(count)
-        return Dataset(self._plan.repeat(c), self._structure)
+        c = None if count is None else _whole("repeat: count", count, -1, " (-1: forever)")
+        return Dataset(self._plan.repeat(None if c == -1 else c), self._structure)
 
     def cache(self, filename: PathLike = "") -> Dataset:
         """Caches elements in memory (``filename=""``) or in a file. The first complete pass
         fills the cache; later passes are served from it — from memory without copying, as
         read-only arrays."""
-        name = os.fspath(filename)
+        name = _path(filename)
         return Dataset(self._plan.cache(name or None), self._structure)
 
     def prefetch(self, buffer_size: int) -> Dataset:
         """Runs the pipeline ahead on a thread into a buffer of ``buffer_size`` elements
         (``AUTOTUNE``: stoker chooses)."""
-        return Dataset(self._plan.prefetch(int(buffer_size)), self._structure)
+        size = _whole("prefetch: buffer_size", buffer_size, AUTOTUNE, " (AUTOTUNE)")
+        return Dataset(self._plan.prefetch(size), self._structure)
 
     def shard(self, num_shards: int, index: int) -> Dataset:
         """Every ``num_shards``-th element, starting at ``index``."""
-        return Dataset(self._plan.shard(int(num_shards), int(index)), self._structure)
+        n = _whole("shard: num_shards", num_shards, 1)
+        i = _whole("shard: index", index, 0)
+        if i >= n:
+            raise InvalidArgumentError(f"shard: index must be in 0..num_shards={n}, got {i}")
+        return Dataset(self._plan.shard(n, i), self._structure)
 
     def enumerate(self, start: int = 0) -> Dataset:
         """``(index, element)`` pairs."""
         structure: Template = ("0", prefixed(_known(self), "1/"))
-        return Dataset(self._plan.enumerate(int(start), "0", "1/"), structure)
+        first = _whole("enumerate: start", start, -(2**63))
+        return Dataset(self._plan.enumerate(first, "0", "1/"), structure)
 
     def with_options(
         self,
@@ -357,6 +372,8 @@ class Dataset:
         changed the plan): ``fuse_decode_crop``, ``fuse_pixels``, ``fuse_maps``,
         ``map_after_batch``, ``map_and_batch``. The elements are the same either way.
         """
+        if threads is not None:
+            threads = _whole("with_options: threads", threads, 1)
         opts = None if optimizations is None else {str(k): bool(v) for k, v in optimizations.items()}
         return Dataset(self._plan.with_options(on_bad_record, threads, opts), self._structure)
 
@@ -481,7 +498,7 @@ class Dataset:
         if steps is not None:
             ms = lambda xs: [x * 1e3 for x in xs]  # noqa: E731
             step_data = (ms(steps.input_s), ms(steps.compute_s), str(steps))
-        self._plan.report(os.fspath(path), title or repr(self), seconds, batches, warmup, step_data)
+        self._plan.report(_path(path), title or repr(self), seconds, batches, warmup, step_data)
 
     def explain(self) -> str:
         """The pipeline as stoker runs it (after its rewrites), sink first, with schemas."""
@@ -491,7 +508,7 @@ class Dataset:
         """Writes the pipeline as a spec file (TOML if the name ends in ``.toml``, else JSON)
         that ``stoker bench`` and ``Dataset.load_spec`` read. Python functions and in-memory
         arrays cannot be saved (``SpecError``)."""
-        self._plan.save_spec(os.fspath(path))
+        self._plan.save_spec(_path(path))
 
     def spec(self) -> dict[str, Any]:
         """The spec document ``save_spec`` would write."""
@@ -499,6 +516,12 @@ class Dataset:
 
     def __repr__(self) -> str:
         return f"<stoker.Dataset element_spec={self.element_spec!r}>"
+
+
+def _parallel_calls(op: str, value: int | None, name: str = "num_parallel_calls") -> int | None:
+    if value is None or value == AUTOTUNE:
+        return value
+    return _whole(f"{op}: {name}", value, 1, " (or AUTOTUNE)")
 
 
 STATE_KEY = "stoker_iterator_state"
@@ -631,12 +654,13 @@ def TFRecordDataset(
     ``buffer_size`` is accepted for compatibility (reads are buffered in 1 MiB chunks).
     """
     del buffer_size
+    reads = 1 if num_parallel_reads is None else num_parallel_reads
+    n = _parallel_calls("TFRecordDataset", reads, "num_parallel_reads")
+    assert n is not None
     if isinstance(filenames, Dataset):
-        n = 1 if num_parallel_reads is None else int(num_parallel_reads)
         cycle = None if n == AUTOTUNE else max(n, 1)  # None: as many as the CPU budget
         parallel = None if n == 1 else n
         plan = filenames._plan.interleave_tfrecord(compression_type or "", verify_crc, cycle, 1, parallel)
         return Dataset(plan, "record")
-    reads = 1 if num_parallel_reads is None else int(num_parallel_reads)
-    plan = _stoker.Plan.tfrecord(_paths(filenames), compression_type or "", verify_crc, reads)
+    plan = _stoker.Plan.tfrecord(_paths(filenames), compression_type or "", verify_crc, n)
     return Dataset(plan, "record")

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
+from ._check import whole
 from ._dtypes import dtype_name
 
 
@@ -199,7 +200,9 @@ def unflatten(field: str, shape: Sequence[int], axis: int = -1, output: str | No
 def resize_with_crop_or_pad(field: str, height: int, width: int, output: str | None = None) -> NativeOp:
     """Centre-crops or zero-pads ``[..., H, W, C]`` to ``height x width``, exactly as
     ``tf.image.resize_with_crop_or_pad``."""
-    return _out({"op": "resize_with_crop_or_pad", "field": field, "height": int(height), "width": int(width)}, output)
+    h = whole("resize_with_crop_or_pad: height", height, 1)
+    w = whole("resize_with_crop_or_pad: width", width, 1)
+    return _out({"op": "resize_with_crop_or_pad", "field": field, "height": h, "width": w}, output)
 
 
 def center_crop(field: str, size: int | Sequence[int], output: str | None = None) -> NativeOp:
@@ -207,7 +210,7 @@ def center_crop(field: str, size: int | Sequence[int], output: str | None = None
     ``[..., H, W, C]``, zero-padded where the image is smaller. Like
     :func:`resize_with_crop_or_pad` except for odd differences, where torchvision rounds the
     offset half to even and TensorFlow floors it."""
-    height, width = _size(size)
+    height, width = _size(size, "center_crop")
     return _out({"op": "center_crop", "field": field, "height": height, "width": width}, output)
 
 
@@ -225,17 +228,18 @@ def resize(
     ``"area"`` (PIL's BOX: the mean of the covered source area) or ``"nearest"``."""
     if method not in ("bilinear", "bicubic", "area", "nearest"):
         raise ValueError(f"method={method!r}: expected 'bilinear', 'bicubic', 'area' or 'nearest'")
-    height, width = _size(size)
+    height, width = _size(size, "resize")
     spec = {"op": "resize", "field": field, "height": height, "width": width, "method": method}
     spec["antialias"] = bool(antialias)
     return _out(spec, output)
 
 
-def _size(size: int | Sequence[int]) -> tuple[int, int]:
-    if isinstance(size, int):
-        return int(size), int(size)
+def _size(size: int | Sequence[int], op: str = "size") -> tuple[int, int]:
+    if not isinstance(size, Sequence):
+        side = whole(f"{op}: size", size, 1)
+        return side, side
     height, width = size
-    return int(height), int(width)
+    return whole(f"{op}: height", height, 1), whole(f"{op}: width", width, 1)
 
 
 def one_hot_colors(
@@ -311,7 +315,7 @@ def random_resized_crop(
     fallback) resized to ``size = (height, width)`` with antialiased bilinear filtering, in one
     pass. Decisions depend on (seed, epoch, element position) only. ``box_output`` adds a field
     with the box ``[top, left, height, width]``."""
-    height, width = _size(size)
+    height, width = _size(size, "random_resized_crop")
     spec: dict[str, Any] = {
         "op": "random_resized_crop",
         "field": field,
