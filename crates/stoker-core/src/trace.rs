@@ -443,18 +443,23 @@ mod tests {
         stop();
         let v = to_json();
         let events = v["traceEvents"].as_array().unwrap();
-        let spans: Vec<&Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+        // Other tests may run stages meanwhile (tracing is process-wide): only this name.
+        let spans: Vec<&Value> = (events.iter())
+            .filter(|e| e["ph"] == "X" && e["name"] == "stage a")
+            .collect();
         assert_eq!(spans.len(), 1, "{v}");
         assert_eq!(spans[0]["args"]["element"], 7);
         assert!(spans[0]["dur"].as_f64().unwrap() >= 2000.0);
-        assert!(events
-            .iter()
-            .any(|e| e["ph"] == "C" && e["args"]["elements"] == 3));
+        assert!(events.iter().any(|e| e["ph"] == "C"
+            && e["name"] == "buffer: stage a"
+            && e["args"]["elements"] == 3));
         assert!(events
             .iter()
             .any(|e| e["ph"] == "M" && e["name"] == "thread_name"));
         let short = v["otherData"]["short_spans_not_kept"].as_array().unwrap();
-        assert!(short.iter().any(|s| s["cat"] == "op" && s["count"] == 1));
+        assert!(short
+            .iter()
+            .any(|s| s["name"] == "stage a" && s["cat"] == "op" && s["count"] == 1));
     }
 
     #[test]
