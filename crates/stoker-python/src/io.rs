@@ -13,6 +13,9 @@ use stoker_formats::{Compression, RecordWriter};
 
 use crate::errors::IntoPyResult;
 
+/// Writes records to a TFRecord file that TensorFlow reads, as ``tf.io.TFRecordWriter``:
+/// ``compression_type`` ``None``/``""``, ``"GZIP"`` or ``"ZLIB"``. Use it as a context manager,
+/// or call ``close()``: the file is complete only once closed.
 #[pyclass(module = "stoker._stoker")]
 pub struct TFRecordWriter {
     path: String,
@@ -40,6 +43,7 @@ impl TFRecordWriter {
         })
     }
 
+    /// Appends one record (bytes, e.g. from ``serialize_example``) with its length and CRCs.
     fn write(&self, record: &[u8]) -> PyResult<()> {
         let mut g = self
             .inner
@@ -51,6 +55,7 @@ impl TFRecordWriter {
         w.write(record).map_err(|e| io_err(&self.path, e))
     }
 
+    /// Writes what is buffered to the file (a compressed stream stays open).
     fn flush(&self) -> PyResult<()> {
         let mut g = self
             .inner
@@ -62,6 +67,7 @@ impl TFRecordWriter {
         Ok(())
     }
 
+    /// Ends the file (and its compressed stream); later writes raise.
     fn close(&self) -> PyResult<()> {
         let mut g = self
             .inner

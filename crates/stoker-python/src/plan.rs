@@ -6,9 +6,10 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use stoker::datasets::{
-    cache::Cache, enumerate::Enumerate, filter::Filter, from_tensor_slices::FromTensorSlices,
-    global_shuffle::GlobalShuffle, interleave::Interleave, options::WithOptions, range::Range,
-    repeat::Repeat, shard::Shard, skip::Skip, take::Take, unbatch::Unbatch, zip::Zip,
+    cache::Cache, concatenate::Concatenate, enumerate::Enumerate, filter::Filter,
+    from_tensor_slices::FromTensorSlices, global_shuffle::GlobalShuffle, interleave::Interleave,
+    options::WithOptions, range::Range, repeat::Repeat, shard::Shard, skip::Skip, take::Take,
+    unbatch::Unbatch, zip::Zip,
 };
 use stoker::plan::{Plan, Step};
 use stoker::sources::{Opener, TfRecordOpener};
@@ -309,6 +310,16 @@ impl PyPlan {
             Take {
                 input: self.plan.clone(),
                 count,
+            },
+        )
+    }
+
+    fn concatenate(&self, py: Python<'_>, other: PyRef<'_, PyPlan>) -> PyResult<PyPlan> {
+        self.then(
+            py,
+            Concatenate {
+                input: self.plan.clone(),
+                other: other.plan.clone(),
             },
         )
     }

@@ -108,3 +108,16 @@ def test_a_compressed_file_read_without_compression_type_says_it_looks_compresse
         assert records(sk.TFRecordDataset(str(path), compression_type=name)) == records(
             sk.TFRecordDataset(chess_files[0])
         )
+
+
+def test_stats_print_as_a_table():
+    ds = sk.Dataset.range(10).map(bad_at_two).batch(3).ignore_errors()
+    list(ds)
+    stats = ds.stats()
+    assert isinstance(stats, list) and all(isinstance(s, dict) for s in stats)
+    lines = str(stats).splitlines()
+    assert lines[0].split()[:3] == ["stage", "kind", "elements"]
+    assert set(lines[1]) <= {"-", " "}
+    rows = {line.split()[0]: line.split() for line in lines[2 : 2 + len(stats)]}
+    assert rows["batch(3)"][1:3] == ["batch", "3"] and rows["map[bad_at_two]"][-1] == "1"
+    assert lines[-1] == "map[bad_at_two]: last skipped: element 2: bad_at_two raised ValueError: no twos"

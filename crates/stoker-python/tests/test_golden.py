@@ -130,3 +130,41 @@ def test_tf_data_interleave_order(golden):
                 num_parallel_calls=npc,
             )
             assert [int(v) for v in ds] == case["order"], (case, npc)
+
+
+def test_concatenate_from_tensors_and_take_skip_edges_match_tf(golden):
+    g = np.load(golden / "concatenate_expected.npz")
+    ranges = sk.Dataset.range(3).concatenate(sk.Dataset.range(10, 12))
+    assert [int(v) for v in ranges] == g["ranges"].tolist()
+    assert ranges.cardinality() == int(g["ranges_cardinality"])
+    infinite = sk.Dataset.range(3).concatenate(sk.Dataset.range(2).repeat())
+    unknown = sk.Dataset.range(3).filter(lambda v: v > 0).concatenate(sk.Dataset.range(2))
+    assert infinite.cardinality() == int(g["infinite_cardinality"])
+    assert unknown.cardinality() == int(g["unknown_cardinality"])
+    # Dicts whose vector lengths differ; the second's keys in another order.
+    first = sk.Dataset.from_tensor_slices({"x": g["in/x1"], "s": g["in/s1"].astype(object)})
+    second = sk.Dataset.from_tensor_slices({"s": g["in/s2"].astype(object), "x": g["in/x2"]})
+    dicts = first.concatenate(second)
+    assert [-1 if d is None else d for d in dicts.element_spec["x"].shape] == g["dicts_x_shape"].tolist()
+    got = list(dicts)
+    assert len(got) == 3
+    for k, e in enumerate(got):
+        np.testing.assert_array_equal(e["x"], g[f"dicts/{k}/x"])
+        assert bytes(e["s"]) == bytes(g[f"dicts/{k}/s"])
+    one = list(sk.Dataset.from_tensors({"a": np.array([[1, 2], [3, 4]]), "b": b"x"}))
+    assert len(one) == int(g["from_tensors_count"])
+    np.testing.assert_array_equal(one[0]["a"], g["from_tensors/a"])
+    assert bytes(one[0]["b"]) == bytes(g["from_tensors/b"])
+    r = sk.Dataset.range(5)
+    edges = {
+        "take_-1": r.take(-1),
+        "skip_-1": r.skip(-1),
+        "take_0": r.take(0),
+        "skip_0": r.skip(0),
+        "take_10": r.take(10),
+        "skip_10": r.skip(10),
+        "skip_2_take_2": r.skip(2).take(2),
+    }
+    for name, ds in edges.items():
+        assert [int(v) for v in ds] == g[f"edges/{name}"].tolist(), name
+        assert ds.cardinality() == int(g[f"edges/{name}/cardinality"]), name

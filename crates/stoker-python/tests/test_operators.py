@@ -168,3 +168,22 @@ def test_cardinality_is_the_count_a_pass_hands_out():
         assert unknown.cardinality() == sk.dataset.UNKNOWN
         with pytest.raises(TypeError, match="unknown"):
             len(unknown)
+
+
+def test_concatenate_resumes_in_either_part_and_round_trips_its_spec(tmp_path):
+    ds = sk.Dataset.range(4).shuffle(4, seed=2).concatenate(sk.Dataset.range(100, 106).shuffle(3, seed=5)).batch(3)
+    want = [b.tolist() for b in ds.iterator(epoch=0)]
+    assert sorted(v for b in want for v in b) == [0, 1, 2, 3, 100, 101, 102, 103, 104, 105]
+    for stop in range(len(want)):
+        it = ds.iterator(epoch=0)
+        got = [next(it).tolist() for _ in range(stop + 1)]
+        rest = [b.tolist() for b in ds.iterator(state=it.state())]
+        assert got + rest == want, stop
+    spec = tmp_path / "concat.json"
+    ds.save_spec(spec)
+    assert [b.tolist() for b in sk.Dataset.load_spec(spec).iterator(epoch=0)] == want
+    # Different dtypes, different structures.
+    with pytest.raises(sk.SchemaError, match="int64 in the first dataset, float32"):
+        sk.Dataset.range(2).concatenate(sk.Dataset.from_tensor_slices(np.zeros(2, np.float32)))
+    with pytest.raises(sk.InvalidArgumentError, match="structures differ"):
+        sk.Dataset.range(2).concatenate(sk.Dataset.from_tensor_slices({"x": np.zeros(2)}))

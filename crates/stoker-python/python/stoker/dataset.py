@@ -94,6 +94,17 @@ class Dataset:
         return Dataset(plan, template)
 
     @staticmethod
+    def from_tensors(tensors: Any) -> Dataset:
+        """One element: the given arrays (one array, or a dict/tuple of them) whole, as
+        tf.data's ``from_tensors``."""
+        template, pairs = flatten(tensors)
+        if not pairs:
+            raise ValueError("from_tensors needs at least one array")
+        rows = [np.asarray(a, dtype=object if isinstance(a, (str, bytes)) else None)[np.newaxis] for _, a in pairs]
+        plan = _stoker.Plan.from_arrays([n for n, _ in pairs], rows)
+        return Dataset(plan, template)
+
+    @staticmethod
     def from_npz(path: PathLike) -> Dataset:
         """The rows of every array of an ``.npz`` file, as a dict keyed by array name."""
         plan = _stoker.Plan.from_npz(_path(path))
@@ -309,6 +320,19 @@ class Dataset:
         test.__name__ = getattr(predicate, "__name__", "predicate")
         return Dataset(self._plan.filter(test), self._structure)
 
+    def concatenate(self, dataset: Dataset) -> Dataset:
+        """This dataset's elements, then ``dataset``'s (tf.data's ``concatenate``). Both must
+        have the same structure, dtypes and ranks; a dimension they disagree on is unknown in
+        the result's ``element_spec``. ``dataset`` starts when this one ends."""
+        if not isinstance(dataset, Dataset):
+            raise InvalidArgumentError(f"concatenate: dataset must be a stoker.Dataset, got {type(dataset).__name__}")
+        mine, theirs = _known(self), _known(dataset)
+        if _normalized(mine) != _normalized(theirs):
+            raise InvalidArgumentError(
+                f"concatenate: the datasets' structures differ: {mine!r} and {theirs!r}"
+            )
+        return Dataset(self._plan.concatenate(dataset._plan), self._structure)
+
     def take(self, count: int) -> Dataset:
         """The first ``count`` elements (all of them if ``count`` is -1)."""
         n = _whole("take: count", count, -1, " (-1: all)")
@@ -466,13 +490,13 @@ class Dataset:
             return specs
         return pack_element(structure, list(specs), list(specs.values()))
 
-    def stats(self) -> list[dict[str, Any]]:
+    def stats(self) -> Stats:
         """Per-stage counters, accumulated over every iteration: elements, busy time, time
         waiting for input, time blocked on a full buffer, buffer fill, Python time, skipped
         bad records (``skipped``; ``rest_lost``: files whose rest was lost to damage in a
         compressed stream; ``last_skip_reason``), and damaged input used anyway (``warnings``,
         ``last_warning``: a JPEG libjpeg recovered)."""
-        return self._plan.stats()
+        return Stats(self._plan.stats())
 
     def diagnose(self, seconds: float | None = 5.0, batches: int | None = None, warmup: int = 1) -> Diagnosis:
         """Runs the pipeline alone, as fast as it goes (for ``seconds``, or ``batches``
@@ -522,6 +546,34 @@ def _parallel_calls(op: str, value: int | None, name: str = "num_parallel_calls"
     if value is None or value == AUTOTUNE:
         return value
     return _whole(f"{op}: {name}", value, 1, " (or AUTOTUNE)")
+
+
+class Stats(list[dict[str, Any]]):
+    """Per-stage counters (a list of dicts, sink first) that print as a table."""
+
+    COLUMNS = (
+        ("stage", "name", "{}"),
+        ("kind", "kind", "{}"),
+        ("elements", "elements", "{:,}"),
+        ("busy s", "busy_s", "{:.3f}"),
+        ("wait input s", "wait_input_s", "{:.3f}"),
+        ("blocked s", "blocked_output_s", "{:.3f}"),
+        ("python s", "python_s", "{:.3f}"),
+        ("workers", "workers", "{}"),
+        ("skipped", "skipped", "{:,}"),
+    )
+
+    def __str__(self) -> str:
+        rows = [[title for title, _, _ in self.COLUMNS]]
+        rows += [[fmt.format(s.get(key, "")) for _, key, fmt in self.COLUMNS] for s in self]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(self.COLUMNS))]
+        lines = [
+            "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+            for r in rows
+        ]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        reasons = [f"{s['name']}: last skipped: {s['last_skip_reason']}" for s in self if s.get("last_skip_reason")]
+        return "\n".join(lines + reasons)
 
 
 STATE_KEY = "stoker_iterator_state"
@@ -613,6 +665,15 @@ def _known(ds: Dataset) -> Template:
             raise ValueError("the structure of this dataset is only known after its Python function has run")
         return {n: n for n, _, _ in schema}
     return s
+
+
+def _normalized(t: Template) -> Any:
+    """A structure compared as tf.nest compares it: dicts by key, whatever their order."""
+    if isinstance(t, dict):
+        return tuple(sorted((k, _normalized(v)) for k, v in t.items()))
+    if isinstance(t, (tuple, list)):
+        return tuple(_normalized(v) for v in t)
+    return t
 
 
 def _structure_of(plan: Any) -> Template:

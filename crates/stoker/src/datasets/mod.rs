@@ -48,6 +48,7 @@ macro_rules! no_inputs {
 
 pub mod batch;
 pub mod cache;
+pub mod concatenate;
 pub mod enumerate;
 pub mod filter;
 pub mod from_npz;
@@ -388,6 +389,7 @@ steps! {
     Prefetch(prefetch::Prefetch),
     Shard(shard::Shard),
     Zip(zip::Zip),
+    Concatenate(concatenate::Concatenate),
     Enumerate(enumerate::Enumerate),
     WithOptions(options::WithOptions),
 }
