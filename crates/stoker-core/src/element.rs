@@ -57,6 +57,42 @@ pub fn names<S: AsRef<str>>(names: &[S]) -> Names {
     names.iter().map(|n| Arc::from(n.as_ref())).collect()
 }
 
+/// The field names of elements made of other elements' fields whose names are known only
+/// when they come (after a Python function): `leading` names, then each part's names behind
+/// its prefix. Built again only when a part's names change.
+pub struct NamesOf {
+    leading: Vec<Arc<str>>,
+    prefixes: Vec<String>,
+    seen: Vec<Names>,
+    names: Names,
+}
+
+impl NamesOf {
+    pub fn new(leading: &[&str], prefixes: Vec<String>) -> NamesOf {
+        NamesOf {
+            leading: leading.iter().map(|n| Arc::from(*n)).collect(),
+            prefixes,
+            seen: Vec::new(),
+            names: names::<&str>(&[]),
+        }
+    }
+
+    /// The names of an element whose parts have the names `parts` (one per prefix).
+    pub fn of(&mut self, parts: &[Names]) -> Names {
+        let same = self.seen.len() == parts.len()
+            && self.seen.iter().zip(parts).all(|(a, b)| Arc::ptr_eq(a, b));
+        if !same {
+            let mut all: Vec<Arc<str>> = self.leading.clone();
+            for (part, prefix) in parts.iter().zip(&self.prefixes) {
+                all.extend(part.iter().map(|n| Arc::from(format!("{prefix}{n}"))));
+            }
+            self.names = all.into();
+            self.seen = parts.to_vec();
+        }
+        self.names.clone()
+    }
+}
+
 /// A field of a schema. `None` dimensions are unknown until run time.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FieldSpec {

@@ -121,3 +121,42 @@ def test_stats_print_as_a_table():
     rows = {line.split()[0]: line.split() for line in lines[2 : 2 + len(stats)]}
     assert rows["batch(3)"][1:3] == ["batch", "3"] and rows["map[bad_at_two]"][-1] == "1"
     assert lines[-1] == "map[bad_at_two]: last skipped: element 2: bad_at_two raised ValueError: no twos"
+
+
+def test_one_hot_colors_takes_what_read_class_colors_returns(tmp_path):
+    csv = tmp_path / "class_dict.csv"
+    csv.write_text("name,r,g,b\nsky,128,128,128\nroad,128,64,128\n")
+    names_and_colors = sk.ops.read_class_colors(str(csv))
+    assert names_and_colors == (["sky", "road"], [[128, 128, 128], [128, 64, 128]])
+    label = np.array([[[128, 64, 128], [128, 128, 128]]], dtype=np.uint8)
+    ds = sk.Dataset.from_tensor_slices({"label": label}).map(sk.ops.one_hot_colors("label", names_and_colors))
+    np.testing.assert_array_equal(next(iter(ds))["label"], [[0.0, 1.0], [1.0, 0.0]])
+    with pytest.raises(InvalidArgumentError, match="colour 1"):
+        sk.ops.one_hot_colors("label", [[1, 2, 3], [1, 2]])
+    with pytest.raises(InvalidArgumentError, match="above 255"):
+        sk.ops.one_hot_colors("label", [[1, 2, 300]])
+
+
+def test_after_a_python_map_zip_enumerate_and_padded_batch_work_and_the_spec_is_known_once_run():
+    ds = sk.Dataset.range(4).map(lambda v: {"x": np.arange(int(v), dtype=np.int32), "s": b"w%d" % int(v)})
+    assert ds.element_spec is None  # the function has not run
+    # Built before the function runs: their structure is known when it has.
+    zipped = sk.Dataset.zip((ds, sk.Dataset.range(10, 14)))
+    numbered = ds.enumerate(start=5)
+    padded = ds.padded_batch(2, padding_values=-1)
+    got = list(zipped)
+    assert [(e[0]["x"].tolist(), bytes(e[0]["s"]), int(e[1])) for e in got] == [
+        ([], b"w0", 10),
+        ([0], b"w1", 11),
+        ([0, 1], b"w2", 12),
+        ([0, 1, 2], b"w3", 13),
+    ]
+    assert [(int(i), e["x"].tolist()) for i, e in numbered] == [(5, []), (6, [0]), (7, [0, 1]), (8, [0, 1, 2])]
+    assert [b["x"].tolist() for b in padded] == [[[-1], [0]], [[0, 1, -1], [0, 1, 2]]]
+    # Once run: the dtypes and ranks of the function's results, dimensions unknown.
+    spec = ds.element_spec
+    assert (spec["x"].dtype, spec["x"].shape) == ("int32", (None,))
+    assert (spec["s"].dtype, spec["s"].shape) == ("string", ())
+    z = zipped.element_spec
+    assert z[0]["x"].dtype == "int32" and z[1].dtype == "int64"
+    assert numbered.element_spec[0].dtype == "int64"

@@ -168,3 +168,17 @@ def test_concatenate_from_tensors_and_take_skip_edges_match_tf(golden):
     for name, ds in edges.items():
         assert [int(v) for v in ds] == g[f"edges/{name}"].tolist(), name
         assert ds.cardinality() == int(g[f"edges/{name}/cardinality"]), name
+
+
+def test_padded_batch_with_strings_and_every_component_given_matches_tf(golden):
+    g = np.load(golden / "padded_batch_strings_expected.npz")
+    names = list(g["in/names"])
+    seqs = [g[f"in/seq/{i}"] for i in range(len(names))]
+    ds = sk.Dataset.range(len(names)).map(lambda i: {"seq": seqs[int(i)], "name": names[int(i)]})
+    every = ds.padded_batch(2, padded_shapes={"seq": [None], "name": []}, padding_values={"seq": -1, "name": b""})
+    for kind, batches in (("every", every), ("default", ds.padded_batch(2))):
+        got = list(batches)
+        assert len(got) == 3
+        for k, b in enumerate(got):
+            np.testing.assert_array_equal(b["seq"], g[f"{kind}/{k}/seq"])
+            assert [bytes(n) for n in b["name"]] == list(g[f"{kind}/{k}/name"]), (kind, k)

@@ -174,3 +174,11 @@ def test_random_ops_hidden_in_a_fused_op_are_never_cached(segmentation, fused):
     plain = source.map(decode + [sk.ops.center_crop("image", 64)], num_parallel_calls=sk.AUTOTUNE).batch(3)
     d = plain.repeat().prefetch(sk.AUTOTUNE).diagnose(seconds=1.0)
     assert any(".cache()" in r.action for r in d.recommendations), str(d)
+
+
+def test_a_run_too_short_to_judge_says_so_and_gives_no_advice():
+    for ds, why in ((sk.Dataset.range(0), "the dataset ended"), (sk.Dataset.range(10).map(lambda v: v), "ended")):
+        d = ds.diagnose(seconds=1.0)
+        assert d.summary.startswith("too short to judge"), d.summary
+        assert why in d.summary and d.recommendations == [] and d.bottleneck is None
+        assert "add .cache()" not in str(d)

@@ -129,7 +129,7 @@ pub fn bench_with_progress(
     ops.retain(|(_, calls, _)| *calls > 0);
     let (seconds, wall, elements, examples, ended, series) = result?;
     let threads = pipeline.plan().options().threads();
-    let verdict = diagnose(
+    let mut verdict = diagnose(
         pipeline.plan(),
         plan,
         &pipeline.registry().snapshot_by_key(),
@@ -137,6 +137,9 @@ pub fn bench_with_progress(
         threads,
         &ops,
     );
+    if elements == 0 || seconds < crate::verdict::MIN_JUDGED_S {
+        verdict.too_short(elements, seconds, ended);
+    }
     let rate = |n: u64| {
         if seconds > 0.0 {
             n as f64 / seconds

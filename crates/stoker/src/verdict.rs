@@ -680,7 +680,28 @@ fn deterministic_prefix<'a>(
     top.map(|(t, p)| (t, p, share, removed))
 }
 
+/// A timed run shorter than this is too short to judge: start-up (threads, first reads,
+/// buffers filling) weighs too much in it.
+pub const MIN_JUDGED_S: f64 = 0.3;
+
 impl Verdict {
+    /// For a run too short to judge (`elements` in `seconds` of timed run; `ended`: the
+    /// dataset ran out): says so, with no bottleneck and no advice.
+    pub fn too_short(&mut self, elements: u64, seconds: f64, ended: bool) {
+        let why = if ended {
+            "the dataset ended"
+        } else {
+            "the run was cut short"
+        };
+        self.summary = format!(
+            "too short to judge: {elements} elements in {seconds:.2} s ({why}); a verdict needs \
+             at least {MIN_JUDGED_S} s of elements: run it longer (seconds=, batches=) or over \
+             more data (.repeat())"
+        );
+        self.bottleneck = None;
+        self.recommendations.clear();
+    }
+
     /// The verdict as text for a terminal.
     pub fn to_text(&self) -> String {
         let mut out = format!("verdict: {}\n", self.summary);

@@ -1,7 +1,7 @@
 //! `enumerate(start)`: prepends an int64 counter field.
 
 use crate::dtype::DType;
-use crate::element::{Element, Names};
+use crate::element::{Element, Names, NamesOf};
 use crate::error::Result;
 use crate::exec::{BoxIter, ElementIter, State};
 use crate::tensor::Tensor;
@@ -9,6 +9,9 @@ use crate::tensor::Tensor;
 pub struct EnumerateIter {
     input: BoxIter,
     names: Names,
+    /// Where the input's fields are known only when its elements come: the counter's name,
+    /// then theirs behind a prefix.
+    dynamic: Option<NamesOf>,
     next_index: i64,
 }
 
@@ -18,8 +21,16 @@ impl EnumerateIter {
         EnumerateIter {
             input,
             names,
+            dynamic: None,
             next_index: start,
         }
+    }
+
+    /// For an input whose fields are known only when its elements come: the counter's
+    /// `index_name`, then the element's field names behind `prefix`.
+    pub fn with_prefix(mut self, index_name: &str, prefix: &str) -> Self {
+        self.dynamic = Some(NamesOf::new(&[index_name], vec![prefix.to_string()]));
+        self
     }
 }
 
@@ -50,6 +61,10 @@ impl ElementIter for EnumerateIter {
         tensors.push(Tensor::from_slice(DType::I64, vec![], &[self.next_index])?);
         tensors.extend(e.tensors);
         self.next_index += 1;
-        Ok(Some(Element::new(self.names.clone(), tensors)))
+        let names = match &mut self.dynamic {
+            Some(d) => d.of(std::slice::from_ref(&e.names)),
+            None => self.names.clone(),
+        };
+        Ok(Some(Element::new(names, tensors)))
     }
 }

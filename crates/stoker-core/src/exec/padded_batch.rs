@@ -27,6 +27,10 @@ pub struct Padding {
     /// Per field, the value written where there is no data.
     #[serde(default)]
     pub values: BTreeMap<String, f64>,
+    /// The value for the numeric fields `values` does not name (0 if not given): one number
+    /// for every field, where the fields are known only when a Python function has run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<f64>,
 }
 
 impl Padding {
@@ -149,7 +153,9 @@ pub fn stack_padded(elements: &[Element], padding: &Padding) -> Result<Element> 
             continue;
         }
         let target = padding.target(name, &shapes)?;
-        let value = padding.values.get(&**name).copied().unwrap_or(0.0);
+        let value = (padding.values.get(&**name).copied())
+            .or(padding.default)
+            .unwrap_or(0.0);
         for (i, e) in padded.iter_mut().enumerate() {
             let t = &e.tensors[f];
             if t.dtype() != dtype {

@@ -6,7 +6,7 @@ The engine sees an element as flat ``(name, tensor)`` pairs; names are paths: ``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Union
 
 Template = Union[str, dict[str, "Template"], tuple["Template", ...]]
@@ -81,10 +81,40 @@ def after_native_ops(template: Template, names: Sequence[str]) -> Template:
 
 
 class Dynamic:
-    """The structure after a Python function: known once the function has run."""
+    """The structure after a Python function: known once the function has run. ``derive``
+    makes it from other structures (a zip of such a dataset), once they are known; ``specs``
+    holds each field's dtype and rank as the function's first result had them."""
 
-    def __init__(self) -> None:
-        self.template: Template | None = None
+    def __init__(
+        self,
+        derive: Callable[[], Template | None] | None = None,
+        derive_specs: Callable[[], dict[str, tuple[str, int]] | None] | None = None,
+    ) -> None:
+        self._template: Template | None = None
+        self._derive = derive
+        self._derive_specs = derive_specs
+        self.specs: dict[str, tuple[str, int]] | None = None
+
+    def known_specs(self) -> dict[str, tuple[str, int]] | None:
+        """Each field's dtype and rank, once known."""
+        if self.specs is None and self._derive_specs is not None:
+            self.specs = self._derive_specs()
+        return self.specs
+
+    @property
+    def template(self) -> Template | None:
+        if self._template is None and self._derive is not None:
+            self._template = self._derive()
+        return self._template
+
+    @template.setter
+    def template(self, value: Template | None) -> None:
+        self._template = value
+
+
+def known_template(structure: Template | Dynamic) -> Template | None:
+    """The template of a structure, ``None`` while a Python function's is not known yet."""
+    return structure.template if isinstance(structure, Dynamic) else structure
 
 
 def pack_element(template: Template | Dynamic, names: Sequence[str], arrays: list[Any]) -> Any:

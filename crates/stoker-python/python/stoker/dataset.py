@@ -15,7 +15,7 @@ import numpy as np
 from . import _stoker
 from ._check import path as _path
 from ._check import whole as _whole
-from ._structure import Dynamic, Template, after_native_ops, flatten, pack_element, prefixed
+from ._structure import Dynamic, Template, after_native_ops, flatten, known_template, pack_element, prefixed
 from .diagnosis import Diagnosis
 from .errors import InvalidArgumentError
 from .ops import NativeOp
@@ -155,17 +155,25 @@ class Dataset:
     @staticmethod
     def zip(datasets: tuple[Dataset, ...] | dict[str, Dataset]) -> Dataset:
         """One element from each dataset, as a tuple (or dict); ends with the shortest."""
+        keys: list[str] | None = None
         if isinstance(datasets, dict):
-            keys = list(datasets)
-            parts = [datasets[k] for k in keys]
-            prefixes = [f"{k}/" for k in keys]
-            structure: Template = {k: prefixed(_known(d), p) for k, d, p in zip(keys, parts, prefixes)}
+            names = list(datasets)
+            keys = names
+            parts = [datasets[k] for k in names]
+            prefixes = [f"{k}/" for k in names]
         else:
             parts = list(datasets)
             prefixes = [f"{i}/" for i in range(len(parts))]
-            structure = tuple(prefixed(_known(d), p) for d, p in zip(parts, prefixes))
+
+        def derive() -> Template | None:
+            templates = [_known_or_none(d) for d in parts]
+            if any(t is None for t in templates):
+                return None
+            each = [prefixed(t, p) for t, p in zip(templates, prefixes)]  # type: ignore[arg-type]
+            return dict(zip(keys, each)) if keys is not None else tuple(each)
+
         plan = _stoker.Plan.zip([d._plan for d in parts], prefixes)
-        return Dataset(plan, structure)
+        return Dataset(plan, _lazy(derive, parts, prefixes))
 
     @staticmethod
     def load_spec(path: PathLike) -> Dataset:
@@ -243,8 +251,10 @@ class Dataset:
         size in the batch, or to ``padded_shapes`` (in the element's structure: a dict of
         shapes for dict elements, one shape for single values; ``None`` or -1 in a dimension
         means "the batch's largest"). ``padding_values`` (default 0) is one number for every
-        field or a number per field in the element's structure. A fixed padded size smaller
-        than an element raises; string fields are not padded."""
+        field or a number per field in the element's structure (a string field's, e.g. ``b""``,
+        is accepted, as tf.data takes one for every component). A fixed padded size smaller
+        than an element raises; string fields are not padded (scalar strings, as tf.data's
+        ``padded_shapes`` of ``[]`` for them)."""
         size = _whole("padded_batch: batch_size", batch_size, 1)
         shapes: dict[str, list[int | None]] = {}
         if padded_shapes is not None:
@@ -252,14 +262,18 @@ class Dataset:
                 dims = [None if d is None or int(d) < 0 else int(d) for d in shape]
                 shapes[name] = dims
         values: dict[str, float] = {}
+        default: float | None = None
         if isinstance(padding_values, (int, float, np.integer, np.floating)):
-            schema = self._plan.schema()
-            if schema is None:
-                raise TypeError("padding_values as one number needs a known element structure; give one per field")
-            values = {n: float(padding_values) for n, d, _ in schema if d != "string"}
+            # One number for every numeric field (also those a Python function makes).
+            default = float(padding_values)
         elif padding_values is not None:
-            values = {name: float(v) for name, v in flatten(padding_values)[1]}
-        padding = json.dumps({"shapes": shapes, "values": values})
+            for name, v in flatten(padding_values)[1]:
+                # A string field's padding value (tf.data takes one for every component): string
+                # fields are not padded, so it is not used.
+                if isinstance(v, (str, bytes, np.str_, np.bytes_)):
+                    continue
+                values[name] = float(v)
+        padding = json.dumps({"shapes": shapes, "values": values, "default": default})
         return Dataset(self._plan.padded_batch(size, bool(drop_remainder), padding), self._structure)
 
     def unbatch(self) -> Dataset:
@@ -375,9 +389,13 @@ class Dataset:
 
     def enumerate(self, start: int = 0) -> Dataset:
         """``(index, element)`` pairs."""
-        structure: Template = ("0", prefixed(_known(self), "1/"))
         first = _whole("enumerate: start", start, -(2**63))
-        return Dataset(self._plan.enumerate(first, "0", "1/"), structure)
+
+        def derive() -> Template | None:
+            t = _known_or_none(self)
+            return None if t is None else ("0", prefixed(t, "1/"))
+
+        return Dataset(self._plan.enumerate(first, "0", "1/"), _lazy(derive, [self], ["1/"], {"0": ("int64", 0)}))
 
     def with_options(
         self,
@@ -483,9 +501,13 @@ class Dataset:
         function has run, when it is not known)."""
         schema = self._plan.schema()
         if schema is None:
-            return None
+            # After a Python function that has run: the dtypes and ranks of its first result.
+            seen = _specs_or_none(self)
+            if seen is None:
+                return None
+            schema = [(n, d, [None] * rank) for n, (d, rank) in seen.items()]
         specs = {n: TensorSpec(n, d, tuple(s)) for n, d, s in schema}
-        structure = self._structure.template if isinstance(self._structure, Dynamic) else self._structure
+        structure = known_template(self._structure)
         if structure is None:
             return specs
         return pack_element(structure, list(specs), list(specs.values()))
@@ -655,6 +677,47 @@ class DatasetIterator(Iterator[Any]):
         self._it.close()
 
 
+def _known_or_none(ds: Dataset) -> Template | None:
+    """The structure of ``ds``'s elements, ``None`` while a Python function's is unknown."""
+    try:
+        return _known(ds)
+    except ValueError:
+        return None
+
+
+def _specs_or_none(ds: Dataset) -> dict[str, tuple[str, int]] | None:
+    """Each field's dtype and rank, from the schema or from a Python function's first result."""
+    schema = ds._plan.schema()
+    if schema is not None:
+        return {n: (d, len(shape)) for n, d, shape in schema}
+    s = ds._structure
+    return s.known_specs() if isinstance(s, Dynamic) else None
+
+
+def _lazy(
+    derive: Callable[[], Template | None],
+    parts: list[Dataset],
+    prefixes: list[str],
+    leading: dict[str, tuple[str, int]] | None = None,
+) -> Template | Dynamic:
+    """The structure ``derive`` makes of ``parts``'; known later when a part's Python function
+    has not run yet (its fields, behind ``prefixes``, after ``leading``)."""
+    now = derive()
+    if now is not None:
+        return now
+
+    def specs() -> dict[str, tuple[str, int]] | None:
+        each = [_specs_or_none(d) for d in parts]
+        if any(e is None for e in each):
+            return None
+        merged = dict(leading or {})
+        for e, p in zip(each, prefixes):
+            merged.update({p + n: v for n, v in (e or {}).items()})
+        return merged
+
+    return Dynamic(derive, specs)
+
+
 def _known(ds: Dataset) -> Template:
     s = ds._structure
     if isinstance(s, Dynamic):
@@ -686,6 +749,12 @@ def _structure_of(plan: Any) -> Template:
     return {n: n for n in names}
 
 
+def _dtype_of(value: Any) -> str:
+    """The stoker dtype a Python function's result field becomes."""
+    kind = np.asarray(value).dtype
+    return "string" if kind.kind in "SUO" else kind.name
+
+
 def _adapter(
     fn: Callable[..., Any], structure: Template | Dynamic, out: Dynamic
 ) -> Callable[[dict[str, Any]], list[tuple[str, Any]]]:
@@ -693,6 +762,8 @@ def _adapter(
         args = pack_element(structure, list(flat), list(flat.values()))
         result = fn(*args) if isinstance(args, tuple) else fn(args)
         template, pairs = flatten(result)
+        if out.specs is None:
+            out.specs = {n: (_dtype_of(a), np.ndim(a)) for n, a in pairs}
         out.template = template
         return pairs
 

@@ -17,6 +17,7 @@ from typing import Any, Union
 
 from ._check import whole
 from ._dtypes import dtype_name
+from .errors import InvalidArgumentError
 
 
 class NativeOp:
@@ -243,11 +244,30 @@ def _size(size: int | Sequence[int], op: str = "size") -> tuple[int, int]:
 
 
 def one_hot_colors(
-    field: str, colors: Sequence[Sequence[int]], fallback: int | None = None, output: str | None = None
+    field: str,
+    colors: Sequence[Sequence[int]] | tuple[list[str], list[list[int]]],
+    fallback: int | None = None,
+    output: str | None = None,
 ) -> NativeOp:
-    """RGB label map ``[..., 3]`` uint8 → one-hot ``[..., len(colors)]`` float32. A pixel of
-    another colour raises ``InvalidArgumentError`` unless ``fallback`` names its class."""
-    spec: dict[str, Any] = {"op": "one_hot_colors", "field": field, "colors": [[int(v) for v in c] for c in colors]}
+    """RGB label map ``[..., 3]`` uint8 → one-hot ``[..., len(colors)]`` float32. ``colors``: one
+    ``(r, g, b)`` per class, or what :func:`read_class_colors` returns (names and colours). A
+    pixel of another colour raises ``InvalidArgumentError`` unless ``fallback`` names its class."""
+    rgb: Sequence[Any] = colors
+    if (
+        isinstance(colors, tuple)
+        and len(colors) == 2
+        and not isinstance(colors[0], str)
+        and all(isinstance(n, str) for n in colors[0])
+    ):
+        rgb = colors[1]  # read_class_colors' (names, colours)
+    table = []
+    for i, c in enumerate(rgb):
+        if isinstance(c, (str, bytes)) or len(c) != 3:
+            raise InvalidArgumentError(f"one_hot_colors: colour {i} must be (r, g, b), got {c!r}")
+        table.append([whole(f"one_hot_colors: colour {i}", v, 0) for v in c])
+        if max(table[-1]) > 255:
+            raise InvalidArgumentError(f"one_hot_colors: colour {i} has a value above 255: {c!r}")
+    spec: dict[str, Any] = {"op": "one_hot_colors", "field": field, "colors": table}
     if fallback is not None:
         spec["fallback"] = int(fallback)
     return _out(spec, output)

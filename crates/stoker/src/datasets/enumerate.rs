@@ -75,10 +75,13 @@ impl DatasetOp for Enumerate {
         let inner = iterate_at(&self.input, ctx, input_at(at, Self::KIND, 0)?)?;
         let inner = WaitMeter::wrap(inner, Arc::clone(&stats));
         let names = node.schema().names();
-        let it = match at {
+        let mut it = match at {
             None => EnumerateIter::new(inner, names, self.start),
             Some(s) => EnumerateIter::restore(inner, names, s)?,
         };
+        if node.schema().dynamic {
+            it = it.with_prefix(&self.index_name, &self.prefix);
+        }
         Ok(Metered::wrap(Box::new(it), stats))
     }
 

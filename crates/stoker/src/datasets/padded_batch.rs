@@ -35,6 +35,9 @@ pub struct Spec {
     padded_shapes: BTreeMap<String, Vec<Option<usize>>>,
     #[serde(default)]
     padding_values: BTreeMap<String, f64>,
+    /// The padding value of the fields `padding_values` does not name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    padding_value: Option<f64>,
 }
 
 impl DatasetOp for PaddedBatch {
@@ -95,6 +98,7 @@ impl DatasetOp for PaddedBatch {
             drop_remainder: self.drop_remainder,
             padded_shapes: self.padding.shapes.clone(),
             padding_values: self.padding.values.clone(),
+            padding_value: self.padding.default,
         }))
     }
 
@@ -106,6 +110,7 @@ impl DatasetOp for PaddedBatch {
             padding: Arc::new(Padding {
                 shapes: s.padded_shapes,
                 values: s.padding_values,
+                default: s.padding_value,
             }),
         })
     }

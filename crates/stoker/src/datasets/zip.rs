@@ -97,7 +97,11 @@ impl DatasetOp for Zip {
                 Ok(WaitMeter::wrap(inner, Arc::clone(&stats)))
             })
             .collect::<Result<Vec<_>>>()?;
-        let it = ZipIter::new(inners, node.schema().names());
+        let it = if node.schema().dynamic {
+            ZipIter::with_prefixes(inners, self.prefixes.clone())
+        } else {
+            ZipIter::new(inners, node.schema().names())
+        };
         Ok(Metered::wrap(Box::new(it), stats))
     }
 
