@@ -182,3 +182,19 @@ def test_padded_batch_with_strings_and_every_component_given_matches_tf(golden):
         for k, b in enumerate(got):
             np.testing.assert_array_equal(b["seq"], g[f"{kind}/{k}/seq"])
             assert [bytes(n) for n in b["name"]] == list(g[f"{kind}/{k}/name"]), (kind, k)
+
+
+def test_flat_map_rebatch_and_reduce_match_tf(golden):
+    g = np.load(golden / "flat_map_expected.npz")
+    flat = sk.Dataset.range(5).flat_map(lambda v: sk.Dataset.range(int(v)).map(lambda w, v=int(v): v * 10 + w))
+    assert [int(x) for x in flat] == g["flat_map"].tolist()
+    batches = sk.Dataset.range(11).batch(3)
+    for size in (2, 4):
+        for drop in (False, True):
+            got = [b.tolist() for b in batches.rebatch(size, drop_remainder=drop)]
+            key = f"rebatch_{size}_{int(drop)}"
+            assert len(got) == int(g[f"{key}/count"])
+            assert got == [g[f"{key}/{k}"].tolist() for k in range(len(got))]
+    r = sk.Dataset.range(1, 8)
+    assert int(r.reduce(np.int64(0), lambda s, v: s + v)) == int(g["reduce_sum"])
+    assert r.reduce(0, lambda s, _: s + 1) == int(g["reduce_count"])

@@ -309,7 +309,13 @@ class Dataset:
                 npc,
             )
             return Dataset(plan, "record")
-        out = Dynamic()
+        # The structure of the datasets opened: the last one's, once known (its own Python
+        # function may not have run when it is opened).
+        opened: list[Dataset] = []
+        out = Dynamic(
+            lambda: _known_or_none(opened[0]) if opened else None,
+            lambda: _specs_or_none(opened[0]) if opened else None,
+        )
         structure = self._structure
 
         def open_dataset(flat: dict[str, Any]) -> Any:
@@ -317,11 +323,32 @@ class Dataset:
             ds = map_func(*args) if isinstance(args, tuple) else map_func(args)
             if not isinstance(ds, Dataset):
                 raise TypeError(f"interleave's function must return a stoker.Dataset, got {type(ds).__name__}")
-            out.template = _known(ds)
+            opened[:] = [ds]
             return ds._plan
 
         open_dataset.__name__ = getattr(map_func, "__name__", "interleave_fn")
         return Dataset(self._plan.interleave(open_dataset, cycle, block, npc), out)
+
+    def flat_map(self, map_func: Callable[..., Dataset]) -> Dataset:
+        """Maps each element to a dataset and hands out their elements, one dataset after the
+        other (tf.data's ``flat_map``: an ``interleave`` with ``cycle_length=1``)."""
+        return self.interleave(map_func, cycle_length=1, block_length=1)
+
+    def rebatch(self, batch_size: int, drop_remainder: bool = False) -> Dataset:
+        """The same rows in batches of ``batch_size`` (tf.data's ``rebatch`` with one size:
+        ``unbatch().batch(batch_size, drop_remainder)``, the rows views, not copies, until the
+        new batch is written)."""
+        size = _whole("rebatch: batch_size", batch_size, 1)
+        return self.unbatch().batch(size, drop_remainder)
+
+    def reduce(self, initial_state: Any, reduce_func: Callable[[Any, Any], Any]) -> Any:
+        """Folds one iteration's elements into a state (tf.data's ``reduce``): ``reduce_func(
+        state, element)`` returns the next state; the last one is returned. It runs in Python,
+        on the calling thread."""
+        state = initial_state
+        for element in self:
+            state = reduce_func(state, element)
+        return state
 
     def filter(self, predicate: Callable[..., Any]) -> Dataset:
         """Keeps the elements for which the Python ``predicate`` is true."""
