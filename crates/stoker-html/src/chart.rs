@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use crate::page::{esc, fmt_num};
+use crate::page::esc;
 use crate::PALETTE;
 
 /// A round axis maximum at or above `v`.
@@ -17,6 +17,32 @@ fn nice_max(v: f64) -> f64 {
         }
     }
     10.0 * p
+}
+
+/// Round values from `min` to `max` for an axis's ticks: the multiples of a step of 1, 2, 2.5
+/// or 5 × 10^k, about `n` intervals' worth.
+fn ticks(min: f64, max: f64, n: usize) -> Vec<f64> {
+    let span = max - min;
+    if !(span.is_finite() && span > 0.0) {
+        return vec![min];
+    }
+    let step = nice_max(span / n.max(1) as f64);
+    let first = (min / step).ceil();
+    (0..)
+        .map(|k| (first + f64::from(k)) * step)
+        .take_while(|v| *v <= max + step * 1e-9)
+        .collect()
+}
+
+/// A tick's value as written: exactly (ticks are round numbers), without trailing zeros.
+fn tick_label(v: f64) -> String {
+    let s = format!("{v:.6}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".into()
+    } else {
+        s.to_string()
+    }
 }
 
 /// The plot area inside an SVG of `w` × `h`.
@@ -53,20 +79,17 @@ impl Frame {
             self.w, self.h
         )
     }
+    /// Ticks at round values, each where its value lies.
     fn x_ticks(&self, s: &mut String, x_min: f64, x_max: f64, x_label: &str) {
-        for i in 0..=4 {
-            let f = i as f64 / 4.0;
-            let v = x_min + (x_max - x_min) * f;
+        let span = x_max - x_min;
+        for v in ticks(x_min, x_max, 4) {
+            let f = if span > 0.0 { (v - x_min) / span } else { 0.0 };
             let _ = write!(
                 s,
                 "<text x=\"{x}\" y=\"{y}\" class=\"tick\" text-anchor=\"middle\">{v}</text>",
                 x = self.x(f),
                 y = self.h - self.bottom + 16.0,
-                v = if (x_max - x_min) >= 20.0 {
-                    format!("{v:.0}")
-                } else {
-                    fmt_num(v)
-                }
+                v = tick_label(v)
             );
         }
         self.x_label(s, x_label);
@@ -94,7 +117,7 @@ impl Frame {
                 y = self.y(f),
                 tx = self.left - 6.0,
                 ty = self.y(f) + 4.0,
-                v = fmt_num(y_max * f)
+                v = tick_label(y_max * f)
             );
         }
         let _ = write!(
@@ -375,5 +398,28 @@ mod tests {
         );
         assert_eq!(html.matches("fill=\"#111111\"").count(), 1);
         assert_eq!(html.matches("fill=\"#222222\"").count(), 2);
+    }
+
+    #[test]
+    fn ticks_are_round_numbers_where_their_values_lie() {
+        assert_eq!(ticks(0.0, 5.37, 4), [0.0, 2.0, 4.0]);
+        assert_eq!(ticks(0.0, 30.0, 4), [0.0, 10.0, 20.0, 30.0]);
+        assert_eq!(ticks(0.0, 0.9, 4), [0.0, 0.25, 0.5, 0.75]);
+        assert_eq!(ticks(3.0, 3.0, 4), [3.0]);
+        assert_eq!(tick_label(0.625), "0.625");
+        assert_eq!(tick_label(0.1 + 0.2), "0.3");
+        assert_eq!(tick_label(2500.0), "2500");
+        let f = Frame::new(100.0);
+        let mut s = String::new();
+        f.x_ticks(&mut s, 0.0, 5.37, "seconds");
+        let labels: Vec<&str> = s
+            .split("text-anchor=\"middle\">")
+            .skip(1)
+            .map(|t| t.split('<').next().unwrap_or(""))
+            .collect();
+        assert_eq!(labels, ["0", "2", "4", "seconds"]);
+        // The tick for 4 lies at 4/5.37 of the axis.
+        let at = f.x(4.0 / 5.37);
+        assert!(s.contains(&format!("<text x=\"{at}\"")), "{s}");
     }
 }
