@@ -127,6 +127,16 @@ def pipelines(data: dict[str, Any]) -> dict[str, Callable[[int], sk.Dataset]]:
         "shard": lambda t: opt(sk.Dataset.range(40).shard(3, 1), t),
         "zip": lambda t: opt(sk.Dataset.zip((sk.Dataset.range(10), sk.Dataset.range(20).shuffle(5, seed=1))), t),
         "enumerate": lambda t: opt(sk.Dataset.range(10, 20).enumerate(5), t),
+        # The boundary between the two parts falls inside the runs above (batches of 3).
+        "concatenate": lambda t: opt(
+            sk.Dataset.range(7).shuffle(7, seed=2).concatenate(sk.Dataset.range(100, 108).shuffle(4, seed=5)), t
+        ),
+        "flat_map": lambda t: opt(sk.Dataset.range(6).flat_map(lambda v: sk.Dataset.range(int(v))), t),
+        "rebatch": lambda t: opt(sk.Dataset.range(23).batch(4).rebatch(3), t),
+        "zip_after_python_map": lambda t: opt(
+            sk.Dataset.zip((sk.Dataset.range(12).map(lambda v: {"sq": v * v}), sk.Dataset.range(12).enumerate())),
+            t,
+        ),
     }
 
 

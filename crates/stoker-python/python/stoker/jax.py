@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from ._check import whole
 from ._feed import Feed, check_shard
 from .dataset import Dataset, DatasetIterator
 from .errors import InvalidArgumentError
@@ -62,8 +63,7 @@ class BatchIterator(Feed):
         prefetch: int = 2,
         shard: tuple[int, int] | None = None,
     ) -> None:
-        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
-            raise InvalidArgumentError(f"prefetch must be a whole number of batches, at least 0, got {prefetch!r}")
+        prefetch = whole("iterator: prefetch", prefetch, 0)
         if sharding is not None and not isinstance(sharding, jax.sharding.Sharding):
             raise InvalidArgumentError(f"sharding must be a jax.sharding.Sharding, got {type(sharding).__name__}")
         self.sharding = data_parallel() if sharding is None else sharding

@@ -34,6 +34,7 @@ that has no batch left), which needs a known cardinality.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import threading
@@ -42,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from ._check import whole
 from ._feed import Feed, check_shard
 from .dataset import Dataset, DatasetIterator
 from .errors import InvalidArgumentError
@@ -115,8 +117,7 @@ class Loader(Feed):
         non_blocking: bool = True,
         shard: str | tuple[int, int] | None = None,
     ) -> None:
-        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1:
-            raise InvalidArgumentError(f"prefetch must be a whole number of batches, at least 1, got {prefetch!r}")
+        prefetch = whole("loader: prefetch", prefetch, 1)
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         if self.device.type not in ("cpu", "cuda"):
             raise InvalidArgumentError(f"device must be 'cpu' or a CUDA device, got {device!r}")
@@ -232,7 +233,7 @@ class _DeviceFeeder:
 
     def _run(self) -> None:
         try:
-            stream_ctx = torch.cuda.stream(self.stream) if self.cuda else _Null()
+            stream_ctx = torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext()
             with stream_ctx:
                 for batch in self.it:
                     if self.stop.is_set():
@@ -277,14 +278,6 @@ class _DeviceFeeder:
         self.stop.set()
         self.it.close()
         self.thread.join(timeout=5)
-
-
-class _Null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
 
 
 def loader(
