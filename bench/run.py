@@ -704,7 +704,9 @@ def gpu_section() -> list[str]:
          "contender after the other.", "",
          "ResNet-50 (torchvision), bf16 autocast, channels-last, SGD. W3's augmentation on both sides "
          "(random-resized crop 224, horizontal flip, brightness/contrast jitter, normalise). Input stall: the "
-         "share of step time spent waiting for the batch (`stoker.timed`, CUDA synchronise at each step end).", "",
+         "share of step time spent waiting for the batch (`stoker.timed`, CUDA synchronise at each step end). "
+         "stoker's pipeline: shuffle → repeat → map → batch → prefetch (the map runs on across epochs, as the "
+         "DataLoader's persistent workers do), `threads` = cores.", "",
          "| loader | images/s | input stall | median step | mean step | verdict |", "|---|---|---|---|---|---|"]
     for name, r in rows.items():
         L.append(f"| {names.get(name, name)} | {r['images_per_s']:,.0f} | {r['input_stall_percent']:.1f} % | "
@@ -712,7 +714,23 @@ def gpu_section() -> list[str]:
     if "stoker" in rows and "torchvision" in rows:
         ratio = rows["stoker"]["images_per_s"] / rows["torchvision"]["images_per_s"]
         L += ["", f"stoker / torchvision: **{ratio:.2f}×** images/s. NVIDIA DALI, the issue's third peer, is not "
-              "installed on the device machine and its wheel is larger than what may be carried there: not measured."]
+              "installed on the device machine and its wheel (788 MB installed) is larger than what may be "
+              "carried there (64 MiB): not measured."]
+    feed = d.get("feed")
+    if feed:
+        f_rows = feed["rows"]
+        L += ["", f"The loader alone, same run: {feed['batches']} W3 batches to the GPU after 3 unmeasured, no "
+              "model (`--feed-batches`); medians of the runs, the two variants alternating.", "",
+              "| batches on the host | images/s (median) | runs | bytes through staging buffers |",
+              "|---|---|---|---|"]
+        labels = {"stoker_staged": "pageable, copied into pinned staging buffers by the loader's thread",
+                  "stoker": "**written by the engine into pooled pinned memory**, copied from there"}
+        for name, r in f_rows.items():
+            L.append(f"| {labels.get(name, name)} | {r['images_per_s']:,.0f} | "
+                     f"{', '.join(f'{x:,.0f}' for x in r['runs'])} | {r['staged_bytes']:,} |")
+        if "stoker" in f_rows and "stoker_staged" in f_rows:
+            gain = f_rows["stoker"]["images_per_s"] / f_rows["stoker_staged"]["images_per_s"]
+            L += ["", f"Pinned batches from the engine: **{gain:.2f}×** the staging path's rate to the device."]
     L.append("")
     return L
 

@@ -2,6 +2,7 @@
 
 mod convert;
 mod errors;
+mod host_memory;
 mod io;
 mod iter;
 mod plan;
@@ -24,6 +25,7 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace::trace_stop, m)?)?;
     m.add_function(wrap_pyfunction!(trace::trace_write, m)?)?;
     m.add_function(wrap_pyfunction!(trace::analyze_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(host_memory::set_batch_host_memory, m)?)?;
     m.add("AUTOTUNE", stoker::AUTOTUNE)?;
     m.add("JPEG_BACKEND", stoker_ops::codecs::jpeg::BACKEND)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -5,9 +5,15 @@ made one by one and stacked."""
 
 from __future__ import annotations
 
+import ctypes
+import gc
+import threading
+from typing import Any
+
 import numpy as np
+import pytest
 import stoker as sk
-from stoker import workloads
+from stoker import _stoker, workloads
 
 
 def _batch_stage(ds: sk.Dataset) -> dict:
@@ -105,3 +111,111 @@ def test_rows_of_unknown_shape_are_copied_as_before():
     np.testing.assert_array_equal(batch, np.stack(one_by_one))
     stage = _batch_stage(ds)
     assert (stage["copied_bytes"], stage["in_place_bytes"]) == (5 * 20 * 30 * 3, 0)
+
+
+class _HostMemory:
+    """A stand-in for the CUDA runtime's cudaSetDevice / cudaHostAlloc / cudaFreeHost (which
+    stoker.torch hands the engine on a GPU machine): C callbacks over libc's aligned_alloc
+    that record what they hand out."""
+
+    SET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)
+    ALLOC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_uint)
+    FREE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+
+    def __init__(self) -> None:
+        libc = ctypes.CDLL(None)
+        libc.aligned_alloc.restype = ctypes.c_void_p
+        libc.aligned_alloc.argtypes = (ctypes.c_size_t, ctypes.c_size_t)
+        libc.free.argtypes = (ctypes.c_void_p,)
+        self.live: dict[int, int] = {}
+        self.devices: set[int] = set()
+        self.flags: set[int] = set()
+        self.allocations = 0
+        lock = threading.Lock()
+
+        def set_device(device: int) -> int:
+            self.devices.add(device)
+            return 0
+
+        def host_alloc(out: Any, size: int, flags: int) -> int:
+            p = libc.aligned_alloc(4096, size)
+            with lock:
+                self.live[p] = size
+                self.flags.add(flags)
+                self.allocations += 1
+            out[0] = p
+            return 0
+
+        def free_host(p: int) -> int:
+            with lock:
+                del self.live[p]
+            libc.free(p)
+            return 0
+
+        # Kept: C holds the callbacks' addresses.
+        self.callbacks = (self.SET(set_device), self.ALLOC(host_alloc), self.FREE(free_host))
+
+    def addresses(self) -> tuple[int, int, int]:
+        a, b, c = (ctypes.cast(f, ctypes.c_void_p).value for f in self.callbacks)
+        assert a and b and c
+        return a, b, c
+
+    def holds(self, array: np.ndarray) -> bool:
+        start = array.__array_interface__["data"][0]
+        return any(p <= start and start + array.nbytes <= p + n for p, n in self.live.items())
+
+
+def test_batches_are_written_into_the_host_memory_the_engine_is_given(tmp_path):
+    root = str(tmp_path / "w3")
+    sk.datasets.write_image_folder(root, n=12, num_classes=3, seed=2)
+    ops = workloads.imagenet_ops(size=32, seed=7)
+
+    def pipelines() -> list[sk.Dataset]:
+        parallel = (sk.Dataset.image_folder(root).with_options(threads=2)
+                    .map(ops, num_parallel_calls=2).batch(4))
+        plain = sk.Dataset.from_tensor_slices({"x": np.arange(120, dtype=np.float32).reshape(30, 4)}).batch(8)
+        return [parallel, plain]
+
+    want = [list(ds) for ds in pipelines()]
+    memory = _HostMemory()
+    _stoker.set_batch_host_memory(memory.addresses(), 3)
+    try:
+        got = [list(ds) for ds in pipelines()]
+        for batches, expected in zip(got, want):
+            assert len(batches) == len(expected)
+            for b, e in zip(batches, expected):
+                for k in e:
+                    np.testing.assert_array_equal(b[k], e[k])
+                    # Every batch array lies in the memory given (the labels too).
+                    assert memory.holds(b[k]), k
+        assert memory.devices == {3}
+        assert memory.flags == {1}, "cudaHostAllocPortable"
+        # Buffers let go of are reused: four more epochs make 40 batch buffers (3 batches of
+        # image and label, 4 of x), and allocate at most one epoch's worth (how many are in
+        # flight at once depends on the threads' timing).
+        before = memory.allocations
+        buffers = 0
+        for _ in range(4):
+            for ds in pipelines():
+                for b in ds:
+                    assert all(memory.holds(v) for v in b.values())
+                    buffers += len(b)
+        assert buffers == 40
+        assert memory.allocations - before <= 10, (before, memory.allocations)
+        # Element buffers (no batch) stay on the heap.
+        (element,) = sk.Dataset.image_folder(root).map(ops).take(1)
+        assert not memory.holds(element["image"])
+    finally:
+        _stoker.set_batch_host_memory(None)
+    # Back to the heap; everything allocated is freed once the batches are let go of.
+    (again,) = pipelines()[1].take(1)
+    assert not memory.holds(again["x"])
+    assert memory.live
+    del got, b, e, batches, expected
+    gc.collect()
+    assert memory.live == {}
+
+
+def test_batch_host_memory_arguments_are_checked():
+    with pytest.raises(sk.InvalidArgumentError, match="functions"):
+        _stoker.set_batch_host_memory((0, 1, 2))

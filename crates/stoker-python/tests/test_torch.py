@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -231,3 +232,48 @@ def test_cuda_batches_arrive_on_the_device_equal_and_ahead():
     again = skt.loader(ds, device="cuda")
     again.load_state_dict(loader.state_dict())
     assert same(head + [as_numpy(b) for b in again], want)
+
+
+@cuda
+def test_cuda_batches_go_to_the_device_from_the_engines_pinned_memory():
+    ds = sk.Dataset.from_tensor_slices(table(4000)).shuffle(64, seed=1).batch(64).prefetch(4)
+    want = list(ds.iterator(epoch=0))
+    loader = skt.loader(ds, device="cuda", prefetch=3)
+    loader.set_epoch(0)
+    got = []
+    for i, batch in enumerate(loader):
+        if i % 7 == 0:
+            # A slow step: the engine runs ahead while earlier copies may still be in flight.
+            torch.cuda._sleep(2_000_000)
+        got.append(as_numpy(batch))
+    assert same(got, want)
+    assert loader._staged_bytes == 0, "every batch went to the device from the engine's memory"
+    # The engine now makes its batches in pinned memory: a CPU tensor of one is pinned.
+    assert torch.from_numpy(next(iter(ds))["x"]).is_pinned()
+    # pin_memory on the CPU: pinned tensors, no copy.
+    cpu = skt.loader(ds, pin_memory=True)
+    cpu.set_epoch(0)
+    pinned = list(cpu)
+    assert all(b["x"].is_pinned() and not b["x"].is_cuda for b in pinned)
+    assert same([as_numpy(b) for b in pinned], want) and cpu._staged_bytes == 0
+    # Arrays a Python function made are not the engine's: they go through staging buffers.
+    doubled = sk.Dataset.from_tensor_slices(table(200)).batch(8).map(lambda b: {"x": b["x"] * 2, "y": b["y"] + 1})
+    staged = skt.loader(doubled, device="cuda")
+    assert same([as_numpy(b) for b in staged], list(doubled))
+    assert staged._staged_bytes == 200 * (3 * 4 + 8)
+
+
+@cuda
+def test_cuda_loader_closes_while_its_thread_is_making_a_batch():
+    def slow(b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        time.sleep(0.05)
+        return b
+
+    ds = sk.Dataset.from_tensor_slices(table(400)).batch(8).map(slow)
+    loader = skt.loader(ds, device="cuda")
+    it = iter(loader)
+    first = as_numpy(next(it))
+    it.close()  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(first["y"], np.arange(8))
+    # The loader starts again from the beginning.
+    assert same([as_numpy(b) for b in loader], list(ds))

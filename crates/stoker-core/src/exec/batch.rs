@@ -48,7 +48,7 @@ impl BatchIter {
             drop_remainder,
             rows,
             // Shared, so batch buffers are reused across epochs (a new iterator each time).
-            pool: Arc::clone(crate::storage::shared_pool()),
+            pool: crate::storage::batch_pool(),
             stats,
         }
     }

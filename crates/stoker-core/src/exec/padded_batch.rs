@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::exec::batch::stack;
 use crate::exec::{BoxIter, ElementIter};
 use crate::stats::StageStats;
-use crate::storage::{shared_pool, Storage};
+use crate::storage::{batch_pool, shared_pool, Storage};
 use crate::tensor::Tensor;
 
 const OP: &str = "padded_batch";
@@ -172,7 +172,7 @@ pub fn stack_padded(elements: &[Element], padding: &Padding) -> Result<Element> 
             }
         }
     }
-    stack(&padded, shared_pool())
+    stack(&padded, &batch_pool())
 }
 
 /// `t` placed at the origin of a `target`-shaped tensor filled with `value`.

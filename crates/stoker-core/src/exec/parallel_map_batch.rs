@@ -35,7 +35,7 @@ use crate::exec::state::StateLog;
 use crate::exec::{catch_panic, BoxIter, ElementIter, State};
 use crate::row_slots::RowSlots;
 use crate::stats::StageStats;
-use crate::storage::{shared_pool, BufferPool};
+use crate::storage::{batch_pool, BufferPool};
 use crate::trace;
 
 pub struct BatchConfig {
@@ -275,6 +275,8 @@ impl ParallelMapBatch {
             Results::unordered(result_rx)
         };
         let (rows, drop_remainder) = (batch.rows, batch.drop_remainder);
+        let pool = batch_pool();
+        let batch_pool = Arc::clone(&pool);
         let mut batches = 0u64;
         let new_batch: NewBatch = Box::new(move || {
             let reply = if ordered {
@@ -284,7 +286,7 @@ impl ParallelMapBatch {
             } else {
                 result_tx.clone()
             };
-            let builder = BatchBuilder::from_schema(&rows, size, shared_pool());
+            let builder = BatchBuilder::from_schema(&rows, size, &batch_pool);
             batches += 1;
             Some(Arc::new(Pending {
                 index: batches - 1,
@@ -322,11 +324,12 @@ impl ParallelMapBatch {
                 feed.lock().unwrap_or_else(|e| e.into_inner()).next(&st)
             };
             let st = Arc::clone(&map_stats);
+            let pool = Arc::clone(&pool);
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("stoker-map-{w}"))
                     .spawn(move || {
-                        let pool = shared_pool();
+                        let pool = &pool;
                         while let Some((element, index, pending, row)) = next_work() {
                             let t = Instant::now();
                             let slots = pending.row_slots(row);

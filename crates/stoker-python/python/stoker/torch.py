@@ -11,8 +11,14 @@ On the CPU (``device=None`` or ``"cpu"``) the tensors share the engine's memory:
 batch array that is read-only (a memory cache hands out the same arrays every epoch) is copied,
 so that a training step writing into its input cannot change the cache.
 
-On a CUDA device, a thread copies each batch into pinned host buffers taken from a small pool,
-then to the device on a side CUDA stream, ``prefetch`` batches ahead of the step. The consumer's
+On a CUDA device (or with ``pin_memory=True``), the engine writes its batches into page-locked
+("pinned") host memory that it allocates with the CUDA runtime PyTorch loaded and pools, so a
+batch goes to the device from where the engine wrote it, with no copy from pageable into
+pinned memory; from then on, in this process, every batch the engine makes is in pinned
+memory. A thread copies each batch to the device on a side CUDA stream, ``prefetch`` batches
+ahead of the step, and keeps the batch's host memory until that copy is done. Arrays that do
+not come from the engine's batches (a Python function's output, a memory cache's read-only
+arrays) go through a small pool of pinned staging buffers instead. The consumer's
 stream waits on the copy's event, and each tensor is marked as used by that stream
 (``record_stream``), so PyTorch's caching allocator never hands its memory to another tensor
 while the step may still read it. Strings (object arrays) stay NumPy arrays.
@@ -35,14 +41,17 @@ that has no batch left), which needs a known cardinality.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import queue
 import threading
+from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
+from . import _stoker
 from ._check import whole
 from ._feed import Feed, check_shard
 from .dataset import Dataset, DatasetIterator
@@ -105,6 +114,49 @@ def _rank_and_world() -> tuple[int, int]:
     return check_shard(rank, world, "shard='auto' (RANK, WORLD_SIZE)")
 
 
+_CUDA_HOST_FUNCTIONS = ("cudaSetDevice", "cudaHostAlloc", "cudaFreeHost")
+_engine_pinned = False
+
+
+def _cuda_runtime_functions() -> tuple[int, int, int] | None:
+    """The addresses of ``cudaSetDevice``, ``cudaHostAlloc`` and ``cudaFreeHost`` in the CUDA
+    runtime that PyTorch loaded (found in the process's mappings), else in the runtime of
+    PyTorch's CUDA version; ``None`` if neither is found."""
+    names = []
+    try:
+        with open("/proc/self/maps") as maps:
+            names = sorted({line.split()[-1] for line in maps if "/libcudart.so" in line})
+    except OSError:
+        pass
+    major = (torch.version.cuda or "").split(".")[0]
+    if major:
+        names.append(f"libcudart.so.{major}")
+    for name in names:
+        try:
+            lib = ctypes.CDLL(name)
+            addresses = [ctypes.cast(getattr(lib, f), ctypes.c_void_p).value for f in _CUDA_HOST_FUNCTIONS]
+        except (OSError, AttributeError):
+            continue
+        if all(addresses):
+            return addresses[0], addresses[1], addresses[2]  # type: ignore[return-value]
+    return None
+
+
+def _pin_engine_batches(device: torch.device) -> bool:
+    """Makes the engine write batches into pinned memory from now on (once per process);
+    ``False`` if the CUDA runtime's functions were not found (batches then go through
+    staging buffers)."""
+    global _engine_pinned
+    if not _engine_pinned:
+        functions = _cuda_runtime_functions()
+        if functions is None:
+            return False
+        index = device.index if device.type == "cuda" and device.index is not None else torch.cuda.current_device()
+        _stoker.set_batch_host_memory(functions, index)
+        _engine_pinned = True
+    return True
+
+
 class Loader(Feed):
     """A stoker pipeline as a PyTorch loader; see :func:`loader`."""
 
@@ -131,6 +183,10 @@ class Loader(Feed):
         self.prefetch = prefetch
         self.non_blocking = non_blocking
         super().__init__(dataset, *self._shard_of(shard))
+        if self.pin_memory:
+            _pin_engine_batches(self.device)
+        # Bytes that went through a staging buffer (arrays not in pinned memory): a check.
+        self._staged_bytes = 0
 
     @staticmethod
     def _shard_of(shard: str | tuple[int, int] | None) -> tuple[int, int]:
@@ -174,11 +230,13 @@ class Loader(Feed):
                 yield batch
         finally:
             feeder.close()
+            self._staged_bytes += feeder.staged_bytes
 
 
 class _DeviceFeeder:
-    """Copies batches to the device on a side CUDA stream, ``prefetch`` ahead, through pinned
-    host buffers that it reuses once the copy out of them is done."""
+    """Copies batches to the device on a side CUDA stream, ``prefetch`` ahead: an array in
+    pinned memory (the engine's batches) straight from there, kept until the copy is done;
+    another through a pinned staging buffer, reused once the copy out of it is done."""
 
     _END = object()
 
@@ -195,6 +253,9 @@ class _DeviceFeeder:
         # Pinned buffers by (dtype, number of elements), each with the event after which the
         # copy out of it is done.
         self.pool: dict[tuple[torch.dtype, int], list[tuple[torch.Tensor, Any]]] = {}
+        # Pinned host tensors being copied out of, with the event after which that is done.
+        self.in_flight: deque[tuple[Any, list[torch.Tensor]]] = deque()
+        self.staged_bytes = 0
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="stoker-torch-feeder", daemon=True)
         self.thread.start()
@@ -209,24 +270,32 @@ class _DeviceFeeder:
         return torch.empty(t.numel(), dtype=t.dtype, pin_memory=True)
 
     def _move(self, batch: Any) -> tuple[Any, Any]:
+        while self.in_flight and self.in_flight[0][0].query():
+            self.in_flight.popleft()
         leaves = _leaves(to_torch(batch))
         used: list[tuple[torch.Tensor, tuple[torch.dtype, int]]] = []
+        held: list[torch.Tensor] = []
         out = []
         for t in leaves:
             if not isinstance(t, torch.Tensor):
                 out.append(t)
                 continue
             src = t
-            if self.pin:
+            if self.pin and t.is_pinned():
+                held.append(t)
+            elif self.pin:
                 buf = self._pinned(t)
                 src = buf[: t.numel()].view(t.shape)
                 src.copy_(t)
                 used.append((buf, (t.dtype, t.numel())))
+                self.staged_bytes += t.numel() * t.element_size()
             out.append(src.to(self.device, non_blocking=self.non_blocking) if self.cuda else src)
         event = None
         if self.cuda:
             event = torch.cuda.Event()
             event.record(self.stream)
+            if held:
+                self.in_flight.append((event, held))
         for buf, key in used:
             self.pool.setdefault(key, []).append((buf, event))
         return _rebuild(batch, iter(out)), event
@@ -276,8 +345,13 @@ class _DeviceFeeder:
 
     def close(self) -> None:
         self.stop.set()
+        # The thread stops after the batch it is making; the iterator cannot be closed under
+        # its `next()`.
+        self.thread.join()
         self.it.close()
-        self.thread.join(timeout=5)
+        # The engine reuses a batch's memory once it is let go: not before its copy is done.
+        while self.in_flight:
+            self.in_flight.popleft()[0].synchronize()
 
 
 def loader(
