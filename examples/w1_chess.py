@@ -1,4 +1,5 @@
-"""W1 chess-tfrecord with stoker: TFRecord → shuffle(10000) → batch(512) → parse → unpack.
+"""W1 chess-tfrecord with stoker: TFRecord → shuffle(10000) → batch(512) → parse → unpack → score,
+all native (no Python function: the pipeline saves as a spec file and runs in `stoker bench`).
 
     python examples/w1_chess.py --data /tmp/chess            # generate (once) and run
     python examples/w1_chess.py --data /tmp/chess --save-spec w1.toml   # for `stoker bench`
@@ -8,8 +9,8 @@ The pipeline itself is `stoker.workloads.chess_pipeline`:
     ds = (stoker.TFRecordDataset(files, num_parallel_reads=stoker.AUTOTUNE)
             .shuffle(10_000, seed=0)
             .batch(512, drop_remainder=True)
-            .map(stoker.workloads.chess_ops(), num_parallel_calls=stoker.AUTOTUNE)  # native
-            .map(stoker.workloads.chess_score)                                    # numpy
+            .map(stoker.workloads.chess_ops() + stoker.workloads.chess_score_ops(),
+                 num_parallel_calls=stoker.AUTOTUNE)
             .prefetch(stoker.AUTOTUNE))
 """
 
@@ -35,7 +36,7 @@ def main() -> None:
     p.add_argument("--examples", type=int, default=400_000)
     p.add_argument("--files", type=int, default=8)
     p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--save-spec", help="write the native part of the pipeline as a spec file and exit")
+    p.add_argument("--save-spec", help="write the pipeline as a spec file and exit")
     args = p.parse_args()
 
     files = sorted(glob.glob(os.path.join(args.data, "*.tfrecord")))
@@ -43,14 +44,7 @@ def main() -> None:
         print(f"generating {args.examples} examples in {args.data} ...")
         files = stoker.datasets.write_chess_tfrecords(args.data, args.files, args.examples, seed=0)
     if args.save_spec:
-        native = (
-            stoker.TFRecordDataset(files, num_parallel_reads=stoker.AUTOTUNE)
-            .shuffle(10_000, seed=0)
-            .batch(512, drop_remainder=True)
-            .map(workloads.chess_ops(), num_parallel_calls=stoker.AUTOTUNE)
-            .prefetch(stoker.AUTOTUNE)
-        )
-        native.save_spec(args.save_spec)
+        build_pipeline(files).save_spec(args.save_spec)
         print(f"wrote {args.save_spec}; run: stoker bench {args.save_spec}")
         return
     ds = build_pipeline(files)

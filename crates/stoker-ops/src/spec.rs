@@ -21,6 +21,7 @@ use crate::record::decode_raw::DecodeRaw;
 use crate::record::parse_example::ParseExample;
 use crate::record::read_file::ReadFile;
 use crate::tensor::cast::Cast;
+use crate::tensor::compute::Compute;
 use crate::tensor::gather_channels::GatherChannels;
 use crate::tensor::layout::ChangeLayout;
 use crate::tensor::normalize::Normalize;
@@ -50,6 +51,7 @@ pub enum OpSpec {
     UnpackBits(UnpackBits),
     GatherChannels(GatherChannels),
     Cast(Cast),
+    Compute(Compute),
     Rescale(Rescale),
     ResizeWithCropOrPad(ResizeWithCropOrPad),
     OneHotColors(OneHotColors),
@@ -93,6 +95,7 @@ impl OpSpec {
             OpSpec::UnpackBits(o) => Arc::new(o),
             OpSpec::GatherChannels(o) => Arc::new(o),
             OpSpec::Cast(o) => Arc::new(o),
+            OpSpec::Compute(o) => Arc::new(o),
             OpSpec::Rescale(o) => Arc::new(o),
             OpSpec::ResizeWithCropOrPad(o) => Arc::new(o),
             OpSpec::OneHotColors(o) => Arc::new(o),
@@ -181,6 +184,11 @@ mod tests {
                    "signs": [1, -1], "dtype": "int8", "output": "board"}),
             json!({"op": "cast", "field": "x", "dtype": "float16"}),
             json!({"op": "cast", "field": "x", "dtype": "int32", "output": "y"}),
+            json!({"op": "compute", "output": "y", "dtype": "float32", "expr":
+                {"e": "where", "cond": {"e": "binary", "f": "less", "a": {"e": "field", "name": "x"},
+                                        "b": {"e": "const", "value": 0.0}},
+                 "a": {"e": "unary", "f": "tanh", "x": {"e": "field", "name": "x", "shape": [-1]}},
+                 "b": {"e": "cast", "dtype": "int8", "x": {"e": "field", "name": "x"}}}}),
             rescale,
             json!({"op": "rescale", "field": "x", "divisor": 2.0, "scale": 3.0, "offset": -1.0,
                    "dtype": "float64", "output": "y"}),
@@ -219,6 +227,7 @@ mod tests {
             OpSpec::UnpackBits(o) => o,
             OpSpec::GatherChannels(o) => o,
             OpSpec::Cast(o) => o,
+            OpSpec::Compute(o) => o,
             OpSpec::Rescale(o) => o,
             OpSpec::ResizeWithCropOrPad(o) => o,
             OpSpec::OneHotColors(o) => o,
@@ -243,7 +252,7 @@ mod tests {
             assert_eq!(OpSpec::of(&built), Some(spec));
         }
         // One per variant: a new variant fails `op` above until it is listed in `examples`.
-        assert_eq!(variants.len(), 23);
+        assert_eq!(variants.len(), 24);
     }
 
     /// The fusions recognise an op (`Known::of`) exactly when the registry reads its spec as

@@ -16,8 +16,7 @@ def test_w1_matches_tf_data(golden, name, compression):
     ds = (
         sk.TFRecordDataset(str(golden / f"w1_chess_{name}.tfrecord"), compression_type=compression)
         .batch(16, drop_remainder=True)
-        .map(workloads.chess_ops(), num_parallel_calls=sk.AUTOTUNE)
-        .map(workloads.chess_score)
+        .map(workloads.chess_ops() + workloads.chess_score_ops(), num_parallel_calls=sk.AUTOTUNE)
     )
     batches = list(ds)
     assert len(batches) == 4  # 70 records, the last 6 dropped
@@ -28,9 +27,8 @@ def test_w1_matches_tf_data(golden, name, compression):
     # Bit for bit, including the sign of zero (TF negates in int32: no -0.0).
     assert board.tobytes() == want["board"].tobytes()
     assert flags.tobytes() == want["flags"].tobytes()
-    # TF's float32 tanh is Eigen's rational approximation (see tests/golden/README.md), up to
-    # 2 ULP from numpy's; everything else in the score formula is the same float32 arithmetic.
-    np.testing.assert_array_max_ulp(score, want["score"], maxulp=4)
+    # The native score: TF's float32 arithmetic, its tanh approximation included.
+    np.testing.assert_array_max_ulp(score, want["score"], maxulp=2)
 
 
 def test_w1_parsing_matches_raw_fields(golden):

@@ -96,7 +96,8 @@ def test_ctrl_c_interrupts_a_blocked_next():
 
 
 def test_stats_count_every_stage(chess_files):
-    ds = workloads.chess_pipeline(chess_files, seed=0, batch_size=100)
+    # W1 (all native) and a Python function after it.
+    ds = workloads.chess_pipeline(chess_files, seed=0, batch_size=100).map(lambda b: {**b, "score": b["score"] * 2})
     n = sum(len(b["score"]) for b in ds)
     stats = {s["kind"]: s for s in ds.stats()}
     assert n == 3000

@@ -1,6 +1,7 @@
 //! Tensor ops: dtype, shape, field and value changes of any tensor.
 
 pub mod cast;
+pub mod compute;
 pub mod gather_channels;
 pub mod layout;
 pub mod normalize;

@@ -7,6 +7,9 @@ it runs once per batch (see ``Dataset.explain()``), unless the elements are larg
 writes its rows of the batch itself (then it stays per element; see the README).
 
 Use them with ``Dataset.map``: ``ds.map([ops.decode_raw("d", "uint8"), ops.unpack_bits("d")])``.
+
+Arithmetic on fields is :func:`compute` with an expression built from :func:`field`:
+``ops.compute("y", ops.tanh(ops.field("x") / 600) * 0.75)``.
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
+from . import _expr
 from ._check import whole
 from ._dtypes import dtype_name
+from ._expr import Expr, ceil, exp, field, floor, log, maximum, minimum, sign, sqrt, square, tanh, where
 from .errors import InvalidArgumentError
 
 
@@ -165,6 +170,18 @@ def signed_channels(order: Sequence[int]) -> tuple[list[int], list[int]]:
 def cast(field: str, dtype: Any, output: str | None = None) -> NativeOp:
     """Converts to another numeric dtype (float → int truncates toward zero)."""
     return _out({"op": "cast", "field": field, "dtype": dtype_name(dtype)}, output)
+
+
+def compute(output: str, expr: Expr | float, dtype: Any = "float32") -> NativeOp:
+    """Field ``output`` = ``expr``, an expression over the element's numeric fields (see
+    :func:`field`), evaluated natively in one pass, as ``dtype``. Values are computed in
+    float32 for a float32 (or narrower) ``dtype``, in float64 otherwise; ``tanh`` in float32
+    is TensorFlow's own approximation, so that results equal TensorFlow's. Fields broadcast
+    against each other as NumPy arrays do."""
+    if not isinstance(output, str):
+        raise InvalidArgumentError(f"compute: output must be a field name, got {type(output).__name__}")
+    node = _expr._node(expr, "compute")
+    return NativeOp({"op": "compute", "output": output, "dtype": dtype_name(dtype), "expr": node})
 
 
 def rescale(
@@ -424,6 +441,20 @@ __all__ = [
     "gather_channels",
     "signed_channels",
     "cast",
+    "compute",
+    "Expr",
+    "field",
+    "tanh",
+    "exp",
+    "log",
+    "sqrt",
+    "square",
+    "sign",
+    "floor",
+    "ceil",
+    "minimum",
+    "maximum",
+    "where",
     "rescale",
     "slice",
     "unflatten",

@@ -1,7 +1,7 @@
 """The reference workloads as stoker pipelines (see ``examples/`` and ``bench/``).
 
 W1 chess-tfrecord: packed chess positions in TFRecord → shuffle → batch → parse → unpack bits
-→ board planes with signed channel reordering, flags and a tanh score.
+→ board planes with signed channel reordering, flags and a tanh score, all native.
 W4 mnist-small: 28x28 uint8 images → /255 → batch(128) → cache → prefetch.
 """
 
@@ -39,8 +39,22 @@ def chess_ops() -> list[ops.NativeOp]:
     ]
 
 
+def chess_score_ops() -> list[ops.NativeOp]:
+    """W1's combined score, native (after :func:`chess_ops`): ``score`` from ``s`` and
+    ``is_mate`` in TensorFlow's float32 arithmetic, in the order W1's TensorFlow code writes
+    it, then the fields W1 hands out (``board``, ``flags``, ``score``)."""
+    f = np.float32
+    a, k, b = SCORE_A, SCORE_K, SCORE_B
+    slope = float((f(1) - f(a)) / (f(b) - f(1)))  # a float32 division, as TensorFlow's
+    s = ops.field("s")
+    m = ops.field("is_mate", shape=[-1])
+    score = (1 - m) * a * ops.tanh(s / k) + m * ops.sign(s) * (a + slope * ops.maximum(0, b - abs(s)))
+    return [ops.compute("score", score), ops.select(["board", "flags", "score"])]
+
+
 def chess_score(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """W1's combined score, vectorised over a batch, in float32."""
+    """W1's combined score in NumPy, vectorised over a batch, in float32 (numpy's ``tanh``;
+    :func:`chess_score_ops` is the native one)."""
     a, k, b = np.float32(SCORE_A), np.float32(SCORE_K), np.float32(SCORE_B)
     s = batch["s"].astype(np.float32)
     mate = batch["is_mate"].reshape(s.shape).astype(np.float32)
@@ -65,8 +79,7 @@ def chess_pipeline(
     if shuffle_buffer:
         ds = ds.shuffle(shuffle_buffer, seed=seed)
     ds = ds.batch(batch_size, drop_remainder=True)
-    ds = ds.map(chess_ops(), num_parallel_calls=AUTOTUNE)
-    ds = ds.map(chess_score)
+    ds = ds.map(chess_ops() + chess_score_ops(), num_parallel_calls=AUTOTUNE)
     return ds.prefetch(AUTOTUNE)
 
 
@@ -163,6 +176,7 @@ def imagenet_pipeline(
 __all__ = [
     "CHESS_CHANNELS",
     "chess_ops",
+    "chess_score_ops",
     "chess_score",
     "chess_pipeline",
     "mnist_pipeline",
