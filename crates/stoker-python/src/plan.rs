@@ -6,9 +6,10 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use stoker::datasets::{
-    cache::Cache, concatenate::Concatenate, enumerate::Enumerate, filter::Filter,
-    from_tensor_slices::FromTensorSlices, global_shuffle::GlobalShuffle, interleave::Interleave,
-    options::WithOptions, range::Range, repeat::Repeat, shard::Shard, skip::Skip, take::Take,
+    cache::Cache, choose_from_datasets::ChooseFromDatasets, concatenate::Concatenate,
+    enumerate::Enumerate, filter::Filter, from_tensor_slices::FromTensorSlices,
+    global_shuffle::GlobalShuffle, interleave::Interleave, options::WithOptions, range::Range,
+    repeat::Repeat, sample_from_datasets::SampleFromDatasets, shard::Shard, skip::Skip, take::Take,
     unbatch::Unbatch, zip::Zip,
 };
 use stoker::plan::{Plan, Step};
@@ -379,6 +380,43 @@ impl PyPlan {
     ) -> PyResult<PyPlan> {
         let inputs = plans.iter().map(|p| p.plan.clone()).collect();
         Ok(PyPlan::wrap(Plan::new(Zip { inputs, prefixes }).py(py)?))
+    }
+
+    #[staticmethod]
+    #[pyo3(signature = (plans, weights, seed, stop_on_empty_dataset, rerandomize_each_iteration))]
+    fn sample_from_datasets(
+        py: Python<'_>,
+        plans: Vec<PyRef<'_, PyPlan>>,
+        weights: Option<Vec<f64>>,
+        seed: Option<u64>,
+        stop_on_empty_dataset: bool,
+        rerandomize_each_iteration: bool,
+    ) -> PyResult<PyPlan> {
+        let inputs = plans.iter().map(|p| p.plan.clone()).collect();
+        let step = SampleFromDatasets::new(
+            inputs,
+            weights,
+            seed,
+            stop_on_empty_dataset,
+            rerandomize_each_iteration,
+        )
+        .py(py)?;
+        Ok(PyPlan::wrap(Plan::new(step).py(py)?))
+    }
+
+    #[staticmethod]
+    fn choose_from_datasets(
+        py: Python<'_>,
+        plans: Vec<PyRef<'_, PyPlan>>,
+        choices: PyRef<'_, PyPlan>,
+        stop_on_empty_dataset: bool,
+    ) -> PyResult<PyPlan> {
+        let step = ChooseFromDatasets {
+            inputs: plans.iter().map(|p| p.plan.clone()).collect(),
+            choices: choices.plan.clone(),
+            stop_on_empty_dataset,
+        };
+        Ok(PyPlan::wrap(Plan::new(step).py(py)?))
     }
 
     fn enumerate(

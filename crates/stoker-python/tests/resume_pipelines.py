@@ -133,6 +133,21 @@ def pipelines(data: dict[str, Any]) -> dict[str, Callable[[int], sk.Dataset]]:
         ),
         "flat_map": lambda t: opt(sk.Dataset.range(6).flat_map(lambda v: sk.Dataset.range(int(v))), t),
         "rebatch": lambda t: opt(sk.Dataset.range(23).batch(4).rebatch(3), t),
+        # Draws, ended datasets (the shorter one ends inside the run) and choices all restored.
+        "sample_from_datasets": lambda t: opt(
+            sk.Dataset.sample_from_datasets(
+                [sk.Dataset.range(6), sk.Dataset.range(100, 120).shuffle(5, seed=4)], weights=[1, 2], seed=9
+            ),
+            t,
+        ),
+        "choose_from_datasets": lambda t: opt(
+            sk.Dataset.choose_from_datasets(
+                [sk.Dataset.range(5), sk.Dataset.range(50, 70)],
+                sk.Dataset.range(40).map(lambda v: np.int64(v % 3 % 2)),
+                stop_on_empty_dataset=False,
+            ),
+            t,
+        ),
         "zip_after_python_map": lambda t: opt(
             sk.Dataset.zip((sk.Dataset.range(12).map(lambda v: {"sq": v * v}), sk.Dataset.range(12).enumerate())),
             t,

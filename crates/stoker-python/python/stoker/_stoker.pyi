@@ -25,6 +25,16 @@ class Plan:
     def from_spec_json(text: str) -> Plan: ...
     @staticmethod
     def zip(plans: Sequence[Plan], prefixes: list[str]) -> Plan: ...
+    @staticmethod
+    def sample_from_datasets(
+        plans: Sequence[Plan],
+        weights: list[float] | None,
+        seed: int | None,
+        stop_on_empty_dataset: bool,
+        rerandomize_each_iteration: bool,
+    ) -> Plan: ...
+    @staticmethod
+    def choose_from_datasets(plans: Sequence[Plan], choices: Plan, stop_on_empty_dataset: bool) -> Plan: ...
     def interleave_tfrecord(
         self,
         compression_type: str,

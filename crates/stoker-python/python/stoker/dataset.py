@@ -176,6 +176,54 @@ class Dataset:
         return Dataset(plan, _lazy(derive, parts, prefixes))
 
     @staticmethod
+    def sample_from_datasets(
+        datasets: Sequence[Dataset],
+        weights: Sequence[float] | None = None,
+        seed: int | None = None,
+        stop_on_empty_dataset: bool = False,
+        rerandomize_each_iteration: bool | None = None,
+    ) -> Dataset:
+        """Elements drawn at random from ``datasets``, dataset ``i`` with probability
+        ``weights[i]`` (equal by default), as tf.data's ``sample_from_datasets``. The datasets
+        must have the same structure, dtypes and ranks. When a drawn dataset has ended: with
+        ``stop_on_empty_dataset`` the mix ends, else it draws among the others; a dataset of
+        weight 0 is never drawn, so the mix ends when every dataset of positive weight has
+        ended (tf.data would wait forever). With a ``seed`` the draws are reproducible, the
+        same in every epoch unless ``rerandomize_each_iteration``. Its resume state is the
+        number of draws and each dataset's state."""
+        parts = _datasets("sample_from_datasets", datasets)
+        w = None
+        if weights is not None:
+            try:
+                w = [float(x) for x in weights]
+            except (TypeError, ValueError):
+                raise InvalidArgumentError(f"sample_from_datasets: weights must be numbers, got {weights!r}") from None
+        if seed is not None:
+            seed = _whole("sample_from_datasets: seed", seed, 0)
+        plan = _stoker.Plan.sample_from_datasets(
+            [d._plan for d in parts], w, seed, bool(stop_on_empty_dataset), bool(rerandomize_each_iteration)
+        )
+        return Dataset(plan, parts[0]._structure)
+
+    @staticmethod
+    def choose_from_datasets(
+        datasets: Sequence[Dataset], choice_dataset: Dataset, stop_on_empty_dataset: bool = True
+    ) -> Dataset:
+        """The next element of ``datasets[i]`` for each ``i`` (int64 scalars) that
+        ``choice_dataset`` hands out, as tf.data's ``choose_from_datasets``. A choice of a
+        dataset that has ended ends the whole with ``stop_on_empty_dataset`` (the default),
+        else is skipped; a choice out of range is an ``InvalidArgumentError``."""
+        parts = _datasets("choose_from_datasets", datasets)
+        if not isinstance(choice_dataset, Dataset):
+            raise InvalidArgumentError(
+                f"choose_from_datasets: choice_dataset must be a stoker.Dataset, got {type(choice_dataset).__name__}"
+            )
+        plan = _stoker.Plan.choose_from_datasets(
+            [d._plan for d in parts], choice_dataset._plan, bool(stop_on_empty_dataset)
+        )
+        return Dataset(plan, parts[0]._structure)
+
+    @staticmethod
     def load_spec(path: PathLike) -> Dataset:
         """A pipeline from a spec file written by ``save_spec`` (or by hand; JSON or TOML)."""
         plan = _stoker.Plan.load_spec(_path(path))
@@ -702,6 +750,19 @@ class DatasetIterator(Iterator[Any]):
     def close(self) -> None:
         """Stops the pipeline's threads now (the position stays readable by ``state()``)."""
         self._it.close()
+
+
+def _datasets(op: str, datasets: Any) -> list[Dataset]:
+    """``datasets`` checked: one or more stoker Datasets of the same structure."""
+    parts = list(datasets) if isinstance(datasets, (list, tuple)) else None
+    if not parts or not all(isinstance(d, Dataset) for d in parts):
+        raise InvalidArgumentError(f"{op}: datasets must be a non-empty list of stoker.Dataset, got {datasets!r}")
+    first = _known_or_none(parts[0])
+    for d in parts[1:]:
+        other = _known_or_none(d)
+        if first is not None and other is not None and _normalized(first) != _normalized(other):
+            raise InvalidArgumentError(f"{op}: the datasets' structures differ: {first!r} and {other!r}")
+    return parts
 
 
 def _known_or_none(ds: Dataset) -> Template | None:

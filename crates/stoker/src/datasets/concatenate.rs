@@ -42,53 +42,7 @@ impl DatasetOp for Concatenate {
     }
 
     fn schema(&self) -> Result<Schema> {
-        let (first, second) = (self.input.schema(), self.other.schema());
-        if first.dynamic || second.dynamic {
-            return Ok(Schema::dynamic());
-        }
-        let bad = |why: String| Error::schema(Self::KIND, why);
-        let mut fields = Vec::with_capacity(first.fields.len());
-        for f in &first.fields {
-            let g = second.field(&f.name).ok_or_else(|| {
-                bad(format!(
-                    "field '{}' of the first dataset is not in the second ({})",
-                    f.name,
-                    second.describe()
-                ))
-            })?;
-            if g.dtype != f.dtype {
-                return Err(bad(format!(
-                    "field '{}' is {} in the first dataset, {} in the second",
-                    f.name,
-                    f.dtype.name(),
-                    g.dtype.name()
-                )));
-            }
-            if g.shape.len() != f.shape.len() {
-                return Err(bad(format!(
-                    "field '{}' has {} dimensions in the first dataset, {} in the second",
-                    f.name,
-                    f.shape.len(),
-                    g.shape.len()
-                )));
-            }
-            let shape = (f.shape.iter().zip(&g.shape))
-                .map(|(a, b)| if a == b { *a } else { None })
-                .collect();
-            fields.push(FieldSpec::new(f.name.clone(), f.dtype, shape));
-        }
-        if let Some(g) = second
-            .fields
-            .iter()
-            .find(|g| first.field(&g.name).is_none())
-        {
-            return Err(bad(format!(
-                "field '{}' of the second dataset is not in the first ({})",
-                g.name,
-                first.describe()
-            )));
-        }
-        Ok(Schema::new(fields))
+        merged_schema(Self::KIND, self.input.schema(), self.other.schema())
     }
 
     fn label(&self) -> String {
@@ -123,14 +77,7 @@ impl DatasetOp for Concatenate {
         let inner_at = input_at(at, Self::KIND, 0)?;
         // The second dataset's fields in the first's order.
         let names = node.schema().names();
-        let theirs = self.other.schema().names();
-        let order = (names != theirs)
-            .then(|| {
-                (names.iter())
-                    .map(|n| theirs.iter().position(|t| t == n))
-                    .collect::<Option<Vec<_>>>()
-            })
-            .flatten();
+        let order = field_order(&names, &self.other.schema().names());
         let (other, parent, st) = (self.other.clone(), ctx.clone(), Arc::clone(&stats));
         let open: OpenSecond =
             Box::new(move |at| Ok(WaitMeter::wrap(iterate_at(&other, &parent, at)?, st)));
@@ -167,6 +114,80 @@ impl DatasetOp for Concatenate {
     }
 }
 
+/// The schema of elements that come from either of two datasets (concatenated or mixed):
+/// the same fields with the same dtypes and ranks; a dimension the two disagree on is
+/// unknown. The fields are in the first's order.
+pub(crate) fn merged_schema(kind: &str, first: &Schema, second: &Schema) -> Result<Schema> {
+    if first.dynamic || second.dynamic {
+        return Ok(Schema::dynamic());
+    }
+    let bad = |why: String| Error::schema(kind, why);
+    let mut fields = Vec::with_capacity(first.fields.len());
+    for f in &first.fields {
+        let g = second.field(&f.name).ok_or_else(|| {
+            bad(format!(
+                "field '{}' of the first dataset is not in the second ({})",
+                f.name,
+                second.describe()
+            ))
+        })?;
+        if g.dtype != f.dtype {
+            return Err(bad(format!(
+                "field '{}' is {} in the first dataset, {} in the second",
+                f.name,
+                f.dtype.name(),
+                g.dtype.name()
+            )));
+        }
+        if g.shape.len() != f.shape.len() {
+            return Err(bad(format!(
+                "field '{}' has {} dimensions in the first dataset, {} in the second",
+                f.name,
+                f.shape.len(),
+                g.shape.len()
+            )));
+        }
+        let shape = (f.shape.iter().zip(&g.shape))
+            .map(|(a, b)| if a == b { *a } else { None })
+            .collect();
+        fields.push(FieldSpec::new(f.name.clone(), f.dtype, shape));
+    }
+    if let Some(g) = second
+        .fields
+        .iter()
+        .find(|g| first.field(&g.name).is_none())
+    {
+        return Err(bad(format!(
+            "field '{}' of the second dataset is not in the first ({})",
+            g.name,
+            first.describe()
+        )));
+    }
+    Ok(Schema::new(fields))
+}
+
+/// Where each of `names` is among `theirs`, when the orders differ (`None`: the same order).
+pub(crate) fn field_order(names: &Names, theirs: &Names) -> Option<Vec<usize>> {
+    (names != theirs)
+        .then(|| {
+            (names.iter())
+                .map(|n| theirs.iter().position(|t| t == n))
+                .collect::<Option<Vec<_>>>()
+        })
+        .flatten()
+}
+
+/// `e`'s fields in the order `order` gives (see [`field_order`]), named `names`.
+pub(crate) fn reordered(e: Element, names: &Names, order: Option<&Vec<usize>>) -> Element {
+    match order {
+        Some(order) => Element::new(
+            names.clone(),
+            order.iter().map(|&k| e.tensors[k].clone()).collect(),
+        ),
+        None => e,
+    }
+}
+
 /// Starts the second dataset (at a saved state, for a restore).
 type OpenSecond = Box<dyn FnOnce(Option<&State>) -> Result<BoxIter> + Send>;
 
@@ -189,13 +210,7 @@ impl ElementIter for ConcatIter {
                 if self.second.is_some() {
                     return Ok(Some(e));
                 }
-                return Ok(Some(match &self.order {
-                    Some(order) => Element::new(
-                        self.names.clone(),
-                        order.iter().map(|&k| e.tensors[k].clone()).collect(),
-                    ),
-                    None => e,
-                }));
+                return Ok(Some(reordered(e, &self.names, self.order.as_ref())));
             }
             match self.second.take() {
                 Some(open) => self.current = open(None)?,

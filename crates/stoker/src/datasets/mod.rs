@@ -48,6 +48,7 @@ macro_rules! no_inputs {
 
 pub mod batch;
 pub mod cache;
+pub mod choose_from_datasets;
 pub mod concatenate;
 pub mod enumerate;
 pub mod filter;
@@ -62,6 +63,7 @@ pub mod padded_batch;
 pub mod prefetch;
 pub mod range;
 pub mod repeat;
+pub mod sample_from_datasets;
 pub mod shard;
 pub mod shuffle;
 pub mod skip;
@@ -390,6 +392,8 @@ steps! {
     Shard(shard::Shard),
     Zip(zip::Zip),
     Concatenate(concatenate::Concatenate),
+    SampleFromDatasets(sample_from_datasets::SampleFromDatasets),
+    ChooseFromDatasets(choose_from_datasets::ChooseFromDatasets),
     Enumerate(enumerate::Enumerate),
     WithOptions(options::WithOptions),
 }
