@@ -7,24 +7,25 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use stoker::datasets::{
     cache::Cache, choose_from_datasets::ChooseFromDatasets, concatenate::Concatenate,
-    enumerate::Enumerate, filter::Filter, from_tensor_slices::FromTensorSlices,
-    global_shuffle::GlobalShuffle, interleave::Interleave, options::WithOptions, range::Range,
-    repeat::Repeat, sample_from_datasets::SampleFromDatasets, shard::Shard, skip::Skip, take::Take,
-    unbatch::Unbatch, zip::Zip,
+    enumerate::Enumerate, filter::Filter, from_generator::FromGenerator,
+    from_tensor_slices::FromTensorSlices, global_shuffle::GlobalShuffle, interleave::Interleave,
+    options::WithOptions, range::Range, repeat::Repeat, sample_from_datasets::SampleFromDatasets,
+    shard::Shard, skip::Skip, take::Take, unbatch::Unbatch, zip::Zip,
 };
 use stoker::plan::{Plan, Step};
 use stoker::sources::{Opener, TfRecordOpener};
 use stoker::Pipeline;
+use stoker_core::element::{FieldSpec, Schema};
 use stoker_core::exec::padded_batch::Padding;
 use stoker_core::op::Op;
-use stoker_core::{ErrorPolicy, PipelineOptions};
+use stoker_core::{DType, ErrorPolicy, PipelineOptions};
 use stoker_formats::Compression;
 use stoker_ops::OpSpec;
 
 use crate::convert::py_to_tensor;
 use crate::errors::IntoPyResult;
 use crate::iter::PyIter;
-use crate::py_ops::{PyFuncOp, PyOpener, PyPredicate};
+use crate::py_ops::{PyFuncOp, PyGenerator, PyOpener, PyPredicate};
 
 #[pyclass(frozen, name = "Plan", module = "stoker._stoker")]
 pub struct PyPlan {
@@ -380,6 +381,31 @@ impl PyPlan {
     ) -> PyResult<PyPlan> {
         let inputs = plans.iter().map(|p| p.plan.clone()).collect();
         Ok(PyPlan::wrap(Plan::new(Zip { inputs, prefixes }).py(py)?))
+    }
+
+    /// `make()` starts the generator: an iterator of `[(name, array), ...]` lists, one per
+    /// element, of the fields `fields` declares (name, dtype, shape with `None` for any).
+    #[staticmethod]
+    fn from_generator(
+        py: Python<'_>,
+        make: Py<PyAny>,
+        name: String,
+        fields: Vec<(String, String, Vec<Option<usize>>)>,
+    ) -> PyResult<PyPlan> {
+        let specs = fields
+            .into_iter()
+            .map(|(n, d, shape)| {
+                let dtype = DType::parse(&d).ok_or_else(|| {
+                    PyValueError::new_err(format!("from_generator: unknown dtype '{d}' of '{n}'"))
+                })?;
+                Ok(FieldSpec::new(n, dtype, shape))
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let step = FromGenerator {
+            generator: Arc::new(PyGenerator::new(make, name)),
+            schema: Schema::new(specs),
+        };
+        Ok(PyPlan::wrap(Plan::new(step).py(py)?))
     }
 
     #[staticmethod]

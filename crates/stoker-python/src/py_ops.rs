@@ -6,13 +6,14 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyStopIteration};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use stoker::build::BuildCtx;
+use stoker::datasets::from_generator::Generator;
 use stoker::sources::Opener;
 use stoker_core::element::{Element, Names, Schema};
-use stoker_core::exec::BoxIter;
+use stoker_core::exec::{BoxIter, ElementIter, State};
 use stoker_core::op::{Op, OpCtx, Predicate};
 use stoker_core::{Error, ErrorPolicy, Result, StageStats, StatsRegistry};
 
@@ -259,4 +260,66 @@ pub fn element_to_py<'py>(
         arrays.append(tensor_to_py(py, t)?)?;
     }
     PyTuple::new(py, [names.into_any(), arrays.into_any()])
+}
+
+/// `from_generator`: `make()` starts the generator, as an iterator of `[(name, array), ...]`
+/// lists (the Python side converts and checks each element against the signature).
+#[derive(Debug)]
+pub struct PyGenerator {
+    make: Py<PyAny>,
+    name: String,
+}
+
+impl PyGenerator {
+    pub fn new(make: Py<PyAny>, name: String) -> PyGenerator {
+        PyGenerator { make, name }
+    }
+}
+
+impl Generator for PyGenerator {
+    fn start(&self, stats: &Arc<StageStats>) -> Result<BoxIter> {
+        let it = Python::attach(|py| {
+            let t = Instant::now();
+            let r = tracked(py, stats, || self.make.bind(py).call0()).map(Bound::unbind);
+            stats.add_python(t.elapsed());
+            r.map_err(from_pyerr)
+        })?;
+        Ok(Box::new(PyGeneratorIter {
+            it,
+            stats: Arc::clone(stats),
+            name: self.name.clone(),
+        }))
+    }
+
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+}
+
+struct PyGeneratorIter {
+    it: Py<PyAny>,
+    stats: Arc<StageStats>,
+    name: String,
+}
+
+impl ElementIter for PyGeneratorIter {
+    fn next(&mut self) -> Result<Option<Element>> {
+        Python::attach(|py| {
+            let t = Instant::now();
+            let r = tracked(py, &self.stats, || {
+                match self.it.bind(py).call_method0("__next__") {
+                    Ok(v) => pairs_to_element(&v, &self.name).map(Some),
+                    Err(e) if e.is_instance_of::<PyStopIteration>(py) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            });
+            self.stats.add_python(t.elapsed());
+            r.map_err(from_pyerr)
+        })
+    }
+
+    /// The count of elements is kept by `from_generator` itself.
+    fn state(&self) -> Result<State> {
+        Ok(State::leaf(Vec::new()))
+    }
 }

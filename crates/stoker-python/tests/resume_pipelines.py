@@ -49,6 +49,16 @@ def _even(e: dict[str, Any]) -> bool:
     return int(e["s"]) % 3 != 0
 
 
+def _squares() -> Any:
+    for i in range(15):
+        yield {"i": i, "sq": np.full(i % 3, i * i)}
+
+
+class _Spec:
+    def __init__(self, shape: tuple, dtype: str) -> None:
+        self.shape, self.dtype = shape, dtype
+
+
 def pipelines(data: dict[str, Any]) -> dict[str, Callable[[int], sk.Dataset]]:
     """Name → (threads → dataset). ``data``: paths of the files the pipelines read."""
     chess, tfr, npz, images = data["chess"], data["tfrecords"], data["npz"], data["images"]
@@ -146,6 +156,12 @@ def pipelines(data: dict[str, Any]) -> dict[str, Callable[[int], sk.Dataset]]:
                 sk.Dataset.range(40).map(lambda v: np.int64(v % 3 % 2)),
                 stop_on_empty_dataset=False,
             ),
+            t,
+        ),
+        "from_generator": lambda t: opt(
+            sk.Dataset.from_generator(
+                _squares, output_signature={"i": _Spec((), "int64"), "sq": _Spec((None,), "int32")}
+            ).shuffle(4, seed=3),
             t,
         ),
         "zip_after_python_map": lambda t: opt(

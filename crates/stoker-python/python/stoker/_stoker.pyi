@@ -26,6 +26,10 @@ class Plan:
     @staticmethod
     def zip(plans: Sequence[Plan], prefixes: list[str]) -> Plan: ...
     @staticmethod
+    def from_generator(
+        make: Callable[[], Any], name: str, fields: list[tuple[str, str, list[int | None]]]
+    ) -> Plan: ...
+    @staticmethod
     def sample_from_datasets(
         plans: Sequence[Plan],
         weights: list[float] | None,

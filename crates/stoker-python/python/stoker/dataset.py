@@ -12,7 +12,7 @@ from typing import Any, Callable, NamedTuple, Union
 
 import numpy as np
 
-from . import _stoker
+from . import _generator, _stoker
 from ._check import path as _path
 from ._check import whole as _whole
 from ._structure import Dynamic, Template, after_native_ops, flatten, known_template, pack_element, prefixed
@@ -103,6 +103,36 @@ class Dataset:
         rows = [np.asarray(a, dtype=object if isinstance(a, (str, bytes)) else None)[np.newaxis] for _, a in pairs]
         plan = _stoker.Plan.from_arrays([n for n, _ in pairs], rows)
         return Dataset(plan, template)
+
+    @staticmethod
+    def from_generator(
+        generator: Callable[..., Any],
+        output_types: Any = None,
+        output_shapes: Any = None,
+        args: Sequence[Any] | None = None,
+        output_signature: Any = None,
+    ) -> Dataset:
+        """The elements ``generator(*args)`` yields, as tf.data's ``from_generator``:
+        ``output_signature`` is a ``TensorSpec`` (``tf.TensorSpec``, or any object with
+        ``.dtype`` and ``.shape``) or a dict/tuple of them; each element is converted to
+        those dtypes (``np.asarray``, as tf.data does) and must have those shapes (``None``
+        where a dimension varies), else a ``TypeError`` (structure, dtype) or an
+        ``InvalidArgumentError`` (shape) naming the element. ``output_types`` with
+        ``output_shapes`` is tf.data's older form. The generator runs on the pipeline's
+        thread, holding the GIL. Resuming from a saved state starts the generator again and
+        skips the elements already handed out, so it must yield the same elements each time."""
+        if not callable(generator):
+            raise InvalidArgumentError(f"from_generator: generator must be callable, got {type(generator).__name__}")
+        if output_signature is None:
+            if output_types is None:
+                raise InvalidArgumentError("from_generator: give output_signature (or output_types and output_shapes)")
+            output_signature = _generator.signature_from_types(output_types, output_shapes)
+        elif output_types is not None or output_shapes is not None:
+            raise InvalidArgumentError("from_generator: give output_signature or output_types, not both")
+        template, fields = _generator.signature_fields(output_signature)
+        start = _generator.runs(generator, tuple(args or ()), template, fields)
+        name = getattr(generator, "__name__", type(generator).__name__)
+        return Dataset(_stoker.Plan.from_generator(start, name, fields), template)
 
     @staticmethod
     def from_npz(path: PathLike) -> Dataset:

@@ -52,6 +52,7 @@ pub mod choose_from_datasets;
 pub mod concatenate;
 pub mod enumerate;
 pub mod filter;
+pub mod from_generator;
 pub mod from_npz;
 pub mod from_tensor_slices;
 pub mod global_shuffle;
@@ -374,6 +375,7 @@ steps! {
     Range(range::Range),
     Slices(from_tensor_slices::FromTensorSlices),
     Npz(from_npz::FromNpz),
+    FromGenerator(from_generator::FromGenerator),
     ListFiles(list_files::ListFiles),
     TfRecord(tfrecord::TfRecord),
     Shuffle(shuffle::Shuffle),
