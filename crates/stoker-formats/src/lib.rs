@@ -1,9 +1,12 @@
-//! File formats: TFRecord framing, `tf.train.Example`, NumPy's `.npy` / `.npz`.
+//! File formats: TFRecord framing, `tf.train.Example`, NumPy's `.npy` / `.npz`, text lines and
+//! fixed-length records.
 
 pub mod compression;
 pub mod example;
 pub mod example_wire;
+pub mod fixed_length;
 pub mod npy;
+pub mod text_line;
 pub mod tfrecord_index;
 pub mod tfrecord_reader;
 pub mod tfrecord_writer;

@@ -169,6 +169,64 @@ impl Source {
     }
 }
 
+/// A file's bytes, decompressed as they are read: the stream under the line and
+/// fixed-length readers. Damage in a compressed stream comes out as an `InvalidData` error
+/// saying what is wrong, after every byte before it.
+pub struct ByteStream(Source);
+
+impl ByteStream {
+    pub fn open(path: &str, compression: Compression) -> Result<ByteStream> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let raw: Raw = Box::new(file);
+        Ok(ByteStream(match compression {
+            Compression::None => Source::Plain(raw),
+            Compression::Gzip => Source::Compressed(Box::new(Inflater::new(raw, true))),
+            Compression::Zlib => Source::Compressed(Box::new(Inflater::new(raw, false))),
+        }))
+    }
+}
+
+impl ByteStream {
+    /// Opened with its next byte at `offset` of the (decompressed) stream: a plain file is
+    /// read from there; a compressed one is decompressed from the start, the bytes before
+    /// it passed over.
+    pub fn open_at(path: &str, compression: Compression, offset: u64) -> Result<ByteStream> {
+        let short = || {
+            Error::invalid(
+                "state",
+                format!("{path} holds fewer than the {offset} bytes the state was saved after (changed since?)"),
+            )
+        };
+        if compression == Compression::None {
+            use std::io::Seek;
+            let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+            let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+            if offset > len {
+                return Err(short());
+            }
+            file.seek(io::SeekFrom::Start(offset))
+                .map_err(|e| Error::io(path, e))?;
+            return Ok(ByteStream(Source::Plain(Box::new(file))));
+        }
+        let mut s = ByteStream::open(path, compression)?;
+        let passed = io::copy(&mut (&mut s).take(offset), &mut io::sink())
+            .map_err(|e| Error::io(path, e))?;
+        if passed != offset {
+            return Err(short());
+        }
+        Ok(s)
+    }
+}
+
+impl Read for ByteStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf).map_err(|f| match f {
+            Fault::Io(e) => e,
+            Fault::Damaged(why) => io::Error::new(io::ErrorKind::InvalidData, why),
+        })
+    }
+}
+
 /// What an error cost, once the reader has recovered from it (see [`RecordReader::recover`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Recovery {

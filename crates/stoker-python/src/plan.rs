@@ -7,10 +7,11 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use stoker::datasets::{
     cache::Cache, choose_from_datasets::ChooseFromDatasets, concatenate::Concatenate,
-    enumerate::Enumerate, filter::Filter, from_generator::FromGenerator,
-    from_tensor_slices::FromTensorSlices, global_shuffle::GlobalShuffle, interleave::Interleave,
-    options::WithOptions, range::Range, repeat::Repeat, sample_from_datasets::SampleFromDatasets,
-    shard::Shard, skip::Skip, take::Take, unbatch::Unbatch, zip::Zip,
+    enumerate::Enumerate, filter::Filter, fixed_length_record::FixedLengthRecord,
+    from_generator::FromGenerator, from_tensor_slices::FromTensorSlices,
+    global_shuffle::GlobalShuffle, interleave::Interleave, options::WithOptions, range::Range,
+    repeat::Repeat, sample_from_datasets::SampleFromDatasets, shard::Shard, skip::Skip, take::Take,
+    text_line::TextLine, unbatch::Unbatch, zip::Zip,
 };
 use stoker::plan::{Plan, Step};
 use stoker::sources::{Opener, TfRecordOpener};
@@ -19,6 +20,7 @@ use stoker_core::element::{FieldSpec, Schema};
 use stoker_core::exec::padded_batch::Padding;
 use stoker_core::op::Op;
 use stoker_core::{DType, ErrorPolicy, PipelineOptions};
+use stoker_formats::fixed_length::Framing;
 use stoker_formats::Compression;
 use stoker_ops::OpSpec;
 
@@ -164,6 +166,39 @@ impl PyPlan {
         Ok(PyPlan::wrap(
             Plan::tfrecord(patterns, compression, verify_crc, num_parallel_reads).py(py)?,
         ))
+    }
+
+    #[staticmethod]
+    fn text_line(
+        py: Python<'_>,
+        patterns: Vec<String>,
+        compression_type: &str,
+        num_parallel_reads: i64,
+    ) -> PyResult<PyPlan> {
+        let compression = Compression::parse(compression_type).py(py)?;
+        let step = TextLine::new(patterns, compression, num_parallel_reads).py(py)?;
+        Ok(PyPlan::wrap(Plan::new(step).py(py)?))
+    }
+
+    #[staticmethod]
+    fn fixed_length_record(
+        py: Python<'_>,
+        patterns: Vec<String>,
+        record_bytes: usize,
+        header_bytes: u64,
+        footer_bytes: u64,
+        compression_type: &str,
+        num_parallel_reads: i64,
+    ) -> PyResult<PyPlan> {
+        let compression = Compression::parse(compression_type).py(py)?;
+        let framing = Framing {
+            record_bytes,
+            header_bytes,
+            footer_bytes,
+        };
+        let step =
+            FixedLengthRecord::new(patterns, framing, compression, num_parallel_reads).py(py)?;
+        Ok(PyPlan::wrap(Plan::new(step).py(py)?))
     }
 
     /// Interleaves TFRecord files named by this dataset's elements.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import pickle
 import sys
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -47,6 +48,9 @@ def _seq(e: dict[str, Any]) -> dict[str, Any]:
 
 def _even(e: dict[str, Any]) -> bool:
     return int(e["s"]) % 3 != 0
+
+
+TEXT = Path(__file__).resolve().parents[3] / "tests" / "golden" / "text"
 
 
 def _squares() -> Any:
@@ -155,6 +159,18 @@ def pipelines(data: dict[str, Any]) -> dict[str, Callable[[int], sk.Dataset]]:
                 [sk.Dataset.range(5), sk.Dataset.range(50, 70)],
                 sk.Dataset.range(40).map(lambda v: np.int64(v % 3 % 2)),
                 stop_on_empty_dataset=False,
+            ),
+            t,
+        ),
+        "text_line": lambda t: opt(
+            sk.TextLineDataset([str(TEXT / "a.txt"), str(TEXT / "a.txt.gz"), str(TEXT / "b.txt")]).concatenate(
+                sk.TextLineDataset([str(TEXT / "b.txt"), str(TEXT / "a.txt")], num_parallel_reads=2)
+            ),
+            t,
+        ),
+        "fixed_length_record": lambda t: opt(
+            sk.FixedLengthRecordDataset([str(TEXT / "records.bin"), str(TEXT / "records.bin")], 8, 3, 2).concatenate(
+                sk.FixedLengthRecordDataset(str(TEXT / "records.bin.gz"), 8, 3, 2, compression_type="GZIP")
             ),
             t,
         ),

@@ -200,3 +200,53 @@ impl ElementIter for RangeIter {
         )))
     }
 }
+
+/// The elements of `files`, `cycle` files read in turn (one element from each, tf.data's
+/// `num_parallel_reads` order), each file opened with `open(path, state)`; restored at `at`,
+/// a state it reported (a restore keeps the number of files read in turn it was saved with,
+/// since that fixes the order). With more than one file in turn, each has a thread reading
+/// ahead.
+pub(crate) fn read_files(
+    files: &[String],
+    cycle: usize,
+    stats: Arc<StageStats>,
+    at: Option<&State>,
+    open: impl Fn(&str, Option<&State>) -> Result<BoxIter> + Send + Sync + 'static,
+) -> Result<BoxIter> {
+    use stoker_core::exec::interleave::{InterleaveConfig, InterleaveIter, OpenFn};
+    use stoker_core::stats::Metered;
+    let parallel = match at {
+        Some(s) => InterleaveIter::saved_cycle_length(s)?,
+        None => cycle.max(1),
+    };
+    let open: OpenFn = Arc::new(move |e: &Element, at: Option<&State>| {
+        let path = file_name_of("files", e)?;
+        open(&path, at)
+    });
+    let config = InterleaveConfig {
+        cycle_length: parallel,
+        block_length: 1,
+        prefetch_per_slot: if parallel > 1 { 256 } else { 0 },
+    };
+    let names = Box::new(crate::build::file_names(files, "filename")?);
+    let st = Arc::clone(&stats);
+    let it = match at {
+        None => InterleaveIter::new(names, open, config, st),
+        Some(s) => InterleaveIter::restore(names, open, config, st, s)?,
+    };
+    Ok(if parallel > 1 {
+        Box::new(it)
+    } else {
+        Metered::wrap(Box::new(it), stats)
+    })
+}
+
+/// How many files a source reads in turn for `num_parallel_reads` (AUTOTUNE: one per core of
+/// the budget, at most one per file; on one core, reading on the consuming thread beats
+/// handing every element to another thread).
+pub(crate) fn files_in_turn(num_parallel_reads: i64, files: usize, ctx: &BuildCtx) -> usize {
+    match num_parallel_reads {
+        crate::plan::AUTOTUNE => ctx.order_budget.min(files.max(1)),
+        n => n.max(1) as usize,
+    }
+}

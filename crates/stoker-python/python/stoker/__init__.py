@@ -32,7 +32,15 @@ from ._dtypes import (
 from ._stoker import JPEG_BACKEND as _JPEG_BACKEND
 from ._stoker import __version__
 from .analyze import TraceAnalysis, analyze
-from .dataset import AUTOTUNE, Dataset, DatasetIterator, TensorSpec, TFRecordDataset
+from .dataset import (
+    AUTOTUNE,
+    Dataset,
+    DatasetIterator,
+    FixedLengthRecordDataset,
+    TensorSpec,
+    TextLineDataset,
+    TFRecordDataset,
+)
 from .diagnosis import Diagnosis, Recommendation
 from .errors import (
     CorruptRecordError,
@@ -67,6 +75,8 @@ __all__ = [
     "Headspace",
     "trace",
     "TFRecordDataset",
+    "TextLineDataset",
+    "FixedLengthRecordDataset",
     "TensorSpec",
     "FixedLenFeature",
     "VarLenFeature",

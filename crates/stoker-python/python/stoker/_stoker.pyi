@@ -26,6 +26,17 @@ class Plan:
     @staticmethod
     def zip(plans: Sequence[Plan], prefixes: list[str]) -> Plan: ...
     @staticmethod
+    def text_line(patterns: list[str], compression_type: str, num_parallel_reads: int) -> Plan: ...
+    @staticmethod
+    def fixed_length_record(
+        patterns: list[str],
+        record_bytes: int,
+        header_bytes: int,
+        footer_bytes: int,
+        compression_type: str,
+        num_parallel_reads: int,
+    ) -> Plan: ...
+    @staticmethod
     def from_generator(
         make: Callable[[], Any], name: str, fields: list[tuple[str, str, list[int | None]]]
     ) -> Plan: ...

@@ -889,6 +889,84 @@ def _adapter(
     return call
 
 
+def _compression(op: str, compression_type: str | None) -> str:
+    if compression_type in (None, ""):
+        return ""
+    if not isinstance(compression_type, str) or compression_type.upper() not in ("GZIP", "ZLIB", "NONE"):
+        raise InvalidArgumentError(f"{op}: compression_type must be None, 'GZIP' or 'ZLIB', got {compression_type!r}")
+    return compression_type
+
+
+def _files_of(
+    op: str, filenames: Any, num_parallel_reads: int | None, one: Callable[[str], Dataset]
+) -> tuple[list[str] | None, int, Dataset | None]:
+    """The paths and the number of files read in turn, or, for a Dataset of file names, the
+    dataset of ``one(name)`` for each (``num_parallel_reads`` of them in turn)."""
+    reads = 1 if num_parallel_reads is None else num_parallel_reads
+    n = _parallel_calls(op, reads, "num_parallel_reads")
+    assert n is not None
+    if isinstance(filenames, Dataset):
+        cycle = None if n == AUTOTUNE else max(n, 1)
+        return None, n, filenames.interleave(lambda f: one(_path(f)), cycle_length=cycle, block_length=1)
+    return _paths(filenames), n, None
+
+
+def TextLineDataset(
+    filenames: PathLike | Sequence[PathLike] | Dataset,
+    compression_type: str | None = None,
+    buffer_size: int | None = None,
+    num_parallel_reads: int | None = None,
+) -> Dataset:
+    """The lines of text files (paths or glob patterns, or a Dataset of file names), as
+    tf.data's ``TextLineDataset``: scalar strings without the ``\\n`` and without any
+    ``\\r``. ``compression_type``: None, ``"GZIP"`` or ``"ZLIB"``. ``num_parallel_reads``
+    reads that many files at once, a line from each in turn (tf.data's order). An I/O or
+    decompression error names the file, the line and its byte offset; each line remembers
+    its file and line, so a later op's error (``decode_csv``) names them too.
+    ``buffer_size`` is accepted for compatibility."""
+    del buffer_size
+    compression = _compression("TextLineDataset", compression_type)
+    paths, n, nested = _files_of(
+        "TextLineDataset", filenames, num_parallel_reads, lambda f: TextLineDataset(f, compression)
+    )
+    if nested is not None:
+        return nested
+    assert paths is not None
+    return Dataset(_stoker.Plan.text_line(paths, compression, n), "line")
+
+
+def FixedLengthRecordDataset(
+    filenames: PathLike | Sequence[PathLike] | Dataset,
+    record_bytes: int,
+    header_bytes: int | None = None,
+    footer_bytes: int | None = None,
+    buffer_size: int | None = None,
+    compression_type: str | None = None,
+    num_parallel_reads: int | None = None,
+) -> Dataset:
+    """Fixed-size records of binary files, as tf.data's ``FixedLengthRecordDataset``: after
+    ``header_bytes``, records of ``record_bytes`` up to the ``footer_bytes`` at the end of
+    each file, as scalar strings (``decode_raw`` makes numbers of them). A file whose body is
+    not a whole number of records is an ``InvalidArgumentError`` naming it.
+    ``buffer_size`` is accepted for compatibility."""
+    del buffer_size
+    size = _whole("FixedLengthRecordDataset: record_bytes", record_bytes, 1)
+    header = _whole("FixedLengthRecordDataset: header_bytes", header_bytes or 0, 0)
+    footer = _whole("FixedLengthRecordDataset: footer_bytes", footer_bytes or 0, 0)
+    compression = _compression("FixedLengthRecordDataset", compression_type)
+    paths, n, nested = _files_of(
+        "FixedLengthRecordDataset",
+        filenames,
+        num_parallel_reads,
+        lambda f: FixedLengthRecordDataset(f, size, header, footer, compression_type=compression),
+    )
+    if nested is not None:
+        return nested
+    assert paths is not None
+    plan = _stoker.Plan.fixed_length_record(paths, size, header, footer, compression, n)
+    return Dataset(plan, "record")
+
+
 def TFRecordDataset(
     filenames: PathLike | Sequence[PathLike] | Dataset,
     compression_type: str | None = None,

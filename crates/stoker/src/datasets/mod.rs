@@ -52,6 +52,7 @@ pub mod choose_from_datasets;
 pub mod concatenate;
 pub mod enumerate;
 pub mod filter;
+pub mod fixed_length_record;
 pub mod from_generator;
 pub mod from_npz;
 pub mod from_tensor_slices;
@@ -69,6 +70,7 @@ pub mod shard;
 pub mod shuffle;
 pub mod skip;
 pub mod take;
+pub mod text_line;
 pub mod tfrecord;
 pub mod unbatch;
 pub mod zip;
@@ -378,6 +380,8 @@ steps! {
     FromGenerator(from_generator::FromGenerator),
     ListFiles(list_files::ListFiles),
     TfRecord(tfrecord::TfRecord),
+    TextLine(text_line::TextLine),
+    FixedLengthRecord(fixed_length_record::FixedLengthRecord),
     Shuffle(shuffle::Shuffle),
     GlobalShuffle(global_shuffle::GlobalShuffle),
     Map(map::Map),

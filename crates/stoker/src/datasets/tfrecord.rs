@@ -4,19 +4,17 @@ use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Schema};
-use stoker_core::exec::interleave::{InterleaveConfig, InterleaveIter, OpenFn};
 use stoker_core::exec::shuffle::ReadBuffer;
 use stoker_core::exec::{BoxIter, State};
-use stoker_core::stats::Metered;
 use stoker_core::Origin;
 use stoker_core::{DType, Result, StageStats};
 use stoker_formats::tfrecord_index::RecordFile;
 use stoker_formats::Compression;
 
 use super::{Cardinality, DatasetOp, RandomAccess, Strings};
-use crate::build::{file_names, BuildCtx};
-use crate::plan::{Plan, AUTOTUNE};
-use crate::sources::TfRecordOpener;
+use crate::build::BuildCtx;
+use crate::plan::Plan;
+use crate::sources::{files_in_turn, read_files, TfRecordOpener};
 use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
@@ -51,12 +49,7 @@ impl TfRecord {
 impl TfRecord {
     /// How many files are read in turn.
     fn cycle_length(&self, ctx: &BuildCtx) -> usize {
-        match self.num_parallel_reads {
-            // One reader per core of the budget: on one core, reading on the consuming
-            // thread beats handing every record to another thread.
-            AUTOTUNE => ctx.order_budget.min(self.files.len().max(1)),
-            n => n.max(1) as usize,
-        }
+        files_in_turn(self.num_parallel_reads, self.files.len(), ctx)
     }
 }
 
@@ -132,33 +125,9 @@ impl DatasetOp for TfRecord {
             compression: self.compression,
             verify_crc: self.verify_crc,
         };
-        // The files are read `parallel` at a time, a record from each in turn; a restore
-        // keeps the number it was saved with, since it fixes the order.
-        let parallel = match at {
-            Some(s) => InterleaveIter::saved_cycle_length(s)?,
-            None => self.cycle_length(ctx),
-        };
         let st = Arc::clone(&stats);
-        let open: OpenFn = Arc::new(move |e: &Element, at: Option<&State>| {
-            let path = crate::sources::file_name_of("TFRecordDataset", e)?;
-            opener.open_path(&path, policy, &st, at)
-        });
-        let config = InterleaveConfig {
-            cycle_length: parallel,
-            block_length: 1,
-            prefetch_per_slot: if parallel > 1 { 256 } else { 0 },
-        };
-        let names = Box::new(file_names(&self.files, "filename")?);
-        let st = Arc::clone(&stats);
-        let it = match at {
-            None => InterleaveIter::new(names, open, config, st),
-            Some(s) => InterleaveIter::restore(names, open, config, st, s)?,
-        };
-        Ok(if parallel > 1 {
-            Box::new(it)
-        } else {
-            Metered::wrap(Box::new(it), stats)
-        })
+        let open = move |path: &str, at: Option<&State>| opener.open_path(path, policy, &st, at);
+        read_files(&self.files, self.cycle_length(ctx), stats, at, open)
     }
 
     /// Uncompressed files only: a compressed stream cannot be entered in the middle.

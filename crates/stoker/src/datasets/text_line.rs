@@ -1,0 +1,139 @@
+//! `TextLineDataset`: the lines of text files (plain, GZIP or ZLIB) in field `line`, as
+//! tf.data's (see `stoker_formats::text_line` for what a line is). Files are read
+//! `num_parallel_reads` at a time, a line from each in turn, in tf.data's order.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use stoker_core::element::{FieldSpec, Schema};
+use stoker_core::exec::{BoxIter, State};
+use stoker_core::{DType, Result, StageStats};
+use stoker_formats::text_line::TextLineIter;
+use stoker_formats::Compression;
+
+use super::{Cardinality, DatasetOp, Strings};
+use crate::build::BuildCtx;
+use crate::plan::Plan;
+use crate::sources::{files_in_turn, read_files};
+use crate::spec::SpecCtx;
+
+#[derive(Clone, Debug)]
+pub struct TextLine {
+    pub patterns: Vec<String>,
+    /// The files the patterns matched when the dataset was made.
+    pub files: Vec<String>,
+    pub compression: Compression,
+    pub num_parallel_reads: i64,
+}
+
+impl TextLine {
+    /// Expands and checks `patterns` now.
+    pub fn new(
+        patterns: Vec<String>,
+        compression: Compression,
+        num_parallel_reads: i64,
+    ) -> Result<TextLine> {
+        let files = crate::sources::expand_files("TextLineDataset", &patterns)?;
+        Ok(TextLine {
+            patterns,
+            files,
+            compression,
+            num_parallel_reads,
+        })
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    files: Strings,
+    #[serde(default)]
+    compression_type: String,
+    #[serde(default = "one")]
+    num_parallel_reads: i64,
+}
+
+fn one() -> i64 {
+    1
+}
+
+impl DatasetOp for TextLine {
+    const KIND: &'static str = "text_line";
+    const SOURCE: bool = true;
+    type Spec = Spec;
+
+    no_inputs!();
+
+    fn schema(&self) -> Result<Schema> {
+        Ok(Schema::new(vec![FieldSpec::fixed(
+            TextLineIter::FIELD,
+            DType::Bytes,
+            &[],
+        )]))
+    }
+
+    fn label(&self) -> String {
+        format!(
+            "text_line({} files, parallel_reads={})",
+            self.files.len(),
+            self.num_parallel_reads
+        )
+    }
+
+    /// Unknown, as in tf.data: counting the lines reads every file.
+    fn cardinality(&self) -> Cardinality {
+        Cardinality::Unknown
+    }
+
+    fn deterministic(&self) -> bool {
+        true
+    }
+
+    fn threads(&self) -> super::Threads {
+        super::Threads::Workers
+    }
+
+    fn parallelism_knob(&self) -> Option<(&'static str, Option<i64>)> {
+        Some(("num_parallel_reads", Some(self.num_parallel_reads)))
+    }
+
+    fn iterate(
+        &self,
+        _: &Plan,
+        ctx: &BuildCtx,
+        stats: Arc<StageStats>,
+        at: Option<&State>,
+    ) -> Result<BoxIter> {
+        let compression = self.compression;
+        let open = move |path: &str, at: Option<&State>| -> Result<BoxIter> {
+            Ok(Box::new(match at {
+                None => TextLineIter::open(path, compression)?,
+                Some(s) => TextLineIter::open_at(path, compression, s)?,
+            }))
+        };
+        let cycle = files_in_turn(self.num_parallel_reads, self.files.len(), ctx);
+        read_files(&self.files, cycle, stats, at, open)
+    }
+
+    fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Spec>> {
+        Ok(Some(Spec {
+            files: Strings::Many(self.patterns.iter().map(|p| ctx.save_path(p)).collect()),
+            compression_type: self.compression.name().to_string(),
+            num_parallel_reads: self.num_parallel_reads,
+        }))
+    }
+
+    fn from_spec(s: Spec, _: Option<Plan>, ctx: &SpecCtx) -> Result<Self> {
+        let patterns = s
+            .files
+            .into_vec()
+            .iter()
+            .map(|p| ctx.load_path(p))
+            .collect();
+        TextLine::new(
+            patterns,
+            Compression::parse(&s.compression_type)?,
+            s.num_parallel_reads,
+        )
+    }
+}
