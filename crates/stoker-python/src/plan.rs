@@ -11,7 +11,7 @@ use stoker::datasets::{
     from_generator::FromGenerator, from_tensor_slices::FromTensorSlices,
     global_shuffle::GlobalShuffle, interleave::Interleave, options::WithOptions, range::Range,
     repeat::Repeat, sample_from_datasets::SampleFromDatasets, shard::Shard, skip::Skip, take::Take,
-    text_line::TextLine, unbatch::Unbatch, zip::Zip,
+    text_line::TextLine, unbatch::Unbatch, window::Window, zip::Zip,
 };
 use stoker::plan::{Plan, Step};
 use stoker::sources::{Opener, TfRecordOpener};
@@ -357,6 +357,26 @@ impl PyPlan {
             Concatenate {
                 input: self.plan.clone(),
                 other: other.plan.clone(),
+            },
+        )
+    }
+
+    fn window(
+        &self,
+        py: Python<'_>,
+        size: usize,
+        shift: usize,
+        stride: usize,
+        drop_remainder: bool,
+    ) -> PyResult<PyPlan> {
+        self.then(
+            py,
+            Window {
+                input: self.plan.clone(),
+                size,
+                shift,
+                stride,
+                drop_remainder,
             },
         )
     }

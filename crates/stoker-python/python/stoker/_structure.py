@@ -112,12 +112,24 @@ class Dynamic:
         self._template = value
 
 
+class Windows(Dynamic):
+    """The structure of ``window()``'s elements: each component of a window is handed out as
+    a dataset of its elements (as tf.data does), made by ``make`` from the stacked array."""
+
+    def __init__(self, template: Template | None, make: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self.template = template
+        self.make = make
+
+
 def known_template(structure: Template | Dynamic) -> Template | None:
     """The template of a structure, ``None`` while a Python function's is not known yet."""
     return structure.template if isinstance(structure, Dynamic) else structure
 
 
 def pack_element(template: Template | Dynamic, names: Sequence[str], arrays: list[Any]) -> Any:
+    if isinstance(template, Windows):
+        arrays = [template.make(a) for a in arrays]
     tmpl = template.template if isinstance(template, Dynamic) else template
     by_name = dict(zip(names, arrays))
     if tmpl is not None and sorted(leaves(tmpl)) == sorted(names):

@@ -15,7 +15,16 @@ import numpy as np
 from . import _generator, _stoker
 from ._check import path as _path
 from ._check import whole as _whole
-from ._structure import Dynamic, Template, after_native_ops, flatten, known_template, pack_element, prefixed
+from ._structure import (
+    Dynamic,
+    Template,
+    Windows,
+    after_native_ops,
+    flatten,
+    known_template,
+    pack_element,
+    prefixed,
+)
 from .diagnosis import Diagnosis
 from .errors import InvalidArgumentError
 from .ops import NativeOp
@@ -411,6 +420,24 @@ class Dataset:
         """Maps each element to a dataset and hands out their elements, one dataset after the
         other (tf.data's ``flat_map``: an ``interleave`` with ``cycle_length=1``)."""
         return self.interleave(map_func, cycle_length=1, block_length=1)
+
+    def window(
+        self, size: int, shift: int | None = None, stride: int = 1, drop_remainder: bool = False
+    ) -> Dataset:
+        """tf.data's ``window``: window ``k`` holds elements ``k * shift + i * stride`` for
+        ``i < size`` (``shift`` defaults to ``size``; the last windows are shorter unless
+        ``drop_remainder``). As in tf.data, each component of a window is a dataset of its
+        elements (a dict of them for dict elements), for the usual
+        ``ds.window(n, shift).flat_map(lambda w: w.batch(n))``. The engine makes each window
+        as one element (its elements stacked), which the functions of ``flat_map``,
+        ``interleave``, ``map`` and ``filter`` then see as datasets. Its resume state is the
+        input's state where the next window starts."""
+        n = _whole("window: size", size, 1)
+        sh = n if shift is None else _whole("window: shift", shift, 1)
+        st = _whole("window: stride", stride, 1)
+        template = _known_or_none(self)
+        plan = self._plan.window(n, sh, st, bool(drop_remainder))
+        return Dataset(plan, Windows(template, Dataset.from_tensor_slices))
 
     def rebatch(self, batch_size: int, drop_remainder: bool = False) -> Dataset:
         """The same rows in batches of ``batch_size`` (tf.data's ``rebatch`` with one size:

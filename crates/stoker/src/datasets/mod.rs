@@ -73,6 +73,7 @@ pub mod take;
 pub mod text_line;
 pub mod tfrecord;
 pub mod unbatch;
+pub mod window;
 pub mod zip;
 
 /// What every dataset operator is.
@@ -388,6 +389,7 @@ steps! {
     Batch(batch::Batch),
     PaddedBatch(padded_batch::PaddedBatch),
     Unbatch(unbatch::Unbatch),
+    Window(window::Window),
     Interleave(interleave::Interleave),
     Filter(filter::Filter),
     Take(take::Take),
