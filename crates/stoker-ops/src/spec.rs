@@ -17,6 +17,7 @@ use crate::image::random_flip::RandomFlip;
 use crate::image::random_resized_crop::RandomResizedCrop;
 use crate::image::resize::Resize;
 use crate::image::resize_with_crop_or_pad::ResizeWithCropOrPad;
+use crate::record::decode_csv::DecodeCsv;
 use crate::record::decode_raw::DecodeRaw;
 use crate::record::parse_example::ParseExample;
 use crate::record::read_file::ReadFile;
@@ -47,6 +48,7 @@ pub enum OpSpec {
     Normalize(Normalize),
     Layout(ChangeLayout),
     DecodeRaw(DecodeRaw),
+    DecodeCsv(DecodeCsv),
     DecodeImage(DecodeImage),
     UnpackBits(UnpackBits),
     GatherChannels(GatherChannels),
@@ -80,6 +82,7 @@ impl OpSpec {
         Ok(match self {
             OpSpec::ParseExample(p) => Arc::new(ParseExample::new(p.key, p.features)?),
             OpSpec::DecodeRaw(o) => Arc::new(o),
+            OpSpec::DecodeCsv(o) => Arc::new(o),
             OpSpec::ReadFile(o) => Arc::new(o),
             OpSpec::RandomFlip(o) => Arc::new(o),
             OpSpec::RandomResizedCrop(o) => Arc::new(o),
@@ -174,6 +177,9 @@ mod tests {
             json!({"op": "decode_raw", "field": "raw", "dtype": "uint16"}),
             json!({"op": "decode_raw", "field": "raw", "dtype": "float32", "little_endian": false,
                    "output": "values"}),
+            json!({"op": "decode_csv", "field": "line", "columns": [
+                {"name": "0", "dtype": "int32", "default": 0}, {"name": "1", "dtype": "string"}],
+                "field_delim": ",", "use_quote_delim": true, "na_value": ""}),
             json!({"op": "decode_image", "field": "image"}),
             json!({"op": "decode_image", "field": "image", "channels": 1, "max_pixels": 4096,
                    "dtype": "uint16", "output": "grey"}),
@@ -223,6 +229,7 @@ mod tests {
             OpSpec::Normalize(o) => o,
             OpSpec::Layout(o) => o,
             OpSpec::DecodeRaw(o) => o,
+            OpSpec::DecodeCsv(o) => o,
             OpSpec::DecodeImage(o) => o,
             OpSpec::UnpackBits(o) => o,
             OpSpec::GatherChannels(o) => o,
@@ -252,7 +259,7 @@ mod tests {
             assert_eq!(OpSpec::of(&built), Some(spec));
         }
         // One per variant: a new variant fails `op` above until it is listed in `examples`.
-        assert_eq!(variants.len(), 24);
+        assert_eq!(variants.len(), 25);
     }
 
     /// The fusions recognise an op (`Known::of`) exactly when the registry reads its spec as

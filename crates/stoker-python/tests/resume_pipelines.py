@@ -177,6 +177,9 @@ def pipelines(data: dict[str, Any]) -> dict[str, Callable[[int], sk.Dataset]]:
         "window": lambda t: opt(
             sk.Dataset.range(30).shuffle(6, seed=2).window(4, shift=3, stride=2).flat_map(lambda w: w.batch(4)), t
         ),
+        "csv": lambda t: opt(
+            sk.CsvDataset([str(TEXT / "data.csv")] * 3, [np.int64(0), "", 0.0, 0.0], header=True, na_value="NA"), t
+        ),
         "from_generator": lambda t: opt(
             sk.Dataset.from_generator(
                 _squares, output_signature={"i": _Spec((), "int64"), "sq": _Spec((None,), "int32")}

@@ -34,6 +34,7 @@ from ._stoker import __version__
 from .analyze import TraceAnalysis, analyze
 from .dataset import (
     AUTOTUNE,
+    CsvDataset,
     Dataset,
     DatasetIterator,
     FixedLengthRecordDataset,
@@ -77,6 +78,7 @@ __all__ = [
     "TFRecordDataset",
     "TextLineDataset",
     "FixedLengthRecordDataset",
+    "CsvDataset",
     "TensorSpec",
     "FixedLenFeature",
     "VarLenFeature",

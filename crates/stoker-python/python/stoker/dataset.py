@@ -962,6 +962,47 @@ def TextLineDataset(
     return Dataset(_stoker.Plan.text_line(paths, compression, n), "line")
 
 
+def CsvDataset(
+    filenames: PathLike | Sequence[PathLike],
+    record_defaults: Sequence[Any],
+    compression_type: str | None = None,
+    buffer_size: int | None = None,
+    header: bool = False,
+    field_delim: str = ",",
+    use_quote_delim: bool = True,
+    na_value: str = "",
+    select_cols: Sequence[int] | None = None,
+    exclude_cols: Sequence[int] | None = None,
+) -> Dataset:
+    """The records of CSV files as tuples of columns, as tf.data's
+    ``experimental.CsvDataset``: the lines of each file (its first skipped with ``header``)
+    decoded by :func:`stoker.ops.decode_csv` natively (``record_defaults``, ``field_delim``,
+    ``use_quote_delim``, ``na_value`` as there). ``select_cols`` or ``exclude_cols`` (not
+    both) pick the record's columns. A bad field is an error naming the file, the line and
+    the column. ``buffer_size`` is accepted for compatibility."""
+    del buffer_size
+    from .ops import decode_csv
+
+    defaults = list(record_defaults)
+    if select_cols is not None and exclude_cols is not None:
+        raise InvalidArgumentError("CsvDataset: give select_cols or exclude_cols, not both")
+    cols = list(select_cols) if select_cols is not None else None
+    if exclude_cols is not None:
+        excluded = {_whole("CsvDataset: exclude_cols", c, 0) for c in exclude_cols}
+        cols = [c for c in range(len(defaults) + len(excluded)) if c not in excluded]
+    compression = _compression("CsvDataset", compression_type)
+    paths = _paths(filenames)
+    if header:
+        lines = Dataset.from_tensor_slices(np.array(paths, dtype=object)).flat_map(
+            lambda f: TextLineDataset(_path(f), compression).skip(1)
+        )
+    else:
+        lines = TextLineDataset(paths, compression)
+    names = [str(i) for i in range(len(defaults))]
+    ds = lines.map(decode_csv("line", defaults, names, field_delim, use_quote_delim, na_value, cols))
+    return Dataset(ds._plan, tuple(names))
+
+
 def FixedLengthRecordDataset(
     filenames: PathLike | Sequence[PathLike] | Dataset,
     record_bytes: int,

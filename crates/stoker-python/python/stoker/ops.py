@@ -101,6 +101,80 @@ def decode_raw(field: str, out_type: Any, little_endian: bool = True, output: st
     )
 
 
+_CSV_TYPES = ("int32", "int64", "float32", "float64", "string")
+
+
+def _csv_column(i: int, name: str, d: Any) -> dict[str, Any]:
+    """A record default as ``tf.io.decode_csv`` takes it: a value (Python int → int32, float →
+    float32, str/bytes → string, a NumPy scalar → its dtype) gives the column's type and
+    default; a dtype (NumPy's, or TensorFlow's) or an empty array makes the column required."""
+    import numpy as np
+
+    col: dict[str, Any] = {"name": name}
+    if isinstance(d, bool) or isinstance(d, np.bool_):
+        raise InvalidArgumentError(f"decode_csv: record_defaults[{i}]: bool columns are not CSV types")
+    if isinstance(d, int):
+        col.update(dtype="int32", default=d)
+    elif isinstance(d, float):
+        col.update(dtype="float32", default=d)
+    elif isinstance(d, (str, bytes)):
+        col.update(dtype="string", default=d.decode() if isinstance(d, bytes) else d)
+    elif isinstance(d, np.generic):
+        col.update(dtype=dtype_name(d.dtype), default=d.item())
+    elif isinstance(d, (np.dtype, type)) or hasattr(d, "as_numpy_dtype"):
+        col.update(dtype=dtype_name(d))
+    elif isinstance(d, (list, tuple, np.ndarray)) and np.size(d) == 0:
+        col.update(dtype=dtype_name(np.asarray(d).dtype if isinstance(d, np.ndarray) else "float32"))
+    else:
+        raise InvalidArgumentError(
+            f"decode_csv: record_defaults[{i}] must be a default value or a dtype, got {d!r}"
+        )
+    if col["dtype"] not in _CSV_TYPES:
+        raise InvalidArgumentError(
+            f"decode_csv: record_defaults[{i}] is {col['dtype']}; CSV columns are {', '.join(_CSV_TYPES)}"
+        )
+    return col
+
+
+def decode_csv(
+    field: str,
+    record_defaults: Sequence[Any],
+    names: Sequence[str] | None = None,
+    field_delim: str = ",",
+    use_quote_delim: bool = True,
+    na_value: str = "",
+    select_cols: Sequence[int] | None = None,
+) -> NativeOp:
+    """CSV records (a string, or a vector of them) → one field per column, as
+    ``tf.io.decode_csv``: ``record_defaults`` gives each column's type and the default of an
+    empty field (or of ``na_value``); a column given as a dtype is required. The fields are
+    ``names`` (default ``"0"``, ``"1"``, ...), and replace ``field``. ``select_cols`` keeps
+    those columns of each record (ascending). A bad field or record is an
+    ``InvalidRecordError`` naming the file, the line and the column when the records came
+    from ``TextLineDataset``."""
+    defaults = list(record_defaults)
+    if names is None:
+        names = [str(i) for i in range(len(defaults))]
+    if len(names) != len(defaults):
+        raise InvalidArgumentError(f"decode_csv: {len(names)} names for {len(defaults)} record_defaults")
+    if not isinstance(field_delim, str) or len(field_delim.encode()) != 1:
+        raise InvalidArgumentError(f"decode_csv: field_delim must be one character, got {field_delim!r}")
+    spec: dict[str, Any] = {
+        "op": "decode_csv",
+        "field": field,
+        "columns": [_csv_column(i, n, d) for i, (n, d) in enumerate(zip(names, defaults))],
+        "field_delim": field_delim,
+        "use_quote_delim": bool(use_quote_delim),
+        "na_value": na_value,
+    }
+    if select_cols is not None:
+        cols = [whole(f"decode_csv: select_cols[{i}]", c, 0) for i, c in enumerate(select_cols)]
+        if any(b <= a for a, b in zip(cols, cols[1:])):
+            raise InvalidArgumentError(f"decode_csv: select_cols must be strictly ascending, got {cols}")
+        spec["select_cols"] = cols
+    return NativeOp(spec)
+
+
 def read_file(field: str, output: str | None = None) -> NativeOp:
     """A file name → the file's bytes (like ``tf.io.read_file``); errors on them name the file."""
     return _out({"op": "read_file", "field": field}, output)
@@ -434,6 +508,7 @@ __all__ = [
     "VarLenFeature",
     "parse_example",
     "decode_raw",
+    "decode_csv",
     "decode_image",
     "read_file",
     "convert_image_dtype",

@@ -1,0 +1,78 @@
+"""CsvDataset and ops.decode_csv against tf.data (tests/golden/text/*.csv and
+csv_expected.json, made by make_csv_golden.py)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import stoker as sk
+
+
+def plain(v):
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, np.ndarray):
+        return v.item()
+    return v
+
+
+def rows(ds: sk.Dataset) -> list:
+    return [[plain(x) for x in r] for r in ds]
+
+
+def test_csv_dataset_equals_tf(golden):
+    want = json.loads((golden / "csv_expected.json").read_text())
+    data, pipes = str(golden / "text" / "data.csv"), str(golden / "text" / "pipes.csv.gz")
+    all_cols = sk.CsvDataset(data, [np.int64, "", 0.0, np.float64(-1.0)], header=True, na_value="NA")
+    assert rows(all_cols) == want["all"]
+    assert [a.dtype for a in next(iter(all_cols))[::2]] == [np.int64, np.float32]
+    assert rows(sk.CsvDataset(data, [0.0, 5], header=True, select_cols=[2, 3], na_value="NA")) == want["select"]
+    assert rows(sk.CsvDataset(data, [np.int64(0), "?"], header=True, exclude_cols=[2, 3])) == want["exclude"]
+    assert rows(sk.CsvDataset(pipes, ["", 0, "-"], compression_type="GZIP", field_delim="|")) == want["pipes"]
+    literal = sk.CsvDataset(pipes, ["", 0, "-"], compression_type="GZIP", field_delim="|", use_quote_delim=False,
+                            select_cols=[0, 1, 2])
+    assert rows(literal) == want["literal_quotes"]
+    # decode_csv on a batch of records, as tf.io.decode_csv.
+    lines = sk.Dataset.from_tensor_slices(np.array([b"1,a", b",b", b"3,"], dtype=object)).batch(3)
+    (batch,) = list(lines.map(sk.ops.decode_csv("value", [7, "z"], names=["n", "s"])))
+    assert [batch["n"].tolist(), [plain(s) for s in batch["s"]]] == want["decode_csv_batch"]
+
+
+def test_bad_fields_name_the_file_line_and_column(golden):
+    want = json.loads((golden / "csv_expected.json").read_text())
+    data = str(golden / "text" / "data.csv")
+    assert want["required_error"] == "InvalidArgumentError"
+    with pytest.raises(sk.InvalidRecordError, match=r"data.csv.*line 3: column 3 \('2'\): the field is empty"):
+        list(sk.CsvDataset(data, [np.int64, "", np.float32, 0.0], header=True, na_value="NA"))
+    with pytest.raises(sk.InvalidRecordError, match=r"line 1: column 1 \('0'\): \"id\" is not a valid int32") as e:
+        list(sk.CsvDataset(data, [0, "", 0.0, 0.0]))
+    assert e.value.file == data and e.value.record == 0
+    with pytest.raises(sk.InvalidRecordError, match="expected 3 fields, the record has 4"):
+        list(sk.CsvDataset(data, [0, "", 0.0], header=True))
+    # Under the skip policy a bad record is counted and skipped: the header, "NA" (no
+    # na_value here) and an id beyond int32.
+    ok = sk.CsvDataset(data, [0, "", 0.0, 0.0]).ignore_errors()
+    assert [r[0] for r in rows(ok)] == [1, 3]
+    (stage,) = [s for s in ok.stats() if s["kind"] == "map"]
+    assert stage["skipped"] == 3 and "line 5" in stage["last_skip_reason"]
+    batched = sk.TextLineDataset(data).batch(2).map(sk.ops.decode_csv("line", [0, "", 0.0, 0.0])).ignore_errors()
+    # Batches short of their bad records are refilled (as for parse_example).
+    assert [b["0"].tolist() for b in batched] == [[1, 3]]
+    for bad, match in (([True], "bool"), ([object()], "default value or a dtype"), ([np.uint8], "CSV columns")):
+        with pytest.raises(sk.InvalidArgumentError, match=match):
+            sk.ops.decode_csv("line", bad)
+    with pytest.raises(sk.InvalidArgumentError, match="field_delim"):
+        sk.ops.decode_csv("line", [0], field_delim="||")
+    with pytest.raises(sk.InvalidArgumentError, match="not both"):
+        sk.CsvDataset(data, [0], select_cols=[0], exclude_cols=[1])
+
+
+def test_csv_pipeline_saves_and_loads(tmp_path, golden):
+    ds = sk.TextLineDataset(str(golden / "text" / "data.csv")).skip(1).map(
+        sk.ops.decode_csv("line", [np.int64(0), "", 0.0, 0.0], names=["id", "name", "score", "weight"], na_value="NA")
+    )
+    ds.save_spec(tmp_path / "csv.toml")
+    loaded = list(sk.Dataset.load_spec(tmp_path / "csv.toml"))
+    assert [int(e["id"]) for e in loaded] == [int(e["id"]) for e in ds] == [1, 2, 3, 40000000000]
