@@ -9,9 +9,10 @@ use stoker::datasets::{
     cache::Cache, choose_from_datasets::ChooseFromDatasets, concatenate::Concatenate,
     enumerate::Enumerate, filter::Filter, fixed_length_record::FixedLengthRecord,
     from_generator::FromGenerator, from_tensor_slices::FromTensorSlices,
-    global_shuffle::GlobalShuffle, interleave::Interleave, options::WithOptions, range::Range,
-    repeat::Repeat, sample_from_datasets::SampleFromDatasets, shard::Shard, skip::Skip, take::Take,
-    text_line::TextLine, unbatch::Unbatch, window::Window, zip::Zip,
+    global_shuffle::GlobalShuffle, group_by_window::GroupByWindow, interleave::Interleave,
+    options::WithOptions, range::Range, repeat::Repeat, sample_from_datasets::SampleFromDatasets,
+    scan::Scan, shard::Shard, skip::Skip, take::Take, text_line::TextLine, unbatch::Unbatch,
+    window::Window, zip::Zip,
 };
 use stoker::plan::{Plan, Step};
 use stoker::sources::{Opener, TfRecordOpener};
@@ -27,7 +28,7 @@ use stoker_ops::OpSpec;
 use crate::convert::py_to_tensor;
 use crate::errors::IntoPyResult;
 use crate::iter::PyIter;
-use crate::py_ops::{PyFuncOp, PyGenerator, PyOpener, PyPredicate};
+use crate::py_ops::{PyFuncOp, PyGenerator, PyGrouper, PyOpener, PyPredicate, PyScanner};
 
 #[pyclass(frozen, name = "Plan", module = "stoker._stoker")]
 pub struct PyPlan {
@@ -54,7 +55,7 @@ impl PyPlan {
         py.detach(|| stoker::bench_run::bench(&plan, limits)).py(py)
     }
 
-    fn wrap(plan: Plan) -> PyPlan {
+    pub(crate) fn wrap(plan: Plan) -> PyPlan {
         PyPlan {
             plan,
             pipeline: Mutex::new(None),
@@ -377,6 +378,35 @@ impl PyPlan {
                 shift,
                 stride,
                 drop_remainder,
+            },
+        )
+    }
+
+    /// `init()` gives the initial state; `step(state, {name: array})` gives
+    /// `(next state, [(name, array), ...])`.
+    fn scan(&self, py: Python<'_>, init: Py<PyAny>, step: Py<PyAny>) -> PyResult<PyPlan> {
+        self.then(
+            py,
+            Scan {
+                input: self.plan.clone(),
+                scanner: Arc::new(PyScanner::new(py, init, step)),
+            },
+        )
+    }
+
+    /// `key({name: array})` → int, `size(key)` → int, `reduce(key, window plan)` → Plan.
+    fn group_by_window(
+        &self,
+        py: Python<'_>,
+        key: Py<PyAny>,
+        size: Py<PyAny>,
+        reduce: Py<PyAny>,
+    ) -> PyResult<PyPlan> {
+        self.then(
+            py,
+            GroupByWindow {
+                input: self.plan.clone(),
+                grouper: Arc::new(PyGrouper::new(py, key, size, reduce)),
             },
         )
     }

@@ -11,6 +11,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use stoker::build::BuildCtx;
 use stoker::datasets::from_generator::Generator;
+use stoker::datasets::group_by_window::Grouper;
+use stoker::datasets::scan::{ScanRun, Scanner};
+use stoker::plan::Plan;
 use stoker::sources::Opener;
 use stoker_core::element::{Element, Names, Schema};
 use stoker_core::exec::{BoxIter, ElementIter, State};
@@ -321,5 +324,133 @@ impl ElementIter for PyGeneratorIter {
     /// The count of elements is kept by `from_generator` itself.
     fn state(&self) -> Result<State> {
         Ok(State::leaf(Vec::new()))
+    }
+}
+
+/// `scan`: `init()` gives the initial state (a Python object); `step(state, {name: array})`
+/// gives `(next state, [(name, array), ...])`.
+#[derive(Debug)]
+pub struct PyScanner {
+    init: Py<PyAny>,
+    step: Py<PyAny>,
+    name: String,
+}
+
+impl PyScanner {
+    pub fn new(py: Python<'_>, init: Py<PyAny>, step: Py<PyAny>) -> PyScanner {
+        let name = call_name(py, &step);
+        PyScanner { init, step, name }
+    }
+}
+
+impl Scanner for PyScanner {
+    fn start(&self, stats: &Arc<StageStats>) -> Result<Box<dyn ScanRun>> {
+        let state = Python::attach(|py| {
+            tracked(py, stats, || self.init.bind(py).call0())
+                .map(Bound::unbind)
+                .map_err(from_pyerr)
+        })?;
+        Ok(Box::new(PyScanRun {
+            state,
+            step: Python::attach(|py| self.step.clone_ref(py)),
+            stats: Arc::clone(stats),
+            name: self.name.clone(),
+        }))
+    }
+
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+}
+
+struct PyScanRun {
+    state: Py<PyAny>,
+    step: Py<PyAny>,
+    stats: Arc<StageStats>,
+    name: String,
+}
+
+impl ScanRun for PyScanRun {
+    fn step(&mut self, element: Element) -> Result<Element> {
+        Python::attach(|py| {
+            let t = Instant::now();
+            let r = element_to_dict(py, &element)
+                .and_then(|d| {
+                    tracked(py, &self.stats, || {
+                        self.step.bind(py).call1((self.state.bind(py), d))
+                    })
+                })
+                .and_then(|out| {
+                    let (state, pairs): (Bound<'_, PyAny>, Bound<'_, PyAny>) = out.extract()?;
+                    let e = pairs_to_element(&pairs, &self.name)?;
+                    self.state = state.unbind();
+                    Ok(e)
+                });
+            self.stats.add_python(t.elapsed());
+            r.map_err(from_pyerr)
+        })
+    }
+}
+
+/// `group_by_window`: `key({name: array})` → int, `size(key)` → int, `reduce(key, window
+/// plan)` → a `Plan`.
+#[derive(Debug)]
+pub struct PyGrouper {
+    key: Py<PyAny>,
+    size: Py<PyAny>,
+    reduce: Py<PyAny>,
+    name: String,
+}
+
+impl PyGrouper {
+    pub fn new(py: Python<'_>, key: Py<PyAny>, size: Py<PyAny>, reduce: Py<PyAny>) -> PyGrouper {
+        let name = call_name(py, &reduce);
+        PyGrouper {
+            key,
+            size,
+            reduce,
+            name,
+        }
+    }
+
+    fn call<T>(&self, stats: &StageStats, f: impl FnOnce(Python<'_>) -> PyResult<T>) -> Result<T> {
+        Python::attach(|py| {
+            let t = Instant::now();
+            let r = tracked(py, stats, || f(py));
+            stats.add_python(t.elapsed());
+            r.map_err(from_pyerr)
+        })
+    }
+}
+
+impl Grouper for PyGrouper {
+    fn key(&self, element: &Element, stats: &StageStats) -> Result<i64> {
+        self.call(stats, |py| {
+            let d = element_to_dict(py, element)?;
+            self.key.bind(py).call1((d,))?.extract::<i64>()
+        })
+    }
+
+    fn window_size(&self, key: i64, stats: &StageStats) -> Result<usize> {
+        self.call(stats, |py| {
+            self.size.bind(py).call1((key,))?.extract::<usize>()
+        })
+    }
+
+    fn reduce(&self, key: i64, window: Plan, stats: &StageStats) -> Result<Plan> {
+        self.call(stats, |py| {
+            let window = Py::new(py, PyPlan::wrap(window))?;
+            let out = self.reduce.bind(py).call1((key, window))?;
+            Ok(out
+                .cast::<PyPlan>()
+                .map_err(PyErr::from)?
+                .get()
+                .plan
+                .clone())
+        })
+    }
+
+    fn name(&self) -> String {
+        self.name.clone()
     }
 }

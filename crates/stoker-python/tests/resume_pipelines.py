@@ -177,6 +177,15 @@ def pipelines(data: dict[str, Any]) -> dict[str, Callable[[int], sk.Dataset]]:
         "window": lambda t: opt(
             sk.Dataset.range(30).shuffle(6, seed=2).window(4, shift=3, stride=2).flat_map(lambda w: w.batch(4)), t
         ),
+        "scan": lambda t: opt(
+            sk.Dataset.range(25).shuffle(6, seed=1).scan(0, lambda s, v: (s + int(v), np.int64(s * 3 - int(v)))), t
+        ),
+        "group_by_window": lambda t: opt(
+            sk.Dataset.range(40).shuffle(9, seed=4).group_by_window(
+                lambda v: int(v) % 3, lambda k, w: w.batch(4), window_size=4
+            ),
+            t,
+        ),
         "csv": lambda t: opt(
             sk.CsvDataset([str(TEXT / "data.csv")] * 3, [np.int64(0), "", 0.0, 0.0], header=True, na_value="NA"), t
         ),

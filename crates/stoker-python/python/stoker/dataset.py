@@ -396,13 +396,10 @@ class Dataset:
                 npc,
             )
             return Dataset(plan, "record")
-        # The structure of the datasets opened: the last one's, once known (its own Python
-        # function may not have run when it is opened).
-        opened: list[Dataset] = []
-        out = Dynamic(
-            lambda: _known_or_none(opened[0]) if opened else None,
-            lambda: _specs_or_none(opened[0]) if opened else None,
-        )
+        # The structure of the datasets opened: the first one's known (its own Python
+        # function may not have run when it is opened, and the pipeline opens ahead).
+        opened = _Opened()
+        out = Dynamic(opened.template, opened.specs)
         structure = self._structure
 
         def open_dataset(flat: dict[str, Any]) -> Any:
@@ -410,7 +407,7 @@ class Dataset:
             ds = map_func(*args) if isinstance(args, tuple) else map_func(args)
             if not isinstance(ds, Dataset):
                 raise TypeError(f"interleave's function must return a stoker.Dataset, got {type(ds).__name__}")
-            opened[:] = [ds]
+            opened.add(ds)
             return ds._plan
 
         open_dataset.__name__ = getattr(map_func, "__name__", "interleave_fn")
@@ -438,6 +435,144 @@ class Dataset:
         template = _known_or_none(self)
         plan = self._plan.window(n, sh, st, bool(drop_remainder))
         return Dataset(plan, Windows(template, Dataset.from_tensor_slices))
+
+    def scan(self, initial_state: Any, scan_func: Callable[..., tuple[Any, Any]]) -> Dataset:
+        """tf.data's ``scan``: ``scan_func(state, element)`` returns ``(next_state, output)``;
+        the outputs are the elements, the state carried from one to the next (starting from
+        ``initial_state`` each pass). It runs in Python on the pipeline's thread. Resuming
+        runs the pass again from its start through ``scan_func`` up to the saved position
+        (the state is Python's), so ``scan_func`` must be a function of its arguments."""
+        if not callable(scan_func):
+            raise InvalidArgumentError(f"scan: scan_func must be callable, got {type(scan_func).__name__}")
+        import copy
+
+        structure = self._structure
+        out = Dynamic()
+
+        def init() -> Any:
+            return copy.deepcopy(initial_state)
+
+        def step(state: Any, flat: dict[str, Any]) -> tuple[Any, list[tuple[str, Any]]]:
+            args = pack_element(structure, list(flat), list(flat.values()))
+            result = scan_func(state, *args) if isinstance(args, tuple) else scan_func(state, args)
+            if not (isinstance(result, tuple) and len(result) == 2):
+                raise TypeError(f"scan_func must return (new_state, output), got {type(result).__name__}")
+            template, pairs = flatten(result[1])
+            if out.specs is None:
+                out.specs = {n: (_dtype_of(a), np.ndim(a)) for n, a in pairs}
+            out.template = template
+            return result[0], pairs
+
+        step.__name__ = getattr(scan_func, "__name__", "scan_fn")
+        return Dataset(self._plan.scan(init, step), out)
+
+    def group_by_window(
+        self,
+        key_func: Callable[..., Any],
+        reduce_func: Callable[[Any, Dataset], Dataset],
+        window_size: int | None = None,
+        window_size_func: Callable[[Any], Any] | None = None,
+    ) -> Dataset:
+        """tf.data's ``group_by_window``: elements gather into windows by ``key_func``'s int64
+        key; when a key's window holds ``window_size`` (or ``window_size_func(key)``)
+        elements, ``reduce_func(key, window)`` (the window a Dataset of its elements) makes a
+        dataset whose elements are handed out. When the input ends, the windows left are
+        reduced in ascending key order, as tf.data does. The functions run in Python on the
+        pipeline's thread. Resuming runs the pass again from its start through the functions
+        up to the saved position."""
+        if (window_size is None) == (window_size_func is None):
+            raise InvalidArgumentError("group_by_window: give window_size or window_size_func (one of them)")
+        for name, f in (("key_func", key_func), ("reduce_func", reduce_func)):
+            if not callable(f):
+                raise InvalidArgumentError(f"group_by_window: {name} must be callable, got {type(f).__name__}")
+        if window_size is not None:
+            fixed = _whole("group_by_window: window_size", window_size, 1)
+
+            def size(key: int) -> int:
+                return fixed
+        else:
+            assert window_size_func is not None
+
+            def size(key: int) -> int:
+                return _whole("group_by_window: window_size_func's result", int(window_size_func(np.int64(key))), 1)
+
+        structure = self._structure
+        opened = _Opened()
+        out = Dynamic(opened.template, opened.specs)
+
+        def key(flat: dict[str, Any]) -> int:
+            args = pack_element(structure, list(flat), list(flat.values()))
+            k = key_func(*args) if isinstance(args, tuple) else key_func(args)
+            if np.ndim(k) != 0 or not np.issubdtype(np.asarray(k).dtype, np.integer):
+                raise TypeError(f"group_by_window: key_func must return an integer scalar, got {k!r}")
+            return int(k)
+
+        def reduce(k: int, window: Any) -> Any:
+            ds = reduce_func(np.int64(k), Dataset(window, structure))
+            if not isinstance(ds, Dataset):
+                raise TypeError(f"group_by_window: reduce_func must return a stoker.Dataset, got {type(ds).__name__}")
+            opened.add(ds)
+            return ds._plan
+
+        reduce.__name__ = getattr(reduce_func, "__name__", "reduce_fn")
+        return Dataset(self._plan.group_by_window(key, size, reduce), out)
+
+    def bucket_by_sequence_length(
+        self,
+        element_length_func: Callable[..., Any],
+        bucket_boundaries: Sequence[int],
+        bucket_batch_sizes: Sequence[int],
+        padded_shapes: Any = None,
+        padding_values: Any = None,
+        pad_to_bucket_boundary: bool = False,
+        no_padding: bool = False,
+        drop_remainder: bool = False,
+    ) -> Dataset:
+        """tf.data's ``bucket_by_sequence_length``: each element goes to the bucket whose
+        ``[boundary[i-1], boundary[i])`` holds ``element_length_func(element)``, and each
+        bucket is padded and batched by ``bucket_batch_sizes[i]`` (``padded_batch``, or
+        ``batch`` with ``no_padding``), as tf.data builds it on ``group_by_window``. With
+        ``pad_to_bucket_boundary`` the unknown dimensions pad to the bucket's boundary minus
+        one (an element at or past the last boundary is then an error)."""
+        bounds = [_whole(f"bucket_by_sequence_length: bucket_boundaries[{i}]", b, 0)
+                  for i, b in enumerate(bucket_boundaries)]
+        sizes = [_whole(f"bucket_by_sequence_length: bucket_batch_sizes[{i}]", b, 1)
+                 for i, b in enumerate(bucket_batch_sizes)]
+        if len(sizes) != len(bounds) + 1:
+            raise InvalidArgumentError(
+                f"bucket_by_sequence_length: {len(sizes)} bucket_batch_sizes for {len(bounds)} boundaries "
+                f"(need one more than the boundaries)"
+            )
+        if any(b >= c for b, c in zip(bounds, bounds[1:])):
+            raise InvalidArgumentError(f"bucket_by_sequence_length: bucket_boundaries must increase, got {bounds}")
+        lows = [-(2**31)] + bounds
+        highs = bounds + [2**31 - 1]
+
+        def bucket(*args: Any) -> int:
+            n = int(element_length_func(*args))
+            for i, (lo, hi) in enumerate(zip(lows, highs)):
+                if lo <= n < hi:
+                    return i
+            raise InvalidArgumentError(f"bucket_by_sequence_length: element length {n} is in no bucket")
+
+        def batching(bucket_id: Any, window: Dataset) -> Dataset:
+            i = int(bucket_id)
+            if no_padding:
+                return window.batch(sizes[i], drop_remainder=drop_remainder)
+            filler = None
+            if pad_to_bucket_boundary:
+                if i >= len(bounds):
+                    raise InvalidArgumentError(
+                        "bucket_by_sequence_length: with pad_to_bucket_boundary=True, elements must be "
+                        "shorter than max(bucket_boundaries)"
+                    )
+                filler = bounds[i] - 1
+            shapes = padded_shapes if padded_shapes is not None else _unknown_dims(window)
+            if filler is not None:
+                shapes = _fill_dims(shapes, filler)
+            return window.padded_batch(sizes[i], shapes, padding_values, drop_remainder=drop_remainder)
+
+        return self.group_by_window(bucket, batching, window_size_func=lambda b: sizes[int(b)])
 
     def rebatch(self, batch_size: int, drop_remainder: bool = False) -> Dataset:
         """The same rows in batches of ``batch_size`` (tf.data's ``rebatch`` with one size:
@@ -807,6 +942,60 @@ class DatasetIterator(Iterator[Any]):
     def close(self) -> None:
         """Stops the pipeline's threads now (the position stays readable by ``state()``)."""
         self._it.close()
+
+
+class _Opened:
+    """The datasets a function made (interleave's, group_by_window's), for the structure of
+    their elements: that of the first one whose structure is known. A pipeline opens ahead
+    of what it hands out, so the newest may not have run its own Python function yet."""
+
+    def __init__(self) -> None:
+        self._waiting: list[Dataset] = []
+        self._found: Dataset | None = None
+
+    def add(self, ds: Dataset) -> None:
+        if self._found is None:
+            self._waiting.append(ds)
+
+    def _first_known(self) -> Dataset | None:
+        if self._found is None:
+            for ds in list(self._waiting):
+                if _known_or_none(ds) is not None:
+                    self._found, self._waiting = ds, []
+                    break
+        return self._found
+
+    def template(self) -> Template | None:
+        ds = self._first_known()
+        return _known_or_none(ds) if ds is not None else None
+
+    def specs(self) -> dict[str, tuple[str, int]] | None:
+        ds = self._first_known()
+        if ds is not None:
+            return _specs_or_none(ds)
+        return next((x for x in map(_specs_or_none, list(self._waiting)) if x is not None), None)
+
+
+def _unknown_dims(ds: Dataset) -> Any:
+    """The padded shapes of ``ds``'s elements as its spec has them (``None`` where unknown),
+    in its structure."""
+    def walk(spec: Any) -> Any:
+        if isinstance(spec, TensorSpec):
+            return [None] * len(spec.shape)
+        if isinstance(spec, dict):
+            return {k: walk(v) for k, v in spec.items()}
+        return tuple(walk(v) for v in spec)
+
+    return walk(ds.element_spec)
+
+
+def _fill_dims(shapes: Any, filler: int) -> Any:
+    """``shapes`` with each ``None`` dimension set to ``filler``."""
+    if isinstance(shapes, dict):
+        return {k: _fill_dims(v, filler) for k, v in shapes.items()}
+    if isinstance(shapes, tuple):
+        return tuple(_fill_dims(v, filler) for v in shapes)
+    return [filler if d is None else d for d in shapes]
 
 
 def _datasets(op: str, datasets: Any) -> list[Dataset]:

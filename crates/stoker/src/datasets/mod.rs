@@ -50,6 +50,7 @@ pub mod batch;
 pub mod cache;
 pub mod choose_from_datasets;
 pub mod concatenate;
+pub mod elements;
 pub mod enumerate;
 pub mod filter;
 pub mod fixed_length_record;
@@ -57,6 +58,7 @@ pub mod from_generator;
 pub mod from_npz;
 pub mod from_tensor_slices;
 pub mod global_shuffle;
+pub mod group_by_window;
 pub mod interleave;
 pub mod list_files;
 pub mod map;
@@ -66,6 +68,7 @@ pub mod prefetch;
 pub mod range;
 pub mod repeat;
 pub mod sample_from_datasets;
+pub mod scan;
 pub mod shard;
 pub mod shuffle;
 pub mod skip;
@@ -389,6 +392,9 @@ steps! {
     Batch(batch::Batch),
     PaddedBatch(padded_batch::PaddedBatch),
     Unbatch(unbatch::Unbatch),
+    Scan(scan::Scan),
+    GroupByWindow(group_by_window::GroupByWindow),
+    Elements(elements::Elements),
     Window(window::Window),
     Interleave(interleave::Interleave),
     Filter(filter::Filter),
