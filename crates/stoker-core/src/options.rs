@@ -24,6 +24,10 @@ pub struct PipelineOptions {
     /// Worker threads the pipeline may keep busy (its CPU budget); default: all cores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
+    /// Whether parallel maps keep their input's order where they do not say (tf.data's
+    /// `Options.deterministic`); default yes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deterministic: Option<bool>,
     /// The planner's rewrites switched on or off by name (all are on by default).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub optimizations: BTreeMap<String, bool>,

@@ -295,7 +295,7 @@ impl PyPlan {
         py: Python<'_>,
         ops: Vec<Bound<'_, PyAny>>,
         num_parallel_calls: Option<i64>,
-        deterministic: bool,
+        deterministic: Option<bool>,
     ) -> PyResult<PyPlan> {
         let ops = ops
             .iter()
@@ -557,13 +557,14 @@ impl PyPlan {
         )
     }
 
-    #[pyo3(signature = (on_bad_record=None, threads=None, optimizations=None))]
+    #[pyo3(signature = (on_bad_record=None, threads=None, optimizations=None, deterministic=None))]
     fn with_options(
         &self,
         py: Python<'_>,
         on_bad_record: Option<&str>,
         threads: Option<usize>,
         optimizations: Option<std::collections::BTreeMap<String, bool>>,
+        deterministic: Option<bool>,
     ) -> PyResult<PyPlan> {
         let on_bad_record = match on_bad_record {
             None | Some("raise") => ErrorPolicy::Raise,
@@ -584,6 +585,7 @@ impl PyPlan {
                 options: PipelineOptions {
                     on_bad_record,
                     threads,
+                    deterministic,
                     optimizations: optimizations.unwrap_or_default(),
                 },
             },

@@ -90,7 +90,7 @@ impl Plan {
         &self,
         ops: Vec<Arc<dyn Op>>,
         num_parallel_calls: Option<i64>,
-        deterministic: bool,
+        deterministic: Option<bool>,
     ) -> Result<Plan> {
         Plan::new(Map {
             input: self.clone(),
@@ -181,6 +181,9 @@ impl Plan {
             }
             if o.threads.is_some() {
                 out.threads = o.threads;
+            }
+            if o.deterministic.is_some() {
+                out.deterministic = o.deterministic;
             }
             out.optimizations.extend(o.optimizations);
         }

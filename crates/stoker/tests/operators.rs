@@ -172,14 +172,14 @@ fn interleave_over_files_keeps_tf_order() {
             let parse = stoker_ops::OpSpec::from_json(&serde_json::json!({
             "op": "parse_example", "features": [{"name": "s", "kind": "fixed", "dtype": "int64"}]
         })).unwrap().build().unwrap();
-            let mapped = plan.map(vec![parse], None, true).unwrap();
+            let mapped = plan.map(vec![parse], None, Some(true)).unwrap();
             let sel = stoker_ops::OpSpec::from_json(
                 &serde_json::json!({"op": "select", "fields": ["s"]}),
             )
             .unwrap()
             .build()
             .unwrap();
-            collect(&mapped.map(vec![sel], None, true).unwrap()).unwrap()
+            collect(&mapped.map(vec![sel], None, Some(true)).unwrap()).unwrap()
         };
     // Sequential reading: file after file.
     let seq = Plan::tfrecord(files.clone(), Compression::None, true, 1).unwrap();
@@ -265,7 +265,7 @@ fn disk_cache_is_written_once_complete_and_read_back() {
         input: range(3)
             .batch(2, false)
             .unwrap()
-            .map(vec![], None, true)
+            .map(vec![], None, Some(true))
             .unwrap(),
         filename: Some(path.clone()),
     })
@@ -310,9 +310,9 @@ fn planner_moves_elementwise_maps_after_batch_with_the_same_result() {
     };
     let per_element = Plan::tfrecord(files.clone(), Compression::None, true, 1)
         .unwrap()
-        .map(vec![parse()], None, true)
+        .map(vec![parse()], None, Some(true))
         .unwrap()
-        .map(vec![decode()], None, true)
+        .map(vec![decode()], None, Some(true))
         .unwrap()
         .batch(4, false)
         .unwrap();
@@ -346,7 +346,7 @@ fn build_time_errors_name_the_step() {
     .build()
     .unwrap();
     let err = range(3)
-        .map(vec![decode], None, true)
+        .map(vec![decode], None, Some(true))
         .err()
         .unwrap()
         .to_string();
@@ -360,7 +360,7 @@ fn build_time_errors_name_the_step() {
             .build()
             .unwrap();
     let err = range(3)
-        .map(vec![unpack], None, true)
+        .map(vec![unpack], None, Some(true))
         .err()
         .unwrap()
         .to_string();
@@ -392,7 +392,7 @@ fn spec_round_trip_gives_the_same_elements() {
     .unwrap()
     .batch(4, true)
     .unwrap()
-    .map(vec![parse], Some(2), true)
+    .map(vec![parse], Some(2), Some(true))
     .unwrap()
     .prefetch(2)
     .unwrap();
@@ -402,7 +402,7 @@ fn spec_round_trip_gives_the_same_elements() {
                 .unwrap()
                 .build()
                 .unwrap();
-        collect(&p.map(vec![s], None, true).unwrap()).unwrap()
+        collect(&p.map(vec![s], None, Some(true)).unwrap()).unwrap()
     };
     // The first epoch of the original (a second run of the same plan would be a new epoch).
     let want = sel(&plan);

@@ -27,7 +27,7 @@ fn run_all(plan: &Plan) -> stoker_core::Result<Vec<i64>> {
             .build()
             .unwrap()],
         None,
-        true,
+        Some(true),
     )?)
 }
 
@@ -48,7 +48,7 @@ fn bad_crc_names_file_record_and_offset_or_is_skipped() {
 
     let plan = Plan::tfrecord(vec![path.clone()], Compression::None, true, 1)
         .unwrap()
-        .map(vec![parse_s()], None, true)
+        .map(vec![parse_s()], None, Some(true))
         .unwrap();
     match run_all(&plan) {
         Err(Error::CorruptRecord {
@@ -70,8 +70,7 @@ fn bad_crc_names_file_record_and_offset_or_is_skipped() {
         input: plan.clone(),
         options: PipelineOptions {
             on_bad_record: ErrorPolicy::Skip,
-            threads: None,
-            optimizations: Default::default(),
+            ..Default::default()
         },
     })
     .unwrap();
@@ -93,7 +92,7 @@ fn truncated_file_and_bad_length() {
     std::fs::write(&path, &bytes[..bytes.len() - 7]).unwrap();
     let plan = Plan::tfrecord(vec![path.clone()], Compression::None, true, 1)
         .unwrap()
-        .map(vec![parse_s()], None, true)
+        .map(vec![parse_s()], None, Some(true))
         .unwrap();
     match run_all(&plan) {
         Err(Error::CorruptRecord { record, reason, .. }) => {
@@ -144,7 +143,7 @@ fn bad_protobuf_and_wrong_feature_type_are_located() {
 
     let plan = Plan::tfrecord(vec![path.clone()], Compression::None, true, 1)
         .unwrap()
-        .map(vec![parse_s()], None, true)
+        .map(vec![parse_s()], None, Some(true))
         .unwrap();
     match run_all(&plan) {
         Err(Error::InvalidRecord(p)) => {
@@ -167,7 +166,7 @@ fn bad_protobuf_and_wrong_feature_type_are_located() {
         .unwrap()
         .batch(3, false)
         .unwrap()
-        .map(vec![parse_s()], Some(2), true)
+        .map(vec![parse_s()], Some(2), Some(true))
         .unwrap();
     match run_all(&batched) {
         Err(Error::InvalidRecord(p)) => {
@@ -186,7 +185,7 @@ fn bad_protobuf_and_wrong_feature_type_are_located() {
         count: 2,
     })
     .unwrap()
-    .map(vec![parse_s()], None, true)
+    .map(vec![parse_s()], None, Some(true))
     .unwrap();
     let err = run_all(&skip_bad).unwrap_err().to_string();
     assert!(
@@ -198,8 +197,7 @@ fn bad_protobuf_and_wrong_feature_type_are_located() {
         input: plan,
         options: PipelineOptions {
             on_bad_record: ErrorPolicy::Skip,
-            threads: None,
-            optimizations: Default::default(),
+            ..Default::default()
         },
     })
     .unwrap();
@@ -257,7 +255,7 @@ fn early_stop_mid_epoch_does_not_hang() {
                 .unwrap()
                 .batch(16, false)
                 .unwrap()
-                .map(vec![parse_s()], Some(2), true)
+                .map(vec![parse_s()], Some(2), Some(true))
                 .unwrap()
                 .prefetch(4)
                 .unwrap();

@@ -299,9 +299,10 @@ class Dataset:
         A Python function receives NumPy arrays (a tuple element is passed as separate
         arguments, as in tf.data) and returns arrays; it runs on worker threads and holds the
         GIL only while it runs. ``num_parallel_calls`` (an int or ``AUTOTUNE``) runs it on
-        several threads; results stay in order unless ``deterministic=False``.
+        several threads; results stay in order unless ``deterministic=False`` (``None``: the
+        pipeline's option, see :class:`Options`, else in order).
         """
-        det = True if deterministic is None else bool(deterministic)
+        det = None if deterministic is None else bool(deterministic)
         npc = _parallel_calls("map", num_parallel_calls)
         if isinstance(map_func, NativeOp) or (
             isinstance(map_func, (list, tuple)) and all(isinstance(o, NativeOp) for o in map_func)
@@ -666,11 +667,15 @@ class Dataset:
 
     def with_options(
         self,
+        options: Options | None = None,
+        *,
         on_bad_record: str | None = None,
         threads: int | None = None,
         optimizations: dict[str, bool] | None = None,
+        deterministic: bool | None = None,
     ) -> Dataset:
-        """Pipeline-wide options.
+        """Pipeline-wide options, as keywords or as a tf.data-style :class:`Options`
+        (``ds.with_options(options)``); the outermost setting wins.
 
         ``on_bad_record``: ``"raise"`` (default) stops with an error naming the file, record and
         offset; ``"skip"`` skips the bad record, counts it in ``stats()`` and goes on (what
@@ -680,11 +685,25 @@ class Dataset:
         ``{"map_after_batch": False}`` (all are on by default; ``explain()`` names those that
         changed the plan): ``fuse_decode_crop``, ``fuse_pixels``, ``fuse_maps``,
         ``map_after_batch``, ``map_and_batch``. The elements are the same either way.
+        ``deterministic``: whether parallel maps that do not say keep their input's order
+        (default yes).
         """
+        if options is not None:
+            if not isinstance(options, Options):
+                raise InvalidArgumentError(
+                    f"with_options: options must be a stoker.Options, got {type(options).__name__}"
+                )
+            o = options._as_keywords()
+            on_bad_record = on_bad_record if on_bad_record is not None else o.get("on_bad_record")
+            threads = threads if threads is not None else o.get("threads")
+            deterministic = deterministic if deterministic is not None else o.get("deterministic")
+            if o.get("optimizations"):
+                optimizations = {**o["optimizations"], **(optimizations or {})}
         if threads is not None:
             threads = _whole("with_options: threads", threads, 1)
         opts = None if optimizations is None else {str(k): bool(v) for k, v in optimizations.items()}
-        return Dataset(self._plan.with_options(on_bad_record, threads, opts), self._structure)
+        det = None if deterministic is None else bool(deterministic)
+        return Dataset(self._plan.with_options(on_bad_record, threads, opts, det), self._structure)
 
     def ignore_errors(self) -> Dataset:
         """Skips bad records (``with_options(on_bad_record="skip")``); they are counted in
@@ -942,6 +961,101 @@ class DatasetIterator(Iterator[Any]):
     def close(self) -> None:
         """Stops the pipeline's threads now (the position stays readable by ``state()``)."""
         self._it.close()
+
+
+class _Settings:
+    """A group of tf.data options: only the names it has can be set."""
+
+    _names: tuple[str, ...] = ()
+
+    def __init__(self) -> None:
+        for n in self._names:
+            object.__setattr__(self, n, None)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in self._names:
+            raise AttributeError(
+                f"{type(self).__name__} has no option '{name}' (it has: {', '.join(self._names)})"
+            )
+        object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        set_ = {n: getattr(self, n) for n in self._names if getattr(self, n) is not None}
+        return f"{type(self).__name__}({set_})"
+
+
+class ThreadingOptions(_Settings):
+    """``private_threadpool_size``: the pipeline's worker threads (its CPU budget; 0 or None:
+    all cores). ``max_intra_op_parallelism``: accepted; stoker's ops run one element on one
+    thread (tf.data's setting 1)."""
+
+    _names = ("private_threadpool_size", "max_intra_op_parallelism")
+    private_threadpool_size: int | None
+    max_intra_op_parallelism: int | None
+
+
+class OptimizationOptions(_Settings):
+    """tf.data's names for stoker's planner rewrites: ``map_and_batch_fusion``
+    (``map_and_batch``), ``map_fusion`` (``fuse_maps``); ``apply_default_optimizations=False``
+    switches every rewrite off. Others are accepted and have no effect."""
+
+    _names = (
+        "apply_default_optimizations",
+        "map_and_batch_fusion",
+        "map_fusion",
+        "map_parallelization",
+        "noop_elimination",
+        "parallel_batch",
+        "shuffle_and_repeat_fusion",
+        "filter_parallelization",
+        "inject_prefetch",
+    )
+    apply_default_optimizations: bool | None
+    map_and_batch_fusion: bool | None
+    map_fusion: bool | None
+
+
+_PASSES = ("fuse_decode_crop", "fuse_pixels", "fuse_maps", "map_after_batch", "map_and_batch")
+
+
+class Options(_Settings):
+    """tf.data's ``Options``, where they apply: ``deterministic`` (parallel maps that do not
+    say keep their order unless ``False``), ``threading`` (:class:`ThreadingOptions`),
+    ``experimental_optimization`` (:class:`OptimizationOptions`), and stoker's
+    ``on_bad_record`` (``"raise"``/``"skip"``). Setting a name it does not have is an
+    ``AttributeError``, as in tf.data. Use with ``ds.with_options(options)``."""
+
+    _names = ("deterministic", "threading", "experimental_optimization", "on_bad_record")
+    deterministic: bool | None
+    threading: ThreadingOptions
+    experimental_optimization: OptimizationOptions
+    on_bad_record: str | None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threading = ThreadingOptions()
+        self.experimental_optimization = OptimizationOptions()
+
+    def _as_keywords(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.deterministic is not None:
+            out["deterministic"] = bool(self.deterministic)
+        if self.on_bad_record is not None:
+            out["on_bad_record"] = self.on_bad_record
+        size = self.threading.private_threadpool_size
+        if size:
+            out["threads"] = size
+        opt = self.experimental_optimization
+        passes: dict[str, bool] = {}
+        if opt.apply_default_optimizations is False:
+            passes = {p: False for p in _PASSES}
+        for name, pass_ in (("map_and_batch_fusion", "map_and_batch"), ("map_fusion", "fuse_maps")):
+            value = getattr(opt, name)
+            if value is not None:
+                passes[pass_] = bool(value)
+        if passes:
+            out["optimizations"] = passes
+        return out
 
 
 class _Opened:

@@ -26,7 +26,9 @@ pub struct Map {
     pub input: Plan,
     pub ops: Vec<Arc<dyn Op>>,
     pub num_parallel_calls: Option<i64>,
-    pub deterministic: bool,
+    /// Whether a parallel map keeps the input's order; `None`: the pipeline's option
+    /// (`with_options(deterministic=...)`), else yes.
+    pub deterministic: Option<bool>,
 }
 
 impl std::fmt::Debug for Map {
@@ -42,12 +44,17 @@ pub struct Spec {
     ops: Vec<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     num_parallel_calls: Option<i64>,
-    #[serde(default = "yes")]
-    deterministic: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    deterministic: Option<bool>,
 }
 
-fn yes() -> bool {
-    true
+impl Map {
+    /// Whether a parallel run keeps the input's order: its own setting, else the pipeline's.
+    pub fn keeps_order(&self, ctx: &BuildCtx) -> bool {
+        self.deterministic
+            .or(ctx.options.deterministic)
+            .unwrap_or(true)
+    }
 }
 
 impl DatasetOp for Map {
@@ -128,7 +135,7 @@ impl DatasetOp for Map {
         let chain: OpChain = Arc::from(self.ops.clone());
         let workers = ctx.threads_for(self.num_parallel_calls);
         let map: BoxIter = if self.num_parallel_calls.is_some() && workers > 1 {
-            let mut config = parallel_config(epoch, workers, self.deterministic, policy);
+            let mut config = parallel_config(epoch, workers, self.keeps_order(ctx), policy);
             config.first_index = first_index;
             Box::new(ParallelMap::spawn(inner, chain, config, stats)?)
         } else {
@@ -230,7 +237,7 @@ pub(crate) fn map_and_batch(
     // The state of a batch over this map, as the fused stage reports it too.
     let map_at = input_at(at, "batch", 0)?;
     let inner = iterate_at(&map.input, ctx, input_at(map_at, Map::KIND, 0)?)?;
-    let mut config = parallel_config(ctx.epoch, workers, map.deterministic, policy);
+    let mut config = parallel_config(ctx.epoch, workers, map.keeps_order(ctx), policy);
     config.first_index = map_at
         .map(|s| s.int(Map::KIND, 0))
         .transpose()?

@@ -41,6 +41,9 @@ impl DatasetOp for WithOptions {
         if let Some(t) = o.threads {
             parts.push(format!("threads={t}"));
         }
+        if let Some(d) = o.deterministic {
+            parts.push(format!("deterministic={d}"));
+        }
         for (pass, on) in &o.optimizations {
             parts.push(format!("{pass}={}", if *on { "on" } else { "off" }));
         }
