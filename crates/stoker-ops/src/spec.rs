@@ -21,6 +21,7 @@ use crate::record::decode_csv::DecodeCsv;
 use crate::record::decode_raw::DecodeRaw;
 use crate::record::parse_example::ParseExample;
 use crate::record::read_file::ReadFile;
+use crate::tensor::bit_planes::BitPlanes;
 use crate::tensor::cast::Cast;
 use crate::tensor::compute::Compute;
 use crate::tensor::gather_channels::GatherChannels;
@@ -52,6 +53,7 @@ pub enum OpSpec {
     DecodeImage(DecodeImage),
     UnpackBits(UnpackBits),
     GatherChannels(GatherChannels),
+    BitPlanes(BitPlanes),
     Cast(Cast),
     Compute(Compute),
     Rescale(Rescale),
@@ -97,6 +99,7 @@ impl OpSpec {
             OpSpec::DecodeImage(o) => Arc::new(o),
             OpSpec::UnpackBits(o) => Arc::new(o),
             OpSpec::GatherChannels(o) => Arc::new(o),
+            OpSpec::BitPlanes(o) => Arc::new(o),
             OpSpec::Cast(o) => Arc::new(o),
             OpSpec::Compute(o) => Arc::new(o),
             OpSpec::Rescale(o) => Arc::new(o),
@@ -188,6 +191,8 @@ mod tests {
             json!({"op": "gather_channels", "field": "planes", "indices": [2, 0]}),
             json!({"op": "gather_channels", "field": "planes", "indices": [1, 1],
                    "signs": [1, -1], "dtype": "int8", "output": "board"}),
+            json!({"op": "bit_planes", "field": "d", "start": 0, "shape": [8, 8, 24],
+                   "indices": [0, 4], "signs": [1, -1], "dtype": "float32", "output": "board"}),
             json!({"op": "cast", "field": "x", "dtype": "float16"}),
             json!({"op": "cast", "field": "x", "dtype": "int32", "output": "y"}),
             json!({"op": "compute", "output": "y", "dtype": "float32", "expr":
@@ -233,6 +238,7 @@ mod tests {
             OpSpec::DecodeImage(o) => o,
             OpSpec::UnpackBits(o) => o,
             OpSpec::GatherChannels(o) => o,
+            OpSpec::BitPlanes(o) => o,
             OpSpec::Cast(o) => o,
             OpSpec::Compute(o) => o,
             OpSpec::Rescale(o) => o,
@@ -259,7 +265,7 @@ mod tests {
             assert_eq!(OpSpec::of(&built), Some(spec));
         }
         // One per variant: a new variant fails `op` above until it is listed in `examples`.
-        assert_eq!(variants.len(), 25);
+        assert_eq!(variants.len(), 26);
     }
 
     /// The fusions recognise an op (`Known::of`) exactly when the registry reads its spec as

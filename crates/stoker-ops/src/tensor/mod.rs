@@ -1,5 +1,6 @@
 //! Tensor ops: dtype, shape, field and value changes of any tensor.
 
+pub mod bit_planes;
 pub mod cast;
 pub mod compute;
 pub mod gather_channels;

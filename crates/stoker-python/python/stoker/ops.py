@@ -236,6 +236,36 @@ def gather_channels(
     return _out(spec, output)
 
 
+def bit_planes(
+    field: str,
+    start: int,
+    shape: Sequence[int],
+    indices: Sequence[int] | None = None,
+    signs: Sequence[int] | None = None,
+    dtype: Any = "float32",
+    output: str | None = None,
+) -> NativeOp:
+    """Bits ``start .. start + prod(shape)`` of each row of uint8 bytes (most significant bit
+    first), as ``shape`` (channels last), the channels gathered by ``indices`` and negated by
+    ``signs``, as ``dtype``, in one pass from the packed bytes: what ``unpack_bits → slice →
+    unflatten → gather_channels`` give, without their intermediate tensors."""
+    dims = [whole(f"bit_planes: shape[{i}]", d, 1) for i, d in enumerate(shape)]
+    if not dims:
+        raise InvalidArgumentError("bit_planes: shape must have at least one axis")
+    spec: dict[str, Any] = {
+        "op": "bit_planes",
+        "field": field,
+        "start": whole("bit_planes: start", start, 0),
+        "shape": dims,
+        "dtype": dtype_name(dtype),
+    }
+    if indices is not None:
+        spec["indices"] = [whole(f"bit_planes: indices[{i}]", v, 0) for i, v in enumerate(indices)]
+    if signs is not None:
+        spec["signs"] = [int(v) for v in signs]
+    return _out(spec, output)
+
+
 def signed_channels(order: Sequence[int]) -> tuple[list[int], list[int]]:
     """Splits a channel order where ``-c`` means "channel c, negated" into indices and signs."""
     return [abs(int(c)) for c in order], [-1 if int(c) < 0 else 1 for c in order]
@@ -514,6 +544,7 @@ __all__ = [
     "convert_image_dtype",
     "unpack_bits",
     "gather_channels",
+    "bit_planes",
     "signed_channels",
     "cast",
     "compute",

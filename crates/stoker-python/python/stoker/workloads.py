@@ -22,19 +22,16 @@ SCORE_A, SCORE_K, SCORE_B = 0.75, 600.0, 30.0
 
 
 def chess_ops() -> list[ops.NativeOp]:
-    """W1's parsing and unpacking, all native: parse → decode_raw → unpack_bits → board
-    (8, 8, 24) with signed channels, flags (10,), is_mate, s."""
+    """W1's parsing and unpacking, all native: parse → decode_raw → board (8, 8, 24) with
+    signed channels, flags (10,), is_mate (1,), each straight from the packed bytes
+    (``bit_planes``: what unpack_bits → slice → unflatten → gather_channels give), and s."""
     indices, signs = ops.signed_channels(CHESS_CHANNELS)
     return [
         ops.parse_example({"d": FixedLenFeature([], string), "s": FixedLenFeature([], int64)}),
         ops.decode_raw("d", uint8),
-        ops.unpack_bits("d", output="bits"),
-        ops.slice("bits", 0, 1536, output="board"),
-        ops.unflatten("board", (8, 8, 24)),
-        ops.gather_channels("board", indices, signs, dtype=float32),
-        ops.slice("bits", 1536, 1546, output="flags"),
-        ops.cast("flags", float32),
-        ops.slice("bits", 1546, 1547, output="is_mate"),
+        ops.bit_planes("d", 0, (8, 8, 24), indices, signs, dtype=float32, output="board"),
+        ops.bit_planes("d", 1536, (10,), dtype=float32, output="flags"),
+        ops.bit_planes("d", 1546, (1,), dtype=float32, output="is_mate"),
         ops.select(["board", "flags", "is_mate", "s"]),
     ]
 
