@@ -205,7 +205,7 @@ impl DecodeCsv {
     ) -> std::result::Result<(), String> {
         self.split(reader, line, out, ends);
         let have = ends.len();
-        let columns: Vec<usize> = match &self.select_cols {
+        match &self.select_cols {
             Some(cols) => {
                 let need = cols.last().map_or(0, |c| c + 1);
                 if have < need {
@@ -213,7 +213,6 @@ impl DecodeCsv {
                         "expected at least {need} fields, the record has {have}"
                     ));
                 }
-                cols.clone()
             }
             None => {
                 if have != self.columns.len() {
@@ -222,27 +221,28 @@ impl DecodeCsv {
                         self.columns.len()
                     ));
                 }
-                (0..have).collect()
             }
-        };
-        for (col, column) in columns.into_iter().zip(&self.columns) {
+        }
+        for (k, column) in self.columns.iter().enumerate() {
+            let col = self.select_cols.as_ref().map_or(k, |cols| cols[k]);
             let start = if col == 0 { 0 } else { ends[col - 1] };
             let raw = &out[start..ends[col]];
             let at = || format!("column {} ('{}')", col + 1, column.name);
-            let text: Vec<u8> = if raw.is_empty() || raw == self.na_value.as_bytes() {
-                match &column.default {
-                    None => {
-                        return Err(format!(
-                            "{}: the field is empty and the column has no default",
-                            at()
-                        ))
+            let text: std::borrow::Cow<'_, [u8]> =
+                if raw.is_empty() || raw == self.na_value.as_bytes() {
+                    match &column.default {
+                        None => {
+                            return Err(format!(
+                                "{}: the field is empty and the column has no default",
+                                at()
+                            ))
+                        }
+                        Some(serde_json::Value::String(s)) => s.as_bytes().into(),
+                        Some(other) => other.to_string().into_bytes().into(),
                     }
-                    Some(serde_json::Value::String(s)) => s.as_bytes().to_vec(),
-                    Some(other) => other.to_string().into_bytes(),
-                }
-            } else {
-                raw.to_vec()
-            };
+                } else {
+                    raw.into()
+                };
             let number = std::str::from_utf8(&text)
                 .map(str::trim_ascii)
                 .unwrap_or("");
@@ -258,7 +258,7 @@ impl DecodeCsv {
                 DType::I64 => Parsed::I64(number.parse().map_err(|_| invalid("int64"))?),
                 DType::F32 => Parsed::F32(number.parse().map_err(|_| invalid("float32"))?),
                 DType::F64 => Parsed::F64(number.parse().map_err(|_| invalid("float64"))?),
-                _ => Parsed::Str(Bytes::from(text)),
+                _ => Parsed::Str(Bytes::copy_from_slice(&text)),
             });
         }
         Ok(())

@@ -18,6 +18,7 @@ use stoker_core::{DType, Error, Result};
 use crate::kernels::fields::{build, input_spec, out_name, put, with_field};
 use crate::kernels::numeric::{from_f64, is_numeric};
 use crate::kernels::spec_json::spec_json;
+use crate::tensor::gather_channels::check_signs;
 
 const OP: &str = "bit_planes";
 
@@ -79,16 +80,7 @@ impl BitPlanes {
                 self.shape
             ));
         }
-        if !self.signs.is_empty() && self.signs.len() != self.indices.len() {
-            return bad(format!(
-                "{} signs for {} indices",
-                self.signs.len(),
-                self.indices.len()
-            ));
-        }
-        if self.signs.iter().any(|&s| s != 1 && s != -1) {
-            return bad("signs must be +1 or -1".into());
-        }
+        check_signs(OP, &self.signs, self.indices.len())?;
         if let Some(&i) = self.indices.iter().find(|&&i| i >= self.channels()) {
             return bad(format!(
                 "index {i} is out of range for {} channels",

@@ -30,21 +30,23 @@ fn f32_dtype() -> DType {
     DType::F32
 }
 
+/// `signs` checked for an op gathering `indices` channels: none (all +1), or +1 / -1 for each.
+pub(crate) fn check_signs(op: &str, signs: &[i8], indices: usize) -> Result<()> {
+    if !signs.is_empty() && signs.len() != indices {
+        return Err(Error::schema(
+            op,
+            format!("{} signs for {indices} indices", signs.len()),
+        ));
+    }
+    if signs.iter().any(|&s| s != 1 && s != -1) {
+        return Err(Error::schema(op, "signs must be +1 or -1"));
+    }
+    Ok(())
+}
+
 impl GatherChannels {
     fn check(&self) -> Result<()> {
-        if !self.signs.is_empty() && self.signs.len() != self.indices.len() {
-            return Err(Error::schema(
-                OP,
-                format!(
-                    "{} signs for {} indices",
-                    self.signs.len(),
-                    self.indices.len()
-                ),
-            ));
-        }
-        if self.signs.iter().any(|&s| s != 1 && s != -1) {
-            return Err(Error::schema(OP, "signs must be +1 or -1"));
-        }
+        check_signs(OP, &self.signs, self.indices.len())?;
         if !is_numeric(self.dtype) {
             return Err(Error::schema(OP, "the output dtype must be numeric"));
         }

@@ -14,7 +14,7 @@ use stoker_core::exec::{BoxIter, ElementIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{Error, Result, StageStats};
 
-use super::{not_loadable, Cardinality, DatasetOp, NoSpec};
+use super::{not_loadable, pass_over, Cardinality, DatasetOp, NoSpec};
 use crate::build::BuildCtx;
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
@@ -66,17 +66,13 @@ impl DatasetOp for FromGenerator {
     ) -> Result<BoxIter> {
         let skip = at.map(|s| s.int(Self::KIND, 0)).transpose()?.unwrap_or(0);
         let mut inner = self.generator.start(&stats)?;
-        for i in 0..skip {
-            if inner.next()?.is_none() {
-                return Err(Error::invalid(
-                    Self::KIND,
-                    format!(
-                        "restoring a state {skip} elements in, the generator ended after {i}: \
-                         a generator must yield the same elements each time it is started"
-                    ),
-                ));
-            }
-        }
+        pass_over(
+            inner.as_mut(),
+            skip,
+            Self::KIND,
+            "the generator",
+            ": a generator must yield the same elements each time it is started",
+        )?;
         let it = Counted {
             inner,
             handed_out: skip,

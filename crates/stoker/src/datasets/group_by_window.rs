@@ -19,7 +19,7 @@ use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Error, Result, StageStats, StatsRegistry};
 
 use super::elements::Elements;
-use super::{not_loadable, Cardinality, DatasetOp};
+use super::{not_loadable, pass_over, Cardinality, DatasetOp};
 use crate::build::{iterate_at, BuildCtx};
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
@@ -96,14 +96,7 @@ impl DatasetOp for GroupByWindow {
             ended: false,
             handed_out: 0,
         };
-        for i in 0..done {
-            if it.next()?.is_none() {
-                return Err(Error::invalid(
-                    Self::KIND,
-                    format!("restoring a state {done} elements in, the pass ended after {i}"),
-                ));
-            }
-        }
+        pass_over(&mut it, done, Self::KIND, "the pass", "")?;
         Ok(Metered::wrap(Box::new(it), stats))
     }
 

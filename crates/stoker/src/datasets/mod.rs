@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use stoker_core::element::{Element, FieldSpec, Schema};
 use stoker_core::exec::shuffle::ReadBuffer;
-use stoker_core::exec::{BoxIter, State};
+use stoker_core::exec::{BoxIter, ElementIter, State};
 use stoker_core::{Error, Result, StageStats, Tensor};
 
 use std::sync::Arc;
@@ -552,6 +552,28 @@ impl Strings {
 /// The input of a step that has one (checked by the spec reader before `from_spec`).
 pub(crate) fn input_of(input: Option<Plan>) -> Result<Plan> {
     input.ok_or_else(|| Error::Spec("needs an input step before it".into()))
+}
+
+/// Passes over the `count` elements `it` hands out first: how the operators whose state lives
+/// in the caller's code (a Python generator, a scan's state, groups being filled) restore, by
+/// running the pass again up to the saved position. `source` names what ended early, `hint`
+/// says why that may be.
+pub(crate) fn pass_over(
+    it: &mut dyn ElementIter,
+    count: u64,
+    step: &str,
+    source: &str,
+    hint: &str,
+) -> Result<()> {
+    for i in 0..count {
+        if it.next()?.is_none() {
+            return Err(Error::invalid(
+                step,
+                format!("restoring a state {count} elements in, {source} ended after {i}{hint}"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The state of input `i` in `at`, the state of a stage restored (`None` when not restored).

@@ -327,6 +327,8 @@ impl Picker {
 pub(crate) struct MixIter {
     kind: &'static str,
     inputs: Vec<Option<BoxIter>>,
+    /// Which inputs have not ended (what the picker draws among).
+    live: Vec<bool>,
     picker: Picker,
     stop_on_empty_dataset: bool,
     names: Names,
@@ -354,6 +356,7 @@ impl MixIter {
         };
         MixIter {
             kind,
+            live: inputs.iter().map(Option::is_some).collect(),
             inputs,
             picker,
             stop_on_empty_dataset,
@@ -367,8 +370,7 @@ impl MixIter {
 impl ElementIter for MixIter {
     fn next(&mut self) -> Result<Option<Element>> {
         while !self.ended {
-            let live: Vec<bool> = self.inputs.iter().map(Option::is_some).collect();
-            let Some(i) = self.picker.next(self.kind, &live)? else {
+            let Some(i) = self.picker.next(self.kind, &self.live)? else {
                 self.ended = true;
                 break;
             };
@@ -382,6 +384,7 @@ impl ElementIter for MixIter {
                 Some(e) => return Ok(Some(reordered(e, &self.names, self.orders[i].as_ref()))),
                 None => {
                     self.inputs[i] = None;
+                    self.live[i] = false;
                     if self.stop_on_empty_dataset {
                         self.ended = true;
                     }

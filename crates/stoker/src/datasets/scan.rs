@@ -15,7 +15,7 @@ use stoker_core::exec::{BoxIter, ElementIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Error, Result, StageStats};
 
-use super::{not_loadable, Cardinality, DatasetOp};
+use super::{not_loadable, pass_over, Cardinality, DatasetOp};
 use crate::build::{iterate_at, BuildCtx};
 use crate::plan::Plan;
 use crate::spec::SpecCtx;
@@ -81,14 +81,7 @@ impl DatasetOp for Scan {
             run: self.scanner.start(&stats)?,
             handed_out: 0,
         };
-        for i in 0..done {
-            if it.next()?.is_none() {
-                return Err(Error::invalid(
-                    Self::KIND,
-                    format!("restoring a state {done} elements in, the input ended after {i}"),
-                ));
-            }
-        }
+        pass_over(&mut it, done, Self::KIND, "the input", "")?;
         Ok(Metered::wrap(Box::new(it), stats))
     }
 
