@@ -211,6 +211,17 @@ impl Tensor {
         }
     }
 
+    /// The values and origins of a bytes tensor, moved out when nothing else shares them.
+    pub fn into_bytes(self) -> Option<(Vec<Bytes>, Vec<Origin>)> {
+        match self.data {
+            Data::Bytes(b) => Some(match Arc::try_unwrap(b) {
+                Ok(b) => (b.values, b.origins),
+                Err(b) => (b.values.clone(), b.origins.clone()),
+            }),
+            Data::Dense { .. } => None,
+        }
+    }
+
     /// The shared storage and byte offset of a dense tensor (for zero-copy hand-over).
     pub fn storage(&self) -> Option<(&Arc<Storage>, usize)> {
         match &self.data {

@@ -281,12 +281,13 @@ impl BatchBuilder {
 
     /// Why `element` cannot be row `row`, if it cannot.
     fn mismatch(&self, row: usize, element: &Element) -> Option<Error> {
-        let same_names = element.names.len() == self.names.len()
-            && element
-                .names
-                .iter()
-                .zip(self.names.iter())
-                .all(|(a, b)| a == b);
+        let same_names = Arc::ptr_eq(&element.names, &self.names)
+            || element.names.len() == self.names.len()
+                && element
+                    .names
+                    .iter()
+                    .zip(self.names.iter())
+                    .all(|(a, b)| a == b);
         if !same_names {
             return Some(Error::invalid(
                 "batch",
@@ -338,26 +339,24 @@ impl BatchBuilder {
         }
         self.from_schema = false;
         let streaming = self.streaming;
-        let targets = self
-            .fields
-            .iter_mut()
-            .zip(&element.tensors)
-            .map(|(field, t)| match &mut field.data {
+        let mut targets = Vec::new();
+        for (f, (field, t)) in self.fields.iter_mut().zip(&element.tensors).enumerate() {
+            match &mut field.data {
                 RowsData::Dense {
                     row_bytes, base, ..
-                } => Some(RowTarget {
-                    // SAFETY: `row < capacity`, so the row lies inside the buffer of
-                    // `row_bytes * capacity` bytes that `base` starts.
-                    ptr: unsafe { base.add(row * *row_bytes) },
-                    len: *row_bytes,
-                    streaming,
-                }),
-                RowsData::Bytes(rows) => {
-                    rows[row] = Some(t.clone());
-                    None
-                }
-            })
-            .collect();
+                } => targets.push((
+                    f,
+                    RowTarget {
+                        // SAFETY: `row < capacity`, so the row lies inside the buffer of
+                        // `row_bytes * capacity` bytes that `base` starts.
+                        ptr: unsafe { base.add(row * *row_bytes) },
+                        len: *row_bytes,
+                        streaming,
+                    },
+                )),
+                RowsData::Bytes(rows) => rows[row] = Some(t.clone()),
+            }
+        }
         Ok(RowWrite { targets })
     }
 
@@ -376,13 +375,15 @@ impl BatchBuilder {
                 RowsData::Bytes(row_tensors) => {
                     let mut values = Vec::new();
                     let mut origins: Vec<Origin> = Vec::new();
+                    values.reserve(rows);
+                    origins.reserve(rows);
                     for t in row_tensors.into_iter().take(rows) {
                         let t = t.ok_or_else(|| Error::internal("batch row not written"))?;
-                        let b = t
-                            .bytes_data()
+                        let (v, o) = t
+                            .into_bytes()
                             .ok_or_else(|| Error::internal("bytes tensor without bytes data"))?;
-                        values.extend(b.values.iter().cloned());
-                        origins.extend(b.origins.iter().cloned());
+                        values.extend(v);
+                        origins.extend(o);
                     }
                     Tensor::from_bytes(shape, values, origins)?
                 }
@@ -406,7 +407,9 @@ pub struct RowWritten {
 
 /// Where one element's dense fields go in a batch (see [`BatchBuilder::reserve`]).
 pub struct RowWrite {
-    targets: Vec<Option<RowTarget>>,
+    /// The dense fields' destinations, by field index (none for a row of strings alone, so
+    /// that reserving it allocates nothing).
+    targets: Vec<(usize, RowTarget)>,
 }
 
 struct RowTarget {
@@ -429,8 +432,10 @@ impl RowWrite {
     /// access this row's bytes, until the call returns.
     pub unsafe fn write(self, element: &Element) -> RowWritten {
         let mut written = RowWritten::default();
-        for (target, t) in self.targets.iter().zip(&element.tensors) {
-            let Some(target) = target else { continue };
+        for (f, target) in &self.targets {
+            let Some(t) = element.tensors.get(*f) else {
+                continue;
+            };
             if t.data_ptr() == Some(target.ptr.cast_const()) {
                 written.in_place += target.len;
                 continue;

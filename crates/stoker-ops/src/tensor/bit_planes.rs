@@ -7,8 +7,9 @@
 //! directly.
 //!
 //! For float32 output and rows whose channels are whole bytes (the start and the channel
-//! count multiples of 8), each output row is the sum of one table entry per input byte: the
-//! channels that byte feeds, as ±1 or +0 (never -0, as TensorFlow's integer negation gives).
+//! count multiples of 8), each output row is expanded from one bit mask: the OR of one table
+//! entry per input byte, the output channels that byte sets. A set channel is its sign (±1),
+//! an unset one +0 (never -0, as TensorFlow's integer negation gives).
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Schema};
@@ -181,37 +182,13 @@ impl Op for BitPlanes {
         let rows = self.bits() / c;
         let bit = |row: &[u8], k: usize| (row[k / 8] >> (7 - k % 8)) & 1;
         let out = if self.dtype == DType::F32 && self.start % 8 == 0 && c % 8 == 0 {
-            // One table per input byte of a channel row: the output row's values that byte
-            // gives (the others 0.0), for each of its 256 values.
-            let per_row = c / 8;
-            let mut tables = vec![0f32; per_row * 256 * m];
-            for (j, &(ch, sign)) in plan.iter().enumerate() {
-                let (byte, shift) = (ch / 8, 7 - ch % 8);
-                for v in 0..256usize {
-                    if (v >> shift) & 1 == 1 {
-                        tables[(byte * 256 + v) * m + j] = f32::from(sign);
-                    }
-                }
-            }
+            let planes = BytePlanes::new(&plan, c / 8);
+            let (first, width) = (self.start / 8, rows * (c / 8));
             build::<f32>(DType::F32, shape, |out| {
-                let first = self.start / 8;
-                for (dst, row) in out
-                    .chunks_exact_mut(rows * m)
-                    .zip(src.chunks_exact(bytes.max(1)))
-                {
-                    let planes = &row[first..first + rows * per_row];
-                    for (d, channel_bytes) in
-                        dst.chunks_exact_mut(m).zip(planes.chunks_exact(per_row))
-                    {
-                        d.fill(0.0);
-                        for (k, &v) in channel_bytes.iter().enumerate() {
-                            let t = &tables[(k * 256 + usize::from(v)) * m..][..m];
-                            for (x, &y) in d.iter_mut().zip(t) {
-                                *x += y;
-                            }
-                        }
-                    }
-                }
+                let rows_in = src
+                    .chunks_exact(bytes.max(1))
+                    .map(|r| &r[first..first + width]);
+                planes.fill(out, rows_in, rows * m);
                 Ok(())
             })?
         } else {
@@ -232,6 +209,102 @@ impl Op for BitPlanes {
 
     fn spec(&self) -> Result<serde_json::Value> {
         spec_json(OP, self)
+    }
+}
+
+/// The float32 path for byte-aligned channels: output channels in groups of 32, one mask
+/// per group.
+struct BytePlanes {
+    /// Input bytes per channel row.
+    per_row: usize,
+    groups: usize,
+    /// `masks[(k * 256 + v) * groups + g]`: the channels of group `g` that byte `k` of a
+    /// channel row sets when its value is `v`.
+    masks: Vec<u32>,
+    /// The bits of each output channel's value when set (its sign as ±1.0).
+    values: Vec<u32>,
+}
+
+impl BytePlanes {
+    fn new(plan: &[(usize, i8)], per_row: usize) -> Self {
+        let groups = plan.len().div_ceil(32);
+        let mut masks = vec![0u32; per_row * 256 * groups];
+        for (j, &(ch, _)) in plan.iter().enumerate() {
+            let (byte, shift) = (ch / 8, 7 - ch % 8);
+            for v in 0..256usize {
+                if (v >> shift) & 1 == 1 {
+                    masks[(byte * 256 + v) * groups + j / 32] |= 1 << (j % 32);
+                }
+            }
+        }
+        let values = plan.iter().map(|&(_, s)| f32::from(s).to_bits()).collect();
+        BytePlanes {
+            per_row,
+            groups,
+            masks,
+            values,
+        }
+    }
+
+    /// Writes each input row's planes (`row_len` values) into `out`, row after row.
+    fn fill<'a>(&self, out: &mut [f32], rows: impl Iterator<Item = &'a [u8]>, row_len: usize) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2, all the function needs.
+            unsafe { self.fill_avx2(out, rows, row_len) };
+            return;
+        }
+        self.fill_any(out, rows, row_len);
+    }
+
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn fill_avx2<'a>(
+        &self,
+        out: &mut [f32],
+        rows: impl Iterator<Item = &'a [u8]>,
+        row_len: usize,
+    ) {
+        self.fill_any(out, rows, row_len);
+    }
+
+    #[inline(always)]
+    fn fill_any<'a>(&self, out: &mut [f32], rows: impl Iterator<Item = &'a [u8]>, row_len: usize) {
+        let (m, groups) = (self.values.len(), self.groups);
+        let mut mask = vec![0u32; groups];
+        for (dst, row) in out.chunks_exact_mut(row_len).zip(rows) {
+            for (d, channel_bytes) in dst.chunks_exact_mut(m).zip(row.chunks_exact(self.per_row)) {
+                if groups == 1 {
+                    let bytes = channel_bytes.iter().enumerate();
+                    let one = bytes.fold(0, |x, (k, &v)| x | self.masks[k * 256 + usize::from(v)]);
+                    expand(d, &self.values, one);
+                    continue;
+                }
+                mask.fill(0);
+                for (k, &v) in channel_bytes.iter().enumerate() {
+                    let at = (k * 256 + usize::from(v)) * groups;
+                    for (x, &y) in mask.iter_mut().zip(&self.masks[at..at + groups]) {
+                        *x |= y;
+                    }
+                }
+                for ((d, values), &mask) in d.chunks_mut(32).zip(self.values.chunks(32)).zip(&mask)
+                {
+                    expand(d, values, mask);
+                }
+            }
+        }
+    }
+}
+
+/// `out[j]` = `values[j]` (as bits) where bit `j` of `mask` is set, +0.0 elsewhere.
+#[inline(always)]
+fn expand(out: &mut [f32], values: &[u32], mask: u32) {
+    for (j, (o, &v)) in out.iter_mut().zip(values).enumerate() {
+        let bit = 1u32 << j;
+        let on = u32::from(mask & bit == bit);
+        *o = f32::from_bits(v & on.wrapping_neg());
     }
 }
 
@@ -324,6 +397,38 @@ mod tests {
             .unwrap()
             .iter()
             .all(|v| *v != 0.0 || v.is_sign_positive()));
+    }
+
+    /// More than 32 output channels (several masks per channel row), on the AVX2 path where
+    /// the CPU has it and on the portable one.
+    #[test]
+    fn many_channels_equal_the_reference_on_every_path() {
+        let rows: Vec<Vec<u8>> = (0..3u32)
+            .map(|r| (0..12u32).map(|i| (r * 53 + i * 29 + 7) as u8).collect())
+            .collect();
+        let indices: Vec<usize> = (0..40).rev().chain([5, 5, 0]).collect();
+        let signs: Vec<i8> = (0..indices.len())
+            .map(|j| if j % 3 == 0 { -1 } else { 1 })
+            .collect();
+        let op = BitPlanes {
+            field: "d".into(),
+            start: 16,
+            shape: vec![2, 40],
+            indices,
+            signs,
+            dtype: DType::F32,
+            output: None,
+        };
+        let want = reference(&op, &rows);
+        let got: Vec<f64> = (run(&op, &rows).typed::<f32>().unwrap().iter())
+            .map(|&v| f64::from(v))
+            .collect();
+        assert_eq!(got, want);
+        let planes = BytePlanes::new(&op.plan(), 5);
+        let mut out = vec![f32::NAN; want.len()];
+        let rows_in = rows.iter().map(|r| &r[2..12]);
+        planes.fill_any(&mut out, rows_in, 2 * 43);
+        assert_eq!(out.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), want);
     }
 
     #[test]
