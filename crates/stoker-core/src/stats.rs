@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::element::Element;
 use crate::error::Result;
-use crate::exec::BoxIter;
+use crate::exec::{BoxIter, Timed};
 use crate::row_slots::RowSlots;
 use crate::trace;
 
@@ -184,20 +184,27 @@ impl StageStats {
 
     /// Pulls one element from `input`, counting the time as waiting for input.
     pub fn pull(&self, input: &mut BoxIter) -> Result<Option<Element>> {
-        self.waiting(|| input.next())
+        self.waiting(input, None)
     }
 
     /// [`pull`](StageStats::pull), offering `row` to the input (see [`ElementIter::next_into`]).
     ///
     /// [`ElementIter::next_into`]: crate::exec::ElementIter::next_into
     pub fn pull_into(&self, input: &mut BoxIter, row: &RowSlots) -> Result<Option<Element>> {
-        self.waiting(|| input.next_into(row))
+        self.waiting(input, Some(row))
     }
 
-    fn waiting(&self, pull: impl FnOnce() -> Result<Option<Element>>) -> Result<Option<Element>> {
-        let t = Instant::now();
-        let r = pull();
-        let waited = t.elapsed();
+    fn waiting(&self, input: &mut BoxIter, row: Option<&RowSlots>) -> Result<Option<Element>> {
+        let (r, (t, waited)) = if input.times_itself() {
+            match input.next_timed(row) {
+                (r, Some(timed)) => (r, timed),
+                (r, None) => (r, (Instant::now(), Duration::ZERO)),
+            }
+        } else {
+            let t = Instant::now();
+            let (r, _) = input.next_timed(row);
+            (r, (t, t.elapsed()))
+        };
         self.add_wait_input(waited);
         trace::span_of(
             &self.trace_name,
@@ -310,7 +317,7 @@ impl Metered {
 }
 
 impl Metered {
-    fn meter(&mut self, row: Option<&RowSlots>) -> Result<Option<Element>> {
+    fn meter(&mut self, row: Option<&RowSlots>) -> (Result<Option<Element>>, Timed) {
         let wait_before = self.stats.wait_input_ns();
         let t = Instant::now();
         let r = match row {
@@ -333,7 +340,7 @@ impl Metered {
         if let Ok(Some(_)) = &r {
             self.stats.add_elements(1);
         }
-        r
+        (r, (t, elapsed))
     }
 }
 
@@ -343,11 +350,20 @@ impl crate::exec::ElementIter for Metered {
     }
 
     fn next(&mut self) -> Result<Option<Element>> {
-        self.meter(None)
+        self.meter(None).0
     }
 
     fn next_into(&mut self, row: &RowSlots) -> Result<Option<Element>> {
-        self.meter(Some(row))
+        self.meter(Some(row)).0
+    }
+
+    fn times_itself(&self) -> bool {
+        true
+    }
+
+    fn next_timed(&mut self, row: Option<&RowSlots>) -> (Result<Option<Element>>, Option<Timed>) {
+        let (r, timed) = self.meter(row);
+        (r, Some(timed))
     }
 }
 

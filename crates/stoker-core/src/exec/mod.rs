@@ -45,6 +45,24 @@ pub trait ElementIter: Send {
         self.next()
     }
 
+    /// Whether [`next_timed`](ElementIter::next_timed) reports how long its calls took (a
+    /// metered stage times them anyway), so that a caller timing its pulls need not read the
+    /// clock again.
+    fn times_itself(&self) -> bool {
+        false
+    }
+
+    /// [`next_into`](ElementIter::next_into) with `row`, else [`next`](ElementIter::next),
+    /// and, where the iterator [times itself](ElementIter::times_itself), when the call began
+    /// and how long it took.
+    fn next_timed(&mut self, row: Option<&RowSlots>) -> (Result<Option<Element>>, Option<Timed>) {
+        let r = match row {
+            Some(row) => self.next_into(row),
+            None => self.next(),
+        };
+        (r, None)
+    }
+
     /// Where the iterator stands after the last element it handed out (see [`state`]).
     fn state(&self) -> Result<State> {
         Err(state::unsupported("this stage", "it keeps no position"))
@@ -52,6 +70,9 @@ pub trait ElementIter: Send {
 }
 
 pub type BoxIter = Box<dyn ElementIter>;
+
+/// When a call began and how long it took.
+pub type Timed = (std::time::Instant, std::time::Duration);
 
 /// Set when the consumer of a pipeline is gone: stages that may loop without producing an
 /// element (a `filter` rejecting everything) check it and stop.
