@@ -14,9 +14,9 @@ $(VENV)/.ready:
 	$(VPY) -m pip install --quiet "maturin>=1.5,<2" "numpy>=1.23" "pytest>=7" ruff mypy
 	touch $@
 
-# The framework adapters' tests need the frameworks (CPU use only).
+# The framework adapters' tests need the frameworks (CPU use only); convert's Ray tests, Ray.
 $(VENV)/.frameworks: $(VENV)/.ready
-	$(VPY) -m pip install --quiet torch jax tensorflow-cpu
+	$(VPY) -m pip install --quiet torch jax tensorflow-cpu "ray>=2.9"
 	touch $@
 
 venv: $(VENV)/.ready

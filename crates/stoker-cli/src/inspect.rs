@@ -113,6 +113,12 @@ fn inspect_file(path: &str, compression: &str) -> anyhow::Result<Value> {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    if let [dir] = args.files.as_slice() {
+        let dir = std::path::Path::new(dir);
+        if dir.join(stoker::convert::MANIFEST).is_file() {
+            return converted(dir, args.json);
+        }
+    }
     let mut reports = Vec::new();
     let mut failed = false;
     // Patterns are expanded as the API expands them (a shell may have done it already).
@@ -188,4 +194,70 @@ fn print_text(r: &Value) {
             }
         }
     }
+}
+
+/// The output folder of `stoker convert`: its manifest, summarised, and every shard checked
+/// against it (size and sha256).
+fn converted(dir: &std::path::Path, as_json: bool) -> anyhow::Result<ExitCode> {
+    let m = stoker::convert::Manifest::read(dir)?;
+    let check = m.verify(dir, true);
+    if as_json {
+        let mut v = serde_json::to_value(&m)?;
+        v["check"] = match &check {
+            Ok(()) => json!("ok"),
+            Err(e) => json!(e.to_string()),
+        };
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        let bytes: u64 = m.shards.iter().map(|s| s.bytes).sum();
+        let done = m.shards.iter().filter(|s| s.complete).count();
+        println!(
+            "{}: stoker convert output, {} elements in {done} of {} shards ({:.1} MB), \
+             compression {}, images {:?}{}",
+            dir.display(),
+            m.elements,
+            m.shards.len(),
+            bytes as f64 / 1e6,
+            if m.options.compression.is_empty() {
+                "none"
+            } else {
+                &m.options.compression
+            },
+            m.options.images,
+            if m.complete { "" } else { ", NOT COMPLETE" }
+        );
+        println!("  offline: {}", m.offline.join(" → "));
+        if !m.online.is_empty() {
+            println!("  left online: {}", m.online.join(" → "));
+        }
+        for f in &m.fields {
+            let dims: Vec<String> = (f.shape.iter())
+                .map(|d| d.map_or("?".to_string(), |d| d.to_string()))
+                .collect();
+            println!(
+                "  {}: {} [{}] stored as {}",
+                f.name,
+                f.dtype,
+                dims.join(", "),
+                f.stored.name()
+            );
+        }
+        for s in m.shards.iter().filter(|s| s.skipped > 0) {
+            println!(
+                "  {}: {} bad input skipped, the last: {}",
+                s.file,
+                s.skipped,
+                s.last_skip.as_deref().unwrap_or("?")
+            );
+        }
+        match &check {
+            Ok(()) => println!("  every shard matches its size and sha256"),
+            Err(e) => println!("  ERROR {e}"),
+        }
+    }
+    Ok(if check.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -4,6 +4,7 @@
 
 mod analyze;
 mod bench;
+mod convert;
 mod inspect;
 
 use std::process::ExitCode;
@@ -24,8 +25,15 @@ enum Command {
     Bench(bench::Args),
     /// Why did the accelerator sit idle? Reads PyTorch (Kineto), TensorFlow and JAX traces.
     Analyze(analyze::Args),
-    /// Count and CRC-check the records of TFRecord files and show the first Example's features.
+    /// Count and CRC-check the records of TFRecord files and show the first Example's
+    /// features; for the output folder of `stoker convert`, summarise its manifest and check
+    /// every shard against it.
     Inspect(inspect::Args),
+    /// Run the offline part of a pipeline spec once (up to its first random op, shuffle,
+    /// batch or Python function) and store its elements as TFRecord shards of
+    /// tf.train.Examples, with record indexes and a manifest; `Dataset.from_converted` (or
+    /// TensorFlow, see --print-tf-spec) reads them back.
+    Convert(convert::Args),
     /// Write a record index beside each TFRecord file (`FILE.idx`: one `<offset> <size>` line
     /// per record, DALI's tfrecord2idx format), for random access: `global_shuffle`, and fast
     /// restores of shuffled pipelines. Uncompressed files only.
@@ -52,6 +60,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(&args),
         Command::Analyze(args) => analyze::run(&args),
         Command::Inspect(args) => inspect::run(&args),
+        Command::Convert(args) => convert::run(&args),
         Command::Index { files } => index(&files),
         Command::Explain { spec } => explain(&spec),
     };

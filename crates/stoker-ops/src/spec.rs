@@ -19,6 +19,7 @@ use crate::image::resize::Resize;
 use crate::image::resize_with_crop_or_pad::ResizeWithCropOrPad;
 use crate::record::decode_csv::DecodeCsv;
 use crate::record::decode_raw::DecodeRaw;
+use crate::record::parse_converted::ParseConverted;
 use crate::record::parse_example::ParseExample;
 use crate::record::read_file::ReadFile;
 use crate::tensor::bit_planes::BitPlanes;
@@ -37,6 +38,7 @@ use crate::tensor::unpack_bits::UnpackBits;
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum OpSpec {
     ParseExample(ParseExample),
+    ParseConverted(ParseConverted),
     ReadFile(ReadFile),
     RandomFlip(RandomFlip),
     RandomResizedCrop(RandomResizedCrop),
@@ -84,6 +86,7 @@ impl OpSpec {
         Ok(match self {
             OpSpec::ParseExample(p) => Arc::new(ParseExample::new(p.key, p.features)?),
             OpSpec::DecodeRaw(o) => Arc::new(o),
+            OpSpec::ParseConverted(o) => Arc::new(o),
             OpSpec::DecodeCsv(o) => Arc::new(o),
             OpSpec::ReadFile(o) => Arc::new(o),
             OpSpec::RandomFlip(o) => Arc::new(o),
@@ -178,6 +181,9 @@ mod tests {
             json!({"op": "layout", "field": "image", "to": "chw"}),
             json!({"op": "layout", "field": "image", "to": "hwc", "output": "hwc"}),
             json!({"op": "decode_raw", "field": "raw", "dtype": "uint16"}),
+            json!({"op": "parse_converted", "field": "record", "fields": [
+                {"name": "image", "dtype": "uint8", "shape": [null, null, 3], "stored": "jpeg"},
+                {"name": "label", "dtype": "int64", "shape": [], "stored": "int64"}]}),
             json!({"op": "decode_raw", "field": "raw", "dtype": "float32", "little_endian": false,
                    "output": "values"}),
             json!({"op": "decode_csv", "field": "line", "columns": [
@@ -222,6 +228,7 @@ mod tests {
     fn op(spec: &OpSpec) -> &dyn Op {
         match spec {
             OpSpec::ParseExample(o) => o,
+            OpSpec::ParseConverted(o) => o,
             OpSpec::ReadFile(o) => o,
             OpSpec::RandomFlip(o) => o,
             OpSpec::RandomResizedCrop(o) => o,
@@ -265,7 +272,7 @@ mod tests {
             assert_eq!(OpSpec::of(&built), Some(spec));
         }
         // One per variant: a new variant fails `op` above until it is listed in `examples`.
-        assert_eq!(variants.len(), 26);
+        assert_eq!(variants.len(), 27);
     }
 
     /// The fusions recognise an op (`Known::of`) exactly when the registry reads its spec as

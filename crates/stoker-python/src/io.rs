@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use stoker_formats::example::{Example, Feature, Kind};
 use stoker_formats::{Compression, RecordWriter};
+use stoker_ops::codecs::encode;
 
 use crate::errors::IntoPyResult;
 
@@ -214,34 +215,8 @@ pub fn encode_png<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let t = crate::convert::py_to_tensor(image, "encode_png")?;
     let (h, w, c, pixels) = hwc_u8(&t, "encode_png")?;
-    let color = match c {
-        1 => png::ColorType::Grayscale,
-        2 => png::ColorType::GrayscaleAlpha,
-        3 => png::ColorType::Rgb,
-        4 => png::ColorType::Rgba,
-        _ => {
-            return Err(PyValueError::new_err(format!(
-                "{c} channels: PNG holds 1, 2, 3 or 4"
-            )))
-        }
-    };
-    let (w32, h32) = (u32::try_from(w), u32::try_from(h));
-    let (Ok(w32), Ok(h32)) = (w32, h32) else {
-        return Err(PyValueError::new_err("image too large for PNG"));
-    };
-    let mut out = Vec::new();
-    let encoded = py.detach(|| -> Result<(), png::EncodingError> {
-        let mut enc = png::Encoder::new(&mut out, w32, h32);
-        enc.set_color(color);
-        enc.set_depth(png::BitDepth::Eight);
-        enc.set_compression(if fast {
-            png::Compression::Fast
-        } else {
-            png::Compression::Balanced
-        });
-        enc.write_header()?.write_image_data(pixels)
-    });
-    encoded.map_err(|e| PyValueError::new_err(format!("encode_png: {e}")))?;
+    let out = py.detach(|| encode::encode_png(pixels, (h, w, c), fast));
+    let out = out.map_err(|e| PyValueError::new_err(format!("encode_png: {e}")))?;
     Ok(PyBytes::new(py, &out))
 }
 
@@ -256,32 +231,8 @@ pub fn encode_jpeg<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let t = crate::convert::py_to_tensor(image, "encode_jpeg")?;
     let (h, w, c, pixels) = hwc_u8(&t, "encode_jpeg")?;
-    let color = match c {
-        1 => jpeg_encoder::ColorType::Luma,
-        3 => jpeg_encoder::ColorType::Rgb,
-        _ => {
-            return Err(PyValueError::new_err(format!(
-                "{c} channels: encode_jpeg takes 1 or 3"
-            )))
-        }
-    };
-    if !(1..=100).contains(&quality) {
-        return Err(PyValueError::new_err(format!(
-            "quality {quality} is not in 1..=100"
-        )));
-    }
-    let (Ok(w16), Ok(h16)) = (u16::try_from(w), u16::try_from(h)) else {
-        return Err(PyValueError::new_err(
-            "image too large for JPEG (65535 max)",
-        ));
-    };
-    let mut out = Vec::new();
-    let encoded = py.detach(|| {
-        let mut enc = jpeg_encoder::Encoder::new(&mut out, quality);
-        enc.set_sampling_factor(jpeg_encoder::SamplingFactor::R_4_2_0);
-        enc.encode(pixels, w16, h16, color)
-    });
-    encoded.map_err(|e| PyValueError::new_err(format!("encode_jpeg: {e}")))?;
+    let out = py.detach(|| encode::encode_jpeg(pixels, (h, w, c), quality));
+    let out = out.map_err(|e| PyValueError::new_err(format!("encode_jpeg: {e}")))?;
     Ok(PyBytes::new(py, &out))
 }
 

@@ -184,8 +184,19 @@ def test_save_and_load_spec(tmp_path, chess_files):
         assert got == want, ext
     with pytest.raises(sk.SpecError, match="Python function"):
         native.map(workloads.chess_score).save_spec(tmp_path / "x.json")
+    # Small in-memory arrays go into the spec inline, exactly (int64 past 2**53, float32,
+    # text); large ones do not.
+    cols = {"i": np.array([2**62 + 1, -3, 7], dtype=np.int64), "f": np.array([0.1, -2.5, 3e-38], dtype=np.float32),
+            "s": np.array(["a/b.jpg", "ü", ""], dtype=object), "m": np.arange(6, dtype=np.uint8).reshape(3, 2)}
+    small = sk.Dataset.from_tensor_slices(cols)
+    small.save_spec(tmp_path / "small.json")
+    back = list(sk.Dataset.load_spec(tmp_path / "small.json"))
+    for row, want_row in zip(back, small):
+        for k in cols:
+            assert np.asarray(row[k]).tobytes() == np.asarray(want_row[k]).tobytes(), k
+    assert len(back) == 3
     with pytest.raises(sk.SpecError, match="from_npz"):
-        sk.Dataset.from_tensor_slices(np.arange(3)).save_spec(tmp_path / "y.json")
+        sk.Dataset.from_tensor_slices(np.zeros(8_100_000)).save_spec(tmp_path / "y.json")
 
 
 def test_from_npz_and_npy(tmp_path):

@@ -21,6 +21,7 @@
 
 pub mod bench_run;
 pub mod build;
+pub mod convert;
 pub mod datasets;
 pub mod disk_cache;
 pub mod element_codec;

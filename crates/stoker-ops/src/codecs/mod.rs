@@ -3,6 +3,7 @@
 //! `decode_image`. Codecs know no op.
 
 pub(crate) mod decoded;
+pub mod encode;
 pub mod jpeg;
 pub(crate) mod png_file;
 pub(crate) mod png_window;

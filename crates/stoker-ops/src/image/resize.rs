@@ -68,6 +68,20 @@ impl ResizeMethod {
     }
 }
 
+/// A uint8 `h x w x c` image (C = 1, 3 or 4) resized to `out_h x out_w` with `method`,
+/// antialiased.
+pub fn resized_u8(
+    op: &str,
+    raw: &[u8],
+    hwc: [usize; 3],
+    out: [usize; 2],
+    method: ResizeMethod,
+) -> Result<Vec<u8>> {
+    let mut dst = vec![0u8; out[0] * out[1] * hwc[2]];
+    resize_u8(op, raw, hwc, None, &mut dst, out, method.algorithm(true))?;
+    Ok(dst)
+}
+
 /// Resizes the box `[top, left, height, width]` (fractional allowed; `None` = the whole
 /// image) of a uint8 `h x w x c` image into `dst` (`out_h x out_w x c` bytes).
 #[allow(clippy::too_many_arguments)]

@@ -2,5 +2,6 @@
 
 pub mod decode_csv;
 pub mod decode_raw;
+pub mod parse_converted;
 pub mod parse_example;
 pub mod read_file;

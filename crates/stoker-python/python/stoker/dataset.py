@@ -263,6 +263,24 @@ class Dataset:
         return Dataset(plan, parts[0]._structure)
 
     @staticmethod
+    def from_converted(
+        out_dir: PathLike, decode_images: bool = True, num_parallel_reads: int | None = None
+    ) -> Dataset:
+        """The elements stored by :meth:`convert` in ``out_dir``, in their order, with the
+        fields, dtypes and shapes its manifest lists (no feature spec to write). The shards
+        are read with their record indexes: ``global_shuffle`` and fast resumes work on them.
+        Images stored as PNG/JPEG are decoded unless ``decode_images=False`` (then they stay
+        encoded strings, for a fused decode-and-crop op after). ``num_parallel_reads`` reads
+        several shards at once (their records interleaved: another order)."""
+        reads = _parallel_calls("from_converted", num_parallel_reads, "num_parallel_reads")
+        plan = _stoker.from_converted(_path(out_dir), bool(decode_images), 1 if reads is None else reads)
+        names = [n for n, _, _ in plan.schema() or []]
+        # A tuple's fields are named by position: a tuple again.
+        positional = len(names) > 1 and names == [str(i) for i in range(len(names))]
+        structure: Template = tuple(names) if positional else _structure_of(plan)
+        return Dataset(plan, structure)
+
+    @staticmethod
     def load_spec(path: PathLike) -> Dataset:
         """A pipeline from a spec file written by ``save_spec`` (or by hand; JSON or TOML)."""
         plan = _stoker.Plan.load_spec(_path(path))
@@ -835,6 +853,50 @@ class Dataset:
     def explain(self) -> str:
         """The pipeline as stoker runs it (after its rewrites), sink first, with schemas."""
         return self._plan.explain()
+
+    def convert(
+        self,
+        out_dir: PathLike,
+        num_shards: int = 8,
+        compression: str | None = None,
+        images: str = "raw",
+        jpeg_quality: int = 90,
+        resize: int | None = None,
+        threads: int | None = None,
+        ray: bool | str | None = None,
+        progress: bool = True,
+    ) -> dict[str, Any]:
+        """Preprocess once: runs the offline part of this pipeline (from the source up to the
+        first shuffle, random op, batch, positional step or Python function; the rest stays
+        online) and writes its elements as ``tf.train.Example`` records into ``num_shards``
+        TFRecord shards in ``out_dir``, each with its record index, plus ``manifest.json``
+        (fields, element count and sha256 per shard, the spec, stoker's version). Read them
+        back with :meth:`from_converted`, or with TensorFlow (``stoker.convert.tf_parse_code``).
+
+        - ``compression``: None, ``"GZIP"`` or ``"ZLIB"`` (compressed shards have no index).
+        - ``images``: how uint8 ``[H, W, C]`` fields are stored: ``"raw"`` pixels, or
+          re-encoded as ``"png"`` or ``"jpeg"`` (at ``jpeg_quality``): resize them in the
+          offline part first to decode less online.
+        - ``resize``: image fields whose shorter side is longer are resized (antialiased
+          bilinear, aspect kept) so that it is ``resize`` long, like torchvision's
+          ``Resize(resize)`` or FFCV's ``max_resolution``: the online part decodes less.
+        - ``threads``: shards are written this many at a time (default: every core).
+        - ``ray``: ``True`` (the Ray cluster ``ray.init()`` finds or starts) or an address:
+          one Ray task per shard; the output is the same bytes as a local run. ``out_dir``
+          must be on storage every worker sees.
+        - ``progress``: a progress line on stderr (elements, MB/s, ETA).
+
+        Re-running the same conversion into ``out_dir`` skips the shards already complete
+        (listed in the manifest with a matching sha256); each shard is written under a
+        temporary name and renamed when complete. Under ``ignore_errors()`` bad input is
+        counted per shard in the manifest with the last reason; otherwise the first error
+        stops the run, naming the file and record, and the shards finished stay usable.
+        Returns the manifest."""
+        from . import convert as _convert
+
+        return _convert.convert(self, out_dir, num_shards=num_shards, compression=compression, images=images,
+                                jpeg_quality=jpeg_quality, resize=resize, threads=threads, ray=ray,
+                                progress=progress)
 
     def save_spec(self, path: PathLike) -> None:
         """Writes the pipeline as a spec file (TOML if the name ends in ``.toml``, else JSON)

@@ -90,6 +90,10 @@ impl DatasetOp for Map {
         self.ops.iter().all(|op| op.deterministic())
     }
 
+    fn per_element(&self) -> bool {
+        self.deterministic()
+    }
+
     fn threads(&self) -> super::Threads {
         super::Threads::Workers
     }

@@ -103,6 +103,12 @@ pub trait DatasetOp: Clone + Send + Sync + Into<Step> + 'static {
     /// How many elements it hands out in one pass, where the plan tells (tf.data's
     /// `cardinality()`).
     fn cardinality(&self) -> Cardinality;
+    /// Whether what it makes of each input element depends on that element alone, not on its
+    /// position or its neighbours (a native map, a filter): run over consecutive parts of its
+    /// input apart, it gives its whole output part by part, which `convert` relies on.
+    fn per_element(&self) -> bool {
+        false
+    }
     /// The size and `drop_remainder` of the batches it hands out, when they come from a
     /// `batch` through steps that keep its rows together.
     fn batch_of(&self) -> Option<(usize, bool)> {
@@ -275,7 +281,7 @@ macro_rules! steps {
                 }
             }
 
-            fn inputs_mut(&mut self) -> Vec<&mut Plan> {
+            pub(crate) fn inputs_mut(&mut self) -> Vec<&mut Plan> {
                 match self {
                     $(Step::$variant(op) => op.inputs_mut(),)*
                 }
@@ -296,6 +302,12 @@ macro_rules! steps {
             pub fn deterministic(&self) -> bool {
                 match self {
                     $(Step::$variant(op) => op.deterministic(),)*
+                }
+            }
+
+            pub fn per_element(&self) -> bool {
+                match self {
+                    $(Step::$variant(op) => op.per_element(),)*
                 }
             }
 

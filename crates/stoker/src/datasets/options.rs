@@ -63,6 +63,10 @@ impl DatasetOp for WithOptions {
         true
     }
 
+    fn per_element(&self) -> bool {
+        true
+    }
+
     fn batch_of(&self) -> Option<(usize, bool)> {
         self.input.step().batch_of()
     }

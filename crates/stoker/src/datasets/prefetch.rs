@@ -76,6 +76,10 @@ impl DatasetOp for Prefetch {
         false
     }
 
+    fn per_element(&self) -> bool {
+        true
+    }
+
     fn batch_of(&self) -> Option<(usize, bool)> {
         self.input.step().batch_of()
     }

@@ -26,6 +26,20 @@ pub struct Spec {
     count: u64,
 }
 
+impl Skip {
+    /// The input's state past the skipped elements, where it has random access.
+    fn skipped_by_access(&self, ctx: &BuildCtx) -> Result<Option<State>> {
+        if self.count == 0 || !self.input.step().supports_random_access() {
+            return Ok(None);
+        }
+        let Some(access) = self.input.step().random_access(&self.input, ctx)? else {
+            return Ok(None);
+        };
+        let upto = self.count.min(access.count()?);
+        access.state_at(upto).map(Some)
+    }
+}
+
 impl DatasetOp for Skip {
     const KIND: &'static str = "skip";
     type Spec = Spec;
@@ -62,11 +76,23 @@ impl DatasetOp for Skip {
         stats: Arc<StageStats>,
         at: Option<&State>,
     ) -> Result<BoxIter> {
-        let inner = iterate_at(&self.input, ctx, input_at(at, Self::KIND, 0)?)?;
-        let inner = WaitMeter::wrap(inner, Arc::clone(&stats));
         let it = match at {
-            None => SkipIter::new(inner, self.count),
-            Some(s) => SkipIter::restore(inner, s)?,
+            None => match self.skipped_by_access(ctx)? {
+                // Where the input has random access, it starts past the skipped elements
+                // instead of reading them.
+                Some(past) => {
+                    let inner = iterate_at(&self.input, ctx, Some(&past))?;
+                    SkipIter::new(WaitMeter::wrap(inner, Arc::clone(&stats)), 0)
+                }
+                None => {
+                    let inner = iterate_at(&self.input, ctx, None)?;
+                    SkipIter::new(WaitMeter::wrap(inner, Arc::clone(&stats)), self.count)
+                }
+            },
+            Some(s) => {
+                let inner = iterate_at(&self.input, ctx, input_at(at, Self::KIND, 0)?)?;
+                SkipIter::restore(WaitMeter::wrap(inner, Arc::clone(&stats)), s)?
+            }
         };
         Ok(Metered::wrap(Box::new(it), stats))
     }

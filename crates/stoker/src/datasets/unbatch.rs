@@ -54,6 +54,10 @@ impl DatasetOp for Unbatch {
         true
     }
 
+    fn per_element(&self) -> bool {
+        true
+    }
+
     fn iterate(
         &self,
         _: &Plan,
