@@ -75,11 +75,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let progress = Arc::new(Progress::default());
-    let (c, p, dir) = (
-        Arc::clone(&conv),
-        Arc::clone(&progress),
-        out_dir.clone(),
-    );
+    let (c, p, dir) = (Arc::clone(&conv), Arc::clone(&progress), out_dir.clone());
     let run = std::thread::spawn(move || c.run_local(&dir, workers, &p));
     let bar = if args.quiet {
         ProgressBar::hidden()
