@@ -77,7 +77,7 @@ $(BENCH_VENV)/.ready:
 	$(PY) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(BENCH_VENV)/bin/python -m pip install --quiet "maturin>=1.5,<2" numpy matplotlib tensorflow-cpu torch torchvision \
-		opencv-python-headless nvidia-dali-cuda120
+		opencv-python-headless nvidia-dali-cuda120 "ray>=2.9"
 	touch $@
 
 bench: $(BENCH_VENV)/.ready cli

@@ -655,6 +655,48 @@ def resume_section() -> list[str]:
     return L
 
 
+def convert_section() -> list[str]:
+    """stoker convert, from bench/convert_speed.py's last run."""
+    path = os.path.join(RESULTS, "convert.json")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        d = json.load(f)
+    c = d["convert"]
+    one, two, ray = c["local, 1 core"], c["local, 2 cores"], c["Ray, 2 CPUs"]
+    L = ["## Preprocess once: `stoker convert`", "",
+         f"Run {d['date']} · `{d['command']}` · commit `{d['git']}` · "
+         + ", ".join(f"{k} {v}" for k, v in d["versions"].items())
+         + f" · medians of {d['runs']} runs, each in a child process pinned to its cores.", "",
+         "Converting W3's offline part (3,000 JPEGs: read → decode → resize, shorter side 256 → JPEG 90) into "
+         f"{d['shards']} shards:", "",
+         "| how | images/s | runs (s) | vs 1 core | vs local, 2 cores |", "|---|---|---|---|---|"]
+    for name, r in c.items():
+        runs = ", ".join(f"{s:.2f}" for s in r["seconds"])
+        L.append(f"| {name} | {r['per_s']:,.0f} | {runs} | {r['per_s'] / one['per_s']:.2f}× | "
+                 f"{r['per_s'] / two['per_s']:.2f}× |")
+    overhead = (two["per_s"] / ray["per_s"] - 1) * 100
+    L += ["", f"Scaling 1 → 2 cores: {two['per_s'] / one['per_s']:.2f}×; the local Ray cluster (2 CPUs, one task "
+          f"per shard, the same bytes) takes {overhead:+.1f} % time against the local run on the same 2 cores.", "",
+          "Reading for training, from the original files against the converted shards "
+          f"(W3: {d['shards_bytes']['w3'] / 1e6:.0f} MB of JPEGs resized to 256, read with W3's online ops from the "
+          "decode on; W2: the 512x512 uint8 crops of image and label map stored raw, "
+          f"{d['shards_bytes']['w2'] / 1e6:.0f} MB, the /255 and the one-hot left online), examples/s, medians:", "",
+          "| workload | read from | 1 core | 2 cores | vs the files, 1c | vs the files, 2c |",
+          "|---|---|---|---|---|---|"]
+    names = {"files": "original files (stoker)", "shards": "**converted shards (stoker)**",
+             "tf-shards": "converted shards (tf.data)"}
+    titles = {"w3": "W3 imagenet-jpeg", "w2": "W2 segmentation-png"}
+    by = {(r["workload"], r["source"], r["cores"]): r["per_s"] for r in d["reads"]}
+    for wl in ("w3", "w2"):
+        for src in ("files", "shards", "tf-shards"):
+            a, b = by[(wl, src, 1)], by[(wl, src, 2)]
+            L.append(f"| {titles[wl]} | {names[src]} | {a:,.1f} | {b:,.1f} | {a / by[(wl, 'files', 1)]:.2f}× | "
+                     f"{b / by[(wl, 'files', 2)]:.2f}× |")
+    L.append("")
+    return L
+
+
 def torch_section() -> list[str]:
     """stoker.torch: the CPU path's cost (bench/torch_cpu.py) and training on a GPU fed by W3
     (bench/gpu_train.py, on the device machine), from their last runs."""
@@ -758,6 +800,7 @@ def render(docs: list[dict], out_path: str) -> str:
         L += workload_section(d, out_dir)
     L += trace_overhead_section()
     L += resume_section()
+    L += convert_section()
     L += torch_section()
     L += analyze_section()
     L += [METHOD]
