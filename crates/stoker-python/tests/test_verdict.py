@@ -152,6 +152,15 @@ def test_time_per_op_and_decode_advice(segmentation):
     assert sum(o["busy_s"] for o in d.ops) <= sum(s["busy_s"] for s in maps) * 1.05
     rec = gain_of(d, "decoding images dominates")
     assert f"for {2 * map_stage['elements']} images" in rec.evidence
+    # The decode runs after the repeat, which convert cannot run offline: move it first.
+    assert "move the read and decode ahead of 'repeat" in rec.action
+    assert 'ds.convert("converted/", images="jpeg", resize=256)' in rec.action
+    # With the decode first, the advice is the conversion itself, and what stays online.
+    first = source.map(segmentation_ops(colors), num_parallel_calls=sk.AUTOTUNE).repeat().batch(3)
+    rec = gain_of(first.diagnose(seconds=1.0), "decoding images dominates")
+    assert "move the" not in rec.action
+    assert "stoker convert SPEC converted/ --images jpeg --resize 256" in rec.action
+    assert "followed by the steps from 'repeat" in rec.action
 
 
 @pytest.mark.parametrize("fused", ["decode_random_resized_crop", "pixel_chain"])

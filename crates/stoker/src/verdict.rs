@@ -477,7 +477,7 @@ pub fn diagnose(
         })
         .collect();
     op_costs.sort_by(|a, b| b.busy_s.total_cmp(&a.busy_s));
-    recs.extend(op_advice(&op_costs));
+    recs.extend(op_advice(&op_costs, &ConvertHint::of(written)));
 
     // A prefetch at the end (options are not a stage).
     let mut sink = plan;
@@ -549,8 +549,67 @@ pub fn diagnose(
     }
 }
 
+/// What `convert` would run offline of the pipeline as written: whether that includes an image
+/// decode, and the first step it leaves online.
+struct ConvertHint {
+    decodes_offline: bool,
+    first_online: Option<String>,
+}
+
+impl ConvertHint {
+    fn of(written: &Plan) -> ConvertHint {
+        match crate::convert::offline_part(written) {
+            Ok((chain, online)) => ConvertHint {
+                decodes_offline: chain.iter().any(|p| match p.step() {
+                    Step::Map(m) => m.ops.iter().any(|o| is_image_decode(o.name())),
+                    _ => false,
+                }),
+                first_online: online.into_iter().next(),
+            },
+            Err(_) => ConvertHint {
+                decodes_offline: false,
+                first_online: None,
+            },
+        }
+    }
+
+    /// The advice: the command that converts this pipeline, or what to move first.
+    fn advice(&self) -> String {
+        let command = "ds.convert(\"converted/\", images=\"jpeg\", resize=256) (or on the \
+                       command line: stoker convert SPEC converted/ --images jpeg --resize 256; \
+                       add --ray to run it on a Ray cluster), then read \
+                       Dataset.from_converted(\"converted/\", decode_images=False)";
+        let rest = match &self.first_online {
+            Some(step) => format!(" followed by the steps from '{step}' on"),
+            None => String::new(),
+        };
+        if self.decodes_offline {
+            format!(
+                "decoding images dominates: preprocess them offline, once, stored already \
+                 resized to about the training size so that each decode has fewer pixels: \
+                 {command}{rest}"
+            )
+        } else {
+            let before = match &self.first_online {
+                Some(step) => format!("ahead of '{step}'"),
+                None => "to the start of the pipeline".into(),
+            };
+            format!(
+                "decoding images dominates: preprocess them offline, once: move the read and \
+                 decode {before} (convert runs offline everything up to the first shuffle, \
+                 random op, batch or Python function), then {command} and the random steps \
+                 after it"
+            )
+        }
+    }
+}
+
+fn is_image_decode(op: &str) -> bool {
+    op.starts_with("decode_") && op != "decode_raw" && op != "decode_csv"
+}
+
 /// Advice from where the time goes inside maps: image decoding, or reading many small files.
-fn op_advice(ops: &[OpCost]) -> Vec<Recommendation> {
+fn op_advice(ops: &[OpCost], convert: &ConvertHint) -> Vec<Recommendation> {
     let mut recs = Vec::new();
     let share_of = |pred: &dyn Fn(&str) -> bool| -> (f64, f64, u64) {
         ops.iter()
@@ -559,18 +618,17 @@ fn op_advice(ops: &[OpCost]) -> Vec<Recommendation> {
                 (sh + o.share, s + o.busy_s, c + o.calls)
             })
     };
-    let (decode, decode_s, decodes) = share_of(&|n| n.starts_with("decode_") && n != "decode_raw");
+    let (decode, decode_s, decodes) = share_of(&|n| is_image_decode(n));
     if decode >= 0.5 {
         recs.push(Recommendation {
-            action: "decoding images dominates: preprocess them offline, once (store them \
-                     already resized to about the training size, so each decode has fewer \
-                     pixels to do); for JPEGs, a random_resized_crop right after the decode \
-                     (in the same map) decodes only the crop, and at 1/2 to 1/8 scale where \
-                     the crop is resized down that much (libjpeg-turbo build, the default); \
-                     for PNGs, a resize_with_crop_or_pad right after the decode decodes only \
-                     the rows down to the crop's last, and of them only the bytes up to the \
-                     crop's right edge"
-                .into(),
+            action: format!(
+                "{}; for JPEGs, a random_resized_crop right after the decode (in the same map) \
+                 decodes only the crop, and at 1/2 to 1/8 scale where the crop is resized down \
+                 that much (libjpeg-turbo build, the default); for PNGs, a \
+                 resize_with_crop_or_pad right after the decode decodes only the rows down to \
+                 the crop's last, and of them only the bytes up to the crop's right edge",
+                convert.advice()
+            ),
             stage: None,
             predicted_gain_percent: None,
             evidence: format!(

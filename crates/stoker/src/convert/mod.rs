@@ -780,7 +780,7 @@ fn hex_sha256(text: &str) -> String {
 }
 
 /// The offline chain of `plan` (source first) and the labels of the steps left online.
-fn offline_part(plan: &Plan) -> Result<(Vec<Plan>, Vec<String>)> {
+pub(crate) fn offline_part(plan: &Plan) -> Result<(Vec<Plan>, Vec<String>)> {
     let mut down = vec![plan.clone()];
     while let Some(last) = down.last().filter(|p| !p.step().is_source()) {
         let inputs = last.step().inputs();
