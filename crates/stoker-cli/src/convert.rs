@@ -32,6 +32,10 @@ pub struct Args {
     /// (antialiased bilinear, aspect kept), before storing them.
     #[arg(long)]
     resize: Option<usize>,
+    /// Materialise this many augmented epochs instead (random maps and shuffles run offline
+    /// too, up to the first batch; each epoch with its own seeds, one job per epoch).
+    #[arg(long)]
+    epochs: Option<u64>,
     /// JPEG quality for --images jpeg.
     #[arg(long, default_value_t = 90)]
     jpeg_quality: u8,
@@ -69,6 +73,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         images: Images::parse(&args.images)?,
         jpeg_quality: args.jpeg_quality,
         resize: args.resize,
+        epochs: args.epochs,
     };
     let conv = Arc::new(Conversion::new(&plan, options)?);
     let workers = args
@@ -80,21 +85,22 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let bar = if args.quiet {
         ProgressBar::hidden()
     } else {
-        ProgressBar::new(conv.source_elements)
+        ProgressBar::new(conv.source_elements * args.epochs.unwrap_or(1))
     };
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} elements · {msg} · ETA {eta}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let t0 = Instant::now();
+    let shards = conv.convert.num_shards * args.epochs.unwrap_or(1) as usize;
     while !run.is_finished() {
         std::thread::sleep(Duration::from_millis(100));
-        draw(&bar, &progress, t0, conv.convert.num_shards);
+        draw(&bar, &progress, t0, shards);
     }
     let manifest = run
         .join()
         .map_err(|_| anyhow::anyhow!("the conversion's thread panicked"))??;
-    draw(&bar, &progress, t0, conv.convert.num_shards);
+    draw(&bar, &progress, t0, shards);
     bar.finish_and_clear();
     summary(&manifest, out_dir, t0.elapsed());
     Ok(ExitCode::SUCCESS)
@@ -148,6 +154,9 @@ fn ray(args: &Args, spec: &str, out_dir: &Path, address: &str) -> anyhow::Result
         .args(["--ray", address]);
     if let Some(n) = args.resize {
         cmd.args(["--resize", &n.to_string()]);
+    }
+    if let Some(n) = args.epochs {
+        cmd.args(["--epochs", &n.to_string()]);
     }
     if let Some(n) = args.threads {
         cmd.args(["--threads", &n.to_string()]);

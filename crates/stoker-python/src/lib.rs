@@ -19,7 +19,7 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<io::TFRecordWriter>()?;
     m.add_class::<convert::TensorBuffer>()?;
     m.add_class::<offline::PyConversion>()?;
-    m.add_function(wrap_pyfunction!(offline::convert_shard, m)?)?;
+    m.add_function(wrap_pyfunction!(offline::convert_job, m)?)?;
     m.add_function(wrap_pyfunction!(offline::read_manifest, m)?)?;
     m.add_function(wrap_pyfunction!(offline::verify_converted, m)?)?;
     m.add_function(wrap_pyfunction!(offline::from_converted, m)?)?;

@@ -30,7 +30,8 @@ pub struct PyConversion {
 #[pymethods]
 impl PyConversion {
     #[new]
-    #[pyo3(signature = (plan, num_shards, compression, images, jpeg_quality, resize=None))]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (plan, num_shards, compression, images, jpeg_quality, resize=None, epochs=None))]
     fn new(
         py: Python<'_>,
         plan: &PyPlan,
@@ -39,6 +40,7 @@ impl PyConversion {
         images: &str,
         jpeg_quality: u8,
         resize: Option<usize>,
+        epochs: Option<u64>,
     ) -> PyResult<PyConversion> {
         let options = ConvertOptions {
             num_shards,
@@ -46,6 +48,7 @@ impl PyConversion {
             images: Images::parse(images).py(py)?,
             jpeg_quality,
             resize,
+            epochs,
         };
         let plan = plan.plan.clone();
         let inner = py.detach(|| Conversion::new(&plan, options)).py(py)?;
@@ -66,6 +69,12 @@ impl PyConversion {
         self.inner.source_elements
     }
 
+    /// How many jobs make the conversion (one per shard, or one per epoch).
+    #[getter]
+    fn jobs(&self) -> usize {
+        self.inner.jobs()
+    }
+
     #[getter]
     fn num_shards(&self) -> usize {
         self.inner.convert.num_shards
@@ -76,18 +85,23 @@ impl PyConversion {
         self.inner.offline_labels()
     }
 
-    /// Gets `out_dir` ready; the shards left to write.
+    /// Gets `out_dir` ready; the jobs left.
     fn begin(&self, py: Python<'_>, out_dir: PathBuf) -> PyResult<Vec<usize>> {
         py.detach(|| self.inner.begin(&out_dir)).py(py)
     }
 
-    /// Lists a shard a worker wrote (its entry, JSON) as complete; the manifest, JSON.
-    fn record(&self, py: Python<'_>, out_dir: PathBuf, entry: &str) -> PyResult<String> {
-        let entry: ShardEntry = serde_json::from_str(entry)
-            .map_err(|e| Error::internal(format!("shard entry: {e}")))
+    /// Lists the shards a worker's job wrote (their entries, JSON) as complete; the
+    /// manifest, JSON.
+    fn record(&self, py: Python<'_>, out_dir: PathBuf, entries: &str) -> PyResult<String> {
+        let entries: Vec<ShardEntry> = serde_json::from_str(entries)
+            .map_err(|e| Error::internal(format!("shard entries: {e}")))
             .py(py)?;
-        py.detach(|| self.inner.record(&out_dir, entry).and_then(|m| to_json(&m)))
-            .py(py)
+        py.detach(|| {
+            self.inner
+                .record(&out_dir, entries)
+                .and_then(|m| to_json(&m))
+        })
+        .py(py)
     }
 
     /// Starts converting into `out_dir` here, `workers` shards at a time, on a thread.
@@ -153,15 +167,15 @@ impl PyConversion {
     }
 }
 
-/// Writes shard `shard` of the conversion `job` describes into `out_dir` on `threads`
-/// threads (on a cluster's worker); its manifest entry, JSON.
+/// Runs job `index` of the conversion `job` describes into `out_dir` on `threads` threads
+/// (on a cluster's worker); the manifest entries of the shards it wrote, JSON.
 #[pyfunction]
-#[pyo3(signature = (job, out_dir, shard, threads=1))]
-pub fn convert_shard(
+#[pyo3(signature = (job, out_dir, index, threads=1))]
+pub fn convert_job(
     py: Python<'_>,
     job: &str,
     out_dir: PathBuf,
-    shard: usize,
+    index: usize,
     threads: usize,
 ) -> PyResult<String> {
     let job: serde_json::Value = serde_json::from_str(job)
@@ -169,8 +183,8 @@ pub fn convert_shard(
         .py(py)?;
     py.detach(|| {
         let conv = Conversion::from_job(&job)?;
-        let entry = conv.write_shard(&out_dir, shard, threads, &Progress::default())?;
-        to_json(&entry)
+        let entries = conv.write_job(&out_dir, index, threads, &Progress::default())?;
+        to_json(&entries)
     })
     .py(py)
 }

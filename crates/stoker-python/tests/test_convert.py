@@ -129,6 +129,42 @@ def test_w3_resized_jpegs_and_the_fused_online_decode(tmp_path):
         assert np.abs(got["image"].astype(int) - want["image"]).mean() < 4  # quality 90
 
 
+def augmented(root: Path) -> sk.Dataset:
+    """Random crops and flips, then a shuffle: all of it element by element, before the batch."""
+    return sk.Dataset.image_folder(root).map(
+        [ops.read_file("filename", output="image"), ops.decode_image("image", channels=3),
+         ops.random_resized_crop("image", 48, seed=3), ops.random_flip_left_right("image", seed=4),
+         ops.select(["image", "label"])], num_parallel_calls=sk.AUTOTUNE).shuffle(8, seed=5)
+
+
+def test_epochs_materialise_the_augmented_epochs(tmp_path):
+    root = tmp_path / "folder"
+    sk.datasets.write_image_folder(str(root), n=10, num_classes=2, seed=6)
+    ds = augmented(root).batch(4)
+    m = ds.convert(tmp_path / "out", num_shards=3, epochs=2, progress=False)
+    assert m["online"] == ["batch(4)"] and m["elements"] == 20 and len(m["shards"]) == 6
+    assert [s["epoch"] for s in m["shards"]] == [0, 0, 0, 1, 1, 1]
+    assert [s["elements"] for s in m["shards"]] == [4, 3, 3] * 2
+    # Epoch after epoch, each exactly the pipeline's own epoch (its reshuffle, its crops).
+    aug = augmented(root)
+    want = list(aug.as_numpy_iterator()) + list(aug.as_numpy_iterator())
+    got = list(sk.Dataset.from_converted(tmp_path / "out").as_numpy_iterator())
+    assert len(got) == len(want) == 20
+    for g, w in zip(got, want):
+        assert np.array_equal(g["image"], w["image"]) and g["label"] == w["label"]
+    assert not all(np.array_equal(a["image"], b["image"]) for a, b in zip(want[:10], want[10:]))
+    # The same bytes on another thread count; the deterministic conversion refuses the random
+    # source, the epochs one takes it.
+    ds.convert(tmp_path / "t1", num_shards=3, epochs=2, threads=1, progress=False)
+    assert shard_hashes(tmp_path / "out") == shard_hashes(tmp_path / "t1")
+    shuffled_files = sk.Dataset.list_files(str(root / "*" / "*.jpg"), shuffle=True, seed=1)
+    with pytest.raises(sk.InvalidArgumentError, match="epochs"):
+        shuffled_files.convert(tmp_path / "no", progress=False)
+    m = shuffled_files.convert(tmp_path / "files", num_shards=2, epochs=2, progress=False)
+    names = [e for e in sk.Dataset.from_converted(tmp_path / "files")]
+    assert len(names) == 20 and sorted(names[:10]) == sorted(names[10:]) and names[:10] != names[10:]
+
+
 def test_the_same_bytes_on_any_thread_count(chess_files, tmp_path):
     ds = chess_offline(chess_files)
     for threads in (1, 2):
@@ -332,6 +368,12 @@ def test_ray_writes_the_same_bytes_as_a_local_run(tmp_path, ray_cluster):
     remote = ds.convert(tmp_path / "ray", num_shards=4, images="jpeg", resize=96, ray=True, progress=False)
     assert shard_hashes(tmp_path / "local") == shard_hashes(tmp_path / "ray")
     assert [s["sha256"] for s in local["shards"]] == [s["sha256"] for s in remote["shards"]]
+    # Augmented epochs too: one task per epoch.
+    aug = augmented(root).batch(4)
+    aug.convert(tmp_path / "e-local", num_shards=2, epochs=2, progress=False)
+    aug.convert(tmp_path / "e-ray", num_shards=2, epochs=2, ray=True, progress=False)
+    assert len(shard_hashes(tmp_path / "e-ray")) == 8  # 4 shards and their indexes
+    assert shard_hashes(tmp_path / "e-local") == shard_hashes(tmp_path / "e-ray")
     # A worker's located error reaches the driver as the same error class.
     bad = tmp_path / "bad"
     bad.mkdir()

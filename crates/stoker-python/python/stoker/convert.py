@@ -5,6 +5,8 @@ elements as TFRecord shards of ``tf.train.Example``s, each with its record index
 manifest. Locally the shards are written several at a time on all cores; with ``ray=`` each
 shard is one Ray task on a cluster (``pip install stoker[ray]``). Either way the bytes are the
 same.
+With ``epochs=K`` the augmented part (the random maps and shuffles too, up to the first batch)
+is run K times instead, each epoch with its own seeds, one job per epoch.
 
 Command line (what ``stoker convert --ray`` runs)::
 
@@ -35,11 +37,14 @@ def convert(
     images: str = "raw",
     jpeg_quality: int = 90,
     resize: int | None = None,
+    epochs: int | None = None,
     threads: int | None = None,
     ray: bool | str | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
     """See :meth:`stoker.Dataset.convert`."""
+    if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1):
+        raise InvalidArgumentError(f"convert: epochs must be a positive int, got {epochs!r}")
     if resize is not None and (isinstance(resize, bool) or not isinstance(resize, int) or resize < 1):
         raise InvalidArgumentError(f"convert: resize must be a positive int, got {resize!r}")
     if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1:
@@ -53,8 +58,8 @@ def convert(
         raise InvalidArgumentError(f"convert: threads must be a positive int, got {threads!r}")
     comp = "" if compression is None or compression.upper() == "NONE" else compression.upper()
     out = _path(out_dir)
-    conv = _stoker.Conversion(dataset._plan, num_shards, comp, str(images), jpeg_quality, resize)
-    bar = _Bar(conv.source_elements, num_shards, enabled=progress)
+    conv = _stoker.Conversion(dataset._plan, num_shards, comp, str(images), jpeg_quality, resize, epochs)
+    bar = _Bar(conv.source_elements * (epochs or 1), num_shards * (epochs or 1), enabled=progress)
     if ray not in (None, False):
         manifest = _run_ray(conv, out, ray, bar)
     else:
@@ -83,11 +88,11 @@ def _run_local(conv: Any, out: str, workers: int, bar: _Bar) -> dict[str, Any]:
         raise
 
 
-def _ray_shard(job: str, out: str, shard: int) -> str:
-    """One shard, on a Ray worker (its manifest entry, JSON)."""
+def _ray_job(job: str, out: str, index: int) -> str:
+    """One job (a shard, or an epoch's shards), on a Ray worker: their manifest entries, JSON."""
     from . import _stoker as native
 
-    return str(native.convert_shard(job, out, shard, 1))
+    return str(native.convert_job(job, out, index, 1))
 
 
 def _run_ray(conv: Any, out: str, ray_arg: bool | str, bar: _Bar) -> dict[str, Any]:
@@ -103,7 +108,7 @@ def _run_ray(conv: Any, out: str, ray_arg: bool | str, bar: _Bar) -> dict[str, A
     # System failures (a worker lost) are retried by Ray; a transient I/O error too. A located
     # data error is not: it would fail again.
     options: dict[str, Any] = {"num_cpus": 1, "max_retries": 3, "retry_exceptions": [OSError]}
-    task = ray.remote(**options)(_ray_shard)
+    task = ray.remote(**options)(_ray_job)
     pending = {task.remote(job, out, k): k for k in todo}
     manifest = json.loads(_stoker.read_manifest(out))
     elements = int(manifest["elements"])
@@ -121,11 +126,11 @@ def _run_ray(conv: Any, out: str, ray_arg: bool | str, bar: _Bar) -> dict[str, A
                         ray.cancel(r)
                     # The worker's own error (its class and its located message).
                     raise e.as_instanceof_cause() from None
-                manifest = json.loads(conv.record(out, entry))
+                conv.record(out, entry)
                 got = json.loads(entry)
-                elements += int(got["elements"])
-                written += int(got["bytes"])
-                shards += 1
+                elements += sum(int(g["elements"]) for g in got)
+                written += sum(int(g["bytes"]) for g in got)
+                shards += len(got)
                 del k
             bar.update(elements, written, shards)
     except KeyboardInterrupt:
@@ -216,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--images", default="raw")
     p.add_argument("--jpeg-quality", type=int, default=90)
     p.add_argument("--resize", type=int)
+    p.add_argument("--epochs", type=int)
     p.add_argument("--threads", type=int)
     p.add_argument("--ray", nargs="?", const="", default=None,
                    help="run on a Ray cluster (ADDRESS, or a local one when empty)")
@@ -225,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     ray_arg: bool | str | None = None if args.ray is None else (args.ray or True)
     try:
         convert(ds, args.out_dir, num_shards=args.shards, compression=args.compression, images=args.images,
-                jpeg_quality=args.jpeg_quality, resize=args.resize, threads=args.threads, ray=ray_arg,
+                jpeg_quality=args.jpeg_quality, resize=args.resize, epochs=args.epochs, threads=args.threads,
+                ray=ray_arg,
                 progress=not args.quiet)
     except Exception as e:  # a clean message, as the Rust CLI gives
         print(f"stoker convert: error: {e}", file=sys.stderr)

@@ -862,6 +862,7 @@ class Dataset:
         images: str = "raw",
         jpeg_quality: int = 90,
         resize: int | None = None,
+        epochs: int | None = None,
         threads: int | None = None,
         ray: bool | str | None = None,
         progress: bool = True,
@@ -880,6 +881,11 @@ class Dataset:
         - ``resize``: image fields whose shorter side is longer are resized (antialiased
           bilinear, aspect kept) so that it is ``resize`` long, like torchvision's
           ``Resize(resize)`` or FFCV's ``max_resolution``: the online part decodes less.
+        - ``epochs``: instead of the deterministic part, materialise ``epochs`` epochs of the
+          augmented part (random native maps and shuffles too, up to the first batch,
+          positional step or Python function), each with the seeds the pipeline's own epoch
+          would use: ``num_shards`` shards per epoch, its elements dealt round-robin, one job
+          per epoch. ``from_converted`` then reads the epochs one after the other.
         - ``threads``: shards are written this many at a time (default: every core).
         - ``ray``: ``True`` (the Ray cluster ``ray.init()`` finds or starts) or an address:
           one Ray task per shard; the output is the same bytes as a local run. ``out_dir``
@@ -895,7 +901,7 @@ class Dataset:
         from . import convert as _convert
 
         return _convert.convert(self, out_dir, num_shards=num_shards, compression=compression, images=images,
-                                jpeg_quality=jpeg_quality, resize=resize, threads=threads, ray=ray,
+                                jpeg_quality=jpeg_quality, resize=resize, epochs=epochs, threads=threads, ray=ray,
                                 progress=progress)
 
     def save_spec(self, path: PathLike) -> None:

@@ -36,12 +36,13 @@ use stoker_formats::{Compression, RecordWriter};
 use stoker_ops::record::parse_converted::{ParseConverted, Stored, StoredField};
 use stoker_ops::spec::OpSpec;
 
+use crate::datasets::concatenate::Concatenate;
 use crate::datasets::options::WithOptions;
 use crate::datasets::skip::Skip;
 use crate::datasets::take::Take;
 use crate::datasets::Cardinality;
 use crate::pipeline::Pipeline;
-use crate::plan::Plan;
+use crate::plan::{Plan, Step};
 pub use encode::Images;
 
 const OP: &str = "convert";
@@ -63,12 +64,18 @@ pub struct ConvertOptions {
     /// bilinear, the aspect kept) so that it is this long, before they are stored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resize: Option<usize>,
+    /// Materialise this many epochs of the augmented part instead (see the module's docs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epochs: Option<u64>,
 }
 
 impl ConvertOptions {
     fn check(&self) -> Result<Compression> {
         if self.num_shards == 0 {
             return Err(Error::invalid(OP, "num_shards must be at least 1"));
+        }
+        if self.epochs == Some(0) {
+            return Err(Error::invalid(OP, "epochs must be at least 1"));
         }
         if self.resize == Some(0) {
             return Err(Error::invalid(OP, "resize must be at least 1"));
@@ -96,6 +103,9 @@ impl ConvertOptions {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ShardEntry {
     pub file: String,
+    /// The epoch it holds part of (a conversion of several epochs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
     /// The first source element of its range, and how many.
     pub source_start: u64,
     pub source_count: u64,
@@ -397,7 +407,11 @@ impl Conversion {
     /// The conversion of `plan`'s offline part.
     pub fn new(plan: &Plan, convert: ConvertOptions) -> Result<Conversion> {
         let compression = convert.check()?;
-        let (chain, online) = offline_part(plan)?;
+        let (chain, online) = if convert.epochs.is_some() {
+            augmented_part(plan)?
+        } else {
+            offline_part(plan)?
+        };
         let top = chain
             .last()
             .cloned()
@@ -474,25 +488,65 @@ impl Conversion {
         self.chain.iter().map(Plan::label).collect()
     }
 
-    /// The file name of shard `k`.
-    fn file_name(&self, k: usize) -> String {
+    /// How many jobs make the conversion: one per shard, or one per epoch (which writes that
+    /// epoch's shards).
+    pub fn jobs(&self) -> usize {
+        match self.convert.epochs {
+            Some(k) => k as usize,
+            None => self.convert.num_shards,
+        }
+    }
+
+    /// The shards (their indexes in the manifest) job `j` writes.
+    fn job_shards(&self, j: usize) -> std::ops::Range<usize> {
+        match self.convert.epochs {
+            Some(_) => j * self.convert.num_shards..(j + 1) * self.convert.num_shards,
+            None => j..j + 1,
+        }
+    }
+
+    /// The file name of shard `s` (in manifest order).
+    fn file_name(&self, s: usize) -> String {
         let ext = match self.compression {
             Compression::None => "",
             Compression::Gzip => ".gz",
             Compression::Zlib => ".zz",
         };
-        format!(
-            "part-{k:05}-of-{:05}.tfrecord{ext}",
-            self.convert.num_shards
-        )
+        let n = self.convert.num_shards;
+        match self.convert.epochs {
+            Some(_) => format!("part-e{:04}-{:05}-of-{n:05}.tfrecord{ext}", s / n, s % n),
+            None => format!("part-{s:05}-of-{n:05}.tfrecord{ext}"),
+        }
     }
 
-    /// The source range of shard `k`.
-    fn range(&self, k: usize) -> (u64, u64) {
+    /// The source range of shard `s` (a conversion of epochs: the whole source).
+    fn range(&self, s: usize) -> (u64, u64) {
+        if self.convert.epochs.is_some() {
+            return (0, self.source_elements);
+        }
         let n = self.convert.num_shards as u128;
         let total = u128::from(self.source_elements);
         let at = |k: usize| (total * k as u128 / n) as u64;
-        (at(k), at(k + 1) - at(k))
+        (at(s), at(s + 1) - at(s))
+    }
+
+    fn entry(&self, s: usize) -> ShardEntry {
+        let (source_start, source_count) = self.range(s);
+        ShardEntry {
+            file: self.file_name(s),
+            epoch: self
+                .convert
+                .epochs
+                .map(|_| (s / self.convert.num_shards) as u64),
+            source_start,
+            source_count,
+            complete: false,
+            elements: 0,
+            bytes: 0,
+            sha256: String::new(),
+            skipped: 0,
+            last_skip: None,
+        }
     }
 
     fn fresh_manifest(&self) -> Manifest {
@@ -509,28 +563,16 @@ impl Conversion {
             offline: self.offline_labels(),
             online: self.online.clone(),
             source_spec: self.source_spec.clone(),
-            shards: (0..self.convert.num_shards)
-                .map(|k| {
-                    let (source_start, source_count) = self.range(k);
-                    ShardEntry {
-                        file: self.file_name(k),
-                        source_start,
-                        source_count,
-                        complete: false,
-                        elements: 0,
-                        bytes: 0,
-                        sha256: String::new(),
-                        skipped: 0,
-                        last_skip: None,
-                    }
-                })
+            shards: (0..self.jobs() * self.job_shards(0).len())
+                .map(|s| self.entry(s))
                 .collect(),
         }
     }
 
-    /// Gets `dir` ready and says which shards are left to write: all of them for a new
-    /// output, those not complete (or no longer matching their sha256) for an output of the
-    /// same conversion. An output of another conversion is an error.
+    /// Gets `dir` ready and says which jobs are left (see [`jobs`](Conversion::jobs)): all of
+    /// them for a new output, those whose shards are not all complete (or no longer match
+    /// their sha256) for an output of the same conversion. An output of another conversion is
+    /// an error.
     pub fn begin(&self, dir: &Path) -> Result<Vec<usize>> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(show(dir), e))?;
         let mut manifest = match Manifest::read(dir) {
@@ -554,12 +596,18 @@ impl Conversion {
             Err(_) => self.fresh_manifest(),
         };
         let mut todo = Vec::new();
-        for (k, s) in manifest.shards.iter_mut().enumerate() {
-            if s.complete && check_shard(dir, s, true).is_ok() {
+        for j in 0..self.jobs() {
+            let shards = &mut manifest.shards[self.job_shards(j)];
+            if shards
+                .iter()
+                .all(|s| s.complete && check_shard(dir, s, true).is_ok())
+            {
                 continue;
             }
-            s.complete = false;
-            todo.push(k);
+            for s in shards {
+                s.complete = false;
+            }
+            todo.push(j);
         }
         manifest.complete = todo.is_empty();
         manifest.elements = manifest
@@ -572,9 +620,9 @@ impl Conversion {
         Ok(todo)
     }
 
-    /// Lists shard `entry` (written by [`write_shard`](Conversion::write_shard), here or on a
-    /// worker) as complete in `dir`'s manifest.
-    pub fn record(&self, dir: &Path, entry: ShardEntry) -> Result<Manifest> {
+    /// Lists the shards a job wrote (here or on a worker; see
+    /// [`write_job`](Conversion::write_job)) as complete in `dir`'s manifest.
+    pub fn record(&self, dir: &Path, entries: Vec<ShardEntry>) -> Result<Manifest> {
         let mut m = Manifest::read(dir)?;
         if m.fingerprint != self.fingerprint {
             return Err(Error::invalid(
@@ -582,10 +630,12 @@ impl Conversion {
                 format!("{}: the manifest changed", show(dir)),
             ));
         }
-        let Some(slot) = m.shards.iter_mut().find(|s| s.file == entry.file) else {
-            return Err(Error::internal(format!("no shard {}", entry.file)));
-        };
-        *slot = entry;
+        for entry in entries {
+            let Some(slot) = m.shards.iter_mut().find(|s| s.file == entry.file) else {
+                return Err(Error::internal(format!("no shard {}", entry.file)));
+            };
+            *slot = entry;
+        }
         m.elements = m
             .shards
             .iter()
@@ -597,17 +647,22 @@ impl Conversion {
         Ok(m)
     }
 
-    /// The offline part over shard `k`'s source range, with the options its job runs with.
+    /// The offline part over shard `k`'s source range (a conversion of epochs: over the whole
+    /// source), with the options its job runs with.
     fn shard_plan(&self, k: usize, threads: usize) -> Result<Plan> {
         let (start, count) = self.range(k);
         let source = self.chain[0].clone();
-        let mut plan = Plan::new(Take {
-            input: Plan::new(Skip {
-                input: source,
-                count: start,
-            })?,
-            count,
-        })?;
+        let mut plan = if self.convert.epochs.is_some() {
+            source
+        } else {
+            Plan::new(Take {
+                input: Plan::new(Skip {
+                    input: source,
+                    count: start,
+                })?,
+                count,
+            })?
+        };
         for node in &self.chain[1..] {
             let mut step = node.step().clone();
             if let Some(input) = step.inputs_mut().into_iter().next() {
@@ -625,104 +680,135 @@ impl Conversion {
         })
     }
 
-    /// Writes shard `k` into `dir` (under a temporary name, renamed when complete, with its
-    /// index beside it) on `threads` threads, and says what it holds; the caller lists it in
-    /// the manifest ([`record`](Conversion::record)).
-    pub fn write_shard(
+    /// Writes job `j`'s shards into `dir` (each under a temporary name, renamed when complete,
+    /// with its index beside it) on `threads` threads, and says what they hold; the caller
+    /// lists them in the manifest ([`record`](Conversion::record)). A job of a conversion of
+    /// epochs runs that epoch's pass (its reshuffles and random ops drawing from the epoch's
+    /// seeds) and deals its elements round-robin to the epoch's shards.
+    pub fn write_job(
         &self,
         dir: &Path,
-        k: usize,
+        j: usize,
         threads: usize,
         progress: &Progress,
-    ) -> Result<ShardEntry> {
-        if k >= self.convert.num_shards {
-            return Err(Error::invalid(OP, format!("no shard {k}")));
+    ) -> Result<Vec<ShardEntry>> {
+        if j >= self.jobs() {
+            return Err(Error::invalid(OP, format!("no job {j}")));
         }
-        let file = self.file_name(k);
-        let path = dir.join(&file);
-        let tmp = dir.join(format!(".{file}.tmp"));
-        let pipeline = Pipeline::new(&self.shard_plan(k, threads)?)?;
-        let it: BoxIter = pipeline.iter()?;
-        let written = self.write_elements(it, &tmp, progress);
-        let (elements, offsets, out) = match written {
+        let shards: Vec<usize> = self.job_shards(j).collect();
+        let pipeline = Pipeline::new(&self.shard_plan(shards[0], threads)?)?;
+        let it: BoxIter = match self.convert.epochs {
+            Some(_) => Box::new(pipeline.start_iteration(j as u64)?.driver),
+            None => pipeline.iter()?,
+        };
+        let tmps: Vec<PathBuf> = (shards.iter())
+            .map(|&s| dir.join(format!(".{}.tmp", self.file_name(s))))
+            .collect();
+        let written = match self.write_elements(it, &tmps, progress) {
             Ok(w) => w,
             Err(e) => {
-                let _ = std::fs::remove_file(&tmp);
+                for tmp in &tmps {
+                    let _ = std::fs::remove_file(tmp);
+                }
                 return Err(e);
             }
         };
-        let index_path = PathBuf::from(RecordIndex::path_for(&show(&path)));
-        if self.compression == Compression::None {
-            let tmp_index = dir.join(format!(".{file}.idx.tmp"));
-            offsets.write(&show(&tmp_index))?;
-            std::fs::rename(&tmp_index, &index_path)
-                .map_err(|e| Error::io(show(&index_path), e))?;
-        }
-        std::fs::rename(&tmp, &path).map_err(|e| Error::io(show(&path), e))?;
-        // The index must not be older than its data file.
-        if self.compression == Compression::None {
-            let now = std::time::SystemTime::now();
-            if let Ok(f) = File::options().append(true).open(&index_path) {
-                let _ = f.set_modified(now);
-            }
-        }
         let (skipped, last_skip) = pipeline.stats().iter().fold((0, None), |(n, last), s| {
             (n + s.skipped, s.last_skip_reason.clone().or(last))
         });
-        progress.shards_done.fetch_add(1, Relaxed);
-        let (source_start, source_count) = self.range(k);
-        Ok(ShardEntry {
-            file,
-            source_start,
-            source_count,
-            complete: true,
-            elements,
-            bytes: out.bytes,
-            sha256: out.hex(),
-            skipped,
-            last_skip,
-        })
+        let mut entries = Vec::with_capacity(shards.len());
+        for ((s, tmp), (elements, offsets, out)) in shards.iter().zip(&tmps).zip(written) {
+            let file = self.file_name(*s);
+            let path = dir.join(&file);
+            let index_path = PathBuf::from(RecordIndex::path_for(&show(&path)));
+            if self.compression == Compression::None {
+                let tmp_index = dir.join(format!(".{file}.idx.tmp"));
+                offsets.write(&show(&tmp_index))?;
+                std::fs::rename(&tmp_index, &index_path)
+                    .map_err(|e| Error::io(show(&index_path), e))?;
+            }
+            std::fs::rename(tmp, &path).map_err(|e| Error::io(show(&path), e))?;
+            // The index must not be older than its data file.
+            if self.compression == Compression::None {
+                if let Ok(f) = File::options().append(true).open(&index_path) {
+                    let _ = f.set_modified(std::time::SystemTime::now());
+                }
+            }
+            progress.shards_done.fetch_add(1, Relaxed);
+            entries.push(ShardEntry {
+                complete: true,
+                elements,
+                bytes: out.bytes,
+                sha256: out.hex(),
+                // A job of one shard says its shard's skips; an epoch's, the epoch's (on its
+                // first shard).
+                skipped: if entries.is_empty() { skipped } else { 0 },
+                last_skip: if entries.is_empty() {
+                    last_skip.clone()
+                } else {
+                    None
+                },
+                ..self.entry(*s)
+            });
+        }
+        Ok(entries)
     }
 
-    /// Writes the elements of `it` as records into `tmp`; their count, index, and the
-    /// hashing writer (flushed and synced).
+    /// Writes the elements of `it` as records into `tmps`, dealt round-robin (one file: all
+    /// of them); per file its count, index, and the hashing writer (flushed and synced).
+    #[allow(clippy::type_complexity)]
     fn write_elements(
         &self,
         mut it: BoxIter,
-        tmp: &Path,
+        tmps: &[PathBuf],
         progress: &Progress,
-    ) -> Result<(u64, RecordIndex, Hashing<BufWriter<File>>)> {
-        let io = |e: std::io::Error| Error::io(show(tmp), e);
-        let file = File::create(tmp).map_err(io)?;
-        let out = Hashing::new(BufWriter::with_capacity(1 << 20, file));
-        let mut writer = RecordWriter::new(out, self.compression);
-        let mut index = RecordIndex::default();
-        let mut at = 0u64;
-        let mut elements = 0u64;
+    ) -> Result<Vec<(u64, RecordIndex, Hashing<BufWriter<File>>)>> {
+        let mut outs = Vec::with_capacity(tmps.len());
+        for tmp in tmps {
+            let file = File::create(tmp).map_err(|e| Error::io(show(tmp), e))?;
+            let out = Hashing::new(BufWriter::with_capacity(1 << 20, file));
+            outs.push((
+                0u64,
+                RecordIndex::default(),
+                RecordWriter::new(out, self.compression),
+            ));
+        }
+        let mut at = vec![0u64; tmps.len()];
+        let mut i = 0usize;
         while let Some(e) = it.next()? {
             if progress.cancel.load(Relaxed) {
                 return Err(Error::invalid(OP, "cancelled"));
             }
             let record = encode::encode(&e, &self.fields, &self.convert)?;
-            writer.write(&record).map_err(io)?;
+            let k = i % outs.len();
+            let (elements, index, writer) = &mut outs[k];
+            writer
+                .write(&record)
+                .map_err(|e| Error::io(show(&tmps[k]), e))?;
             let framed = record.len() as u64 + 16;
-            index.offsets.push(at);
+            index.offsets.push(at[k]);
             index.sizes.push(framed);
-            at += framed;
-            elements += 1;
+            at[k] += framed;
+            *elements += 1;
+            i += 1;
             progress.elements.fetch_add(1, Relaxed);
             progress.bytes.fetch_add(framed, Relaxed);
         }
-        let mut out = writer.finish().map_err(io)?;
-        out.flush().map_err(io)?;
-        out.inner.get_ref().sync_all().map_err(io)?;
-        Ok((elements, index, out))
+        let mut done = Vec::with_capacity(outs.len());
+        for ((elements, index, writer), tmp) in outs.into_iter().zip(tmps) {
+            let io = |e: std::io::Error| Error::io(show(tmp), e);
+            let mut out = writer.finish().map_err(io)?;
+            out.flush().map_err(io)?;
+            out.inner.get_ref().sync_all().map_err(io)?;
+            done.push((elements, index, out));
+        }
+        Ok(done)
     }
 
-    /// Converts into `dir` on this machine: the shards left ([`begin`](Conversion::begin)),
-    /// `workers` at a time (each job on its share of the threads), each listed in the manifest
-    /// as it completes. On an error the shards finished stay listed; the first error is
-    /// returned once the jobs running have stopped.
+    /// Converts into `dir` on this machine: the jobs left ([`begin`](Conversion::begin)),
+    /// `workers` at a time (each on its share of the threads), their shards listed in the
+    /// manifest as each job completes. On an error the shards finished stay listed; the first
+    /// error is returned once the jobs running have stopped.
     pub fn run_local(&self, dir: &Path, workers: usize, progress: &Progress) -> Result<Manifest> {
         let todo = self.begin(dir)?;
         let workers = workers.max(1);
@@ -744,10 +830,10 @@ impl Conversion {
                             return;
                         };
                         let done = self
-                            .write_shard(dir, k, threads, progress)
-                            .and_then(|entry| {
+                            .write_job(dir, k, threads, progress)
+                            .and_then(|entries| {
                                 let _guard = record.lock().unwrap_or_else(|e| e.into_inner());
-                                self.record(dir, entry)
+                                self.record(dir, entries)
                             });
                         if let Err(e) = done {
                             progress.cancel.store(true, Relaxed);
@@ -779,8 +865,8 @@ fn hex_sha256(text: &str) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The offline chain of `plan` (source first) and the labels of the steps left online.
-pub(crate) fn offline_part(plan: &Plan) -> Result<(Vec<Plan>, Vec<String>)> {
+/// The steps of `plan` from its source up, which must each have one input.
+fn chain_of(plan: &Plan) -> Result<Vec<Plan>> {
     let mut down = vec![plan.clone()];
     while let Some(last) = down.last().filter(|p| !p.step().is_source()) {
         let inputs = last.step().inputs();
@@ -798,24 +884,48 @@ pub(crate) fn offline_part(plan: &Plan) -> Result<(Vec<Plan>, Vec<String>)> {
         down.push(one);
     }
     down.reverse();
-    let source = &down[0];
+    Ok(down)
+}
+
+/// The offline chain of `plan` (source first) and the labels of the steps left online.
+pub(crate) fn offline_part(plan: &Plan) -> Result<(Vec<Plan>, Vec<String>)> {
+    let mut chain = chain_of(plan)?;
+    let source = &chain[0];
     if !source.step().deterministic() {
         return Err(Error::invalid(
             OP,
             format!(
                 "nothing to run offline: the source '{}' does not give the same elements every \
-                 pass",
+                 pass (convert with epochs to store augmented epochs)",
                 source.label()
             ),
         ));
     }
-    let offline = 1 + down[1..]
+    let offline = 1 + chain[1..]
         .iter()
         .take_while(|p| p.step().per_element())
         .count();
-    let online = down[offline..].iter().map(Plan::label).collect();
-    down.truncate(offline);
-    Ok((down, online))
+    let online = chain[offline..].iter().map(Plan::label).collect();
+    chain.truncate(offline);
+    Ok((chain, online))
+}
+
+/// The augmented chain of `plan` for a conversion of epochs (source first): its element-wise
+/// steps, random or not (native maps), and its shuffles, up to the first batch, positional
+/// step or Python function; and the labels of the steps left online.
+fn augmented_part(plan: &Plan) -> Result<(Vec<Plan>, Vec<String>)> {
+    let mut chain = chain_of(plan)?;
+    let kept = 1 + chain[1..]
+        .iter()
+        .take_while(|p| match p.step() {
+            Step::Map(m) => m.ops.iter().all(|o| o.spec().is_ok()),
+            Step::Shuffle(_) | Step::GlobalShuffle(_) => true,
+            step => step.per_element(),
+        })
+        .count();
+    let online = chain[kept..].iter().map(Plan::label).collect();
+    chain.truncate(kept);
+    Ok((chain, online))
 }
 
 /// How many elements the source gives in a pass: by random access or the plan where they
@@ -854,7 +964,27 @@ fn count_source(source: &Plan, options: &PipelineOptions) -> Result<u64> {
 pub fn from_converted(dir: &Path, decode_images: bool, num_parallel_reads: i64) -> Result<Plan> {
     let m = Manifest::read(dir)?;
     m.verify(dir, false)?;
-    let source = Plan::tfrecord(m.files(dir), m.compression(), true, num_parallel_reads)?;
+    let source = match m.options.epochs {
+        None => Plan::tfrecord(m.files(dir), m.compression(), true, num_parallel_reads)?,
+        // Epoch after epoch; each read round-robin from its shards, in the order it was dealt.
+        Some(epochs) => {
+            let n = m.options.num_shards;
+            let files = m.files(dir);
+            let mut plan: Option<Plan> = None;
+            for e in 0..epochs as usize {
+                let epoch = files[e * n..(e + 1) * n].to_vec();
+                let reads = Plan::tfrecord(epoch, m.compression(), true, n as i64)?;
+                plan = Some(match plan {
+                    None => reads,
+                    Some(before) => Plan::new(Concatenate {
+                        input: before,
+                        other: reads,
+                    })?,
+                });
+            }
+            plan.ok_or_else(|| Error::internal("no epochs"))?
+        }
+    };
     let mut ops: Vec<Arc<dyn Op>> = vec![Arc::new(ParseConverted {
         fields: m.fields.clone(),
         field: "record".into(),
