@@ -44,9 +44,11 @@ def w3_offline(root: str) -> Any:
 
 
 def w2_offline(w2: str) -> Any:
+    """W2's decode and crop, the label map as class indices (uint8): the one-hot stays online."""
     import stoker as sk
     from stoker import ops
 
+    colors = ops.read_class_colors(os.path.join(w2, "class_dict.csv"))
     images = sorted(os.path.join(w2, "images", f) for f in os.listdir(os.path.join(w2, "images")))
     labels = sorted(os.path.join(w2, "labels", f) for f in os.listdir(os.path.join(w2, "labels")))
     import numpy as np
@@ -56,7 +58,7 @@ def w2_offline(w2: str) -> Any:
             ops.read_file("image"), ops.decode_image("image", channels=3),
             ops.resize_with_crop_or_pad("image", 512, 512),
             ops.read_file("label"), ops.decode_image("label", channels=3),
-            ops.resize_with_crop_or_pad("label", 512, 512),
+            ops.resize_with_crop_or_pad("label", 512, 512), ops.color_index("label", colors),
         ])
 
 
@@ -120,11 +122,11 @@ def child_read(args: argparse.Namespace) -> dict:
         ds = workloads.segmentation_pipeline(images, labels, colors, threads=args.cores)
     elif source == "shards":
         ds = (sk.Dataset.from_converted(args.shards_dir).with_options(threads=args.cores)
-              .map([ops.rescale("image", divisor=255.0), ops.one_hot_colors("label", colors)],
+              .map([ops.rescale("image", divisor=255.0), ops.one_hot("label", len(colors[1]))],
                    num_parallel_calls=sk.AUTOTUNE)
               .batch(3).prefetch(sk.AUTOTUNE))
     else:
-        return {"runs": timed_passes(tf_w2_shards(files, colors[1], args.cores), args.runs)}
+        return {"runs": timed_passes(tf_w2_shards(files, len(colors[1]), args.cores), args.runs)}
 
     def epoch2() -> Any:
         for b in ds:
@@ -163,21 +165,18 @@ def tf_w3_shards(files: list[str], threads: int) -> Any:
     return lambda: (b["image"] for b in ds.as_numpy_iterator())
 
 
-def tf_w2_shards(files: list[str], colors: list[list[int]], threads: int) -> Any:
-    """W2's tf.data pipeline (bench/w2_peers.py) on the converted shards: the crops stored raw."""
-    import numpy as np
+def tf_w2_shards(files: list[str], classes: int, threads: int) -> Any:
+    """W2's tf.data pipeline (bench/w2_peers.py) on the converted shards: the uint8 crop and
+    the class-index map stored raw, /255 and tf.one_hot online."""
     import tensorflow as tf
 
-    codes = tf.constant(np.array([r << 16 | g << 8 | b for r, g, b in colors], dtype=np.int32))
     features = {"image": tf.io.FixedLenFeature([], tf.string), "label": tf.io.FixedLenFeature([], tf.string)}
 
     def load(record: Any) -> dict:
         f = tf.io.parse_single_example(record, features)
         img = tf.reshape(tf.io.decode_raw(f["image"], tf.uint8), [512, 512, 3])
-        lab = tf.cast(tf.reshape(tf.io.decode_raw(f["label"], tf.uint8), [512, 512, 3]), tf.int32)
-        key = lab[..., 0] * 65536 + lab[..., 1] * 256 + lab[..., 2]
-        one_hot = tf.cast(tf.equal(key[..., None], codes), tf.float32)
-        return {"image": tf.cast(img, tf.float32) / 255.0, "label": one_hot}
+        lab = tf.reshape(tf.io.decode_raw(f["label"], tf.uint8), [512, 512])
+        return {"image": tf.cast(img, tf.float32) / 255.0, "label": tf.one_hot(lab, classes)}
 
     opts = tf.data.Options()
     opts.threading.private_threadpool_size = threads

@@ -680,8 +680,9 @@ def convert_section() -> list[str]:
           f"per shard, the same bytes) takes {overhead:+.1f} % time against the local run on the same 2 cores.", "",
           "Reading for training, from the original files against the converted shards "
           f"(W3: {d['shards_bytes']['w3'] / 1e6:.0f} MB of JPEGs resized to 256, read with W3's online ops from the "
-          "decode on; W2: the 512x512 uint8 crops of image and label map stored raw, "
-          f"{d['shards_bytes']['w2'] / 1e6:.0f} MB, the /255 and the one-hot left online), examples/s, medians:", "",
+          "decode on; W2: the 512x512 uint8 image crop and class-index map (`color_index`) stored raw, "
+          f"{d['shards_bytes']['w2'] / 1e6:.0f} MB, the /255 and the `one_hot` left online), examples/s, medians:",
+          "",
           "| workload | read from | 1 core | 2 cores | vs the files, 1c | vs the files, 2c |",
           "|---|---|---|---|---|---|"]
     names = {"files": "original files (stoker)", "shards": "**converted shards (stoker)**",

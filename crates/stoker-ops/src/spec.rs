@@ -10,6 +10,7 @@ use crate::fused::decode_crop_or_pad::DecodeCropOrPad;
 use crate::fused::decode_resized_crop::DecodeRandomResizedCrop;
 use crate::fused::pixel_chain::PixelChain;
 use crate::image::center_crop::CenterCrop;
+use crate::image::color_index::ColorIndex;
 use crate::image::color_jitter::ColorJitter;
 use crate::image::decode_image::DecodeImage;
 use crate::image::one_hot_colors::OneHotColors;
@@ -28,6 +29,7 @@ use crate::tensor::compute::Compute;
 use crate::tensor::gather_channels::GatherChannels;
 use crate::tensor::layout::ChangeLayout;
 use crate::tensor::normalize::Normalize;
+use crate::tensor::one_hot::OneHot;
 use crate::tensor::rescale::Rescale;
 use crate::tensor::select::Select;
 use crate::tensor::slice::Slice;
@@ -61,6 +63,8 @@ pub enum OpSpec {
     Rescale(Rescale),
     ResizeWithCropOrPad(ResizeWithCropOrPad),
     OneHotColors(OneHotColors),
+    ColorIndex(ColorIndex),
+    OneHot(OneHot),
     Select(Select),
     Slice(Slice),
     Unflatten(Unflatten),
@@ -86,6 +90,8 @@ impl OpSpec {
         Ok(match self {
             OpSpec::ParseExample(p) => Arc::new(ParseExample::new(p.key, p.features)?),
             OpSpec::DecodeRaw(o) => Arc::new(o),
+            OpSpec::ColorIndex(o) => Arc::new(o),
+            OpSpec::OneHot(o) => Arc::new(o),
             OpSpec::ParseConverted(o) => Arc::new(o),
             OpSpec::DecodeCsv(o) => Arc::new(o),
             OpSpec::ReadFile(o) => Arc::new(o),
@@ -215,6 +221,11 @@ mod tests {
             one_hot,
             json!({"op": "one_hot_colors", "field": "mask", "colors": [[1, 2, 3]],
                    "output": "classes"}),
+            json!({"op": "color_index", "field": "mask", "colors": [[1, 2, 3], [4, 5, 6]]}),
+            json!({"op": "color_index", "field": "mask", "colors": [[1, 2, 3]], "fallback": 0,
+                   "output": "classes"}),
+            json!({"op": "one_hot", "field": "classes", "depth": 32}),
+            json!({"op": "one_hot", "field": "classes", "depth": 3, "output": "hot"}),
             json!({"op": "select", "fields": ["a", "b"]}),
             json!({"op": "slice", "field": "x", "start": 1, "stop": 3}),
             json!({"op": "slice", "field": "x", "start": 0, "stop": 2, "axis": 0,
@@ -251,6 +262,8 @@ mod tests {
             OpSpec::Rescale(o) => o,
             OpSpec::ResizeWithCropOrPad(o) => o,
             OpSpec::OneHotColors(o) => o,
+            OpSpec::ColorIndex(o) => o,
+            OpSpec::OneHot(o) => o,
             OpSpec::Select(o) => o,
             OpSpec::Slice(o) => o,
             OpSpec::Unflatten(o) => o,
@@ -272,7 +285,7 @@ mod tests {
             assert_eq!(OpSpec::of(&built), Some(spec));
         }
         // One per variant: a new variant fails `op` above until it is listed in `examples`.
-        assert_eq!(variants.len(), 27);
+        assert_eq!(variants.len(), 29);
     }
 
     /// The fusions recognise an op (`Known::of`) exactly when the registry reads its spec as

@@ -85,7 +85,16 @@ def test_w2_offline_part_round_trips(tmp_path):
     assert same_elements(sk.Dataset.from_converted(out), ds.unbatch()) == 6
     with pytest.raises(sk.InvalidArgumentError, match="no field is a uint8"):
         ds.convert(tmp_path / "no", images="png", progress=False)
-    # uint8 crops stored (the conversion W2 wants: one-hot and /255 left online).
+    # The conversion W2 wants: the uint8 crop and the class index stored, /255 and the one-hot
+    # left online, which give W2's elements again.
+    index = prefix.map(ops.color_index("label", colors))
+    m = index.shuffle(6, seed=1).convert(tmp_path / "index", num_shards=2, progress=False)
+    assert [(f["name"], f["dtype"], f["shape"]) for f in m["fields"]] == [
+        ("image", "uint8", [96, 96, 3]), ("label", "uint8", [96, 96])]
+    online = sk.Dataset.from_converted(tmp_path / "index").map(
+        [ops.one_hot("label", len(colors[1])), ops.rescale("image", 255.0)])
+    assert same_elements(online, ds.unbatch()) == 6
+    # uint8 crops stored raw or as PNG.
     for images_as in ("raw", "png"):
         out = tmp_path / f"crop-{images_as}"
         m = prefix.shuffle(6, seed=1).convert(out, num_shards=3, images=images_as, progress=False)

@@ -2,6 +2,7 @@
 //! `[H, W, C]` images.
 
 pub mod center_crop;
+pub mod color_index;
 pub mod color_jitter;
 pub mod decode_image;
 pub mod one_hot_colors;

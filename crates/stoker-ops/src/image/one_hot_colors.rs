@@ -58,7 +58,13 @@ impl OneHotColors {
 
     /// The class lookup for this op's colours.
     pub(crate) fn lookup(&self) -> Result<ClassLookup> {
+        self.lookup_for(OP)
+    }
+
+    /// The class lookup for these colours, for op `op` (which its errors name).
+    pub(crate) fn lookup_for(&self, op: &'static str) -> Result<ClassLookup> {
         Ok(ClassLookup {
+            op,
             index: self.check()?,
             fallback: self.fallback.map(|f| f as u32),
             last: (u32::MAX, 0),
@@ -68,6 +74,7 @@ impl OneHotColors {
 
 /// The class of each pixel's colour.
 pub(crate) struct ClassLookup {
+    op: &'static str,
     index: HashMap<u32, u32>,
     fallback: Option<u32>,
     /// The last colour key looked up and its class: label maps come in runs of one colour.
@@ -92,7 +99,7 @@ impl ClassLookup {
                     (None, Some(f)) => f,
                     (None, None) => {
                         return Err(Error::invalid(
-                            OP,
+                            self.op,
                             format!("pixel {} has colour {:?}, which is not a class colour (set fallback to map it to a class)", first + i, [rgb[0], rgb[1], rgb[2]]),
                         ))
                     }

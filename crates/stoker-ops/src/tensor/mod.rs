@@ -6,6 +6,7 @@ pub mod compute;
 pub mod gather_channels;
 pub mod layout;
 pub mod normalize;
+pub mod one_hot;
 pub mod rescale;
 pub mod select;
 pub mod slice;

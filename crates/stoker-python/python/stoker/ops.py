@@ -364,15 +364,7 @@ def _size(size: int | Sequence[int], op: str = "size") -> tuple[int, int]:
     return whole(f"{op}: height", height, 1), whole(f"{op}: width", width, 1)
 
 
-def one_hot_colors(
-    field: str,
-    colors: Sequence[Sequence[int]] | tuple[list[str], list[list[int]]],
-    fallback: int | None = None,
-    output: str | None = None,
-) -> NativeOp:
-    """RGB label map ``[..., 3]`` uint8 → one-hot ``[..., len(colors)]`` float32. ``colors``: one
-    ``(r, g, b)`` per class, or what :func:`read_class_colors` returns (names and colours). A
-    pixel of another colour raises ``InvalidArgumentError`` unless ``fallback`` names its class."""
+def _color_table(op: str, colors: Sequence[Sequence[int]] | tuple[list[str], list[list[int]]]) -> list[list[int]]:
     rgb: Sequence[Any] = colors
     if (
         isinstance(colors, tuple)
@@ -384,14 +376,48 @@ def one_hot_colors(
     table = []
     for i, c in enumerate(rgb):
         if isinstance(c, (str, bytes)) or len(c) != 3:
-            raise InvalidArgumentError(f"one_hot_colors: colour {i} must be (r, g, b), got {c!r}")
-        table.append([whole(f"one_hot_colors: colour {i}", v, 0) for v in c])
+            raise InvalidArgumentError(f"{op}: colour {i} must be (r, g, b), got {c!r}")
+        table.append([whole(f"{op}: colour {i}", v, 0) for v in c])
         if max(table[-1]) > 255:
-            raise InvalidArgumentError(f"one_hot_colors: colour {i} has a value above 255: {c!r}")
-    spec: dict[str, Any] = {"op": "one_hot_colors", "field": field, "colors": table}
+            raise InvalidArgumentError(f"{op}: colour {i} has a value above 255: {c!r}")
+    return table
+
+
+def one_hot_colors(
+    field: str,
+    colors: Sequence[Sequence[int]] | tuple[list[str], list[list[int]]],
+    fallback: int | None = None,
+    output: str | None = None,
+) -> NativeOp:
+    """RGB label map ``[..., 3]`` uint8 → one-hot ``[..., len(colors)]`` float32. ``colors``: one
+    ``(r, g, b)`` per class, or what :func:`read_class_colors` returns (names and colours). A
+    pixel of another colour raises ``InvalidArgumentError`` unless ``fallback`` names its class."""
+    spec: dict[str, Any] = {"op": "one_hot_colors", "field": field, "colors": _color_table("one_hot_colors", colors)}
     if fallback is not None:
         spec["fallback"] = int(fallback)
     return _out(spec, output)
+
+
+def color_index(
+    field: str,
+    colors: Sequence[Sequence[int]] | tuple[list[str], list[list[int]]],
+    fallback: int | None = None,
+    output: str | None = None,
+) -> NativeOp:
+    """RGB label map ``[..., 3]`` uint8 → the class index of each pixel's colour ``[...]``
+    (uint8 for up to 256 classes, else int32): what to store offline (``Dataset.convert``),
+    with :func:`one_hot` online. ``colors`` and ``fallback`` as :func:`one_hot_colors`;
+    ``one_hot(color_index(x), len(colors))`` equals ``one_hot_colors(x)``."""
+    spec: dict[str, Any] = {"op": "color_index", "field": field, "colors": _color_table("color_index", colors)}
+    if fallback is not None:
+        spec["fallback"] = int(fallback)
+    return _out(spec, output)
+
+
+def one_hot(field: str, depth: int, output: str | None = None) -> NativeOp:
+    """Integer class indices ``[...]`` → float32 ``[..., depth]`` as ``tf.one_hot(x, depth)``:
+    1.0 at the index, an index outside ``0..depth`` (negative too) a row of zeros."""
+    return _out({"op": "one_hot", "field": field, "depth": whole("one_hot: depth", depth, 1)}, output)
 
 
 def read_class_colors(path: str) -> tuple[list[str], list[list[int]]]:
@@ -568,6 +594,8 @@ __all__ = [
     "center_crop",
     "resize",
     "one_hot_colors",
+    "color_index",
+    "one_hot",
     "read_class_colors",
     "random_flip_left_right",
     "random_flip_up_down",
