@@ -288,7 +288,8 @@ def test_a_killed_run_resumes_where_it_stopped(chess_files, tmp_path):
         ds.convert(out, num_shards=5, progress=False)
 
 
-def test_damaged_input_counted_under_skip_located_under_raise(tmp_path):
+def damaged_pair(tmp_path: Path) -> sk.Dataset:
+    """Two TFRecord files of 40 Examples; record 20 of the second has a damaged payload."""
     good = write_examples(tmp_path / "a.tfrecord", list(range(40)))
     bad = tmp_path / "b.tfrecord"
     write_examples(bad, list(range(40, 80)))
@@ -300,7 +301,11 @@ def test_damaged_input_counted_under_skip_located_under_raise(tmp_path):
     data[at + 12 + 3] ^= 0xFF
     bad.write_bytes(bytes(data))
     spec = {"s": sk.FixedLenFeature([], sk.int64)}
-    ds = sk.TFRecordDataset([good, str(bad)]).map(ops.parse_example(spec))
+    return sk.TFRecordDataset([good, str(bad)]).map(ops.parse_example(spec))
+
+
+def test_damaged_input_counted_under_skip_located_under_raise(tmp_path):
+    ds = damaged_pair(tmp_path)
     with pytest.raises(sk.StokerError) as err:
         ds.convert(tmp_path / "raise", num_shards=2, threads=1, progress=False)
     assert "b.tfrecord" in str(err.value) and "record" in str(err.value)
@@ -383,6 +388,13 @@ def test_ray_writes_the_same_bytes_as_a_local_run(tmp_path, ray_cluster):
     aug.convert(tmp_path / "e-ray", num_shards=2, epochs=2, ray=True, progress=False)
     assert len(shard_hashes(tmp_path / "e-ray")) == 8  # 4 shards and their indexes
     assert shard_hashes(tmp_path / "e-local") == shard_hashes(tmp_path / "e-ray")
+    # The skip policy given after the offline part holds on the workers too.
+    damaged = damaged_pair(tmp_path).ignore_errors()
+    local = damaged.convert(tmp_path / "d-local", num_shards=2, progress=False)
+    remote = damaged.convert(tmp_path / "d-ray", num_shards=2, ray=True, progress=False)
+    assert remote["elements"] == local["elements"] < 80
+    assert [s["skipped"] for s in remote["shards"]] == [s["skipped"] for s in local["shards"]]
+    assert shard_hashes(tmp_path / "d-local") == shard_hashes(tmp_path / "d-ray")
     # A worker's located error reaches the driver as the same error class.
     bad = tmp_path / "bad"
     bad.mkdir()

@@ -406,6 +406,12 @@ pub struct Conversion {
 impl Conversion {
     /// The conversion of `plan`'s offline part.
     pub fn new(plan: &Plan, convert: ConvertOptions) -> Result<Conversion> {
+        Conversion::build(plan, convert, None)
+    }
+
+    /// [`new`](Conversion::new), with the source's element count when it is known (a worker
+    /// is told it).
+    fn build(plan: &Plan, convert: ConvertOptions, counted: Option<u64>) -> Result<Conversion> {
         let compression = convert.check()?;
         let (chain, online) = if convert.epochs.is_some() {
             augmented_part(plan)?
@@ -418,8 +424,18 @@ impl Conversion {
             .ok_or_else(|| Error::internal("empty chain"))?;
         let fields = encode::stored_fields(top.schema(), convert.images, convert.resize)?;
         let options = plan.options();
-        let source_spec = crate::spec::to_spec(&top).ok();
-        let source_elements = count_source(&chain[0], &options)?;
+        // With the whole pipeline's options (`ignore_errors()` may come after the offline
+        // part), so that a worker building it runs it as this pipeline does.
+        let source_spec = Plan::new(WithOptions {
+            input: top.clone(),
+            options: options.clone(),
+        })
+        .and_then(|p| crate::spec::to_spec(&p))
+        .ok();
+        let source_elements = match counted {
+            Some(n) => n,
+            None => count_source(&chain[0], &options)?,
+        };
         let described = match &source_spec {
             Some(spec) => spec.to_string(),
             // Without a spec (in-memory arrays too large for one) nothing tells this run's
@@ -455,7 +471,8 @@ impl Conversion {
         )
         .map_err(|e| bad(&e.to_string()))?;
         let plan = crate::spec::from_spec(spec)?;
-        let conv = Conversion::new(&plan, convert)?;
+        let counted = job.get("source_elements").and_then(Value::as_u64);
+        let conv = Conversion::build(&plan, convert, counted)?;
         let want = job.get("fingerprint").and_then(Value::as_str);
         if want != Some(conv.fingerprint.as_str()) {
             return Err(bad(
@@ -473,13 +490,16 @@ impl Conversion {
                 .chain
                 .last()
                 .ok_or_else(|| Error::internal("empty chain"))?;
-            // The reason it has no spec.
-            crate::spec::to_spec(top)?;
-            return Err(Error::internal("no spec"));
+            // Why it has none.
+            return Err(match crate::spec::to_spec(top) {
+                Err(e) => e,
+                Ok(_) => Error::internal("the offline part has no spec"),
+            });
         };
         Ok(serde_json::json!({
             "spec": spec,
             "convert": self.convert,
+            "source_elements": self.source_elements,
             "fingerprint": self.fingerprint,
         }))
     }
