@@ -1,6 +1,6 @@
 //! `convert`: runs the offline part of a pipeline once and stores its elements as
 //! `tf.train.Example` records in TFRecord shards, each with its record index, and a manifest
-//! (`manifest.json`) that says what they hold; `Plan::from_converted` reads them back.
+//! (`manifest.json`) that says what they hold; [`from_converted`] reads them back.
 //!
 //! The offline part is the chain that starts at the pipeline's source while each step gives
 //! the same output every pass and makes each element from one input element alone (a native
@@ -16,6 +16,12 @@
 //! Each shard is written under a temporary name and renamed once complete, then listed in the
 //! manifest with its element count and sha256; a run over an output folder that already holds
 //! the same conversion skips the shards listed complete whose bytes still match.
+//!
+//! With `epochs = K` the augmented part is stored instead: the chain goes on through random
+//! native maps and shuffles up to the first batch, positional step or Python function, and is
+//! run once per epoch as that iteration of the pipeline (its reshuffles and random ops draw
+//! from the epoch's seeds), its elements dealt round-robin to the epoch's `num_shards` shards:
+//! one job per epoch, which writes them all.
 
 pub mod encode;
 
