@@ -63,9 +63,16 @@ def convert(
     if ray not in (None, False):
         manifest = _run_ray(conv, out, ray, bar)
     else:
-        manifest = _run_local(conv, out, threads or os.cpu_count() or 1, bar)
+        manifest = _run_local(conv, out, threads or _cores(), bar)
     bar.close(manifest)
     return manifest
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _run_local(conv: Any, out: str, workers: int, bar: _Bar) -> dict[str, Any]:
@@ -109,16 +116,15 @@ def _run_ray(conv: Any, out: str, ray_arg: bool | str, bar: _Bar) -> dict[str, A
     # data error is not: it would fail again.
     options: dict[str, Any] = {"num_cpus": 1, "max_retries": 3, "retry_exceptions": [OSError]}
     task = ray.remote(**options)(_ray_job)
-    pending = {task.remote(job, out, k): k for k in todo}
+    pending = [task.remote(job, out, k) for k in todo]
     manifest = json.loads(_stoker.read_manifest(out))
     elements = int(manifest["elements"])
     written = sum(int(s["bytes"]) for s in manifest["shards"] if s["complete"])
     shards = sum(1 for s in manifest["shards"] if s["complete"])
     try:
         while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.2)
+            ready, pending = ray.wait(pending, num_returns=1, timeout=0.2)
             for ref in ready:
-                k = pending.pop(ref)
                 try:
                     entry = ray.get(ref)
                 except ray.exceptions.RayTaskError as e:
@@ -131,7 +137,6 @@ def _run_ray(conv: Any, out: str, ray_arg: bool | str, bar: _Bar) -> dict[str, A
                 elements += sum(int(g["elements"]) for g in got)
                 written += sum(int(g["bytes"]) for g in got)
                 shards += len(got)
-                del k
             bar.update(elements, written, shards)
     except KeyboardInterrupt:
         for r in pending:
