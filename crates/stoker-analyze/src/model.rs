@@ -262,6 +262,11 @@ impl Builder {
         self.kineto |= KINETO_CATS.contains(&cat.as_str());
         let name: &str = e.name.as_deref().unwrap_or("");
         if name.starts_with("ProfilerStep#") {
+            if cat == "gpu_user_annotation" {
+                // Kineto's copy of the step's annotation on the device timeline (the span
+                // of the kernels it launched), not another step.
+                return;
+            }
             let name = name.to_string();
             self.trace.steps.push(Step { name, start, end });
             return;
