@@ -175,6 +175,8 @@ pub struct Analysis {
     pub launch_share: f64,
     /// `None` when no kernel could be tied to its launch.
     pub launches: Option<LaunchStats>,
+    /// Per device, from the allocator's events (empty when the trace has none).
+    pub memory: Vec<crate::memory::DeviceMemory>,
     pub recommendations: Vec<Recommendation>,
 }
 
@@ -494,6 +496,15 @@ pub fn analyze(t: &Trace) -> Analysis {
         median_kernel_us,
         launch_share,
         launches: launch_stats(t),
+        memory: crate::memory::device_memory(
+            &t.memory,
+            &marks
+                .iter()
+                .zip(&steps)
+                .map(|((name, a, b), s)| (name.clone(), *a, *b, !s.warmup && !s.incomplete))
+                .collect::<Vec<_>>(),
+            t.span.map_or(0.0, |(a, _)| a),
+        ),
         recommendations: Vec::new(),
         steps,
     };
@@ -742,6 +753,9 @@ impl Analysis {
                 "no accelerator activity in this trace (CPU only): busy and idle refer to no \
                  device; the input share is of the host's step time\n",
             );
+        }
+        for m in &a.memory {
+            out.push_str(&format!("memory {}\n", m.summary()));
         }
         let h = &a.h2d;
         if h.bytes_per_step > 0.0 || h.ms_per_step > 0.0 {

@@ -4,6 +4,7 @@
 pub mod analysis;
 pub mod error;
 pub mod intervals;
+pub mod memory;
 pub mod model;
 pub mod read;
 pub mod report;

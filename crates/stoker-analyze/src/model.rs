@@ -107,6 +107,20 @@ pub struct Trace {
     pub python_functions: u64,
     /// Complete events without a time or duration, or with one that is not finite.
     pub skipped_events: u64,
+    /// The allocator's events (Kineto's `[memory]`), in the file's order.
+    pub memory: Vec<MemoryEvent>,
+}
+
+/// One allocation or free, and the allocator's totals after it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemoryEvent {
+    pub ts: f64,
+    /// `cuda:0`, `cpu`, ...
+    pub device: String,
+    /// Bytes allocated (negative: freed).
+    pub bytes: f64,
+    pub allocated: f64,
+    pub reserved: Option<f64>,
 }
 
 /// Events of a TensorFlow 1.x timeline, whose kind depends on their process's name, which may
@@ -229,6 +243,7 @@ impl Builder {
                     });
                 }
             }
+            Some("i" | "I") if e.name.as_deref() == Some("[memory]") => self.memory(e),
             Some("M") if e.name.as_deref() == Some("process_name") => {
                 if let (Some(pid), Some(args)) = (e.pid, e.args) {
                     if let Some(n) = as_string(args.name) {
@@ -245,6 +260,30 @@ impl Builder {
             }
             _ => {}
         }
+    }
+
+    fn memory(&mut self, e: RawEvent<'_>) {
+        let (Some(ts), Some(args)) = (e.ts, e.args) else {
+            return;
+        };
+        let Some(allocated) = as_f64(args.total_allocated) else {
+            return;
+        };
+        let id = as_f64(args.device_id).unwrap_or(0.0);
+        let device = match as_f64(args.device_type).map(|t| t as i64) {
+            Some(0) => "cpu".to_string(),
+            Some(1) => format!("cuda:{id}"),
+            Some(t) => format!("device type {t}:{id}"),
+            None => format!("device {id}"),
+        };
+        self.note_span(ts.0, ts.0);
+        self.trace.memory.push(MemoryEvent {
+            ts: ts.0,
+            device,
+            bytes: as_f64(args.bytes).unwrap_or(0.0),
+            allocated,
+            reserved: as_f64(args.total_reserved),
+        });
     }
 
     fn complete(&mut self, e: RawEvent<'_>) {

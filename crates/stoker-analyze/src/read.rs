@@ -97,8 +97,18 @@ pub struct Args<'a> {
     pub stream: Option<&'a RawValue>,
     #[serde(borrow)]
     pub device: Option<&'a RawValue>,
-    #[serde(borrow)]
+    #[serde(borrow, alias = "Bytes")]
     pub bytes: Option<&'a RawValue>,
+    /// Kineto memory events (`[memory]`, with `profile_memory=True`): the allocator's totals
+    /// after the event, and the device it is about (type 0 CPU, 1 CUDA; its index).
+    #[serde(borrow, rename = "Total Allocated")]
+    pub total_allocated: Option<&'a RawValue>,
+    #[serde(borrow, rename = "Total Reserved")]
+    pub total_reserved: Option<&'a RawValue>,
+    #[serde(borrow, rename = "Device Type")]
+    pub device_type: Option<&'a RawValue>,
+    #[serde(borrow, rename = "Device Id")]
+    pub device_id: Option<&'a RawValue>,
     /// ROCm memcpy: the direction.
     #[serde(borrow)]
     pub kind: Option<&'a RawValue>,

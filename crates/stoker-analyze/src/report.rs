@@ -15,6 +15,9 @@ const BUSY: &str = "#1a73e8";
 const CAUSE_COLORS: [&str; 5] = ["#e8710a", "#188038", "#d93025", "#9334e6", "#9aa0a6"];
 
 /// The report of `analysis`, made from `trace`.
+/// Rows of the memory table at most.
+const MAX_MEMORY_ROWS: usize = 200;
+
 pub fn render(trace: &Trace, analysis: &Analysis) -> String {
     let a = analysis;
     let file = std::path::Path::new(&a.path)
@@ -178,6 +181,38 @@ pub fn render(trace: &Trace, analysis: &Analysis) -> String {
             c.pageable_bytes / 1e6,
             c.pinned_bytes / 1e6
         ));
+    }
+
+    // Device memory.
+    if !a.memory.is_empty() {
+        page.heading("Memory");
+        for m in &a.memory {
+            page.push(&format!("<p>{}.</p>", esc(&m.summary())));
+        }
+        let rows: Vec<Vec<String>> = (a.memory.iter())
+            .flat_map(|m| {
+                m.steps.iter().map(move |s| {
+                    vec![
+                        esc(&m.device),
+                        esc(&s.step),
+                        format!("{:.1}", s.start_bytes / 1e6),
+                        format!("{:.1}", s.peak_bytes / 1e6),
+                        format!("{:.1}", s.end_bytes / 1e6),
+                    ]
+                })
+            })
+            .take(MAX_MEMORY_ROWS)
+            .collect();
+        page.table(
+            &[
+                "device",
+                "step",
+                "allocated at start, MB",
+                "peak, MB",
+                "at end, MB",
+            ],
+            &rows,
+        );
     }
 
     // Steps.

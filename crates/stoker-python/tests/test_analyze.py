@@ -5,6 +5,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 import stoker as sk
 
@@ -77,3 +78,45 @@ def test_tensorflow_xspace_and_jax_json():
     bad = TRACES / "README.md"
     with pytest.raises(ValueError, match="README.md"):
         sk.analyze(bad)
+
+
+@pytest.mark.parametrize("name", ["torch_memory_cuda_w0", "torch_memory_cpu_w0"])
+def test_memory_from_the_allocators_events(name, tmp_path):
+    """Peak, its moment and what a step allocates, against the `[memory]` events themselves
+    (traces recorded with profile_memory=True: tests/traces/make/make_torch_memory_trace.py)."""
+    import gzip
+
+    path = TRACES / "pytorch" / "memory" / f"{name}.pt.trace.json.gz"
+    events = json.load(gzip.open(path))["traceEvents"]
+    mem = [e for e in events if e.get("name") == "[memory]"]
+    steps = sorted((e["ts"], e["ts"] + e["dur"], e["name"]) for e in events
+                   if e.get("cat") == "user_annotation" and str(e.get("name")).startswith("ProfilerStep#"))
+    a = sk.analyze(path, html=tmp_path / "r.html")
+    by_device = {m["device"]: m for m in a.raw["memory"]}
+    for dtype, device in [(1, "cuda:0"), (0, "cpu")]:
+        mine = sorted((e["ts"], e["args"]["Total Allocated"], e["args"]["Bytes"]) for e in mem
+                      if e["args"]["Device Type"] == dtype)
+        if not mine:
+            assert device not in by_device
+            continue
+        m = by_device[device]
+        assert m["events"] == len(mine)
+        peak = max(x[1] for x in mine)
+        assert m["peak_allocated_bytes"] == peak
+        first_peak = next(ts for ts, total, _ in mine if total == peak)
+        origin = min(e["ts"] for e in events if "ts" in e and e.get("ph") != "M")
+        assert abs(m["peak_at_ms"] - (first_peak - origin) / 1000) < 1e-6
+        assert m["peak_step"] == next(n for a_, b_, n in steps if a_ <= first_peak <= b_)
+        # Each kept step (the first is warm-up): allocated before it, its peak, after it.
+        kept = steps[1:]
+        assert [s["step"] for s in m["steps"]] == [n for _, _, n in kept]
+        for s, (a_, b_, _) in zip(m["steps"], kept):
+            before = [t for ts, t, _ in mine if ts < a_]
+            start = before[-1] if before else mine[0][1] - mine[0][2]
+            assert s["start_bytes"] == start
+            assert s["peak_bytes"] == max([start] + [t for ts, t, _ in mine if a_ <= ts <= b_])
+        rise = np.mean([s["peak_bytes"] - s["start_bytes"] for s in m["steps"]])
+        assert abs(m["step_rise_bytes"] - rise) < 1
+    assert f"memory {next(iter(by_device))}: peak" in str(a)
+    html = (tmp_path / "r.html").read_text()
+    assert "<h2>Memory</h2>" in html and "allocated at start, MB" in html

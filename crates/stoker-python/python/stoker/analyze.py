@@ -30,6 +30,10 @@ class TraceAnalysis:
         self.idle_ms_per_step_by_cause: dict[str, float] = raw["gaps_ms_per_step"]
         self.steps: list[dict[str, Any]] = raw["steps"]
         self.recommendations: list[dict[str, str]] = raw["recommendations"]
+        self.memory: list[dict[str, Any]] = raw.get("memory", [])
+        """Per device, from the allocator's events (``profile_memory=True``): peak allocated
+        and reserved bytes, when the peak was reached (``peak_at_ms``, ``peak_step``), and per
+        step what was allocated at its start, its peak and its end."""
 
     def to_dict(self) -> dict[str, Any]:
         return self.raw
