@@ -2,6 +2,7 @@
 //! the accelerator sat idle and why, and what to change.
 
 pub mod analysis;
+pub mod compare;
 pub mod error;
 pub mod intervals;
 pub mod memory;

@@ -19,6 +19,11 @@ pub struct Args {
     /// file: the trace's name goes before the extension (`out.TRACE.html`).
     #[arg(long, value_name = "OUT.html")]
     html: Option<PathBuf>,
+    /// Compare two runs, before and after a change (exactly two traces): step time and its
+    /// breakdown side by side, what changed and by how much (with --html, one comparison
+    /// report).
+    #[arg(long)]
+    compare: bool,
 }
 
 /// Where the report of `trace` goes: `out` itself for a single trace.
@@ -42,6 +47,9 @@ fn report_path(out: &Path, trace: &Path, several: bool) -> PathBuf {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    if args.compare {
+        return compare(args);
+    }
     let mut results = Vec::with_capacity(args.traces.len());
     for path in &args.traces {
         let trace = stoker_analyze::model::load(path)?;
@@ -63,6 +71,34 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         if let Some(ranks) = stoker_analyze::analysis::compare_ranks(&results) {
             print!("{ranks}");
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--compare BEFORE AFTER`.
+fn compare(args: &Args) -> anyhow::Result<ExitCode> {
+    let [before, after] = args.traces.as_slice() else {
+        anyhow::bail!(
+            "--compare takes two traces, BEFORE and AFTER ({} given)",
+            args.traces.len()
+        );
+    };
+    let load = |p: &Path| -> anyhow::Result<_> {
+        Ok(stoker_analyze::analysis::analyze(
+            &stoker_analyze::model::load(p)?,
+        ))
+    };
+    let (b, a) = (load(before)?, load(after)?);
+    let c = stoker_analyze::compare::Comparison::new(&b, &a);
+    if let Some(out) = &args.html {
+        std::fs::write(out, c.to_html())
+            .with_context(|| format!("writing the report {}", out.display()))?;
+        eprintln!("report: {}", out.display());
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&c)?);
+    } else {
+        print!("{}", c.to_text());
     }
     Ok(ExitCode::SUCCESS)
 }

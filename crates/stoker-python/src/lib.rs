@@ -32,6 +32,7 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace::trace_stop, m)?)?;
     m.add_function(wrap_pyfunction!(trace::trace_write, m)?)?;
     m.add_function(wrap_pyfunction!(trace::analyze_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(trace::compare_traces, m)?)?;
     m.add_function(wrap_pyfunction!(host_memory::set_batch_host_memory, m)?)?;
     m.add("AUTOTUNE", stoker::AUTOTUNE)?;
     m.add("JPEG_BACKEND", stoker_ops::codecs::jpeg::BACKEND)?;

@@ -48,6 +48,35 @@ pub fn analyze_trace<'py>(
     crate::plan::json_to_py(py, &v)
 }
 
+/// Two traces side by side (`stoker analyze --compare`): the comparison as a dict, with its
+/// text; with `html`, its report written there.
+#[pyfunction]
+#[pyo3(signature = (before, after, html=None))]
+pub fn compare_traces<'py>(
+    py: Python<'py>,
+    before: std::path::PathBuf,
+    after: std::path::PathBuf,
+    html: Option<std::path::PathBuf>,
+) -> PyResult<Bound<'py, pyo3::PyAny>> {
+    let c = py.detach(|| -> PyResult<_> {
+        let load = |p: &std::path::Path| -> PyResult<_> {
+            let trace = stoker_analyze::model::load(p).map_err(analyze_error)?;
+            Ok(stoker_analyze::analysis::analyze(&trace))
+        };
+        let c = stoker_analyze::compare::Comparison::new(&load(&before)?, &load(&after)?);
+        if let Some(out) = &html {
+            std::fs::write(out, c.to_html()).map_err(|e| {
+                PyOSError::new_err(format!("writing the report {}: {e}", out.display()))
+            })?;
+        }
+        Ok(c)
+    })?;
+    let mut v = serde_json::to_value(&c)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    v["text"] = serde_json::Value::String(c.to_text());
+    crate::plan::json_to_py(py, &v)
+}
+
 fn analyze_error(e: stoker_analyze::AnalyzeError) -> PyErr {
     match e {
         stoker_analyze::AnalyzeError::Io { ref source, .. }

@@ -120,3 +120,39 @@ def test_memory_from_the_allocators_events(name, tmp_path):
     assert f"memory {next(iter(by_device))}: peak" in str(a)
     html = (tmp_path / "r.html").read_text()
     assert "<h2>Memory</h2>" in html and "allocated at start, MB" in html
+
+
+def test_compare_before_and_after_more_dataloader_workers(tmp_path):
+    """The ResNet-50 pair (num_workers 0 → 4): the input share falls from ~40 % to ~1 %, and
+    the comparison says so in its text, JSON and HTML."""
+    c = sk.analyze([resnet(0), resnet(4)], compare=True, html=tmp_path / "cmp.html")
+    a0, a4 = sk.analyze(resnet(0)), sk.analyze(resnet(4))
+    share = c.row("input share")
+    assert share["before"] == a0.input_percent and share["after"] == a4.input_percent
+    assert 35 < share["before"] < 45 and share["after"] < 2
+    assert share["change"] == pytest.approx(a4.input_percent - a0.input_percent)
+    assert share["change_percent"] is None  # a share changes in points
+    step = c.row("step time")
+    assert step["before"] == a0.step_ms and step["after"] == a4.step_ms
+    assert step["change_percent"] == pytest.approx((a4.step_ms - a0.step_ms) / a0.step_ms * 100)
+    waits = c.row("idle: waiting for input")
+    assert waits["before"] == a0.idle_ms_per_step_by_cause["input"] > 50 and waits["after"] < 1
+    assert (c.verdict_before, c.verdict_after) == ("highly input-bound", "not input-bound")
+    text = str(c)
+    assert "input share fell from 39.8 % to 0.6 %" in text
+    assert "verdict: highly input-bound → not input-bound" in text
+    assert "largest change in idle time: waiting for input" in text
+    html = (tmp_path / "cmp.html").read_text()
+    assert "<h2>What changed</h2>" in html and "input share fell" in html and "-39.1 points" in html
+    with pytest.raises(sk.InvalidArgumentError, match="two traces"):
+        sk.analyze([resnet(0)], compare=True)
+    stoker_bin = os.environ.get("STOKER_BIN")
+    if stoker_bin:
+        r = subprocess.run([stoker_bin, "analyze", "--compare", str(resnet(0)), str(resnet(4)), "--json"],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        assert [row["metric"] for row in doc["rows"]] == [row["metric"] for row in c.rows]
+        assert doc["summary"] == c.summary
+        r = subprocess.run([stoker_bin, "analyze", "--compare", str(resnet(0))], capture_output=True, text=True)
+        assert r.returncode == 2 and "two traces" in r.stderr

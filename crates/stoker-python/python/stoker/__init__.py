@@ -31,7 +31,7 @@ from ._dtypes import (
 )
 from ._stoker import JPEG_BACKEND as _JPEG_BACKEND
 from ._stoker import __version__
-from .analyze import TraceAnalysis, analyze
+from .analyze import TraceAnalysis, TraceComparison, analyze
 from .dataset import (
     AUTOTUNE,
     CsvDataset,
@@ -72,6 +72,7 @@ __all__ = [
     "StepTimer",
     "timed",
     "analyze",
+    "TraceComparison",
     "TraceAnalysis",
     "headspace",
     "Headspace",

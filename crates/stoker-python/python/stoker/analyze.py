@@ -7,14 +7,16 @@ command line does the same.
     print(a)                      # the summary and the recommendations
     a.input_percent, a.verdict    # 39.8, "highly input-bound"
     stoker.analyze(path, html="why.html")  # and the HTML report
+    stoker.analyze([before, after], compare=True)  # two runs side by side
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, overload
 
 from . import _stoker
+from .errors import InvalidArgumentError
 
 
 class TraceAnalysis:
@@ -45,12 +47,56 @@ class TraceAnalysis:
         return f"<TraceAnalysis {self.verdict}: {self.input_percent:.1f} % input, {self.step_ms:.1f} ms/step>"
 
 
-def analyze(path: str | os.PathLike[str], html: str | os.PathLike[str] | None = None) -> TraceAnalysis:
+class TraceComparison:
+    """Two runs side by side (:func:`analyze` with ``compare=True``): ``rows`` (each figure
+    before and after, its change, in points for shares), ``summary`` (what changed most), the
+    verdicts. ``raw`` holds everything; ``str()`` is the text report."""
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.raw = raw
+        self.verdict_before: str = raw["verdict_before"]
+        self.verdict_after: str = raw["verdict_after"]
+        self.rows: list[dict[str, Any]] = raw["rows"]
+        self.summary: list[str] = raw["summary"]
+
+    def row(self, metric: str) -> dict[str, Any]:
+        """The row of ``metric`` (e.g. ``"step time"``, ``"input share"``)."""
+        return next(r for r in self.rows if r["metric"] == metric)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.raw
+
+    def __str__(self) -> str:
+        return str(self.raw["text"])
+
+
+@overload
+def analyze(path: str | os.PathLike[str], html: str | os.PathLike[str] | None = None) -> TraceAnalysis: ...
+@overload
+def analyze(
+    path: list[str | os.PathLike[str]] | tuple[str | os.PathLike[str], str | os.PathLike[str]],
+    html: str | os.PathLike[str] | None = None,
+    *,
+    compare: bool = ...,
+) -> TraceComparison: ...
+def analyze(path: Any, html: str | os.PathLike[str] | None = None, *, compare: bool = False) -> Any:
     """Analyses one trace file (``.json``, ``.json.gz`` or ``.xplane.pb``); with ``html``, also writes the
     self-contained HTML report there (step time by cause, idle-gap breakdown, a timeline of the
     longest step, step and kernel tables). Raises ``FileNotFoundError``, or ``ValueError`` naming
-    the file and the place (line and column, or byte offset) for a trace it cannot read."""
-    return TraceAnalysis(_stoker.analyze_trace(os.fspath(path), None if html is None else os.fspath(html)))
+    the file and the place (line and column, or byte offset) for a trace it cannot read.
+
+    ``analyze([before, after], compare=True)`` compares two runs (``stoker analyze --compare``):
+    step time and its breakdown side by side, what changed and by how much
+    (:class:`TraceComparison`; with ``html``, the comparison's report)."""
+    out = None if html is None else os.fspath(html)
+    if compare:
+        if isinstance(path, (str, os.PathLike)) or len(path) != 2:
+            raise InvalidArgumentError("analyze: compare=True takes two traces, [before, after]")
+        before, after = (os.fspath(p) for p in path)
+        return TraceComparison(_stoker.compare_traces(before, after, out))
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidArgumentError("analyze: path must be one trace (or two with compare=True)")
+    return TraceAnalysis(_stoker.analyze_trace(os.fspath(path), out))
 
 
-__all__ = ["TraceAnalysis", "analyze"]
+__all__ = ["TraceAnalysis", "TraceComparison", "analyze"]
