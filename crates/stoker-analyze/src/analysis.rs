@@ -577,6 +577,12 @@ fn recommend(a: &Analysis) -> Vec<Recommendation> {
             "feed the accelerator faster: more DataLoader workers (num_workers, with \
              persistent_workers), or a faster input pipeline (stoker: parallel native decoding \
              and prefetching)"
+        } else if a.steps_from.starts_with("session.run") {
+            "move the input off feed_dict into a pipeline that runs beside the steps: a \
+             tf.data pipeline (parallel map with num_parallel_calls=AUTOTUNE, .prefetch(AUTOTUNE)) \
+             feeding the graph through an iterator instead of Python preparing each feed between \
+             session.run calls, or a faster input pipeline (stoker: parallel native decoding and \
+             prefetching)"
         } else {
             "feed the accelerator faster: parallel tf.data stages (num_parallel_calls=AUTOTUNE, \
              interleave), .cache() and .prefetch(AUTOTUNE), or a faster input pipeline (stoker: \

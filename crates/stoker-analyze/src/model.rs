@@ -127,12 +127,55 @@ pub struct MemoryEvent {
 /// come later in the file: kept compact until the end.
 struct Pending {
     pid: Id,
+    /// TensorFlow 1.x: the `_SOURCE` node every `session.run` starts with.
+    source: bool,
     tid: Option<Id>,
     /// A copy's kind and size, as TensorFlow / JAX device traces give them.
     details: Option<String>,
     start: f64,
     end: f64,
     name: u32,
+}
+
+/// The `session.run` calls of a TensorFlow 1.x timeline: when each started (its `_SOURCE`
+/// node, on the first device that has them) and when its last op ended.
+struct SessionRuns {
+    starts: Vec<f64>,
+    ends: Vec<f64>,
+    last_end: f64,
+}
+
+impl SessionRuns {
+    fn of(pending: &[Pending], process_names: &HashMap<Id, String>) -> SessionRuns {
+        let is_tf1 = |pid: &Id| process_names.get(pid).is_some_and(|n| n.contains("/job:"));
+        let first = pending
+            .iter()
+            .find(|p| p.source && is_tf1(&p.pid))
+            .map(|p| p.pid.clone());
+        let mut starts: Vec<f64> = pending
+            .iter()
+            .filter(|p| p.source && Some(&p.pid) == first.as_ref())
+            .map(|p| p.start)
+            .collect();
+        starts.sort_by(f64::total_cmp);
+        let mut ends = vec![f64::NEG_INFINITY; starts.len()];
+        let mut last_end = f64::NEG_INFINITY;
+        for p in pending.iter().filter(|p| is_tf1(&p.pid)) {
+            let i = starts.partition_point(|&s| s <= p.start);
+            if i > 0 {
+                ends[i - 1] = ends[i - 1].max(p.end);
+            }
+            last_end = last_end.max(p.end);
+        }
+        for (e, s) in ends.iter_mut().zip(&starts) {
+            *e = e.max(*s);
+        }
+        SessionRuns {
+            starts,
+            ends,
+            last_end,
+        }
+    }
 }
 
 /// A `B` event waiting for its `E`: name, category, start.
@@ -370,8 +413,10 @@ impl Builder {
                     // TensorFlow 1.x timeline (`cat: "Op"`), TensorFlow / JAX trace viewer JSON:
                     // decided by the process's (and thread's) name, which may come later.
                     let name = self.intern(name);
+                    let source = as_string(args.name).as_deref() == Some("_SOURCE");
                     self.pending.push(Pending {
                         pid,
+                        source,
                         tid: e.tid,
                         details: as_string(args.memcpy_details),
                         start,
@@ -391,6 +436,7 @@ impl Builder {
             .values()
             .any(|n| n.contains("stream:all"));
         let pending = std::mem::take(&mut self.pending);
+        let runs = SessionRuns::of(&pending, &self.process_names);
         let mut tf_device = false;
         let mut xprof = false;
         for p in pending {
@@ -475,7 +521,9 @@ impl Builder {
         self.trace.host.sort_by(|a, b| a.start.total_cmp(&b.start));
         self.trace.launches.sort_by_key(|l| l.correlation);
         self.trace.steps.sort_by(|a, b| a.start.total_cmp(&b.start));
-        if self.trace.steps.is_empty() {
+        if self.trace.steps.is_empty() && runs.starts.len() >= 2 {
+            self.session_run_steps(&runs);
+        } else if self.trace.steps.is_empty() {
             self.infer_steps();
         } else if self.trace.steps[0].name.starts_with("ProfilerStep#") {
             self.trace.steps_from = Some("ProfilerStep markers".into());
@@ -483,6 +531,38 @@ impl Builder {
             self.trace.steps_from = Some("step markers (step_num)".into());
         }
         self.trace
+    }
+
+    /// TensorFlow 1.x timelines of several `session.run` calls: a step per run, from its
+    /// `_SOURCE` to the next run's; the host time between a run's last op and the next run is
+    /// the host preparing the next feed (the `feed_dict`, the Python input), counted as input.
+    fn session_run_steps(&mut self, runs: &SessionRuns) {
+        let gap = self.intern("between session.run calls (the next feed_dict, Python input)");
+        let n = runs.starts.len();
+        let end = self
+            .trace
+            .activity_end
+            .unwrap_or(runs.last_end)
+            .max(runs.last_end);
+        for i in 0..n {
+            let start = runs.starts[i];
+            let next = runs.starts.get(i + 1).copied().unwrap_or(end);
+            self.trace.steps.push(Step {
+                name: format!("session.run #{}", i + 1),
+                start,
+                end: next,
+            });
+            if i + 1 < n && runs.ends[i] < next {
+                self.trace.host.push(HostSpan {
+                    start: runs.ends[i],
+                    end: next,
+                    kind: HostKind::DataLoading,
+                    name: gap,
+                });
+            }
+        }
+        self.trace.host.sort_by(|a, b| a.start.total_cmp(&b.start));
+        self.trace.steps_from = Some("session.run calls (their _SOURCE nodes)".into());
     }
 
     /// Without step markers, each fetch of a batch starts a step: steps run from one data

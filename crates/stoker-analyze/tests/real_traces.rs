@@ -312,3 +312,24 @@ fn device_copies_of_step_annotations_are_not_steps() {
     assert!((13.0..20.0).contains(&a.step_ms), "{}", a.step_ms);
     assert_eq!(a.verdict, "highly input-bound");
 }
+
+/// A TensorFlow 1.x timeline of eight `session.run` calls, each fed by Python that sleeps 30 ms
+/// making the batch (`tests/traces/make/make_tf1_timeline.py`): a step per run, the host time
+/// between runs counted as input, judged input-bound, with the feed_dict advice.
+#[test]
+fn tf1_session_runs_fed_from_python_are_input_bound() {
+    let a = analyze("tensorflow/tf1_timeline/tf1_feed_dict_runs.json");
+    assert_eq!(a.dialect, "tensorflow-timeline");
+    assert!(a.steps_from.starts_with("session.run"), "{}", a.steps_from);
+    assert_eq!(a.steps.len(), 8);
+    assert_eq!(a.verdict, "highly input-bound");
+    assert!(a.input_percent > 80.0, "{}", a.input_percent);
+    // Each run but the last is followed by the next feed's 30 ms.
+    for s in &a.steps[1..7] {
+        assert!(s.input_ms >= 29.0 && s.input_ms <= s.step_ms, "{s:?}");
+    }
+    assert!(a.recommendations[0].action.contains("off feed_dict"));
+    // A single run is one step, as before.
+    let one = analyze("tensorflow/tf1_timeline/cpu_timeline_01.json");
+    assert_eq!(one.steps.len(), 1);
+}
