@@ -1,0 +1,37 @@
+"""stoker's figures against xprof's overview page on the same XSpaces (tests/traces/
+xprof_overview.json, written by tests/traces/make/xprof_reference.py with xprof 2.24.2): step
+time within 10 %, device busy within 5 points, the input share in the same TensorFlow Profiler
+band. Covered so far: the CPU traces whose steps both find (the GPU XSpace's device `Steps`
+line and the Keras traces without step markers are not yet)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import stoker as sk
+
+TRACES = Path(__file__).resolve().parents[3] / "tests" / "traces"
+REFERENCE = json.loads((TRACES / "xprof_overview.json").read_text())
+
+
+def band(percent: float) -> str:
+    return "highly" if percent >= 20 else "moderately" if percent >= 5 else "not"
+
+
+@pytest.mark.parametrize("trace", ["tensorflow/xspace/tf_custom_loop.xplane.pb", "jax/jax_train.xplane.pb"])
+def test_step_time_busy_and_input_band_agree_with_xprof(trace):
+    want = REFERENCE["traces"][trace]
+    assert want["steps"], "xprof found no steps"
+    a = sk.analyze(TRACES / trace)
+    assert abs(a.step_ms - want["step_ms"]) <= 0.10 * want["step_ms"], (a.step_ms, want["step_ms"])
+    assert abs(a.busy_percent - want["device_compute_percent"]) <= 5, (a.busy_percent, want)
+    assert band(a.input_percent) == band(want["input_percent"]), (a.input_percent, want["input_percent"])
+
+
+def test_the_reference_was_made_per_trace():
+    """Each trace was read alone (xprof caches per folder): neighbours differ."""
+    t = REFERENCE["traces"]
+    assert t["jax/jax_train.xplane.pb"]["all_others_percent"] != t["jax/jax_gpu_train.xplane.pb"]["all_others_percent"]
+    assert REFERENCE["xprof"] == "2.24.2"
