@@ -1,8 +1,11 @@
-"""stoker's figures against xprof's overview page on the same XSpaces (tests/traces/
-xprof_overview.json, written by tests/traces/make/xprof_reference.py with xprof 2.24.2): step
-time within 10 %, device busy within 5 points, the input share in the same TensorFlow Profiler
-band. Covered so far: the CPU traces whose steps both find (the GPU XSpace's device `Steps`
-line and the Keras traces without step markers are not yet)."""
+"""stoker's figures against the frameworks' own profilers on the same traces.
+
+xprof's overview page on the XSpaces (tests/traces/xprof_overview.json, written by
+tests/traces/make/xprof_reference.py with xprof 2.24.2): step time within 10 %, device busy
+within 5 points, the input share in the same TensorFlow Profiler band. Covered so far: the CPU
+traces whose steps both find (xprof's device-side steps on GPU XSpaces, and the Keras traces
+without step markers, are not yet). HTA's temporal breakdown on the Kineto GPU traces: the idle
+share within 5 points."""
 
 from __future__ import annotations
 
@@ -35,3 +38,17 @@ def test_the_reference_was_made_per_trace():
     t = REFERENCE["traces"]
     assert t["jax/jax_train.xplane.pb"]["all_others_percent"] != t["jax/jax_gpu_train.xplane.pb"]["all_others_percent"]
     assert REFERENCE["xprof"] == "2.24.2"
+
+
+HTA = json.loads((TRACES / "hta_breakdown.json").read_text())
+
+
+@pytest.mark.parametrize("trace", sorted(HTA["traces"]))
+def test_idle_share_agrees_with_hta(trace):
+    """HTA's temporal breakdown (tests/traces/hta_breakdown.json, made by
+    tests/traces/make/hta_reference.py with HolisticTraceAnalysis 0.5.0): the device's idle
+    share within 5 points of stoker's."""
+    want = HTA["traces"][trace]
+    a = sk.analyze(TRACES / trace)
+    assert abs(a.raw["idle_percent"] - want["idle_percent"]) <= 5, (a.raw["idle_percent"], want["idle_percent"])
+    assert abs(a.busy_percent - (want["compute_percent"] + want["non_compute_percent"])) <= 5
