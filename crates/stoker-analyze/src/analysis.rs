@@ -165,6 +165,11 @@ pub struct Analysis {
     pub idle_percent: f64,
     pub input_percent: f64,
     pub verdict: String,
+    /// For TensorFlow / JAX profiles of an accelerator, xprof's input-bound conclusion in its
+    /// own terms (its overview page's rules: input ≥ 20 % highly, ≥ 5 % moderately, else
+    /// 'All others' — the step time that is neither device compute nor input — ≥ 3 %
+    /// potentially, else not input-bound).
+    pub xprof_conclusion: Option<String>,
     pub gaps_ms_per_step: GapCauses,
     pub h2d: H2d,
     pub top_kernels: Vec<KernelStat>,
@@ -178,6 +183,23 @@ pub struct Analysis {
     /// Per device, from the allocator's events (empty when the trace has none).
     pub memory: Vec<crate::memory::DeviceMemory>,
     pub recommendations: Vec<Recommendation>,
+}
+
+/// xprof's conclusion from the input share and the device's compute share of step time.
+fn xprof_conclusion(input: f64, compute: f64) -> String {
+    let others = (100.0 - compute - input).max(0.0);
+    if input >= 20.0 {
+        format!("HIGHLY input-bound: {input:.1} % of the step time is waiting for input")
+    } else if input >= 5.0 {
+        format!("MODERATELY input-bound: {input:.1} % of the step time is waiting for input")
+    } else if others >= 3.0 {
+        format!(
+            "POTENTIALLY input-bound: {others:.1} % of the step time is 'All others' (neither \
+             device compute nor input: I/O, Python, or both)"
+        )
+    } else {
+        format!("NOT input-bound: only {input:.1} % of the step time is waiting for input")
+    }
 }
 
 /// TensorFlow Profiler's bands.
@@ -489,6 +511,9 @@ pub fn analyze(t: &Trace) -> Analysis {
         idle_percent: pct(idle_ms),
         input_percent,
         verdict: verdict(input_percent).to_string(),
+        xprof_conclusion: (matches!(t.dialect.as_str(), "xspace" | "tensorflow/jax trace viewer")
+            && !t.device_ops.is_empty())
+        .then(|| xprof_conclusion(input_percent, pct(busy))),
         gaps_ms_per_step: gaps,
         h2d: h2d_stats,
         top_kernels: top.into_iter().take(10).collect(),
@@ -747,6 +772,9 @@ impl Analysis {
             g.launch,
             g.other
         );
+        if let Some(x) = &a.xprof_conclusion {
+            out.push_str(&format!("in xprof's terms: {x}\n"));
+        }
         if a.skipped_events > 0 {
             out.push_str(&format!(
                 "{} events left out: no time, a time that is not a finite number, or untimed \

@@ -129,6 +129,8 @@ struct Pending {
     pid: Id,
     /// TensorFlow 1.x: the `_SOURCE` node every `session.run` starts with.
     source: bool,
+    /// Trace viewer JSON: the id tying a launch to its device work.
+    correlation: Option<u64>,
     tid: Option<Id>,
     /// A copy's kind and size, as TensorFlow / JAX device traces give them.
     details: Option<String>,
@@ -417,6 +419,7 @@ impl Builder {
                     self.pending.push(Pending {
                         pid,
                         source,
+                        correlation: as_f64(args.correlation).map(|c| c as u64),
                         tid: e.tid,
                         details: as_string(args.memcpy_details),
                         start,
@@ -460,7 +463,7 @@ impl Builder {
                     line: &tname,
                     name: &name,
                     details: p.details.as_deref(),
-                    correlation: None,
+                    correlation: p.correlation,
                     start: p.start,
                     end: p.end,
                 });
@@ -527,10 +530,50 @@ impl Builder {
             self.infer_steps();
         } else if self.trace.steps[0].name.starts_with("ProfilerStep#") {
             self.trace.steps_from = Some("ProfilerStep markers".into());
+        } else if (self.xspace || xprof) && self.device_steps() {
+            self.trace.steps_from = Some(
+                "step markers (step_num), measured on the device as xprof does: from the \
+                 first to the last device op the step launched"
+                    .into(),
+            );
         } else {
             self.trace.steps_from = Some("step markers (step_num)".into());
         }
         self.trace
+    }
+
+    /// xprof's steps on an accelerator (TensorFlow / JAX profiles): a host step marker's step
+    /// is the device work it launched, from its first op's start to its last op's end. Each
+    /// step becomes that span where every step launched device work; false otherwise.
+    fn device_steps(&mut self) -> bool {
+        let t = &self.trace;
+        if t.device_ops.is_empty() || t.launches.is_empty() {
+            return false;
+        }
+        let mut spans = Vec::with_capacity(t.steps.len());
+        for s in &t.steps {
+            let mut ids: Vec<u64> = (t.launches.iter())
+                .filter(|l| l.start >= s.start && l.start < s.end)
+                .map(|l| l.correlation)
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            let span = (t.device_ops.iter())
+                .filter(|o| o.correlation.is_some_and(|c| ids.binary_search(&c).is_ok()))
+                .fold(None, |acc: Option<(f64, f64)>, o| match acc {
+                    None => Some((o.start, o.end)),
+                    Some((a, b)) => Some((a.min(o.start), b.max(o.end))),
+                });
+            match span {
+                Some(span) => spans.push(span),
+                None => return false,
+            }
+        }
+        for (s, (a, b)) in self.trace.steps.iter_mut().zip(spans) {
+            s.start = a;
+            s.end = b;
+        }
+        true
     }
 
     /// TensorFlow 1.x timelines of several `session.run` calls: a step per run, from its

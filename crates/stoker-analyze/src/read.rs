@@ -89,7 +89,8 @@ impl<'de> Deserialize<'de> for Num {
 pub struct Args<'a> {
     #[serde(borrow)]
     pub name: Option<&'a RawValue>,
-    #[serde(borrow)]
+    /// Kineto's `correlation`; the trace viewer JSON of TensorFlow / JAX: `correlation_id`.
+    #[serde(borrow, alias = "correlation_id")]
     pub correlation: Option<&'a RawValue>,
     #[serde(borrow, alias = "External id")]
     pub external_id: Option<&'a RawValue>,

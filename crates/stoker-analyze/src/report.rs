@@ -57,6 +57,9 @@ pub fn render(trace: &Trace, analysis: &Analysis) -> String {
         a.busy_percent,
         a.idle_percent
     );
+    if let Some(x) = &a.xprof_conclusion {
+        h.push_str(&format!("<p>In xprof's terms: {}.</p>", esc(x)));
+    }
     if a.recommendations.is_empty() {
         h.push_str("<p>Nothing to change stands out in this trace.</p>");
     } else {

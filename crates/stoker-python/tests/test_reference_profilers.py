@@ -3,8 +3,8 @@
 xprof's overview page on the XSpaces (tests/traces/xprof_overview.json, written by
 tests/traces/make/xprof_reference.py with xprof 2.24.2): step time within 10 %, device busy
 within 5 points, the input share in the same TensorFlow Profiler band. Covered so far: the CPU
-traces whose steps both find (xprof's device-side steps on GPU XSpaces, and the Keras traces
-without step markers, are not yet). HTA's temporal breakdown on the Kineto GPU traces: the idle
+traces whose steps both find, and the GPU XSpace whose steps xprof measures on the device (the
+Keras traces without step markers are not yet: xprof finds no steps in them). HTA's temporal breakdown on the Kineto GPU traces: the idle
 share within 5 points."""
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ def band(percent: float) -> str:
     return "highly" if percent >= 20 else "moderately" if percent >= 5 else "not"
 
 
-@pytest.mark.parametrize("trace", ["tensorflow/xspace/tf_custom_loop.xplane.pb", "jax/jax_train.xplane.pb"])
+@pytest.mark.parametrize("trace", ["tensorflow/xspace/tf_custom_loop.xplane.pb", "jax/jax_train.xplane.pb",
+                                   "jax/jax_gpu_train.xplane.pb"])
 def test_step_time_busy_and_input_band_agree_with_xprof(trace):
     want = REFERENCE["traces"][trace]
     assert want["steps"], "xprof found no steps"
@@ -31,6 +32,22 @@ def test_step_time_busy_and_input_band_agree_with_xprof(trace):
     assert abs(a.step_ms - want["step_ms"]) <= 0.10 * want["step_ms"], (a.step_ms, want["step_ms"])
     assert abs(a.busy_percent - want["device_compute_percent"]) <= 5, (a.busy_percent, want)
     assert band(a.input_percent) == band(want["input_percent"]), (a.input_percent, want["input_percent"])
+
+
+@pytest.mark.parametrize("trace", ["jax/jax_gpu_train.xplane.pb", "jax/jax_gpu_train.perfetto_trace.json.gz"])
+def test_gpu_steps_and_conclusion_as_xprof_gives_them(trace):
+    """On an accelerator xprof measures a step on the device (from the first to the last op the
+    step launched) and concludes 'potentially input-bound' from 'All others': so does stoker, from
+    the XSpace and from its trace viewer JSON export."""
+    want = REFERENCE["traces"]["jax/jax_gpu_train.xplane.pb"]
+    a = sk.analyze(TRACES / trace)
+    assert "measured on the device" in a.raw["steps_from"]
+    assert abs(a.step_ms - want["step_ms"]) <= 0.10 * want["step_ms"], (a.step_ms, want["step_ms"])
+    assert abs(a.busy_percent - want["device_compute_percent"]) <= 5
+    conclusion = a.raw["xprof_conclusion"]
+    assert conclusion.lower().startswith(want["conclusion_band"]), (conclusion, want["conclusion"])
+    others = float(conclusion.split("% of the step time is 'All others'")[0].split()[-1])
+    assert abs(others - want["conclusion_percent"]) <= 1, (conclusion, want["conclusion"])
 
 
 def test_the_reference_was_made_per_trace():
