@@ -3,9 +3,9 @@
 xprof's overview page on the XSpaces (tests/traces/xprof_overview.json, written by
 tests/traces/make/xprof_reference.py with xprof 2.24.2): step time within 10 %, device busy
 within 5 points, the input share in the same TensorFlow Profiler band. Covered so far: the CPU
-traces whose steps both find, and the GPU XSpace whose steps xprof measures on the device (the
-Keras traces without step markers are not yet: xprof finds no steps in them). HTA's temporal breakdown on the Kineto GPU traces: the idle
-share within 5 points."""
+traces whose steps both find, and the GPU XSpace whose steps xprof measures on the device (not
+the Keras traces without step markers: xprof finds no steps in them). HTA's temporal breakdown
+on the Kineto GPU traces: the idle share within 5 points."""
 
 from __future__ import annotations
 
