@@ -8,7 +8,7 @@ use stoker_core::element::{Element, FieldSpec, Schema};
 use stoker_core::op::{Fields, Op, OpCtx};
 use stoker_core::{DType, Error, Result, Tensor};
 
-use crate::image::one_hot_colors::OneHotColors;
+use crate::image::one_hot_colors::{rgb_pixels, OneHotColors};
 use crate::kernels::fields::{input_spec, out_name, put, with_field};
 use crate::kernels::spec_json::spec_json;
 
@@ -84,22 +84,8 @@ impl Op for ColorIndex {
     }
 
     fn apply(&self, input: Element, _ctx: &OpCtx<'_>) -> Result<Option<Element>> {
-        let i = input.require(OP, &self.field)?;
-        let t = &input.tensors[i];
-        let px = t
-            .typed::<u8>()
-            .filter(|_| t.dtype() == DType::U8 && t.shape().last() == Some(&3))
-            .ok_or_else(|| {
-                Error::invalid(
-                    OP,
-                    format!(
-                        "field '{}' must be uint8 [..., 3], got {} {:?}",
-                        self.field,
-                        t.dtype(),
-                        t.shape()
-                    ),
-                )
-            })?;
+        let t = &input.tensors[input.require(OP, &self.field)?];
+        let px = rgb_pixels(OP, &self.field, t)?;
         let shape = t.shape()[..t.shape().len() - 1].to_vec();
         let mut classes = Vec::with_capacity(px.len() / 3);
         self.table().lookup_for(OP)?.classes(px, 0, &mut classes)?;

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Schema};
 use stoker_core::op::{Fields, Op, OpCtx};
-use stoker_core::{DType, Error, Result};
+use stoker_core::{DType, Error, Result, Tensor};
 
 use crate::kernels::fields::{build_into, input_spec, out_name, put, with_field};
 use crate::kernels::one_hot_rows::OneHotRows;
@@ -112,6 +112,22 @@ impl ClassLookup {
     }
 }
 
+/// The pixels of `t`, field `field` of op `op`, which must be uint8 `[..., 3]` RGB.
+pub(crate) fn rgb_pixels<'t>(op: &str, field: &str, t: &'t Tensor) -> Result<&'t [u8]> {
+    t.typed::<u8>()
+        .filter(|_| t.dtype() == DType::U8 && t.shape().last() == Some(&3))
+        .ok_or_else(|| {
+            Error::invalid(
+                op,
+                format!(
+                    "field '{field}' must be uint8 [..., 3], got {} {:?}",
+                    t.dtype(),
+                    t.shape()
+                ),
+            )
+        })
+}
+
 impl Op for OneHotColors {
     fn name(&self) -> &str {
         OP
@@ -151,22 +167,8 @@ impl Op for OneHotColors {
     }
 
     fn apply(&self, input: Element, ctx: &OpCtx<'_>) -> Result<Option<Element>> {
-        let i = input.require(OP, &self.field)?;
-        let t = &input.tensors[i];
-        let px = t
-            .typed::<u8>()
-            .filter(|_| t.dtype() == DType::U8 && t.shape().last() == Some(&3))
-            .ok_or_else(|| {
-                Error::invalid(
-                    OP,
-                    format!(
-                        "field '{}' must be uint8 [..., 3], got {} {:?}",
-                        self.field,
-                        t.dtype(),
-                        t.shape()
-                    ),
-                )
-            })?;
+        let t = &input.tensors[input.require(OP, &self.field)?];
+        let px = rgb_pixels(OP, &self.field, t)?;
         let k = self.colors.len();
         let mut shape = t.shape().to_vec();
         if let Some(last) = shape.last_mut() {

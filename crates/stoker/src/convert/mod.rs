@@ -366,8 +366,7 @@ impl<W: Write> Hashing<W> {
     }
 
     fn hex(&self) -> String {
-        let digest = self.hash.clone().finalize();
-        digest.iter().map(|b| format!("{b:02x}")).collect()
+        to_hex(&self.hash.clone().finalize())
     }
 }
 
@@ -887,8 +886,11 @@ impl Conversion {
 }
 
 fn hex_sha256(text: &str) -> String {
-    let digest = Sha256::digest(text.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    to_hex(&Sha256::digest(text.as_bytes()))
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The steps of `plan` from its source up, which must each have one input.
@@ -944,6 +946,8 @@ fn augmented_part(plan: &Plan) -> Result<(Vec<Plan>, Vec<String>)> {
     let kept = 1 + chain[1..]
         .iter()
         .take_while(|p| match p.step() {
+            // Random or not, as long as every op has a spec: no Python, and what a worker
+            // of a cluster can build.
             Step::Map(m) => m.ops.iter().all(|o| o.spec().is_ok()),
             Step::Shuffle(_) | Step::GlobalShuffle(_) => true,
             step => step.per_element(),
