@@ -404,3 +404,30 @@ def test_ray_writes_the_same_bytes_as_a_local_run(tmp_path, ray_cluster):
                                                ops.decode_image("image", channels=3), ops.select(["image"])])
     with pytest.raises(sk.StokerError, match="x.jpg"):
         broken.convert(tmp_path / "bad-out", num_shards=1, ray=True, progress=False)
+
+
+def test_ctrl_c_stops_a_conversion_within_a_second(tmp_path):
+    """SIGINT while shards are being written: the call raises KeyboardInterrupt within a second,
+    no temporary file is left and nothing is listed complete that is not."""
+    import signal
+
+    out = tmp_path / "out"
+    code = ("import stoker as sk\n"
+            "ds = sk.Dataset.range(50_000_000)\n"
+            f"ds.convert({str(out)!r}, num_shards=2, threads=2, progress=False)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+    manifest = out / "manifest.json"
+    deadline = time.time() + 60
+    while not manifest.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.01)
+    time.sleep(0.5)  # writing by now
+    assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+    t = time.time()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=10)
+    took = time.time() - t
+    assert took < 1.0, took
+    assert "KeyboardInterrupt" in err
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+    m = json.loads(manifest.read_text())
+    assert not m["complete"] and not any(s["complete"] for s in m["shards"])
