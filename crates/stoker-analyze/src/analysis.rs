@@ -9,56 +9,120 @@ use serde::Serialize;
 use crate::intervals::Union;
 use crate::model::{DeviceKind, Direction, HostKind, Trace};
 
-/// Idle time on the compute streams, by what the host was doing meanwhile (ms).
+/// The causes of idle time on the compute streams, in the order an idle moment is credited
+/// (to the first present then): (JSON key, name).
+pub const CAUSES: [(&str, &str); 9] = [
+    ("input", "waiting for input"),
+    ("communication", "communication (collectives)"),
+    ("h2d", "host-to-device copy"),
+    ("copies", "device-to-host / device-to-device copy"),
+    ("sync", "synchronisation"),
+    ("launch", "kernel launch"),
+    ("host_ops", "host operators"),
+    ("python", "Python (the training loop outside traced ops)"),
+    ("untraced", "host idle / untraced"),
+];
+
+/// Idle time on the compute streams, by what the device and the host were doing meanwhile
+/// (ms). The fields add up to the idle time.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct GapCauses {
-    /// The host was getting the next batch (DataLoader `__next__`, `IteratorGetNext`).
+    /// The host was getting the next batch (DataLoader `__next__`, `IteratorGetNext`, the
+    /// host between TensorFlow 1.x `session.run` calls).
     pub input: f64,
+    /// A collective ran on the device (NCCL / RCCL kernels: exposed communication) or was
+    /// being called on the host.
+    pub communication: f64,
     /// A host-to-device copy was running.
     pub h2d: f64,
+    /// A device-to-host or device-to-device copy was running.
+    pub copies: f64,
     /// The host was waiting for the device (synchronize, blocking copy).
     pub sync: f64,
-    /// The host was launching kernels or doing other work (operators, runtime calls) while
-    /// the device had nothing queued: kernel-launch and host overhead.
+    /// The host was launching kernels (the device's queue was empty).
     pub launch: f64,
-    pub other: f64,
+    /// The host ran operators or other runtime calls, launching nothing.
+    pub host_ops: f64,
+    /// Inside a step, no traced operator on the host: the training loop's Python (its
+    /// functions named when the Python tracer was on).
+    pub python: f64,
+    /// Nothing recorded on the host: outside the steps, or a host that was idle.
+    pub untraced: f64,
 }
 
 impl GapCauses {
-    /// Milliseconds per class of `spans` (µs), as [`Causes::classify`] returns them.
-    fn from_classes(classes: &[Vec<(f64, f64)>; 5]) -> GapCauses {
-        let ms = |i: usize| classes[i].iter().fold(0.0, |acc, (x, y)| acc + (y - x)) * 1e-3;
+    pub fn values(&self) -> [f64; 9] {
+        [
+            self.input,
+            self.communication,
+            self.h2d,
+            self.copies,
+            self.sync,
+            self.launch,
+            self.host_ops,
+            self.python,
+            self.untraced,
+        ]
+    }
+    fn from_values(v: [f64; 9]) -> GapCauses {
+        let [input, communication, h2d, copies, sync, launch, host_ops, python, untraced] = v;
         GapCauses {
-            input: ms(0),
-            h2d: ms(1),
-            sync: ms(2),
-            launch: ms(3),
-            other: ms(4),
+            input,
+            communication,
+            h2d,
+            copies,
+            sync,
+            launch,
+            host_ops,
+            python,
+            untraced,
         }
+    }
+    /// Milliseconds per class of `spans` (µs), as [`Causes::classify`] returns them.
+    fn from_classes(classes: &[Vec<(f64, f64)>; 9]) -> GapCauses {
+        GapCauses::from_values(std::array::from_fn(|i| {
+            classes[i].iter().fold(0.0, |acc, (x, y)| acc + (y - x)) * 1e-3
+        }))
+    }
+    pub fn total(&self) -> f64 {
+        self.values().iter().sum()
     }
     fn largest(&self) -> &'static str {
-        let v = [self.input, self.h2d, self.sync, self.launch, self.other];
-        let i = (0..5).fold(0, |best, i| if v[i] > v[best] { i } else { best });
-        CAUSE_NAMES[i]
+        let v = self.values();
+        let i = (0..v.len()).fold(0, |best, i| if v[i] > v[best] { i } else { best });
+        CAUSES[i].1
     }
     fn add(&mut self, o: &GapCauses) {
-        self.input += o.input;
-        self.h2d += o.h2d;
-        self.sync += o.sync;
-        self.launch += o.launch;
-        self.other += o.other;
+        let (a, b) = (self.values(), o.values());
+        *self = GapCauses::from_values(std::array::from_fn(|i| a[i] + b[i]));
     }
     fn scale(&mut self, k: f64) {
-        for v in [
-            &mut self.input,
-            &mut self.h2d,
-            &mut self.sync,
-            &mut self.launch,
-            &mut self.other,
-        ] {
-            *v *= k;
-        }
+        let a = self.values();
+        *self = GapCauses::from_values(a.map(|v| v * k));
     }
+}
+
+/// What one cause of idle time was, with the evidence: the spans that overlapped the idle time
+/// credited to it, most first.
+#[derive(Clone, Debug, Serialize)]
+pub struct CauseEvidence {
+    /// The key of [`CAUSES`].
+    pub cause: &'static str,
+    pub name: &'static str,
+    pub ms_per_step: f64,
+    /// Of the idle time of the steps kept.
+    pub share_of_idle: f64,
+    /// What overlapped it (a host span, or device work with its device and stream), and for
+    /// how long in all, most first (at most 5).
+    pub top: Vec<Overlap>,
+    /// How the cause was told, where `top` cannot say it.
+    pub note: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Overlap {
+    pub what: String,
+    pub ms: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -119,7 +183,7 @@ pub struct LaunchStats {
 #[derive(Clone, Debug, Serialize)]
 pub struct HostActivity {
     pub name: String,
-    /// `data loading`, `launch`, `sync` or `cpu`.
+    /// `data loading`, `launch`, `sync`, `cpu`, `collective` or `python`.
     pub kind: &'static str,
     pub overlap_ms: f64,
 }
@@ -171,12 +235,16 @@ pub struct Analysis {
     /// potentially, else not input-bound).
     pub xprof_conclusion: Option<String>,
     pub gaps_ms_per_step: GapCauses,
+    /// The causes with idle time, in the order of [`CAUSES`], each with its evidence.
+    pub idle_by_cause: Vec<CauseEvidence>,
     pub h2d: H2d,
     pub top_kernels: Vec<KernelStat>,
     /// The longest idle gaps of the steps kept (at most 10), longest first.
     pub largest_gaps: Vec<IdleGap>,
     /// Median kernel time, µs.
     pub median_kernel_us: f64,
+    /// The share of idle time the host spent launching kernels or running operators (host
+    /// overhead).
     pub launch_share: f64,
     /// `None` when no kernel could be tied to its launch.
     pub launches: Option<LaunchStats>,
@@ -221,62 +289,105 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// What the host was doing while the compute streams were idle, in order of priority: each
-/// idle moment goes to the first cause present then.
+/// What the device and the host were doing while the compute streams were idle, in the order
+/// of [`CAUSES`]: each idle moment goes to the first cause present then.
 pub struct Causes {
+    /// Kernels and memsets, not collectives'.
     pub compute: Union,
-    /// Input, host-to-device copy, synchronisation, launch / host overhead.
-    pub by_priority: [Union; 4],
+    /// One per cause of [`CAUSES`] but the last (untraced: what is left).
+    pub by_priority: [Union; 8],
 }
 
-/// The names of [`Causes::classify`]'s five classes, in its order.
-pub const CAUSE_NAMES: [&str; 5] = [
-    "waiting for input",
-    "host-to-device copy",
-    "synchronisation",
-    "launch / host overhead",
-    "other",
-];
+/// The evidence of a cause: a span, named by `name` and, for device work, its device and stream.
+struct Source {
+    name: u32,
+    stream: Option<(i64, i64)>,
+    start: f64,
+    end: f64,
+}
 
 impl Causes {
     /// Over the whole trace, or only what overlaps `window` (one step's report).
     pub fn new(t: &Trace, window: Option<(f64, f64)>) -> Causes {
+        let sources = Causes::sources(t, window);
+        let mut by_priority: [Union; 8] = std::array::from_fn(|i| {
+            Union::new(sources[i].iter().map(|s| (s.start, s.end)).collect())
+        });
+        // Inside a step the training loop runs: what no traced op covers there is its Python
+        // (or untraced code on its thread).
         let (a, b) = window.unwrap_or((f64::NEG_INFINITY, f64::INFINITY));
-        let device = |keep: &dyn Fn(DeviceKind) -> bool| {
-            Union::new(
-                t.device_ops
-                    .iter()
-                    .filter(|o| keep(o.kind) && o.end > a && o.start < b)
-                    .map(|o| (o.start, o.end))
-                    .collect(),
-            )
-        };
-        let host = |keep: &dyn Fn(HostKind) -> bool| {
-            Union::new(
-                t.host
-                    .iter()
-                    .filter(|h| keep(h.kind) && h.end > a && h.start < b)
-                    .map(|h| (h.start, h.end))
-                    .collect(),
-            )
-        };
-        let h2d = device(&|k| k == DeviceKind::Memcpy(Direction::HtoD));
+        let steps = t
+            .steps
+            .iter()
+            .filter(|s| s.end > a && s.start < b)
+            .map(|s| (s.start, s.end));
+        by_priority[7] = Union::new(
+            sources[7]
+                .iter()
+                .map(|s| (s.start, s.end))
+                .chain(steps)
+                .collect(),
+        );
+        let compute = Union::new(
+            t.device_ops
+                .iter()
+                .filter(|o| {
+                    matches!(o.kind, DeviceKind::Kernel | DeviceKind::Memset)
+                        && o.end > a
+                        && o.start < b
+                })
+                .map(|o| (o.start, o.end))
+                .collect(),
+        );
         Causes {
-            compute: device(&|k| matches!(k, DeviceKind::Kernel | DeviceKind::Memset)),
-            by_priority: [
-                host(&|k| k == HostKind::DataLoading),
-                h2d,
-                host(&|k| k == HostKind::Sync),
-                // Host overhead: launching kernels, or other host work while the device has none.
-                host(&|k| matches!(k, HostKind::Launch | HostKind::Cpu)),
-            ],
+            compute,
+            by_priority,
         }
     }
 
-    /// The idle parts of [a, b) on the compute streams, split into the five classes of
-    /// [`CAUSE_NAMES`].
-    pub fn classify(&self, a: f64, b: f64) -> [Vec<(f64, f64)>; 5] {
-        let mut out: [Vec<(f64, f64)>; 5] = Default::default();
+    /// Per cause but the last, the spans that make it, sorted by start.
+    fn sources(t: &Trace, window: Option<(f64, f64)>) -> [Vec<Source>; 8] {
+        let (a, b) = window.unwrap_or((f64::NEG_INFINITY, f64::INFINITY));
+        let mut out: [Vec<Source>; 8] = Default::default();
+        for o in t.device_ops.iter().filter(|o| o.end > a && o.start < b) {
+            let i = match o.kind {
+                DeviceKind::Collective => 1,
+                DeviceKind::Memcpy(Direction::HtoD) => 2,
+                DeviceKind::Memcpy(_) => 3,
+                DeviceKind::Kernel | DeviceKind::Memset => continue,
+            };
+            out[i].push(Source {
+                name: o.name,
+                stream: Some((o.device, o.stream)),
+                start: o.start,
+                end: o.end,
+            });
+        }
+        for h in t.host.iter().filter(|h| h.end > a && h.start < b) {
+            let i = match h.kind {
+                HostKind::DataLoading => 0,
+                HostKind::Collective => 1,
+                HostKind::Sync => 4,
+                HostKind::Launch => 5,
+                HostKind::Cpu => 6,
+                HostKind::Python => 7,
+            };
+            out[i].push(Source {
+                name: h.name,
+                stream: None,
+                start: h.start,
+                end: h.end,
+            });
+        }
+        for v in &mut out {
+            v.sort_by(|p, q| p.start.total_cmp(&q.start));
+        }
+        out
+    }
+
+    /// The idle parts of [a, b) on the compute streams, split into the classes of [`CAUSES`].
+    pub fn classify(&self, a: f64, b: f64) -> [Vec<(f64, f64)>; 9] {
+        let mut out: [Vec<(f64, f64)>; 9] = Default::default();
         let mut left = self.compute.gaps(a, b);
         for (i, cause) in self.by_priority.iter().enumerate() {
             let mut rest = Vec::new();
@@ -286,9 +397,83 @@ impl Causes {
             }
             left = rest;
         }
-        out[4] = left;
+        out[8] = left;
         out
     }
+}
+
+/// Per cause, what overlapped the idle time credited to it (`idle`: per cause, its disjoint
+/// stretches sorted by start), over the steps kept.
+fn cause_evidence(t: &Trace, idle: &[Vec<(f64, f64)>; 9], steps: f64) -> Vec<CauseEvidence> {
+    let sources = Causes::sources(t, None);
+    let total: f64 = idle
+        .iter()
+        .flatten()
+        .map(|(x, y)| y - x)
+        .fold(0.0, |a, b| a + b);
+    let mut out = Vec::new();
+    for (i, &(cause, name)) in CAUSES.iter().enumerate() {
+        let us: f64 = idle[i].iter().map(|(x, y)| y - x).fold(0.0, |a, b| a + b);
+        if us <= 0.0 {
+            continue;
+        }
+        let mut by: HashMap<(u32, Option<(i64, i64)>), f64> = HashMap::new();
+        if i < 8 {
+            for s in &sources[i] {
+                let ov = overlap(&idle[i], s.start, s.end);
+                if ov > 0.0 {
+                    *by.entry((s.name, s.stream)).or_insert(0.0) += ov;
+                }
+            }
+        }
+        let mut top: Vec<Overlap> = by
+            .into_iter()
+            .map(|((n, stream), us)| Overlap {
+                what: match stream {
+                    Some((d, s)) => format!("{} (device {d}, stream {s})", t.names[n as usize]),
+                    None => t.names[n as usize].clone(),
+                },
+                ms: us * 1e-3 / steps,
+            })
+            .collect();
+        top.sort_by(|p, q| q.ms.total_cmp(&p.ms).then(p.what.cmp(&q.what)));
+        top.truncate(5);
+        let longest = idle[i].iter().map(|(x, y)| y - x).fold(0.0, f64::max);
+        let note = match cause {
+            "python" if sources[7].is_empty() => Some(
+                "inside the steps with no traced op on the host (with_stack=True or the \
+                 Python tracer names the functions)"
+                    .to_string(),
+            ),
+            "untraced" => Some(format!(
+                "{} stretches, the longest {:.2} ms, with no step running and nothing \
+                 recorded on the host",
+                idle[i].len(),
+                longest * 1e-3
+            )),
+            _ => None,
+        };
+        out.push(CauseEvidence {
+            cause,
+            name,
+            ms_per_step: us * 1e-3 / steps,
+            share_of_idle: if total > 0.0 { us / total } else { 0.0 },
+            top,
+            note,
+        });
+    }
+    out
+}
+
+/// How much of [x, y) the sorted, disjoint `spans` cover.
+fn overlap(spans: &[(f64, f64)], x: f64, y: f64) -> f64 {
+    let first = spans.partition_point(|s| s.1 <= x);
+    spans[first..]
+        .iter()
+        .take_while(|s| s.0 < y)
+        .map(|s| s.1.min(y) - s.0.max(x))
+        .filter(|d| *d > 0.0)
+        .fold(0.0, |a, b| a + b)
 }
 
 pub fn analyze(t: &Trace) -> Analysis {
@@ -302,9 +487,14 @@ pub fn analyze(t: &Trace) -> Analysis {
 
     // Steps: the markers, or the whole trace.
     let (steps_from, marks): (String, Vec<(String, f64, f64)>) = if t.steps.is_empty() {
-        let (a, b) = t.span.unwrap_or((0.0, 0.0));
+        // From the first recorded activity to the last: not the profiler's window, whose
+        // stretches with nothing recorded say nothing about the device.
+        let (a, b) = match (t.activity_start, t.activity_end) {
+            (Some(a), Some(b)) => (a, b),
+            _ => t.span.unwrap_or((0.0, 0.0)),
+        };
         (
-            "the whole trace (no step markers)".into(),
+            "the whole trace (no step markers: from its first activity to its last)".into(),
             vec![("trace".into(), a, b)],
         )
     } else {
@@ -330,11 +520,19 @@ pub fn analyze(t: &Trace) -> Analysis {
     // The longest gaps: a min-heap of (length, step, start, end), non-negative f64 as bits.
     const MAX_GAPS: usize = 10;
     let mut longest = std::collections::BinaryHeap::new();
+    // The idle stretches of the steps kept, per cause.
+    let mut idle_kept: [Vec<(f64, f64)>; 9] = Default::default();
     for (i, (name, a, b)) in marks.iter().enumerate() {
         let (a, b) = (*a, *b);
         let busy = compute.covered(a, b);
-        let gaps = GapCauses::from_classes(&causes.classify(a, b));
+        let classes = causes.classify(a, b);
+        let gaps = GapCauses::from_classes(&classes);
         let kept_step = i >= warmup_steps && !(cut_last && i + 1 == marks.len());
+        if kept_step {
+            for (all, class) in idle_kept.iter_mut().zip(classes) {
+                all.extend(class);
+            }
+        }
         if kept_step && !t.device_ops.is_empty() {
             for (x, y) in compute.gaps(a, b) {
                 longest.push(std::cmp::Reverse((
@@ -442,7 +640,9 @@ pub fn analyze(t: &Trace) -> Analysis {
     // Top kernels.
     let mut by_name: HashMap<u32, (u64, f64)> = HashMap::new();
     let mut durations = Vec::new();
-    for o in t.device_ops.iter().filter(|o| o.kind == DeviceKind::Kernel) {
+    for o in (t.device_ops.iter())
+        .filter(|o| matches!(o.kind, DeviceKind::Kernel | DeviceKind::Collective))
+    {
         let e = by_name.entry(o.name).or_insert((0, 0.0));
         e.0 += 1;
         e.1 += o.end - o.start;
@@ -493,10 +693,14 @@ pub fn analyze(t: &Trace) -> Analysis {
     let input_percent = pct(input_ms);
     let idle_ms = total_step - busy;
     let launch_share = if idle_ms > 0.0 {
-        gaps.launch * n / idle_ms
+        (gaps.launch + gaps.host_ops) * n / idle_ms
     } else {
         0.0
     };
+    for v in &mut idle_kept {
+        v.sort_by(|p, q| p.0.total_cmp(&q.0));
+    }
+    let idle_by_cause = cause_evidence(t, &idle_kept, n);
     let mut a = Analysis {
         path: t.path.clone(),
         dialect: t.dialect.clone(),
@@ -515,6 +719,7 @@ pub fn analyze(t: &Trace) -> Analysis {
             && !t.device_ops.is_empty())
         .then(|| xprof_conclusion(input_percent, pct(busy))),
         gaps_ms_per_step: gaps,
+        idle_by_cause,
         h2d: h2d_stats,
         top_kernels: top.into_iter().take(10).collect(),
         largest_gaps,
@@ -541,7 +746,9 @@ pub fn analyze(t: &Trace) -> Analysis {
 fn launch_stats(t: &Trace) -> Option<LaunchStats> {
     const WAITED_US: f64 = 10.0;
     let mut queue = Vec::new();
-    for o in t.device_ops.iter().filter(|o| o.kind == DeviceKind::Kernel) {
+    for o in (t.device_ops.iter())
+        .filter(|o| matches!(o.kind, DeviceKind::Kernel | DeviceKind::Collective))
+    {
         let Some(c) = o.correlation else { continue };
         let Ok(i) = t.launches.binary_search_by_key(&c, |l| l.correlation) else {
             continue;
@@ -581,6 +788,8 @@ fn host_during(t: &Trace, x: f64, y: f64) -> Vec<HostActivity> {
                 HostKind::Launch => "launch",
                 HostKind::Sync => "sync",
                 HostKind::Cpu => "cpu",
+                HostKind::Collective => "collective",
+                HostKind::Python => "python",
             },
             overlap_ms: us * 1e-3,
         })
@@ -661,7 +870,7 @@ fn recommend(a: &Analysis) -> Vec<Recommendation> {
     // tied to kernels) most kernels starting as soon as their launch returns.
     let waited = a.launches.as_ref().map(|l| l.waited_share);
     if a.kernels > 0
-        && g.launch >= 0.2 * a.step_ms
+        && g.launch + g.host_ops >= 0.2 * a.step_ms
         && a.median_kernel_us < 20.0
         && waited.is_none_or(|w| w >= 0.5)
     {
@@ -682,9 +891,12 @@ fn recommend(a: &Analysis) -> Vec<Recommendation> {
                      step (torch.compile / CUDA graphs, XLA) to launch fewer, bigger kernels"
                 .into(),
             evidence: format!(
-                "{:.1} ms per step of idle device time overlaps kernel launches, and the median \
-                 kernel takes {:.1} µs{tied}",
-                g.launch, a.median_kernel_us
+                "{:.1} ms per step of idle device time overlaps kernel launches ({:.1} ms) and \
+                 host operators ({:.1} ms), and the median kernel takes {:.1} µs{tied}",
+                g.launch + g.host_ops,
+                g.launch,
+                g.host_ops,
+                a.median_kernel_us
             ),
         });
     }
@@ -751,8 +963,7 @@ impl Analysis {
             "{} ({rank}{}, {} events, {} kernels on device(s) {:?})\n\
              steps: {} from {} ({} warm-up or cut off, left out); {:.2} ms per step\n\
              verdict: {}: {:.1} % of step time getting the next batch\n\
-             device busy {:.1} %, idle {:.1} %; idle per step by cause: input {:.2} ms, \
-             host-to-device copy {:.2} ms, sync {:.2} ms, launch / host overhead {:.2} ms, other {:.2} ms\n",
+             device busy {:.1} %, idle {:.1} % ({:.2} ms per step)\n",
             a.path,
             a.dialect,
             a.events,
@@ -766,12 +977,27 @@ impl Analysis {
             a.input_percent,
             a.busy_percent,
             a.idle_percent,
-            g.input,
-            g.h2d,
-            g.sync,
-            g.launch,
-            g.other
+            g.total(),
         );
+        if !a.idle_by_cause.is_empty() {
+            out.push_str("idle per step by cause (what the device and the host were doing):\n");
+        }
+        for c in &a.idle_by_cause {
+            let top: Vec<String> = (c.top.iter().take(3))
+                .map(|o| format!("{} {:.2} ms", short(&o.what, 60), o.ms))
+                .collect();
+            let evidence = match (&c.note, top.is_empty()) {
+                (Some(note), true) => note.clone(),
+                (None, _) => top.join(", "),
+                (Some(note), false) => format!("{}; {note}", top.join(", ")),
+            };
+            out.push_str(&format!(
+                "  {:>5.1} %  {:8.2} ms  {}: {evidence}\n",
+                c.share_of_idle * 100.0,
+                c.ms_per_step,
+                c.name,
+            ));
+        }
         if let Some(x) = &a.xprof_conclusion {
             out.push_str(&format!("in xprof's terms: {x}\n"));
         }
@@ -893,11 +1119,13 @@ pub fn compare_ranks(analyses: &[Analysis]) -> Option<String> {
     let mut out = String::from("ranks:\n");
     for a in &ranked {
         out.push_str(&format!(
-            "  rank {}: {:.2} ms per step, {:.1} % input, device busy {:.1} %\n",
+            "  rank {}: {:.2} ms per step, {:.1} % input, device busy {:.1} %, idle for \
+             communication {:.2} ms per step\n",
             a.rank.unwrap_or(-1),
             a.step_ms,
             a.input_percent,
-            a.busy_percent
+            a.busy_percent,
+            a.gaps_ms_per_step.communication
         ));
     }
     out.push_str(&format!(

@@ -68,14 +68,11 @@ impl Comparison {
             after.idle_percent,
         );
         let (g0, g1) = (&before.gaps_ms_per_step, &after.gaps_ms_per_step);
-        for (name, b, a) in [
-            ("idle: waiting for input", g0.input, g1.input),
-            ("idle: host-to-device copy", g0.h2d, g1.h2d),
-            ("idle: synchronisation", g0.sync, g1.sync),
-            ("idle: launch / host overhead", g0.launch, g1.launch),
-            ("idle: other", g0.other, g1.other),
-        ] {
-            row(name, "ms per step", b, a);
+        let (v0, v1) = (g0.values(), g1.values());
+        for (i, (_, name)) in crate::analysis::CAUSES.iter().enumerate() {
+            if v0[i] > 0.0 || v1[i] > 0.0 {
+                row(&format!("idle: {name}"), "ms per step", v0[i], v1[i]);
+            }
         }
         let mb = 1e-6;
         row(

@@ -24,6 +24,9 @@ pub enum Direction {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum DeviceKind {
     Kernel,
+    /// A collective's kernel (NCCL / RCCL, XLA's all-reduce, all-gather, …): communication,
+    /// not compute.
+    Collective,
     Memcpy(Direction),
     Memset,
 }
@@ -66,6 +69,11 @@ pub enum HostKind {
     Sync,
     /// Other host work: operators, other runtime calls.
     Cpu,
+    /// A collective on the host: `nccl:all_reduce`, `c10d::allreduce_`, `gloo:…`,
+    /// `record_param_comms`, TensorFlow's collective ops.
+    Collective,
+    /// A Python function (the Python tracer's spans: Kineto's `python_function`, xprof's `$…`).
+    Python,
 }
 
 #[derive(Clone, Debug)]
@@ -103,6 +111,8 @@ pub struct Trace {
     /// The end of the last event that is not a step marker: a step that ends well after it
     /// was cut off (the profiler stopped inside it).
     pub activity_end: Option<f64>,
+    /// The start of the first event that is not the profiler's own window (Kineto's `Trace`).
+    pub activity_start: Option<f64>,
     pub cpu_ops: u64,
     pub python_functions: u64,
     /// Complete events without a time or duration, or with one that is not finite.
@@ -362,11 +372,12 @@ impl Builder {
         }
         if cat != "trace" {
             // (Kineto's `Trace` span covers the whole profiling window.)
-            self.note_activity(end);
+            self.note_activity(start, end);
         }
         match cat.as_str() {
             "kernel" | "gpu_memcpy" | "memcpy" | "gpu_memset" | "memset" => {
                 let kind = match cat.as_str() {
+                    "kernel" if is_collective_kernel(name) => DeviceKind::Collective,
                     "kernel" => DeviceKind::Kernel,
                     "gpu_memset" | "memset" => DeviceKind::Memset,
                     _ => DeviceKind::Memcpy(direction(name, as_string(args.kind))),
@@ -408,9 +419,15 @@ impl Builder {
                     self.push_host(HostKind::DataLoading, name, start, end);
                 } else if cat == "python_function" {
                     self.trace.python_functions += 1;
+                    self.push_host(HostKind::Python, name, start, end);
                 } else if cat == "cpu_op" || cat == "operator" {
                     self.trace.cpu_ops += 1;
-                    self.push_host(HostKind::Cpu, name, start, end);
+                    let kind = if is_collective_call(name) {
+                        HostKind::Collective
+                    } else {
+                        HostKind::Cpu
+                    };
+                    self.push_host(kind, name, start, end);
                 } else if let Some(pid) = e.pid {
                     // TensorFlow 1.x timeline (`cat: "Op"`), TensorFlow / JAX trace viewer JSON:
                     // decided by the process's (and thread's) name, which may come later.
@@ -480,7 +497,11 @@ impl Builder {
             let kind = if pl.contains("/memcpy") {
                 Some(DeviceKind::Memcpy(direction(name, None)))
             } else if pl.contains("stream:all") || (!has_all && pl.contains("/stream:")) {
-                Some(DeviceKind::Kernel)
+                Some(if is_collective_kernel(name) {
+                    DeviceKind::Collective
+                } else {
+                    DeviceKind::Kernel
+                })
             } else {
                 if is_data_loading(name) {
                     self.trace.host.push(HostSpan {
@@ -697,8 +718,9 @@ impl Builder {
         });
     }
 
-    fn note_activity(&mut self, end: f64) {
+    fn note_activity(&mut self, start: f64, end: f64) {
         self.trace.activity_end = Some(self.trace.activity_end.map_or(end, |a| a.max(end)));
+        self.trace.activity_start = Some(self.trace.activity_start.map_or(start, |a| a.min(start)));
     }
 
     /// A host span, classified by its name.
@@ -708,9 +730,12 @@ impl Builder {
         } else if name.starts_with('$') {
             // The Python tracer's function spans (which contain everything below them).
             self.trace.python_functions += 1;
-            return;
+            HostKind::Python
         } else if is_runtime_api(name) {
             runtime_kind(name)
+        } else if is_collective_call(name) {
+            self.trace.cpu_ops += 1;
+            HostKind::Collective
         } else {
             self.trace.cpu_ops += 1;
             HostKind::Cpu
@@ -735,10 +760,12 @@ impl Builder {
             let Some(stream) = xprof_stream(device, line) else {
                 return; // derived lines (XLA Modules, TensorFlow Ops, Steps …) repeat the streams
             };
-            self.note_activity(end);
+            self.note_activity(start, end);
             let details = details.unwrap_or("");
             let lower = name.to_ascii_lowercase();
-            let kind = if lower.contains("memcpy") {
+            let kind = if is_collective_kernel(name) {
+                DeviceKind::Collective
+            } else if lower.contains("memcpy") {
                 DeviceKind::Memcpy(direction(name, None))
             } else if lower.contains("memset") {
                 DeviceKind::Memset
@@ -777,7 +804,7 @@ impl Builder {
                 correlation,
             });
         } else if plane.starts_with("/host:") {
-            self.note_activity(end);
+            self.note_activity(start, end);
             if let Some(correlation) = correlation {
                 self.trace.launches.push(Launch {
                     correlation,
@@ -810,6 +837,39 @@ fn is_runtime_api(name: &str) -> bool {
             .and_then(|rest| rest.chars().next())
             .is_some_and(|c| c.is_ascii_uppercase())
     })
+}
+
+/// A collective's kernel: NCCL's and RCCL's (`ncclDevKernel_AllReduce_…`, `ncclKernel_…`),
+/// XLA's collective ops as the device runs them (`all-reduce.3`, `all-gather-start`, …).
+fn is_collective_kernel(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower.contains("nccl")
+        || lower.contains("rccl")
+        || [
+            "all-reduce",
+            "all-gather",
+            "reduce-scatter",
+            "all-to-all",
+            "collective-permute",
+        ]
+        .iter()
+        .any(|p| lower.starts_with(p))
+}
+
+/// A collective called on the host: PyTorch's `nccl:all_reduce`, `gloo:broadcast`,
+/// `c10d::allreduce_`, `record_param_comms`; TensorFlow's `CollectiveReduceV2`, `NcclAllReduce`.
+fn is_collective_call(name: &str) -> bool {
+    [
+        "nccl:",
+        "gloo:",
+        "mpi:",
+        "c10d::",
+        "record_param_comms",
+        "Collective",
+        "Nccl",
+    ]
+    .iter()
+    .any(|p| name.starts_with(p))
 }
 
 /// What a runtime / driver call does to the device's timeline: a launch, a wait for the

@@ -6,13 +6,17 @@ use std::fmt::Write;
 
 use stoker_html::{esc, share_cell, stacked_bars, timeline_strip, Lane, Page, Series};
 
-use crate::analysis::{Analysis, Causes, CAUSE_NAMES};
+use crate::analysis::{Analysis, Causes, CAUSES};
 use crate::intervals::Union;
 use crate::model::{DeviceKind, Direction, HostKind, Trace};
 
 const BUSY: &str = "#1a73e8";
 /// Colours of [`CAUSE_NAMES`], in its order.
-const CAUSE_COLORS: [&str; 5] = ["#e8710a", "#188038", "#d93025", "#9334e6", "#9aa0a6"];
+/// In the order of [`CAUSES`].
+const CAUSE_COLORS: [&str; 9] = [
+    "#e8710a", "#f9ab00", "#188038", "#12b5cb", "#d93025", "#9334e6", "#5f6368", "#f538a0",
+    "#9aa0a6",
+];
 
 /// The report of `analysis`, made from `trace`.
 /// Rows of the memory table at most.
@@ -79,47 +83,52 @@ pub fn render(trace: &Trace, analysis: &Analysis) -> String {
 
     // Step time by cause.
     let busy: Vec<f64> = kept.iter().map(|s| s.busy_ms).collect();
-    let by_cause: [Vec<f64>; 5] = [
-        kept.iter().map(|s| s.gaps.input).collect(),
-        kept.iter().map(|s| s.gaps.h2d).collect(),
-        kept.iter().map(|s| s.gaps.sync).collect(),
-        kept.iter().map(|s| s.gaps.launch).collect(),
-        kept.iter().map(|s| s.gaps.other).collect(),
-    ];
+    let per_step: Vec<[f64; 9]> = kept.iter().map(|s| s.gaps.values()).collect();
+    let by_cause: [Vec<f64>; 9] = std::array::from_fn(|i| per_step.iter().map(|v| v[i]).collect());
     let mut series = vec![Series {
         label: "device busy",
         color: BUSY,
         values: &busy,
     }];
-    for i in 0..5 {
-        series.push(Series {
-            label: CAUSE_NAMES[i],
-            color: CAUSE_COLORS[i],
-            values: &by_cause[i],
-        });
+    for (i, values) in by_cause.iter().enumerate() {
+        if values.iter().any(|v| *v > 0.0) {
+            series.push(Series {
+                label: CAUSES[i].1,
+                color: CAUSE_COLORS[i],
+                values,
+            });
+        }
     }
     page.push(&stacked_bars(
-        "Step time: device busy, and idle by what the host was doing",
+        "Step time: device busy, and idle by cause",
         &series,
     ));
 
     // The idle-gap breakdown.
     page.heading("Device idle time per step, by cause");
-    let g = &a.gaps_ms_per_step;
-    let per_step = [g.input, g.h2d, g.sync, g.launch, g.other];
-    let idle: f64 = per_step.iter().sum();
-    let rows: Vec<Vec<String>> = CAUSE_NAMES
+    let rows: Vec<Vec<String>> = a
+        .idle_by_cause
         .iter()
-        .zip(per_step)
-        .map(|(name, ms)| {
+        .map(|c| {
+            let mut evidence: Vec<String> = (c.top.iter())
+                .map(|o| format!("{} ({:.2} ms)", esc(&o.what), o.ms))
+                .collect();
+            evidence.extend(c.note.iter().map(|n| esc(n)));
             vec![
-                esc(name),
-                format!("{ms:.2}"),
-                share_cell(if idle > 0.0 { ms / idle } else { 0.0 }),
+                esc(c.name),
+                format!("{:.2}", c.ms_per_step),
+                share_cell(c.share_of_idle),
+                format!(
+                    "<div style=\"text-align:left\">{}</div>",
+                    evidence.join("<br>")
+                ),
             ]
         })
         .collect();
-    page.table(&["cause", "ms per step", "share of idle time"], &rows);
+    page.table(
+        &["cause", "ms per step", "share of idle time", "evidence"],
+        &rows,
+    );
 
     // The longest gaps, with the host's work during each.
     if !a.largest_gaps.is_empty() {
@@ -287,8 +296,10 @@ pub fn render(trace: &Trace, analysis: &Analysis) -> String {
     }
     page.finish(&format!(
         "Made by stoker {}. Times are from the trace; idle time is on the compute streams \
-         (kernels and memsets), each idle moment credited to the first of: input, \
-         host-to-device copy, synchronisation, launch / host overhead, other.",
+         (kernels and memsets, not collectives), each idle moment credited to the first of: \
+         input, communication, host-to-device copy, other copies, synchronisation, kernel \
+         launch, host operators, Python (inside a step, no traced operator), host idle / \
+         untraced.",
         env!("CARGO_PKG_VERSION")
     ))
 }
@@ -327,12 +338,18 @@ fn worst_step_strip(t: &Trace, name: &str, (a, b): (f64, f64)) -> String {
             .collect())
     };
     let kernels = device(&|k| matches!(k, DeviceKind::Kernel | DeviceKind::Memset));
+    let collectives = device(&|k| k == DeviceKind::Collective);
     let h2d = device(&|k| k == DeviceKind::Memcpy(Direction::HtoD));
     let other_copies = device(&|k| matches!(k, DeviceKind::Memcpy(d) if d != Direction::HtoD));
-    let input = host(HostKind::DataLoading);
-    let launch = host(HostKind::Launch);
-    let sync = host(HostKind::Sync);
-    let cpu = host(HostKind::Cpu);
+    let host_lanes = [
+        ("host: data loading", HostKind::DataLoading, CAUSE_COLORS[0]),
+        ("host: collectives", HostKind::Collective, CAUSE_COLORS[1]),
+        ("host: synchronise", HostKind::Sync, CAUSE_COLORS[4]),
+        ("host: launches", HostKind::Launch, CAUSE_COLORS[5]),
+        ("host: operators", HostKind::Cpu, CAUSE_COLORS[6]),
+        ("host: Python", HostKind::Python, CAUSE_COLORS[7]),
+    ]
+    .map(|(label, kind, color)| (label, color, host(kind)));
     let causes = Causes::new(t, Some((a, b)));
     let idle: Vec<Vec<(f64, f64)>> = causes
         .classify(a, b)
@@ -351,50 +368,38 @@ fn worst_step_strip(t: &Trace, name: &str, (a, b): (f64, f64)) -> String {
             spans: &kernels,
         },
         Lane {
-            label: "H2D copies",
+            label: "collectives",
             color: CAUSE_COLORS[1],
+            spans: &collectives,
+        },
+        Lane {
+            label: "H2D copies",
+            color: CAUSE_COLORS[2],
             spans: &h2d,
         },
         Lane {
             label: "other copies",
-            color: "#12b5cb",
+            color: CAUSE_COLORS[3],
             spans: &other_copies,
         },
-        Lane {
-            label: "host: data loading",
-            color: CAUSE_COLORS[0],
-            spans: &input,
-        },
-        Lane {
-            label: "host: launches",
-            color: CAUSE_COLORS[3],
-            spans: &launch,
-        },
-        Lane {
-            label: "host: synchronise",
-            color: CAUSE_COLORS[2],
-            spans: &sync,
-        },
-        Lane {
-            label: "host: other ops",
-            color: "#5f6368",
-            spans: &cpu,
-        },
     ];
-    let idle_labels = [
-        "idle: input",
-        "idle: H2D copy",
-        "idle: sync",
-        "idle: launch/host",
-        "idle: other",
-    ];
+    for (label, color, spans) in &host_lanes {
+        lanes.push(Lane {
+            label,
+            color,
+            spans,
+        });
+    }
+    let idle_labels = CAUSES.map(|(key, _)| format!("idle: {key}"));
     for (i, spans) in idle.iter().enumerate() {
         lanes.push(Lane {
-            label: idle_labels[i],
+            label: &idle_labels[i],
             color: CAUSE_COLORS[i],
             spans,
         });
     }
+    // Lanes with nothing in this step are left out.
+    lanes.retain(|l| !l.spans.is_empty());
     timeline_strip(
         &format!(
             "Timeline of the longest step ({name}, {:.2} ms)",

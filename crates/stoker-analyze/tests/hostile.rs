@@ -117,10 +117,76 @@ fn bare_array_string_ids_begin_end_pairs_and_causes() {
     assert!((g.input - 0.3).abs() < 1e-9, "{g:?}");
     assert!((g.h2d - 0.1).abs() < 1e-9, "{g:?}");
     // The launch covers 90 of the 100 µs gap; the rest and the tail after the last kernel are
-    // "other".
+    // inside the step with no traced op: the training loop's Python.
     assert!((g.launch - 0.09).abs() < 1e-9, "{g:?}");
-    assert!((g.other - 0.11).abs() < 1e-9, "{g:?}");
+    assert!((g.python - 0.11).abs() < 1e-9, "{g:?}");
+    assert!((g.total() - (s.step_ms - s.busy_ms)).abs() < 1e-9, "{g:?}");
     assert_eq!(a.h2d.pinned_bytes, 1e6);
     assert!((s.h2d_exposed_ms - 0.1).abs() < 1e-9);
     assert_eq!(a.h2d.gbps.map(|g| (g * 10.0).round()), Some(100.0)); // 1 MB in 100 µs
+}
+
+#[test]
+fn idle_causes_collectives_copies_python_and_untraced() {
+    // A step of 1000 µs on the host, then 200 µs after it with nothing recorded on the host.
+    // Compute stream 7: kernels 0-100 and 900-1000 and 1150-1200. Meanwhile: an NCCL all-reduce
+    // on stream 20 at 100-300 (exposed communication), a device-to-host copy 300-400, a
+    // blocking sync 400-450, a launch 450-500, an operator 500-700 (with a launch inside it,
+    // 650-700), the Python tracer's `train_step` 700-850; 850-900 nothing but the step; after the
+    // step (1000-1150) nothing: untraced.
+    let trace = br#"{"traceEvents": [
+      {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 1000},
+      {"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 0, "dur": 100, "args": {"device": 0, "stream": 7}},
+      {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "pid": 0, "tid": 20, "ts": 100, "dur": 200, "args": {"device": 0, "stream": 20}},
+      {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pinned)", "pid": 0, "tid": 9, "ts": 300, "dur": 100, "args": {"device": 0, "stream": 9}},
+      {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 1, "ts": 300, "dur": 150},
+      {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 450, "dur": 50},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::index_put_", "pid": 1, "tid": 1, "ts": 500, "dur": 200},
+      {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 650, "dur": 50},
+      {"ph": "X", "cat": "python_function", "name": "train.py(12): train_step", "pid": 1, "tid": 1, "ts": 700, "dur": 150},
+      {"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 900, "dur": 100, "args": {"device": 0, "stream": 7}},
+      {"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 1150, "dur": 50, "args": {"device": 0, "stream": 7}}
+    ]}"#;
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(&dir, "t.json", trace);
+    let a = analyze_path(&p).unwrap();
+    let g = &a.steps[0].gaps;
+    let near = |x: f64, want: f64| (x - want).abs() < 1e-9;
+    assert!(near(g.communication, 0.2), "{g:?}");
+    assert!(near(g.copies, 0.1), "{g:?}");
+    assert!(near(g.sync, 0.05), "{g:?}");
+    assert!(near(g.launch, 0.1), "{g:?}");
+    assert!(near(g.host_ops, 0.15), "{g:?}");
+    assert!(near(g.python, 0.2), "{g:?}");
+    assert!(near(g.untraced, 0.0), "{g:?}");
+    assert!(near(g.total(), a.steps[0].idle_ms), "{g:?}");
+    // The collective's kernel is communication, not compute.
+    assert!(near(a.steps[0].busy_ms, 0.2), "{}", a.steps[0].busy_ms);
+    // Each cause with its evidence: the collective named with its device and stream, the
+    // Python function by name.
+    let cause = |k: &str| a.idle_by_cause.iter().find(|c| c.cause == k).unwrap();
+    let comm = cause("communication");
+    assert_eq!(
+        comm.top[0].what,
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL (device 0, stream 20)"
+    );
+    assert!(near(comm.top[0].ms, 0.2));
+    assert_eq!(cause("python").top[0].what, "train.py(12): train_step");
+    assert!(near(cause("python").top[0].ms, 0.15));
+    assert_eq!(cause("host_ops").top[0].what, "aten::index_put_");
+    let shares: f64 = a.idle_by_cause.iter().map(|c| c.share_of_idle).sum();
+    assert!((shares - 1.0).abs() < 1e-9);
+    let text = a.to_text();
+    assert!(text.contains("communication (collectives)"), "{text}");
+
+    // Without step markers, the stretch with nothing on the host is untraced; the window runs
+    // from the first activity to the last.
+    let unstepped = String::from_utf8_lossy(trace).replace("ProfilerStep#1", "forward");
+    let p = write(&dir, "u.json", unstepped.as_bytes());
+    let a = analyze_path(&p).unwrap();
+    let g = &a.gaps_ms_per_step;
+    assert!(near(a.step_ms, 1.2), "{}", a.step_ms);
+    // 850-900 and 1000-1150: nothing on the host ("forward" is a user annotation, not an op).
+    assert!(near(g.untraced, 0.2), "{g:?}");
+    assert!(near(g.python, 0.15), "{g:?}");
 }

@@ -130,11 +130,11 @@ fn check_gpu(a: &Analysis) {
     assert!((a.h2d.bytes_per_step - 4096.0).abs() < 1e-9);
     assert!(a.h2d.pageable_bytes == 3.0 * 4096.0 && a.h2d.pinned_bytes == 0.0);
     // Idle: 20 µs input, then 10 µs of copy, then 20 µs after the kernel (nothing on the host
-    // but the step marker): other.
+    // but the step marker): the training loop's Python.
     let g = &a.gaps_ms_per_step;
     assert!((g.input - 0.02).abs() < 1e-9, "{g:?}");
     assert!((g.h2d - 0.01).abs() < 1e-9, "{g:?}");
-    assert!((g.other - 0.02).abs() < 1e-9, "{g:?}");
+    assert!((g.python - 0.02).abs() < 1e-9, "{g:?}");
 }
 
 #[test]

@@ -25,6 +25,12 @@ def test_input_bound_only_without_dataloader_workers():
     assert more_workers and "% of each step" in more_workers[0]["evidence"]
     assert not any("DataLoader workers" in r["action"] for r in a4.recommendations)
     assert "highly input-bound" in str(a0)
+    # The idle time by cause adds up, input first with the DataLoader as its evidence.
+    idle_ms = a0.step_ms * a0.raw["idle_percent"] / 100
+    assert abs(sum(a0.idle_ms_per_step_by_cause.values()) - idle_ms) < 1e-6 * idle_ms
+    first = a0.idle_by_cause[0]
+    assert first["cause"] == "input" and first["top"][0]["what"].startswith("enumerate(DataLoader)")
+    assert abs(sum(c["share_of_idle"] for c in a0.idle_by_cause) - 1) < 1e-9
 
 
 def test_cli_text_and_json():

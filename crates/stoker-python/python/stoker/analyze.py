@@ -30,6 +30,14 @@ class TraceAnalysis:
         self.step_ms: float = raw["step_ms"]
         self.busy_percent: float = raw["busy_percent"]
         self.idle_ms_per_step_by_cause: dict[str, float] = raw["gaps_ms_per_step"]
+        """The device's idle time per step by what the device and the host were doing: ``input``,
+        ``communication`` (collectives), ``h2d``, ``copies`` (device-to-host / device-to-device),
+        ``sync``, ``launch``, ``host_ops``, ``python`` (inside a step, no traced op), ``untraced``.
+        Each idle moment is credited to the first present, so they add up to the idle time."""
+        self.idle_by_cause: list[dict[str, Any]] = raw["idle_by_cause"]
+        """The causes with idle time, each with ``ms_per_step``, ``share_of_idle`` and its
+        evidence: ``top`` (what overlapped it: host spans, device work with its device and
+        stream) and a ``note``."""
         self.steps: list[dict[str, Any]] = raw["steps"]
         self.recommendations: list[dict[str, str]] = raw["recommendations"]
         self.memory: list[dict[str, Any]] = raw.get("memory", [])
