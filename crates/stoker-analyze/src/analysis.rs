@@ -298,91 +298,54 @@ pub struct Causes {
     pub by_priority: [Union; 8],
 }
 
-/// The evidence of a cause: a span, named by `name` and, for device work, its device and stream.
-struct Source {
-    name: u32,
-    stream: Option<(i64, i64)>,
-    start: f64,
-    end: f64,
+/// The cause (index into [`CAUSES`]) that device work of `kind` makes: `None` for compute.
+fn device_cause(kind: DeviceKind) -> Option<usize> {
+    match kind {
+        DeviceKind::Collective => Some(1),
+        DeviceKind::Memcpy(Direction::HtoD) => Some(2),
+        DeviceKind::Memcpy(_) => Some(3),
+        DeviceKind::Kernel | DeviceKind::Memset => None,
+    }
+}
+
+/// The cause (index into [`CAUSES`]) that host work of `kind` makes.
+fn host_cause(kind: HostKind) -> usize {
+    match kind {
+        HostKind::DataLoading => 0,
+        HostKind::Collective => 1,
+        HostKind::Sync => 4,
+        HostKind::Launch => 5,
+        HostKind::Cpu => 6,
+        HostKind::Python => 7,
+    }
 }
 
 impl Causes {
     /// Over the whole trace, or only what overlaps `window` (one step's report).
     pub fn new(t: &Trace, window: Option<(f64, f64)>) -> Causes {
-        let sources = Causes::sources(t, window);
-        let mut by_priority: [Union; 8] = std::array::from_fn(|i| {
-            Union::new(sources[i].iter().map(|s| (s.start, s.end)).collect())
-        });
-        // Inside a step the training loop runs: what no traced op covers there is its Python
-        // (or untraced code on its thread).
         let (a, b) = window.unwrap_or((f64::NEG_INFINITY, f64::INFINITY));
-        let steps = t
-            .steps
-            .iter()
-            .filter(|s| s.end > a && s.start < b)
-            .map(|s| (s.start, s.end));
-        by_priority[7] = Union::new(
-            sources[7]
-                .iter()
-                .map(|s| (s.start, s.end))
-                .chain(steps)
-                .collect(),
-        );
-        let compute = Union::new(
-            t.device_ops
-                .iter()
-                .filter(|o| {
-                    matches!(o.kind, DeviceKind::Kernel | DeviceKind::Memset)
-                        && o.end > a
-                        && o.start < b
-                })
-                .map(|o| (o.start, o.end))
-                .collect(),
-        );
-        Causes {
-            compute,
-            by_priority,
-        }
-    }
-
-    /// Per cause but the last, the spans that make it, sorted by start.
-    fn sources(t: &Trace, window: Option<(f64, f64)>) -> [Vec<Source>; 8] {
-        let (a, b) = window.unwrap_or((f64::NEG_INFINITY, f64::INFINITY));
-        let mut out: [Vec<Source>; 8] = Default::default();
+        let mut spans: [Vec<(f64, f64)>; 8] = Default::default();
+        let mut compute = Vec::new();
         for o in t.device_ops.iter().filter(|o| o.end > a && o.start < b) {
-            let i = match o.kind {
-                DeviceKind::Collective => 1,
-                DeviceKind::Memcpy(Direction::HtoD) => 2,
-                DeviceKind::Memcpy(_) => 3,
-                DeviceKind::Kernel | DeviceKind::Memset => continue,
-            };
-            out[i].push(Source {
-                name: o.name,
-                stream: Some((o.device, o.stream)),
-                start: o.start,
-                end: o.end,
-            });
+            match device_cause(o.kind) {
+                Some(i) => spans[i].push((o.start, o.end)),
+                None => compute.push((o.start, o.end)),
+            }
         }
         for h in t.host.iter().filter(|h| h.end > a && h.start < b) {
-            let i = match h.kind {
-                HostKind::DataLoading => 0,
-                HostKind::Collective => 1,
-                HostKind::Sync => 4,
-                HostKind::Launch => 5,
-                HostKind::Cpu => 6,
-                HostKind::Python => 7,
-            };
-            out[i].push(Source {
-                name: h.name,
-                stream: None,
-                start: h.start,
-                end: h.end,
-            });
+            spans[host_cause(h.kind)].push((h.start, h.end));
         }
-        for v in &mut out {
-            v.sort_by(|p, q| p.start.total_cmp(&q.start));
+        // Inside a step the training loop runs: what no traced op covers there is its Python
+        // (or untraced code on its thread).
+        spans[7].extend(
+            (t.steps.iter())
+                .filter(|s| s.end > a && s.start < b)
+                .map(|s| (s.start, s.end)),
+        );
+        Causes {
+            compute: Union::new(compute),
+            by_priority: spans.map(Union::new),
         }
-        out
     }
 
     /// The idle parts of [a, b) on the compute streams, split into the classes of [`CAUSES`].
@@ -402,10 +365,30 @@ impl Causes {
     }
 }
 
+/// A span's name, and for device work its device and stream.
+type EvidenceKey = (u32, Option<(i64, i64)>);
+
 /// Per cause, what overlapped the idle time credited to it (`idle`: per cause, its disjoint
 /// stretches sorted by start), over the steps kept.
 fn cause_evidence(t: &Trace, idle: &[Vec<(f64, f64)>; 9], steps: f64) -> Vec<CauseEvidence> {
-    let sources = Causes::sources(t, None);
+    // Per cause, by (name, device and stream for device work): how much of its idle time each
+    // overlapped.
+    let mut by: [HashMap<EvidenceKey, f64>; 8] = Default::default();
+    let mut credit = |i: usize, key, start, end| {
+        let ov = overlap(&idle[i], start, end);
+        if ov > 0.0 {
+            *by[i].entry(key).or_insert(0.0) += ov;
+        }
+    };
+    for o in &t.device_ops {
+        if let Some(i) = device_cause(o.kind) {
+            credit(i, (o.name, Some((o.device, o.stream))), o.start, o.end);
+        }
+    }
+    for h in &t.host {
+        credit(host_cause(h.kind), (h.name, None), h.start, h.end);
+    }
+    let python_traced = t.host.iter().any(|h| h.kind == HostKind::Python);
     let total: f64 = idle
         .iter()
         .flatten()
@@ -417,15 +400,7 @@ fn cause_evidence(t: &Trace, idle: &[Vec<(f64, f64)>; 9], steps: f64) -> Vec<Cau
         if us <= 0.0 {
             continue;
         }
-        let mut by: HashMap<(u32, Option<(i64, i64)>), f64> = HashMap::new();
-        if i < 8 {
-            for s in &sources[i] {
-                let ov = overlap(&idle[i], s.start, s.end);
-                if ov > 0.0 {
-                    *by.entry((s.name, s.stream)).or_insert(0.0) += ov;
-                }
-            }
-        }
+        let by = by.get_mut(i).map(std::mem::take).unwrap_or_default();
         let mut top: Vec<Overlap> = by
             .into_iter()
             .map(|((n, stream), us)| Overlap {
@@ -440,7 +415,7 @@ fn cause_evidence(t: &Trace, idle: &[Vec<(f64, f64)>; 9], steps: f64) -> Vec<Cau
         top.truncate(5);
         let longest = idle[i].iter().map(|(x, y)| y - x).fold(0.0, f64::max);
         let note = match cause {
-            "python" if sources[7].is_empty() => Some(
+            "python" if !python_traced => Some(
                 "inside the steps with no traced op on the host (with_stack=True or the \
                  Python tracer names the functions)"
                     .to_string(),
@@ -855,7 +830,7 @@ fn recommend(a: &Analysis) -> Vec<Recommendation> {
             ),
         });
     }
-    if g.h2d >= 0.05 * a.step_ms {
+    if g.h2d > 0.0 && g.h2d >= 0.05 * a.step_ms {
         out.push(Recommendation {
             action: "prefetch batches to the device (copy the next batch while this one \
                      computes)"

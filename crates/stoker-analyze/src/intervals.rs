@@ -11,15 +11,21 @@ impl Union {
     /// The union of `intervals` (in any order).
     pub fn new(mut intervals: Vec<(f64, f64)>) -> Union {
         intervals.retain(|(a, b)| b > a);
-        intervals.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut spans: Vec<(f64, f64)> = Vec::with_capacity(intervals.len());
-        for (a, b) in intervals {
-            match spans.last_mut() {
-                Some(last) if a <= last.1 => last.1 = last.1.max(b),
-                _ => spans.push((a, b)),
+        intervals.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+        // Merged in place: `kept` spans are done, the rest is still to merge.
+        let mut kept = 0;
+        for i in 0..intervals.len() {
+            let (a, b) = intervals[i];
+            if kept > 0 && a <= intervals[kept - 1].1 {
+                intervals[kept - 1].1 = intervals[kept - 1].1.max(b);
+            } else {
+                intervals[kept] = (a, b);
+                kept += 1;
             }
         }
-        Union { spans }
+        intervals.truncate(kept);
+        intervals.shrink_to_fit();
+        Union { spans: intervals }
     }
 
     /// The intervals that overlap [a, b), clipped to it.

@@ -4,6 +4,7 @@
 pub mod analysis;
 pub mod compare;
 pub mod error;
+mod event;
 pub mod intervals;
 pub mod memory;
 pub mod model;

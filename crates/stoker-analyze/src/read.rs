@@ -12,7 +12,6 @@ use std::borrow::Cow;
 
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
-use serde_json::value::RawValue;
 
 use crate::error::{AnalyzeError, Result};
 
@@ -80,56 +79,52 @@ impl<'de> Deserialize<'de> for Num {
     }
 }
 
+/// A value's raw JSON text, read only when needed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Raw<'a>(pub &'a str);
+
 /// The arguments of an event that the analysis uses; the rest are skipped. Kept as raw JSON,
 /// borrowed from the event's bytes and read only when needed: dialects disagree on their
 /// types (numbers, numeric strings, names), and an odd argument must not make a whole trace
-/// unreadable.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
+/// unreadable. (`null` is no value.)
+#[derive(Clone, Debug, Default)]
 pub struct Args<'a> {
-    #[serde(borrow)]
-    pub name: Option<&'a RawValue>,
+    pub name: Option<Raw<'a>>,
     /// Kineto's `correlation`; the trace viewer JSON of TensorFlow / JAX: `correlation_id`.
-    #[serde(borrow, alias = "correlation_id")]
-    pub correlation: Option<&'a RawValue>,
-    #[serde(borrow, alias = "External id")]
-    pub external_id: Option<&'a RawValue>,
-    #[serde(borrow)]
-    pub stream: Option<&'a RawValue>,
-    #[serde(borrow)]
-    pub device: Option<&'a RawValue>,
-    #[serde(borrow, alias = "Bytes")]
-    pub bytes: Option<&'a RawValue>,
+    pub correlation: Option<Raw<'a>>,
+    pub stream: Option<Raw<'a>>,
+    pub device: Option<Raw<'a>>,
+    /// `bytes` or `Bytes`.
+    pub bytes: Option<Raw<'a>>,
     /// Kineto memory events (`[memory]`, with `profile_memory=True`): the allocator's totals
-    /// after the event, and the device it is about (type 0 CPU, 1 CUDA; its index).
-    #[serde(borrow, rename = "Total Allocated")]
-    pub total_allocated: Option<&'a RawValue>,
-    #[serde(borrow, rename = "Total Reserved")]
-    pub total_reserved: Option<&'a RawValue>,
-    #[serde(borrow, rename = "Device Type")]
-    pub device_type: Option<&'a RawValue>,
-    #[serde(borrow, rename = "Device Id")]
-    pub device_id: Option<&'a RawValue>,
+    /// after the event (`Total Allocated`, `Total Reserved`), and the device it is about
+    /// (`Device Type` 0 CPU, 1 CUDA; `Device Id`).
+    pub total_allocated: Option<Raw<'a>>,
+    pub total_reserved: Option<Raw<'a>>,
+    pub device_type: Option<Raw<'a>>,
+    pub device_id: Option<Raw<'a>>,
     /// ROCm memcpy: the direction.
-    #[serde(borrow)]
-    pub kind: Option<&'a RawValue>,
+    pub kind: Option<Raw<'a>>,
     /// The step of a TensorFlow / JAX step marker (`Trace(..., step_num=)`,
     /// `StepTraceAnnotation`).
-    #[serde(borrow)]
-    pub step_num: Option<&'a RawValue>,
+    pub step_num: Option<Raw<'a>>,
     /// TensorFlow / JAX device traces: a copy's kind and size (`kind_src:pageable ... size:N`).
-    #[serde(borrow)]
-    pub memcpy_details: Option<&'a RawValue>,
+    pub memcpy_details: Option<Raw<'a>>,
 }
 
 /// A number, or a string holding one.
-pub fn as_f64(v: Option<&RawValue>) -> Option<f64> {
-    serde_json::from_str::<Num>(v?.get()).ok().map(|n| n.0)
+pub fn as_f64(v: Option<Raw<'_>>) -> Option<f64> {
+    let text = v?.0;
+    match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+        Some(inner) if !inner.contains('\\') => inner.trim().parse().ok(),
+        Some(_) => serde_json::from_str::<Num>(text).ok().map(|n| n.0),
+        None => text.parse().ok(),
+    }
 }
 
 /// A string, or a number written as one.
-pub fn as_string(v: Option<&RawValue>) -> Option<String> {
-    match serde_json::from_str::<serde_json::Value>(v?.get()).ok()? {
+pub fn as_string(v: Option<Raw<'_>>) -> Option<String> {
+    match serde_json::from_str::<serde_json::Value>(v?.0).ok()? {
         serde_json::Value::String(s) => Some(s),
         serde_json::Value::Number(n) => Some(n.to_string()),
         _ => None,
@@ -138,20 +133,15 @@ pub fn as_string(v: Option<&RawValue>) -> Option<String> {
 
 /// One trace event, with the fields the analysis reads; strings borrow from the event's bytes
 /// where they hold no escapes.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
+#[derive(Clone, Debug, Default)]
 pub struct RawEvent<'a> {
-    #[serde(borrow)]
     pub ph: Option<Cow<'a, str>>,
-    #[serde(borrow)]
     pub cat: Option<Cow<'a, str>>,
-    #[serde(borrow)]
     pub name: Option<Cow<'a, str>>,
     pub pid: Option<Id>,
     pub tid: Option<Id>,
     pub ts: Option<Num>,
     pub dur: Option<Num>,
-    #[serde(borrow)]
     pub args: Option<Args<'a>>,
 }
 

@@ -1,13 +1,14 @@
 //! Finds the events of a trace in a byte stream without building a JSON tree: a scanner that
-//! follows strings and nesting hands each event's bytes to `serde_json::from_slice`. This is
-//! several times faster than deserialising from a reader (the whole 1 GB trace goes through
-//! the scanner once, then each event through the parser once) and holds one event at a time.
+//! follows the top level hands each event to [`crate::event::parse_event`] where it lies in
+//! the buffer; an event that runs past the buffer is gathered by following its strings and
+//! nesting, then parsed. Each byte is looked at about once, and one event is held at a time.
 //!
 //! The top level is an object with `"traceEvents": [...]` (other keys are skipped, a few are
 //! read: see [`Header`]) or a bare array of events.
 
 use std::io::Read;
 
+use crate::event::{parse_event, EventError};
 use crate::read::{Header, Num, RawEvent};
 
 /// Nesting deeper than this is refused (a hostile file; real events nest a few levels).
@@ -268,6 +269,21 @@ pub fn split(
                                     "an event that is not an object",
                                 ));
                             }
+                            // Most events lie whole in the buffer: parsed where they are.
+                            match parse_event(&chunk[i..]) {
+                                Ok((e, len)) => {
+                                    header.events += 1;
+                                    on_event(e);
+                                    s.depth -= 1;
+                                    i += len;
+                                    continue;
+                                }
+                                Err(EventError::Bad { at, message }) => {
+                                    return Err(s.err(chunk, base, abs + at as u64, message));
+                                }
+                                // It runs past the buffer: gathered, then parsed.
+                                Err(EventError::Incomplete) => {}
+                            }
                             s.in_event = true;
                             s.count_lines(chunk, base, abs);
                             s.event_at = (s.line, (abs - s.line_start + 1) as usize);
@@ -301,22 +317,31 @@ pub fn split(
                             s.event.extend_from_slice(&chunk[start..=i]);
                             &s.event
                         };
-                        match serde_json::from_slice::<RawEvent>(bytes) {
-                            Ok(e) => {
+                        match parse_event(bytes) {
+                            Ok((e, _)) => {
                                 header.events += 1;
                                 on_event(e);
                             }
                             Err(e) => {
+                                let (at, message) = match e {
+                                    EventError::Bad { at, message } => (at, message),
+                                    // (The scanner saw it close: cannot happen.)
+                                    EventError::Incomplete => {
+                                        (bytes.len(), "an incomplete event".to_string())
+                                    }
+                                };
                                 let (l, c) = s.event_at;
-                                let (line, column) = if e.line() <= 1 {
-                                    (l, c + e.column().saturating_sub(1))
-                                } else {
-                                    (l + e.line() - 1, e.column())
+                                let before = &bytes[..at.min(bytes.len())];
+                                let (line, column) = match memchr::memrchr(b'\n', before) {
+                                    None => (l, c + at),
+                                    Some(nl) => {
+                                        (l + memchr::memchr_iter(b'\n', before).count(), at - nl)
+                                    }
                                 };
                                 return Err(SplitError {
                                     line,
                                     column,
-                                    message: e.to_string(),
+                                    message,
                                 });
                             }
                         }
