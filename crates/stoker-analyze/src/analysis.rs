@@ -372,21 +372,43 @@ type EvidenceKey = (u32, Option<(i64, i64)>);
 /// stretches sorted by start), over the steps kept.
 fn cause_evidence(t: &Trace, idle: &[Vec<(f64, f64)>; 9], steps: f64) -> Vec<CauseEvidence> {
     // Per cause, by (name, device and stream for device work): how much of its idle time each
-    // overlapped.
+    // overlapped. Host spans (sorted by start, millions of them) by name id, in a table.
     let mut by: [HashMap<EvidenceKey, f64>; 8] = Default::default();
-    let mut credit = |i: usize, key, start, end| {
-        let ov = overlap(&idle[i], start, end);
-        if ov > 0.0 {
-            *by[i].entry(key).or_insert(0.0) += ov;
-        }
-    };
     for o in &t.device_ops {
         if let Some(i) = device_cause(o.kind) {
-            credit(i, (o.name, Some((o.device, o.stream))), o.start, o.end);
+            let ov = overlap(&idle[i], o.start, o.end);
+            if ov > 0.0 {
+                *by[i]
+                    .entry((o.name, Some((o.device, o.stream))))
+                    .or_insert(0.0) += ov;
+            }
         }
     }
+    let mut host_by: [Vec<f64>; 8] = Default::default();
+    // Per cause, the first idle stretch that may overlap the next span: spans come in order of
+    // their start, so it only moves forward.
+    let mut from = [0usize; 8];
     for h in &t.host {
-        credit(host_cause(h.kind), (h.name, None), h.start, h.end);
+        let i = host_cause(h.kind);
+        let spans = &idle[i];
+        while from[i] < spans.len() && spans[from[i]].1 <= h.start {
+            from[i] += 1;
+        }
+        let ov = overlap_from(&spans[from[i]..], h.start, h.end);
+        if ov > 0.0 {
+            let table = &mut host_by[i];
+            if table.is_empty() {
+                table.resize(t.names.len(), 0.0);
+            }
+            table[h.name as usize] += ov;
+        }
+    }
+    for (i, table) in host_by.iter().enumerate() {
+        for (name, &ov) in table.iter().enumerate() {
+            if ov > 0.0 {
+                *by[i].entry((name as u32, None)).or_insert(0.0) += ov;
+            }
+        }
     }
     let python_traced = t.host.iter().any(|h| h.kind == HostKind::Python);
     let total: f64 = idle
@@ -443,7 +465,12 @@ fn cause_evidence(t: &Trace, idle: &[Vec<(f64, f64)>; 9], steps: f64) -> Vec<Cau
 /// How much of [x, y) the sorted, disjoint `spans` cover.
 fn overlap(spans: &[(f64, f64)], x: f64, y: f64) -> f64 {
     let first = spans.partition_point(|s| s.1 <= x);
-    spans[first..]
+    overlap_from(&spans[first..], x, y)
+}
+
+/// [`overlap`] where no span of `spans` ends before `x`.
+fn overlap_from(spans: &[(f64, f64)], x: f64, y: f64) -> f64 {
+    spans
         .iter()
         .take_while(|s| s.0 < y)
         .map(|s| s.1.min(y) - s.0.max(x))

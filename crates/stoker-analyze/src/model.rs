@@ -908,8 +908,13 @@ fn is_data_loading(name: &str) -> bool {
 /// XSpace protobuf (`.xplane.pb`), plain or gzipped.
 pub fn load(path: &Path) -> Result<Trace> {
     let mut b = Builder::default();
+    // Room for the host spans the file may hold, so that millions of them are not copied as
+    // the table grows (room not written to costs no memory). An XSpace event takes tens of
+    // bytes, a JSON event hundreds.
+    let size = std::fs::metadata(path).map_or(0, |m| m.len());
     let header = if is_xspace(path)? {
         let bytes = read_all(path)?;
+        b.trace.host.reserve((bytes.len() / 40).min(1 << 28));
         let counts = crate::xspace::read_xspace(path, &bytes, |plane, line, e| {
             b.xspace_event(plane, line, e)
         })?;
@@ -920,6 +925,7 @@ pub fn load(path: &Path) -> Result<Trace> {
             ..Header::default()
         }
     } else {
+        b.trace.host.reserve(((size / 400) as usize).min(1 << 28));
         read_events(path, |e| b.event(e))?
     };
     let mut trace = b.finish();
@@ -945,12 +951,41 @@ fn is_xspace(path: &Path) -> Result<bool> {
 }
 
 /// The whole (gunzipped) file: an XSpace is not a stream of events.
-fn read_all(path: &Path) -> Result<Vec<u8>> {
+/// An XSpace's bytes: a plain file mapped (only the pages decoded become resident: payloads
+/// skipped unread, such as HLO protos, are never read from disk), a gzipped one inflated.
+enum XspaceBytes {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for XspaceBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            XspaceBytes::Mapped(m) => m,
+            XspaceBytes::Owned(v) => v,
+        }
+    }
+}
+
+fn read_all(path: &Path) -> Result<XspaceBytes> {
+    let io = |e| AnalyzeError::io(path, e);
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let mut magic = [0u8; 2];
+    let n = file.read(&mut magic).map_err(io)?;
+    if n == 2 && magic != [0x1f, 0x8b] {
+        // SAFETY: the map is read-only and lives while the trace is decoded. Its bytes change
+        // only if another program rewrites the file in place meanwhile (profilers write a new
+        // file); then decoding sees other bytes, which it checks like any input, or, if the
+        // file is cut short, the process gets SIGBUS, as with any memory-mapped reader.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+        return Ok(XspaceBytes::Mapped(map));
+    }
     let mut bytes = Vec::new();
     crate::read::open(path)?
         .read_to_end(&mut bytes)
-        .map_err(|e| AnalyzeError::io(path, e))?;
-    Ok(bytes)
+        .map_err(io)?;
+    Ok(XspaceBytes::Owned(bytes))
 }
 
 #[cfg(test)]

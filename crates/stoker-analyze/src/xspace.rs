@@ -1,9 +1,9 @@
 //! Reader of the TensorFlow / JAX profilers' XSpace protobuf (`*.xplane.pb`), the file their
 //! profilers write and TensorBoard reads.
 //!
-//! The outer messages (XSpace, XPlane) are walked field by field over the file's bytes, and
-//! each line (XLine) is decoded on its own, so what is held besides the file's bytes is one
-//! line's events and the plane's name tables. Large payloads the analysis does not need (HLO
+//! The outer messages (XSpace, XPlane, XLine) are walked field by field over the file's bytes
+//! (memory-mapped), and each event is decoded on its own, so what is held besides the file's
+//! bytes is one event and the plane's name tables. Large payloads the analysis does not need (HLO
 //! protos in event metadata, bytes-valued stats) are skipped unread. Times: every line has a
 //! `timestamp_ns`, each event an `offset_ps` from it.
 
@@ -14,20 +14,6 @@ use std::path::Path;
 use prost::Message;
 
 use crate::error::{AnalyzeError, Result};
-
-#[derive(Clone, PartialEq, Message)]
-struct XLine {
-    #[prost(int64, tag = "1")]
-    id: i64,
-    #[prost(bytes = "vec", tag = "2")]
-    name: Vec<u8>,
-    #[prost(bytes = "vec", tag = "11")]
-    display_name: Vec<u8>,
-    #[prost(int64, tag = "3")]
-    timestamp_ns: i64,
-    #[prost(message, repeated, tag = "4")]
-    events: Vec<XEvent>,
-}
 
 #[derive(Clone, PartialEq, Message)]
 struct XEvent {
@@ -133,7 +119,7 @@ impl<'a> Event<'a> {
 
 /// A field of a protobuf message, as the wire has it.
 enum Field<'a> {
-    Varint,
+    Varint(u64),
     Len(&'a [u8]),
     Fixed,
 }
@@ -164,8 +150,9 @@ fn fields<'a>(
         }
         match wire {
             0 => {
-                prost::encoding::decode_varint(&mut rest).map_err(|e| err(e.to_string()))?;
-                f(tag, Field::Varint, at)?;
+                let v =
+                    prost::encoding::decode_varint(&mut rest).map_err(|e| err(e.to_string()))?;
+                f(tag, Field::Varint(v), at)?;
             }
             1 | 5 => {
                 let n = if wire == 1 { 8 } else { 4 };
@@ -217,6 +204,39 @@ fn decode<M: Message + Default>(
     })
 }
 
+/// A plane's names by metadata id: ids are small and dense in practice, so a table indexed by
+/// id (looked up for every event and stat), with a map for ids beyond it.
+#[derive(Default)]
+struct Names {
+    dense: Vec<Option<String>>,
+    sparse: HashMap<i64, String>,
+}
+
+impl Names {
+    const DENSE_IDS: i64 = 1 << 20;
+
+    fn insert(&mut self, id: i64, name: String) {
+        match usize::try_from(id) {
+            Ok(i) if id < Self::DENSE_IDS => {
+                if self.dense.len() <= i {
+                    self.dense.resize(i + 1, None);
+                }
+                self.dense[i] = Some(name);
+            }
+            _ => {
+                self.sparse.insert(id, name);
+            }
+        }
+    }
+
+    fn get(&self, id: i64) -> Option<&str> {
+        match usize::try_from(id) {
+            Ok(i) if id < Self::DENSE_IDS => self.dense.get(i)?.as_deref(),
+            _ => self.sparse.get(&id).map(String::as_str),
+        }
+    }
+}
+
 /// What [`read_xspace`] counted.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Counts {
@@ -258,8 +278,8 @@ fn read_plane(
     // Lines come before the metadata they refer to: collect both, then decode the lines.
     let mut name = String::new();
     let mut lines: Vec<(&[u8], usize)> = Vec::new();
-    let mut event_names: HashMap<i64, String> = HashMap::new();
-    let mut stat_names: HashMap<i64, String> = HashMap::new();
+    let mut event_names = Names::default();
+    let mut stat_names = Names::default();
     fields(plane, base, |tag, field, at| {
         match (tag, field) {
             (2, Field::Len(b)) => name = lossy(b),
@@ -288,25 +308,41 @@ fn read_plane(
         Ok(())
     })?;
     for (body, at) in lines {
-        let line: XLine = decode(body, at, "line")?;
-        let line_name = if line.display_name.is_empty() {
-            lossy(&line.name)
+        // The line's own fields first (its display name may follow its events), then its
+        // events one at a time: a line may hold millions.
+        let (mut line_name, mut display_name, mut timestamp_ns) = (&[][..], &[][..], 0i64);
+        fields(body, at, |tag, field, _| {
+            match (tag, field) {
+                (2, Field::Len(b)) => line_name = b,
+                (11, Field::Len(b)) => display_name = b,
+                // (int64 on the wire: two's complement in a varint.)
+                (3, Field::Varint(v)) => timestamp_ns = v as i64,
+                _ => {}
+            }
+            Ok(())
+        })?;
+        let line_name = lossy(if display_name.is_empty() {
+            line_name
         } else {
-            lossy(&line.display_name)
-        };
-        let line_start_ps = i128::from(line.timestamp_ns) * 1000;
-        for e in &line.events {
+            display_name
+        });
+        let line_start_ps = i128::from(timestamp_ns) * 1000;
+        fields(body, at, |tag, field, at| {
+            let (4, Field::Len(b)) = (tag, field) else {
+                return Ok(());
+            };
+            let e: XEvent = decode(b, at, "event")?;
             let Some(offset) = e.offset_ps else {
                 counts.untimed += 1; // aggregated (num_occurrences): no time
-                continue;
+                return Ok(());
             };
             let stats = e
                 .stats
                 .iter()
                 .filter_map(|s| {
-                    let key = stat_names.get(&s.metadata_id)?.as_str();
+                    let key = stat_names.get(s.metadata_id)?;
                     let value = if let Some(r) = s.ref_value {
-                        StatValue::Str(Cow::Borrowed(stat_names.get(&(r as i64))?.as_str()))
+                        StatValue::Str(Cow::Borrowed(stat_names.get(r as i64)?))
                     } else if let Some(v) = s.int64_value {
                         StatValue::Int(v)
                     } else if let Some(v) = s.uint64_value {
@@ -320,14 +356,15 @@ fn read_plane(
                 })
                 .collect();
             let event = Event {
-                name: event_names.get(&e.metadata_id).map_or("", String::as_str),
+                name: event_names.get(e.metadata_id).unwrap_or(""),
                 start_us: ((line_start_ps + i128::from(offset)) as f64) * 1e-6,
                 dur_us: (e.duration_ps.max(0) as f64) * 1e-6,
                 stats,
             };
             on_event(&name, &line_name, &event);
             counts.events += 1;
-        }
+            Ok(())
+        })?;
     }
     Ok(())
 }
