@@ -1,5 +1,6 @@
 //! Device memory from the allocator's events (Kineto's `[memory]`, written with
-//! `profile_memory=True`): per device the peak allocated (and reserved) and when it was first
+//! `profile_memory=True`; XSpace's `MemoryAllocation` / `MemoryDeallocation`, per allocator
+//! such as `GPU_0_bfc`): per device the peak allocated (and reserved) and when it was first
 //! reached, and what each step allocates on top of what it started with.
 
 use serde::Serialize;
@@ -12,6 +13,8 @@ pub struct DeviceMemory {
     pub events: u64,
     pub peak_allocated_bytes: f64,
     pub peak_reserved_bytes: Option<f64>,
+    /// The allocator's own peak since it was created, before the profile too (XSpace only).
+    pub allocator_peak_bytes: Option<f64>,
     /// When the peak was first reached, in ms from the trace's first event, and the step it
     /// fell in (`None`: outside every step).
     pub peak_at_ms: f64,
@@ -108,6 +111,7 @@ fn of_device(
         events: ev.len() as u64,
         peak_allocated_bytes: peak_bytes,
         peak_reserved_bytes: ev.iter().filter_map(|e| e.reserved).reduce(f64::max),
+        allocator_peak_bytes: ev.iter().filter_map(|e| e.allocator_peak).reduce(f64::max),
         peak_at_ms: (peak_ts - origin) * 1e-3,
         peak_step,
         step_rise_bytes: kept
@@ -130,7 +134,7 @@ impl DeviceMemory {
         let mb = |b: f64| b / 1e6;
         format!(
             "{}: peak {:.1} MB allocated{} at +{:.2} ms{}; a step allocates {:.1} MB on top of \
-             what it starts with (net {:+.1} MB per step), {} allocator events",
+             what it starts with (net {:+.1} MB per step), {} allocator events{}",
             self.device,
             mb(self.peak_allocated_bytes),
             self.peak_reserved_bytes
@@ -143,7 +147,10 @@ impl DeviceMemory {
                 .unwrap_or_default(),
             mb(self.step_rise_bytes),
             mb(self.step_net_bytes),
-            self.events
+            self.events,
+            self.allocator_peak_bytes
+                .map(|p| format!("; the allocator's peak since it started: {:.1} MB", mb(p)))
+                .unwrap_or_default()
         )
     }
 }

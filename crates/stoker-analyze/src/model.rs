@@ -131,6 +131,9 @@ pub struct MemoryEvent {
     pub bytes: f64,
     pub allocated: f64,
     pub reserved: Option<f64>,
+    /// The allocator's own peak since it was created, before the profile too (XSpace's
+    /// `peak_bytes_in_use`).
+    pub allocator_peak: Option<f64>,
 }
 
 /// Events of a TensorFlow 1.x timeline, whose kind depends on their process's name, which may
@@ -338,6 +341,7 @@ impl Builder {
             bytes: as_f64(args.bytes).unwrap_or(0.0),
             allocated,
             reserved: as_f64(args.total_reserved),
+            allocator_peak: None,
         });
     }
 
@@ -679,6 +683,32 @@ impl Builder {
             if let Some(n) = e.stat("step_num").and_then(|v| v.as_f64()) {
                 self.note_span(start, end);
                 self.step(e.name, n, start, end);
+                return;
+            }
+            if let (Some(sign), Some(allocated)) = (
+                match e.name {
+                    "MemoryAllocation" => Some(1.0),
+                    "MemoryDeallocation" => Some(-1.0),
+                    _ => None,
+                },
+                e.stat("bytes_allocated").and_then(|v| v.as_f64()),
+            ) {
+                // The allocator's events (TensorFlow's and XLA's BFC allocators): the heap in
+                // use after each, as xprof's memory profile reads them.
+                self.note_span(start, end);
+                let device = match e.stat("allocator_name") {
+                    Some(crate::xspace::StatValue::Str(s)) => s.to_string(),
+                    _ => "allocator".to_string(),
+                };
+                let bytes = e.stat("allocation_bytes").and_then(|v| v.as_f64());
+                self.trace.memory.push(MemoryEvent {
+                    ts: start,
+                    device,
+                    bytes: sign * bytes.unwrap_or(0.0),
+                    allocated,
+                    reserved: e.stat("bytes_reserved").and_then(|v| v.as_f64()),
+                    allocator_peak: e.stat("peak_bytes_in_use").and_then(|v| v.as_f64()),
+                });
                 return;
             }
         }

@@ -69,3 +69,17 @@ def test_idle_share_agrees_with_hta(trace):
     a = sk.analyze(TRACES / trace)
     assert abs(a.raw["idle_percent"] - want["idle_percent"]) <= 5, (a.raw["idle_percent"], want["idle_percent"])
     assert abs(a.busy_percent - (want["compute_percent"] + want["non_compute_percent"])) <= 5
+
+
+@pytest.mark.parametrize("trace", sorted(t for t, v in REFERENCE["traces"].items() if v.get("memory")))
+def test_memory_agrees_with_xprofs_memory_profile(trace):
+    """xprof's memory profile (recorded beside the overview page): per allocator the peak heap
+    in use within the profile and the allocator's lifetime peak, equal to stoker's figures from
+    the XSpace's MemoryAllocation / MemoryDeallocation events."""
+    a = sk.analyze(TRACES / trace)
+    ours = {m["device"]: m for m in a.memory}
+    for allocator, want in REFERENCE["traces"][trace]["memory"].items():
+        m = ours[allocator]
+        assert m["peak_allocated_bytes"] == want["peak_heap_bytes"], (m, want)
+        assert m["allocator_peak_bytes"] == want["lifetime_peak_bytes"], (m, want)
+        assert m["events"] > 0 and m["steps"]

@@ -1,8 +1,9 @@
 """Runs xprof's overview page (the TensorFlow Profiler's, `pip install xprof`) on every XSpace in
 tests/traces/ and records what stoker's analyzer must agree with: the steps xprof finds, their
 mean step time, device compute time, the input ('Input') and 'All others' shares of step time,
-the hardware type, and xprof's input-bound conclusion; written to
-tests/traces/xprof_overview.json with xprof's version.
+the hardware type, and xprof's input-bound conclusion; and where the XSpace has allocator events,
+xprof's memory profile per allocator (the peak heap in use within the profile, the allocator's
+lifetime peak); written to tests/traces/xprof_overview.json with xprof's version.
 
     .venv/bin/python tests/traces/make/xprof_reference.py
 """
@@ -32,6 +33,7 @@ def overview(path: Path) -> dict:
         alone = Path(d) / path.name
         shutil.copyfile(path, alone)
         out = raw_to_tool_data.xspace_to_tool_data([str(alone)], "overview_page", {})
+        memory = memory_profile(alone)
     pages = json.loads(out[0] if isinstance(out, tuple) else out)
     analysis = pages[1]
     cols = [c["id"] for c in analysis["cols"]]
@@ -52,10 +54,34 @@ def overview(path: Path) -> dict:
         "device_compute_percent": share("deviceComputeTimeMs"),
         "input_percent": share("infeedTimeMs"),
         "all_others_percent": share("otherTimeMs"),
+        "host_compute_percent": share("hostComputeTimeMs"),
         "conclusion": conclusion,
         "conclusion_band": band.group(1).lower() if band else None,
         "conclusion_percent": float(m.group(1)) if m else None,
+        "step_columns": cols,
+        "memory": memory,
     }
+
+
+def memory_profile(path: Path) -> dict:
+    """Per allocator: xprof's peak heap in use within the profile, its time (ps from xprof's
+    origin) and the allocator's lifetime peak; empty when the XSpace has no allocator events."""
+    from xprof.convert import raw_to_tool_data
+
+    try:
+        out = raw_to_tool_data.xspace_to_tool_data([str(path)], "memory_profile", {})
+    except Exception:  # noqa: BLE001 (xprof raises when there is nothing to profile)
+        return {}
+    data = json.loads(out[0] if isinstance(out, tuple) else out)
+    result = {}
+    for name, a in (data.get("memoryProfilePerAllocator") or {}).items():
+        summary = a["profileSummary"]
+        result[name] = {
+            "peak_heap_bytes": int(summary["peakStats"]["heapAllocatedBytes"]),
+            "peak_time_ps": int(summary["peakStatsTimePs"]),
+            "lifetime_peak_bytes": int(summary["peakBytesUsageLifetime"]),
+        }
+    return result
 
 
 def main() -> int:
