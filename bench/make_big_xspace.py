@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A large XSpace for benchmarking: a real profile in tests/traces/ (by default JAX's on CPU;
-`--source` picks another, such as the JAX GPU profile recorded on an H200) with its events repeated, each copy shifted in time, its step numbers and correlation ids
-renumbered, so that a reader sees one long run of many steps. Needs TensorFlow's protobuf
+`--source` picks another, such as the JAX GPU profile recorded on an H200) with its events
+repeated, each copy shifted in time, its step numbers and correlation ids renumbered, so that a
+reader sees one long run of many steps. Needs TensorFlow's protobuf
 classes (the main .venv has them).
 
     .venv/bin/python bench/make_big_xspace.py OUT_DIR --mb 200 [--source jax/jax_gpu_train.xplane.pb]
