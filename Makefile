@@ -6,7 +6,7 @@ VENV    ?= .venv
 VPY     := $(VENV)/bin/python
 CARGO   ?= cargo
 
-.PHONY: demo test venv develop cli rust-test py-test lint fmt bench clean
+.PHONY: demo test venv develop cli rust-test py-test lint fmt bench clean fuzz miri
 
 $(VENV)/.ready:
 	$(PY) -m venv $(VENV)
@@ -70,6 +70,29 @@ lint: $(JPEG_TOOLS)
 
 fmt:
 	$(CARGO) fmt --all
+
+# Fuzzing (crates/fuzz: cargo-fuzz and libFuzzer, on the nightly toolchain): each target for
+# SECONDS seconds (make fuzz SECONDS=600) on its corpus, seeded from the committed fixtures.
+# A panic, an abort, more than 2 GiB of memory or one input taking over 10 s is a failure,
+# and leaves the input under crates/fuzz/artifacts/.
+FUZZ_TARGETS ?= tfrecord example decode_image decode_crop trace_json xspace op_spec state decode_csv
+SECONDS ?= 20
+fuzz: $(JPEG_TOOLS)
+	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	$(PY) crates/fuzz/make_seeds.py
+	for t in $(FUZZ_TARGETS); do \
+	  $(BUILD_ENV) $(CARGO) +nightly fuzz run --fuzz-dir crates/fuzz $(NO_TURBO) $$t crates/fuzz/corpus/$$t -- \
+	    -max_total_time=$(SECONDS) -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 || exit 1; \
+	done
+
+# Miri (nightly) on stoker-core's unit tests that run under it in minutes: batches written in
+# place, buffers and pools, shuffles, caches, saved state, the stream copies; undefined
+# behaviour in any of them fails. Left out: the stages with worker threads (parallel maps,
+# prefetch, the shuffle's background read), which Miri runs too slowly (RELIABILITY.md).
+MIRI_SKIP := --skip exec::parallel_map --skip exec::prefetch --skip exec::shuffle::tests::a_
+miri:
+	rustup component add --toolchain nightly miri rust-src
+	$(CARGO) +nightly miri test -p stoker-core --lib -- $(MIRI_SKIP)
 
 # Benchmarks need TensorFlow and PyTorch next to stoker: a separate, larger venv.
 BENCH_VENV ?= .venv-bench

@@ -537,6 +537,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "writes batches of 16 MiB and more: hours under Miri")]
     fn the_whole_batch_decides_whether_its_rows_are_streamed() {
         use crate::element::{names, FieldSpec};
         // A small field beside a large one: the batch is large, so both stream.
