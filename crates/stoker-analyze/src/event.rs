@@ -1,8 +1,8 @@
 //! One trace event parsed straight from its bytes: the fields the analysis reads are taken
 //! (strings borrowed where they hold no escape, `args` values kept as their raw JSON text), every
-//! other value is checked for JSON syntax and skipped without being built. A generic
-//! deserialiser builds and matches every key and validates every string; on a trace of a
-//! million events, most of whose bytes are arguments nobody reads, that was most of the time.
+//! other value is checked for JSON syntax and skipped without being built. Most of a trace's
+//! bytes are arguments nobody reads: a generic deserialiser, which builds and matches every
+//! key and validates every string, spends most of its time on them.
 //!
 //! Strings that are skipped are not checked for UTF-8 or control characters (their bytes are
 //! never looked at); strings that are read are checked for UTF-8.
