@@ -209,6 +209,8 @@ struct Builder {
     kineto: bool,
     /// The trace was an XSpace.
     xspace: bool,
+    /// The events of the devices' `Steps` lines (xprof's derived steps), as (name, start, end).
+    device_step_line: Vec<(String, f64, f64)>,
 }
 
 /// Categories of the PyTorch profiler (Kineto), current and 2021 (capitalised) schemas.
@@ -469,9 +471,9 @@ impl Builder {
             };
             // TensorFlow 2 / JAX trace viewer JSON: xprof's planes and lines as processes and
             // threads.
-            if pname.starts_with("/device:") || pname.starts_with("/host:") {
+            if let Some(plane) = xprof_plane(pname) {
                 xprof = true;
-                let pname = pname.clone();
+                let pname = plane.to_string();
                 let tname = p
                     .tid
                     .as_ref()
@@ -549,7 +551,9 @@ impl Builder {
         self.trace.host.sort_by(|a, b| a.start.total_cmp(&b.start));
         self.trace.launches.sort_by_key(|l| l.correlation);
         self.trace.steps.sort_by(|a, b| a.start.total_cmp(&b.start));
-        if self.trace.steps.is_empty() && runs.starts.len() >= 2 {
+        if !self.device_step_line.is_empty() {
+            self.steps_from_device_line();
+        } else if self.trace.steps.is_empty() && runs.starts.len() >= 2 {
             self.session_run_steps(&runs);
         } else if self.trace.steps.is_empty() {
             self.infer_steps();
@@ -565,6 +569,31 @@ impl Builder {
             self.trace.steps_from = Some("step markers (step_num)".into());
         }
         self.trace
+    }
+
+    /// The devices' `Steps` lines, which xprof derives from its grouping of the host's step
+    /// markers and reads as the steps: a step runs from its earliest start on any device to
+    /// its latest end.
+    fn steps_from_device_line(&mut self) {
+        let mut by_name: HashMap<String, usize> = HashMap::new();
+        let mut steps: Vec<Step> = Vec::new();
+        for (name, start, end) in std::mem::take(&mut self.device_step_line) {
+            match by_name.get(&name) {
+                Some(&i) => {
+                    steps[i].start = steps[i].start.min(start);
+                    steps[i].end = steps[i].end.max(end);
+                }
+                None => {
+                    by_name.insert(name.clone(), steps.len());
+                    steps.push(Step { name, start, end });
+                }
+            }
+        }
+        steps.sort_by(|a, b| a.start.total_cmp(&b.start));
+        self.trace.steps = steps;
+        self.trace.steps_from = Some(
+            "the devices' Steps line (xprof's steps: the device work of each host step)".into(),
+        );
     }
 
     /// xprof's steps on an accelerator (TensorFlow / JAX profiles): a host step marker's step
@@ -787,6 +816,10 @@ impl Builder {
         } = e;
         self.note_span(start, end);
         if let Some(device) = plane.strip_prefix("/device:") {
+            if line == "Steps" {
+                self.device_step_line.push((name.to_string(), start, end));
+                return;
+            }
             let Some(stream) = xprof_stream(device, line) else {
                 return; // derived lines (XLA Modules, TensorFlow Ops, Steps …) repeat the streams
             };
@@ -872,9 +905,13 @@ fn is_runtime_api(name: &str) -> bool {
 /// A collective's kernel: NCCL's and RCCL's (`ncclDevKernel_AllReduce_…`, `ncclKernel_…`),
 /// XLA's collective ops as the device runs them (`all-reduce.3`, `all-gather-start`, …).
 fn is_collective_kernel(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    lower.contains("nccl")
-        || lower.contains("rccl")
+    let has = |needle: &[u8]| {
+        (name.as_bytes())
+            .windows(needle.len())
+            .any(|w| w.eq_ignore_ascii_case(needle))
+    };
+    has(b"nccl")
+        || has(b"rccl")
         || [
             "all-reduce",
             "all-gather",
@@ -883,7 +920,10 @@ fn is_collective_kernel(name: &str) -> bool {
             "collective-permute",
         ]
         .iter()
-        .any(|p| lower.starts_with(p))
+        .any(|p| {
+            name.get(..p.len())
+                .is_some_and(|head| head.eq_ignore_ascii_case(p))
+        })
 }
 
 /// A collective called on the host: PyTorch's `nccl:all_reduce`, `gloo:broadcast`,
@@ -912,6 +952,15 @@ fn runtime_kind(name: &str) -> HostKind {
     } else {
         HostKind::Cpu
     }
+}
+
+/// The plane a trace viewer JSON process stands for: `/device:GPU:0`, `/host:CPU`, written
+/// alone (JAX's export) or after the host's name (xprof's trace viewer: `myhost /device:GPU:0`).
+fn xprof_plane(process: &str) -> Option<&str> {
+    ["/device:", "/host:"].iter().find_map(|p| {
+        let at = process.find(p)?;
+        (at == 0 || process[..at].ends_with(' ')).then(|| &process[at..])
+    })
 }
 
 /// The stream of a device line holding device activity: `Stream #N(...)` on GPUs, the `XLA Ops`
@@ -1039,5 +1088,32 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    #[test]
+    fn collective_kernels_by_name() {
+        for (name, want) in [
+            ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", true),
+            ("ncclKernel_AllGather_RING_LL_Sum_int8_t", true),
+            ("void RCCL_kernel<...>", true),
+            ("All-Reduce.3", true),
+            ("all-gather-start", true),
+            ("reduce-scatter.1", true),
+            ("fusion_all-reduce", false),
+            ("gemm_fusion_dot", false),
+            ("", false),
+            ("é", false),
+        ] {
+            assert_eq!(is_collective_kernel(name), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn planes_of_trace_viewer_processes() {
+        assert_eq!(xprof_plane("/device:GPU:0"), Some("/device:GPU:0"));
+        assert_eq!(xprof_plane("myhost /device:GPU:1"), Some("/device:GPU:1"));
+        assert_eq!(xprof_plane("myhost /host:CPU"), Some("/host:CPU"));
+        assert_eq!(xprof_plane("python3"), None);
+        assert_eq!(xprof_plane("/job:localhost/device:GPU:0 Compute"), None);
     }
 }

@@ -381,3 +381,44 @@ fn tf1_session_runs_fed_from_python_are_input_bound() {
     let one = analyze("tensorflow/tf1_timeline/cpu_timeline_01.json");
     assert_eq!(one.steps.len(), 1);
 }
+
+/// xprof's derived `Steps` line on the device plane (see tests/traces/make/xprof_steps_line.py):
+/// in xprof's trace viewer JSON (processes named after the host, `<host> /device:GPU:0`) and in
+/// an XSpace whose host markers carry no `step_num`, the steps are that line's events, as xprof
+/// reads them, and match the steps of the original XSpace.
+#[test]
+fn device_steps_line_gives_the_steps() {
+    let original = analyze("jax/jax_gpu_train.xplane.pb");
+    for rel in [
+        "jax/jax_gpu_train.xprof_trace_viewer.json.gz",
+        "jax/jax_gpu_train_steps_line.xplane.pb",
+    ] {
+        let a = analyze(rel);
+        assert!(
+            a.steps_from.contains("Steps line"),
+            "{rel}: {}",
+            a.steps_from
+        );
+        assert_eq!(a.kernels, 78, "{rel}");
+        assert_eq!(a.devices, vec![0], "{rel}");
+        let names: Vec<&str> = a.steps.iter().map(|s| s.name.as_str()).collect();
+        let want: Vec<String> = (0..6).map(|i| format!("train {i}")).collect();
+        assert_eq!(names, want, "{rel}");
+        // The line's events in xprof's trace viewer: 15.776 µs, then 15.04 µs.
+        assert!(
+            (a.steps[0].step_ms - 0.015776).abs() < 1e-6,
+            "{rel}: {}",
+            a.steps[0].step_ms
+        );
+        assert!(
+            (a.steps[1].step_ms - 0.01504).abs() < 1e-6,
+            "{rel}: {}",
+            a.steps[1].step_ms
+        );
+        assert!((a.step_ms - original.step_ms).abs() < 1e-6, "{rel}");
+        assert!(
+            (a.busy_percent - original.busy_percent).abs() < 0.01,
+            "{rel}"
+        );
+    }
+}

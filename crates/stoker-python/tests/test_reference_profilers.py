@@ -3,7 +3,7 @@
 xprof's overview page on the XSpaces (tests/traces/xprof_overview.json, written by
 tests/traces/make/xprof_reference.py with xprof 2.24.2): step time within 10 %, device busy
 within 5 points, the input share in the same TensorFlow Profiler band. Covered so far: the CPU
-traces whose steps both find, and the GPU XSpace whose steps xprof measures on the device (not
+traces whose steps both find, and the GPU XSpaces whose steps xprof measures on the device (not
 the Keras traces without step markers: xprof finds no steps in them). HTA's temporal breakdown
 on the Kineto GPU traces: the idle share within 5 points."""
 
@@ -24,7 +24,7 @@ def band(percent: float) -> str:
 
 
 @pytest.mark.parametrize("trace", ["tensorflow/xspace/tf_custom_loop.xplane.pb", "jax/jax_train.xplane.pb",
-                                   "jax/jax_gpu_train.xplane.pb"])
+                                   "jax/jax_gpu_train.xplane.pb", "jax/jax_gpu_train_steps_line.xplane.pb"])
 def test_step_time_busy_and_input_band_agree_with_xprof(trace):
     want = REFERENCE["traces"][trace]
     assert want["steps"], "xprof found no steps"
@@ -34,14 +34,20 @@ def test_step_time_busy_and_input_band_agree_with_xprof(trace):
     assert band(a.input_percent) == band(want["input_percent"]), (a.input_percent, want["input_percent"])
 
 
-@pytest.mark.parametrize("trace", ["jax/jax_gpu_train.xplane.pb", "jax/jax_gpu_train.perfetto_trace.json.gz"])
-def test_gpu_steps_and_conclusion_as_xprof_gives_them(trace):
+@pytest.mark.parametrize(("trace", "steps_from"), [
+    ("jax/jax_gpu_train.xplane.pb", "measured on the device"),
+    ("jax/jax_gpu_train.perfetto_trace.json.gz", "measured on the device"),
+    ("jax/jax_gpu_train.xprof_trace_viewer.json.gz", "Steps line"),
+    ("jax/jax_gpu_train_steps_line.xplane.pb", "Steps line"),
+])
+def test_gpu_steps_and_conclusion_as_xprof_gives_them(trace, steps_from):
     """On an accelerator xprof measures a step on the device (from the first to the last op the
-    step launched) and concludes 'potentially input-bound' from 'All others': so does stoker, from
-    the XSpace and from its trace viewer JSON export."""
+    step launched; the `Steps` line it derives on the device plane) and concludes 'potentially
+    input-bound' from 'All others': so does stoker, from the XSpace, from JAX's JSON export, from
+    xprof's own trace viewer JSON and from an XSpace that carries the `Steps` line."""
     want = REFERENCE["traces"]["jax/jax_gpu_train.xplane.pb"]
     a = sk.analyze(TRACES / trace)
-    assert "measured on the device" in a.raw["steps_from"]
+    assert steps_from in a.raw["steps_from"]
     assert abs(a.step_ms - want["step_ms"]) <= 0.10 * want["step_ms"], (a.step_ms, want["step_ms"])
     assert abs(a.busy_percent - want["device_compute_percent"]) <= 5
     conclusion = a.raw["xprof_conclusion"]
