@@ -185,6 +185,8 @@ pub struct HostActivity {
     pub name: String,
     /// `data loading`, `launch`, `sync`, `cpu`, `collective` or `python`.
     pub kind: &'static str,
+    /// The thread it ran on, by the trace's name for it (`None`: the trace does not say).
+    pub thread: Option<String>,
     pub overlap_ms: f64,
 }
 
@@ -769,22 +771,26 @@ fn launch_stats(t: &Trace) -> Option<LaunchStats> {
     })
 }
 
-/// The host spans overlapping [x, y), by name and kind, longest overlap first (at most 5).
+/// The host spans overlapping [x, y), by name, kind and thread, longest overlap first (at most
+/// 5).
 fn host_during(t: &Trace, x: f64, y: f64) -> Vec<HostActivity> {
-    let mut by: HashMap<(u32, HostKind), f64> = HashMap::new();
+    let mut by: HashMap<(u32, HostKind, u32), f64> = HashMap::new();
     // (A span starting long before the gap may still cover it: all earlier spans are looked at;
     // this runs for a handful of gaps.)
     let before_end = t.host.partition_point(|h| h.start < y);
     for h in &t.host[..before_end] {
         let overlap = h.end.min(y) - h.start.max(x);
         if overlap > 0.0 {
-            *by.entry((h.name, h.kind)).or_insert(0.0) += overlap;
+            *by.entry((h.name, h.kind, h.thread)).or_insert(0.0) += overlap;
         }
     }
     let mut out: Vec<HostActivity> = by
         .into_iter()
-        .map(|((name, kind), us)| HostActivity {
+        .map(|((name, kind, thread), us)| HostActivity {
             name: t.names[name as usize].clone(),
+            thread: (t.threads.get(thread as usize))
+                .filter(|n| !n.is_empty())
+                .cloned(),
             kind: match kind {
                 HostKind::DataLoading => "data loading",
                 HostKind::Launch => "launch",
@@ -1062,9 +1068,13 @@ impl Analysis {
                 .take(3)
                 .map(|h| {
                     format!(
-                        "{} ({}, {:.2} ms)",
+                        "{} ({}{}, {:.2} ms)",
                         short(&h.name, 60),
                         h.kind,
+                        h.thread
+                            .as_deref()
+                            .map(|t| format!(" on {}", short(t, 30)))
+                            .unwrap_or_default(),
                         h.overlap_ms
                     )
                 })

@@ -83,6 +83,8 @@ pub struct HostSpan {
     pub kind: HostKind,
     /// Index into [`Trace::names`].
     pub name: u32,
+    /// The thread it ran on: index into [`Trace::threads`] (0: not said).
+    pub thread: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -106,6 +108,9 @@ pub struct Trace {
     /// How the steps were found (`None`: no steps).
     pub steps_from: Option<String>,
     pub names: Vec<String>,
+    /// The host threads that host spans ran on, by the trace's names for them (`thread 12`
+    /// where it names none); the first, empty, stands for a thread not said.
+    pub threads: Vec<String>,
     /// First and last time of any event.
     pub span: Option<(f64, f64)>,
     /// The end of the last event that is not a step marker: a step that ends well after it
@@ -209,8 +214,19 @@ struct Builder {
     kineto: bool,
     /// The trace was an XSpace.
     xspace: bool,
+    /// The thread of each entry of `trace.threads` after the first, as (pid, tid), or as the
+    /// line's name (XSpace, trace viewer JSON), resolved to names at the end.
+    thread_ids: HashMap<ThreadKey, u32>,
     /// The events of the devices' `Steps` lines (xprof's derived steps), as (name, start, end).
     device_step_line: Vec<(String, f64, f64)>,
+}
+
+/// A host thread as a trace names it: (pid, tid) for JSON events, whose thread names may come
+/// later in the file; the line's name in xprof's model.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum ThreadKey {
+    Ids(Option<Id>, Option<Id>),
+    Line(String),
 }
 
 /// Categories of the PyTorch profiler (Kineto), current and 2021 (capitalised) schemas.
@@ -418,14 +434,24 @@ impl Builder {
                         end,
                     });
                 }
-                self.push_host(runtime_kind(name), name, start, end);
+                let thread = self.thread(ThreadKey::Ids(e.pid.clone(), e.tid.clone()));
+                self.push_host(runtime_kind(name), name, thread, start, end);
             }
             _ => {
+                let host = is_data_loading(name)
+                    || cat == "python_function"
+                    || cat == "cpu_op"
+                    || cat == "operator";
+                let thread = if host {
+                    self.thread(ThreadKey::Ids(e.pid.clone(), e.tid.clone()))
+                } else {
+                    0
+                };
                 if is_data_loading(name) {
-                    self.push_host(HostKind::DataLoading, name, start, end);
+                    self.push_host(HostKind::DataLoading, name, thread, start, end);
                 } else if cat == "python_function" {
                     self.trace.python_functions += 1;
-                    self.push_host(HostKind::Python, name, start, end);
+                    self.push_host(HostKind::Python, name, thread, start, end);
                 } else if cat == "cpu_op" || cat == "operator" {
                     self.trace.cpu_ops += 1;
                     let kind = if is_collective_call(name) {
@@ -433,7 +459,7 @@ impl Builder {
                     } else {
                         HostKind::Cpu
                     };
-                    self.push_host(kind, name, start, end);
+                    self.push_host(kind, name, thread, start, end);
                 } else if let Some(pid) = e.pid {
                     // TensorFlow 1.x timeline (`cat: "Op"`), TensorFlow / JAX trace viewer JSON:
                     // decided by the process's (and thread's) name, which may come later.
@@ -510,11 +536,13 @@ impl Builder {
                 })
             } else {
                 if is_data_loading(name) {
+                    let thread = self.thread(ThreadKey::Ids(Some(p.pid.clone()), p.tid.clone()));
                     self.trace.host.push(HostSpan {
                         start: p.start,
                         end: p.end,
                         kind: HostKind::DataLoading,
                         name: p.name,
+                        thread,
                     });
                 }
                 None
@@ -545,6 +573,7 @@ impl Builder {
         } else {
             "chrome-json".into()
         };
+        self.name_threads();
         self.trace
             .device_ops
             .sort_by(|a, b| a.start.total_cmp(&b.start));
@@ -655,6 +684,7 @@ impl Builder {
                     end: next,
                     kind: HostKind::DataLoading,
                     name: gap,
+                    thread: 0,
                 });
             }
         }
@@ -767,14 +797,51 @@ impl Builder {
         });
     }
 
-    fn push_host(&mut self, kind: HostKind, name: &str, start: f64, end: f64) {
+    fn push_host(&mut self, kind: HostKind, name: &str, thread: u32, start: f64, end: f64) {
         let name = self.intern(name);
         self.trace.host.push(HostSpan {
             start,
             end,
             kind,
             name,
+            thread,
         });
+    }
+
+    /// The index of a host thread in `trace.threads`.
+    fn thread(&mut self, key: ThreadKey) -> u32 {
+        if self.trace.threads.is_empty() {
+            self.trace.threads.push(String::new());
+        }
+        if let Some(&i) = self.thread_ids.get(&key) {
+            return i;
+        }
+        let i = self.trace.threads.len() as u32;
+        self.trace.threads.push(String::new());
+        self.thread_ids.insert(key, i);
+        i
+    }
+
+    /// Names the threads, once every `thread_name` of the file has been read.
+    fn name_threads(&mut self) {
+        for (key, &i) in &self.thread_ids {
+            let label = match key {
+                ThreadKey::Line(line) => line.clone(),
+                ThreadKey::Ids(pid, tid) => {
+                    let named = match (pid, tid) {
+                        (Some(p), Some(t)) => self.thread_names.get(&(p.clone(), t.clone())),
+                        _ => None,
+                    };
+                    match (named, tid) {
+                        (Some(n), _) => n.clone(),
+                        (None, Some(Id::Num(t))) => format!("thread {t}"),
+                        (None, Some(Id::Str(t))) => format!("thread {t}"),
+                        (None, None) => "thread ?".to_string(),
+                    }
+                }
+            };
+            self.trace.threads[i as usize] = label;
+        }
     }
 
     fn note_activity(&mut self, start: f64, end: f64) {
@@ -783,7 +850,7 @@ impl Builder {
     }
 
     /// A host span, classified by its name.
-    fn host_event(&mut self, name: &str, start: f64, end: f64) {
+    fn host_event(&mut self, name: &str, thread: u32, start: f64, end: f64) {
         let kind = if is_data_loading(name) {
             HostKind::DataLoading
         } else if name.starts_with('$') {
@@ -799,7 +866,7 @@ impl Builder {
             self.trace.cpu_ops += 1;
             HostKind::Cpu
         };
-        self.push_host(kind, name, start, end);
+        self.push_host(kind, name, thread, start, end);
     }
 
     /// An event of xprof's model (XSpace, or the trace viewer's JSON): planes `/device:GPU:0`
@@ -875,7 +942,8 @@ impl Builder {
                     end,
                 });
             }
-            self.host_event(name, start, end);
+            let thread = self.thread(ThreadKey::Line(line.to_string()));
+            self.host_event(name, thread, start, end);
         }
     }
 }

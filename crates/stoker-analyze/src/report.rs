@@ -142,9 +142,13 @@ pub fn render(trace: &Trace, analysis: &Analysis) -> String {
                     .iter()
                     .map(|h| {
                         format!(
-                            "{} <span class=\"ev\">({}, {:.2} ms)</span>",
+                            "{} <span class=\"ev\">({}{}, {:.2} ms)</span>",
                             esc(&h.name),
                             h.kind,
+                            h.thread
+                                .as_deref()
+                                .map(|t| format!(" on {}", esc(t)))
+                                .unwrap_or_default(),
                             h.overlap_ms
                         )
                     })

@@ -72,6 +72,11 @@ fn resnet50_with_no_dataloader_workers_is_input_bound() {
         gap.host[0].name.starts_with("enumerate(DataLoader)"),
         "{gap:?}"
     );
+    // On the training loop's thread, as the trace names it (its `thread_name` event).
+    assert_eq!(gap.host[0].thread.as_deref(), Some("thread 25738 (python)"));
+    assert!(a
+        .to_text()
+        .contains("(data loading on thread 25738 (python), "));
     assert!(a.largest_gaps.windows(2).all(|w| w[0].ms >= w[1].ms));
 }
 
@@ -383,7 +388,8 @@ fn tf1_session_runs_fed_from_python_are_input_bound() {
 }
 
 /// xprof's derived `Steps` line on the device plane (see tests/traces/make/xprof_steps_line.py):
-/// in xprof's trace viewer JSON (processes named after the host, `<host> /device:GPU:0`) and in
+/// in xprof's trace viewer JSON (the streaming viewer's processes named after the host,
+/// `<host> /device:GPU:0`) and in
 /// an XSpace whose host markers carry no `step_num`, the steps are that line's events, as xprof
 /// reads them, and match the steps of the original XSpace.
 #[test]
@@ -391,6 +397,7 @@ fn device_steps_line_gives_the_steps() {
     let original = analyze("jax/jax_gpu_train.xplane.pb");
     for rel in [
         "jax/jax_gpu_train.xprof_trace_viewer.json.gz",
+        "jax/jax_gpu_train.xprof_trace_viewer_streaming.json.gz",
         "jax/jax_gpu_train_steps_line.xplane.pb",
     ] {
         let a = analyze(rel);

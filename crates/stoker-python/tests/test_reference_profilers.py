@@ -38,6 +38,7 @@ def test_step_time_busy_and_input_band_agree_with_xprof(trace):
     ("jax/jax_gpu_train.xplane.pb", "measured on the device"),
     ("jax/jax_gpu_train.perfetto_trace.json.gz", "measured on the device"),
     ("jax/jax_gpu_train.xprof_trace_viewer.json.gz", "Steps line"),
+    ("jax/jax_gpu_train.xprof_trace_viewer_streaming.json.gz", "Steps line"),
     ("jax/jax_gpu_train_steps_line.xplane.pb", "Steps line"),
 ])
 def test_gpu_steps_and_conclusion_as_xprof_gives_them(trace, steps_from):

@@ -7,9 +7,12 @@ No TensorFlow with a GPU was at hand, so the line comes from xprof itself, run o
 XSpace recorded for this project (`jax/jax_gpu_train.xplane.pb`):
 
 - `jax/jax_gpu_train.xprof_trace_viewer.json.gz`: xprof's trace viewer JSON of that XSpace,
-  unchanged (`xspace_to_tool_data([...], "trace_viewer", {})`): processes named
-  `<host> /device:GPU:0` and `<host> /host:CPU`, the device's derived lines (`Steps`,
-  `XLA Modules`, `XLA Ops`) beside its stream, kernels tied to their launch by flows only.
+  unchanged (`xspace_to_tool_data([...], "trace_viewer", {})`): the device's derived lines
+  (`Steps`, `XLA Modules`, `XLA Ops`) beside its stream, kernels tied to their launch by flows
+  only.
+- `jax/jax_gpu_train.xprof_trace_viewer_streaming.json.gz`: the same from the streaming trace
+  viewer that TensorBoard's profile plugin now uses (`"trace_viewer@"`): processes named after
+  the host (`jax_gpu_train /device:GPU:0`) and numbered anew.
 - `jax/jax_gpu_train_steps_line.xplane.pb`: the same XSpace with that `Steps` line (xprof's
   events, times and `group_id`s) written into its device plane as TensorFlow writes it, and the
   `step_num` taken off the host's step markers: a file whose only steps are the device's line,
@@ -36,13 +39,14 @@ SOURCE = TRACES / "jax" / "jax_gpu_train.xplane.pb"
 STEPS_LINE_ID = 0xDEADBEEF
 
 
-def trace_viewer(path: Path) -> dict:
+def trace_viewer(path: Path, tool: str) -> dict:
     from xprof.convert import raw_to_tool_data
 
+    # Each tool in a folder of its own: xprof caches what it made per folder.
     with tempfile.TemporaryDirectory() as d:
         alone = Path(d) / path.name
         shutil.copyfile(path, alone)
-        out = raw_to_tool_data.xspace_to_tool_data([str(alone)], "trace_viewer", {})
+        out = raw_to_tool_data.xspace_to_tool_data([str(alone)], tool, {})
     return json.loads(out[0] if isinstance(out, tuple) else out)
 
 
@@ -51,7 +55,7 @@ def steps_line(viewer: dict) -> list[dict]:
     events = viewer["traceEvents"]
     devices = {
         e["pid"] for e in events
-        if e.get("ph") == "M" and e.get("name") == "process_name" and "/device:GPU:0" in e["args"]["name"]
+        if e.get("ph") == "M" and e.get("name") == "process_name" and e["args"]["name"].endswith("/device:GPU:0")
     }
     steps_tid = {
         (e["pid"], e["tid"]) for e in events
@@ -134,14 +138,18 @@ def first_kernel_ts(viewer: dict) -> float:
 
 
 def main() -> None:
-    viewer = trace_viewer(SOURCE)
-    out = TRACES / "jax" / "jax_gpu_train.xprof_trace_viewer.json.gz"
-    with gzip.open(out, "wt") as f:
-        json.dump(viewer, f)
+    names = []
+    for tool, name in [("trace_viewer", "jax_gpu_train.xprof_trace_viewer.json.gz"),
+                       ("trace_viewer@", "jax_gpu_train.xprof_trace_viewer_streaming.json.gz")]:
+        out = TRACES / "jax" / name
+        with gzip.open(out, "wt") as f:
+            json.dump(trace_viewer(SOURCE, tool), f)
+        names.append(name)
+    viewer = trace_viewer(SOURCE, "trace_viewer")
     line = steps_line(viewer)
     xplane = TRACES / "jax" / "jax_gpu_train_steps_line.xplane.pb"
     xplane.write_bytes(with_steps_line(SOURCE.read_bytes(), line, first_kernel_ts(viewer)))
-    print(f"xprof {importlib.metadata.version('xprof')}: {out.name}, {xplane.name} ({len(line)} steps)")
+    print(f"xprof {importlib.metadata.version('xprof')}: {', '.join(names)}, {xplane.name} ({len(line)} steps)")
 
 
 if __name__ == "__main__":
