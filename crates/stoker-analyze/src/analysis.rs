@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::intervals::Union;
+use crate::intervals::{Union, UnionBuilder};
 use crate::model::{DeviceKind, Direction, HostKind, Trace};
 
 /// The causes of idle time on the compute streams, in the order an idle moment is credited
@@ -326,27 +326,26 @@ impl Causes {
     /// Over the whole trace, or only what overlaps `window` (one step's report).
     pub fn new(t: &Trace, window: Option<(f64, f64)>) -> Causes {
         let (a, b) = window.unwrap_or((f64::NEG_INFINITY, f64::INFINITY));
-        let mut spans: [Vec<(f64, f64)>; 8] = Default::default();
-        let mut compute = Vec::new();
+        // (Device ops, host spans and steps each come sorted by start.)
+        let mut spans: [UnionBuilder; 8] = Default::default();
+        let mut compute = Union::builder();
         for o in t.device_ops.iter().filter(|o| o.end > a && o.start < b) {
             match device_cause(o.kind) {
-                Some(i) => spans[i].push((o.start, o.end)),
-                None => compute.push((o.start, o.end)),
+                Some(i) => spans[i].push(o.start, o.end),
+                None => compute.push(o.start, o.end),
             }
         }
         for h in t.host.iter().filter(|h| h.end > a && h.start < b) {
-            spans[host_cause(h.kind)].push((h.start, h.end));
+            spans[host_cause(h.kind)].push(h.start, h.end);
         }
         // Inside a step the training loop runs: what no traced op covers there is its Python
         // (or untraced code on its thread).
-        spans[7].extend(
-            (t.steps.iter())
-                .filter(|s| s.end > a && s.start < b)
-                .map(|s| (s.start, s.end)),
-        );
+        for s in t.steps.iter().filter(|s| s.end > a && s.start < b) {
+            spans[7].push(s.start, s.end);
+        }
         Causes {
-            compute: Union::new(compute),
-            by_priority: spans.map(Union::new),
+            compute: compute.finish(),
+            by_priority: spans.map(UnionBuilder::finish),
         }
     }
 

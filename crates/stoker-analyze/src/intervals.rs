@@ -28,6 +28,13 @@ impl Union {
         Union { spans: intervals }
     }
 
+    /// The union of intervals pushed one at a time: merged as they come while they come in
+    /// order of their start (millions of host spans then take the memory of their union, not
+    /// their own), gathered and merged at the end otherwise.
+    pub fn builder() -> UnionBuilder {
+        UnionBuilder::default()
+    }
+
     /// The intervals that overlap [a, b), clipped to it.
     pub fn within(&self, a: f64, b: f64) -> impl Iterator<Item = (f64, f64)> + '_ {
         let first = self.spans.partition_point(|s| s.1 <= a);
@@ -68,6 +75,42 @@ impl Union {
     }
 }
 
+/// See [`Union::builder`].
+#[derive(Debug, Default)]
+pub struct UnionBuilder {
+    spans: Vec<(f64, f64)>,
+    /// Some interval came before the start of the one before it.
+    unordered: bool,
+}
+
+impl UnionBuilder {
+    pub fn push(&mut self, a: f64, b: f64) {
+        if b <= a || a.is_nan() || b.is_nan() {
+            return;
+        }
+        if !self.unordered {
+            if let Some(last) = self.spans.last_mut() {
+                if a < last.0 {
+                    self.unordered = true;
+                } else if a <= last.1 {
+                    last.1 = last.1.max(b);
+                    return;
+                }
+            }
+        }
+        self.spans.push((a, b));
+    }
+
+    pub fn finish(mut self) -> Union {
+        if self.unordered {
+            Union::new(self.spans)
+        } else {
+            self.spans.shrink_to_fit();
+            Union { spans: self.spans }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,5 +123,30 @@ mod tests {
         assert_eq!(u.gaps(0.0, 10.0), vec![(3.0, 5.0), (7.0, 10.0)]);
         assert_eq!(u.gaps(2.5, 2.8), Vec::<(f64, f64)>::new());
         assert_eq!(Union::new(vec![]).gaps(1.0, 2.0), vec![(1.0, 2.0)]);
+    }
+
+    #[test]
+    fn built_one_at_a_time_in_or_out_of_order() {
+        let spans = [
+            (0.0, 2.0),
+            (1.0, 3.0),
+            (3.0, 4.0),
+            (5.0, 7.0),
+            (6.0, 6.5),
+            (9.0, 9.0),
+        ];
+        let mut sorted = Union::builder();
+        for (a, b) in spans {
+            sorted.push(a, b);
+        }
+        let sorted = sorted.finish();
+        assert_eq!(sorted.spans, vec![(0.0, 4.0), (5.0, 7.0)]);
+        let mut mixed = Union::builder();
+        for (a, b) in spans.iter().rev() {
+            mixed.push(*a, *b);
+        }
+        mixed.push(f64::NAN, 1.0);
+        assert_eq!(mixed.finish().spans, sorted.spans);
+        assert_eq!(Union::new(spans.to_vec()).spans, sorted.spans);
     }
 }

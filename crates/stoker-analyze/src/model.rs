@@ -217,6 +217,7 @@ struct Builder {
     /// The thread of each entry of `trace.threads` after the first, as (pid, tid), or as the
     /// line's name (XSpace, trace viewer JSON), resolved to names at the end.
     thread_ids: HashMap<ThreadKey, u32>,
+    last_thread: Option<(ThreadKey, u32)>,
     /// The events of the devices' `Steps` lines (xprof's derived steps), as (name, start, end).
     device_step_line: Vec<(String, f64, f64)>,
 }
@@ -577,7 +578,7 @@ impl Builder {
         self.trace
             .device_ops
             .sort_by(|a, b| a.start.total_cmp(&b.start));
-        self.trace.host.sort_by(|a, b| a.start.total_cmp(&b.start));
+        sort_host(&mut self.trace.host);
         self.trace.launches.sort_by_key(|l| l.correlation);
         self.trace.steps.sort_by(|a, b| a.start.total_cmp(&b.start));
         if !self.device_step_line.is_empty() {
@@ -688,7 +689,7 @@ impl Builder {
                 });
             }
         }
-        self.trace.host.sort_by(|a, b| a.start.total_cmp(&b.start));
+        sort_host(&mut self.trace.host);
         self.trace.steps_from = Some("session.run calls (their _SOURCE nodes)".into());
     }
 
@@ -810,15 +811,21 @@ impl Builder {
 
     /// The index of a host thread in `trace.threads`.
     fn thread(&mut self, key: ThreadKey) -> u32 {
+        // Events of one thread tend to come together.
+        if let Some((last, i)) = &self.last_thread {
+            if *last == key {
+                return *i;
+            }
+        }
         if self.trace.threads.is_empty() {
             self.trace.threads.push(String::new());
         }
-        if let Some(&i) = self.thread_ids.get(&key) {
-            return i;
+        let next = self.trace.threads.len() as u32;
+        let i = *self.thread_ids.entry(key.clone()).or_insert(next);
+        if i == next {
+            self.trace.threads.push(String::new());
         }
-        let i = self.trace.threads.len() as u32;
-        self.trace.threads.push(String::new());
-        self.thread_ids.insert(key, i);
+        self.last_thread = Some((key, i));
         i
     }
 
@@ -1022,6 +1029,17 @@ fn runtime_kind(name: &str) -> HostKind {
     }
 }
 
+/// Host spans by start, the enclosing span first where two start together; in place (a stable
+/// sort would take half their memory again).
+fn sort_host(host: &mut [HostSpan]) {
+    host.sort_unstable_by(|a, b| {
+        (a.start.total_cmp(&b.start))
+            .then(b.end.total_cmp(&a.end))
+            .then(a.name.cmp(&b.name))
+            .then(a.thread.cmp(&b.thread))
+    });
+}
+
 /// The plane a trace viewer JSON process stands for: `/device:GPU:0`, `/host:CPU`, written
 /// alone (JAX's export) or after the host's name (xprof's trace viewer: `myhost /device:GPU:0`).
 fn xprof_plane(process: &str) -> Option<&str> {
@@ -1062,9 +1080,12 @@ pub fn load(path: &Path) -> Result<Trace> {
     let header = if is_xspace(path)? {
         let bytes = read_all(path)?;
         b.trace.host.reserve((bytes.len() / 40).min(1 << 28));
-        let counts = crate::xspace::read_xspace(path, &bytes, |plane, line, e| {
-            b.xspace_event(plane, line, e)
-        })?;
+        let counts = crate::xspace::read_xspace(
+            path,
+            &bytes,
+            |plane, line, e| b.xspace_event(plane, line, e),
+            |start, end| bytes.done(start, end),
+        )?;
         b.xspace = true;
         b.trace.skipped_events += counts.untimed;
         Header {
@@ -1111,6 +1132,31 @@ impl std::ops::Deref for XspaceBytes {
         match self {
             XspaceBytes::Mapped(m) => m,
             XspaceBytes::Owned(v) => v,
+        }
+    }
+}
+
+impl XspaceBytes {
+    /// Lets go of the mapped pages wholly inside [start, end), which the reader has done with:
+    /// they leave the process's memory (the page cache keeps them), so that its resident size
+    /// stays below the file's.
+    fn done(&self, start: usize, end: usize) {
+        let XspaceBytes::Mapped(map) = self else {
+            return;
+        };
+        const PAGE: usize = 4096;
+        let (a, b) = (
+            start.div_ceil(PAGE) * PAGE,
+            (end.min(map.len()) / PAGE) * PAGE,
+        );
+        if b > a {
+            // SAFETY: the map is a read-only mapping of a file: MADV_DONTNEED drops the pages
+            // from this process only, and a later read of them faults the same bytes back in
+            // from the file, so every slice borrowed from the map still sees what it saw.
+            // (A page size other than 4 KiB only makes the kernel round the range, or refuse
+            // it, which is ignored: the pages then stay resident.)
+            let _ =
+                unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, a, b - a) };
         }
     }
 }

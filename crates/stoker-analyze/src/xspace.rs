@@ -247,11 +247,13 @@ pub struct Counts {
 }
 
 /// Reads the XSpace in `bytes`, calling `on_event(plane, line, event)` for every timed event,
-/// plane by plane and line by line in file order.
+/// plane by plane and line by line in file order, and `done(start, end)` for byte ranges it
+/// will not read again (a mapped file's pages can then be let go).
 pub fn read_xspace(
     path: &Path,
     bytes: &[u8],
     mut on_event: impl FnMut(&str, &str, &Event<'_>),
+    mut done: impl FnMut(usize, usize),
 ) -> Result<Counts> {
     let mut counts = Counts::default();
     let located = |e: WireError| AnalyzeError::Decode {
@@ -261,7 +263,8 @@ pub fn read_xspace(
     };
     fields(bytes, 0, |tag, field, at| {
         if let (1, Field::Len(plane)) = (tag, field) {
-            read_plane(plane, at, &mut counts, &mut on_event)?;
+            read_plane(plane, at, &mut counts, &mut on_event, &mut done)?;
+            done(at, at + plane.len());
         }
         Ok(())
     })
@@ -274,6 +277,7 @@ fn read_plane(
     base: usize,
     counts: &mut Counts,
     on_event: &mut impl FnMut(&str, &str, &Event<'_>),
+    done: &mut impl FnMut(usize, usize),
 ) -> std::result::Result<(), WireError> {
     // Lines come before the metadata they refer to: collect both, then decode the lines.
     let mut name = String::new();
@@ -310,8 +314,14 @@ fn read_plane(
     for (body, at) in lines {
         // The line's own fields first (its display name may follow its events), then its
         // events one at a time: a line may hold millions.
+        // (Walking to the display name touches every page of the events: let them go too.)
         let (mut line_name, mut display_name, mut timestamp_ns) = (&[][..], &[][..], 0i64);
-        fields(body, at, |tag, field, _| {
+        let mut walked_to = at;
+        fields(body, at, |tag, field, at| {
+            if at - walked_to >= DONE_CHUNK {
+                done(walked_to, at);
+                walked_to = at;
+            }
             match (tag, field) {
                 (2, Field::Len(b)) => line_name = b,
                 (11, Field::Len(b)) => display_name = b,
@@ -327,10 +337,15 @@ fn read_plane(
             display_name
         });
         let line_start_ps = i128::from(timestamp_ns) * 1000;
+        let mut read_to = at;
         fields(body, at, |tag, field, at| {
             let (4, Field::Len(b)) = (tag, field) else {
                 return Ok(());
             };
+            if at - read_to >= DONE_CHUNK {
+                done(read_to, at);
+                read_to = at;
+            }
             let e: XEvent = decode(b, at, "event")?;
             let Some(offset) = e.offset_ps else {
                 counts.untimed += 1; // aggregated (num_occurrences): no time
@@ -368,6 +383,9 @@ fn read_plane(
     }
     Ok(())
 }
+
+/// How many bytes of a line's events are decoded before they are given up (`done`).
+const DONE_CHUNK: usize = 8 << 20;
 
 /// Whether `bytes` look like an XSpace rather than JSON: JSON starts with `{` or `[` (after
 /// white space); an XSpace with its first field, a plane (field 1, length-delimited: 0x0a).
