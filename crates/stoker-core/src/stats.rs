@@ -337,16 +337,21 @@ impl Metered {
         self.stats
             .busy_ns
             .fetch_add(total.saturating_sub(waited), Relaxed);
-        if let Ok(Some(_)) = &r {
-            self.stats.add_elements(1);
-        }
+        let r = match r {
+            Ok(Some(e)) => {
+                self.stats.add_elements(1);
+                Ok(Some(e))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(e.in_stage(&self.stats.name)),
+        };
         (r, (t, elapsed))
     }
 }
 
 impl crate::exec::ElementIter for Metered {
     fn state(&self) -> Result<crate::exec::State> {
-        self.inner.state()
+        (self.inner.state()).map_err(|e| e.in_stage(&self.stats.name))
     }
 
     fn next(&mut self) -> Result<Option<Element>> {

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use numpy::npyffi::{self, npy_intp, NpyTypes, PY_ARRAY_API};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
 use stoker_core::storage::Storage;
@@ -28,18 +27,18 @@ pub fn tensor_to_py<'py>(py: Python<'py>, t: &Tensor) -> PyResult<Bound<'py, PyA
         // NumPy has no bfloat16: hand out float32.
         let v: Vec<f32> = t
             .typed::<half::bf16>()
-            .ok_or_else(|| PyValueError::new_err("bad bfloat16 tensor"))?
+            .ok_or_else(|| crate::errors::internal("bad bfloat16 tensor"))?
             .iter()
             .map(|x| x.to_f32())
             .collect();
         let f = Tensor::from_slice(DType::F32, t.shape().to_vec(), &v)
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            .map_err(crate::errors::core_error)?;
         return tensor_to_py(py, &f);
     }
     let writable = t.is_exclusive();
     let (storage, offset) = t
         .storage()
-        .ok_or_else(|| PyValueError::new_err("dense tensor without storage"))?;
+        .ok_or_else(|| crate::errors::internal("dense tensor without storage"))?;
     let descr = PyArrayDescr::new(py, t.dtype().name())?;
     let mut dims: Vec<npy_intp> = t.shape().iter().map(|&d| d as npy_intp).collect();
     let data = storage.as_bytes()[offset..].as_ptr() as *mut c_void;
@@ -87,7 +86,7 @@ pub fn tensor_to_py<'py>(py: Python<'py>, t: &Tensor) -> PyResult<Bound<'py, PyA
 fn bytes_to_py<'py>(py: Python<'py>, t: &Tensor) -> PyResult<Bound<'py, PyAny>> {
     let values = &t
         .bytes_data()
-        .ok_or_else(|| PyValueError::new_err("bytes tensor without values"))?
+        .ok_or_else(|| crate::errors::internal("bytes tensor without values"))?
         .values;
     if t.shape().is_empty() {
         return Ok(PyBytes::new(py, values.first().map_or(&[][..], |v| v.as_ref())).into_any());
@@ -144,10 +143,10 @@ pub fn py_to_tensor(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Tensor> {
     }
     let arr = arr
         .cast_into::<PyUntypedArray>()
-        .map_err(|_| PyTypeError::new_err(format!("{what}: not an array")))?;
+        .map_err(|_| crate::errors::argument_type(format!("{what}: not an array")))?;
     let descr = arr.dtype();
     let dtype = dtype_of(descr.kind(), descr.itemsize()).ok_or_else(|| {
-        PyTypeError::new_err(format!(
+        crate::errors::argument_type(format!(
             "{what}: dtype {} is not supported (use bool, uint8/16, int8/16/32/64, float16/32/64, bytes or str)",
             arr.dtype()
         ))
@@ -167,7 +166,7 @@ pub fn py_to_tensor(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Tensor> {
         };
         Storage::copy_from(bytes)
     };
-    Tensor::from_storage(dtype, shape, storage).map_err(|e| PyValueError::new_err(e.to_string()))
+    Tensor::from_storage(dtype, shape, storage).map_err(crate::errors::core_error)
 }
 
 /// A tensor viewing the same storage, if `arr` is (a contiguous part of) an array stoker
@@ -194,7 +193,7 @@ fn view_of_own_buffer(
     }
     Tensor::view(dtype, shape.to_vec(), Arc::clone(storage), data - start)
         .map(Some)
-        .map_err(|e| PyValueError::new_err(e.to_string()))
+        .map_err(|e| crate::errors::invalid_argument(e.to_string()))
 }
 
 fn strings_to_tensor(arr: &Bound<'_, PyAny>, what: &str) -> PyResult<Tensor> {
@@ -208,11 +207,11 @@ fn strings_to_tensor(arr: &Bound<'_, PyAny>, what: &str) -> PyResult<Tensor> {
         } else if let Ok(s) = item.cast::<PyString>() {
             values.push(Bytes::from(s.to_str()?.as_bytes().to_vec()));
         } else {
-            return Err(PyTypeError::new_err(format!(
+            return Err(crate::errors::argument_type(format!(
                 "{what}: object arrays must hold bytes or str, found {}",
                 item.get_type().name()?
             )));
         }
     }
-    Tensor::from_bytes(shape, values, Vec::new()).map_err(|e| PyValueError::new_err(e.to_string()))
+    Tensor::from_bytes(shape, values, Vec::new()).map_err(crate::errors::core_error)
 }

@@ -5,7 +5,6 @@ use std::io::BufWriter;
 use std::sync::Mutex;
 
 use bytes::Bytes;
-use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use stoker_formats::example::{Example, Feature, Kind};
@@ -24,11 +23,7 @@ pub struct TFRecordWriter {
 }
 
 fn io_err(path: &str, e: std::io::Error) -> PyErr {
-    PyOSError::new_err((
-        e.raw_os_error().unwrap_or(5),
-        e.to_string(),
-        path.to_string(),
-    ))
+    crate::errors::file_error_at(path, &e)
 }
 
 #[pymethods]
@@ -49,10 +44,10 @@ impl TFRecordWriter {
         let mut g = self
             .inner
             .lock()
-            .map_err(|_| PyValueError::new_err("writer lock poisoned"))?;
-        let w = g
-            .as_mut()
-            .ok_or_else(|| PyValueError::new_err(format!("{}: the writer is closed", self.path)))?;
+            .map_err(|_| crate::errors::internal("writer lock poisoned"))?;
+        let w = g.as_mut().ok_or_else(|| {
+            crate::errors::invalid_argument(format!("{}: the writer is closed", self.path))
+        })?;
         w.write(record).map_err(|e| io_err(&self.path, e))
     }
 
@@ -61,7 +56,7 @@ impl TFRecordWriter {
         let mut g = self
             .inner
             .lock()
-            .map_err(|_| PyValueError::new_err("writer lock poisoned"))?;
+            .map_err(|_| crate::errors::internal("writer lock poisoned"))?;
         if let Some(w) = g.as_mut() {
             w.flush().map_err(|e| io_err(&self.path, e))?;
         }
@@ -73,7 +68,7 @@ impl TFRecordWriter {
         let mut g = self
             .inner
             .lock()
-            .map_err(|_| PyValueError::new_err("writer lock poisoned"))?;
+            .map_err(|_| crate::errors::internal("writer lock poisoned"))?;
         if let Some(w) = g.take() {
             w.finish().map_err(|e| io_err(&self.path, e))?;
         }
@@ -105,7 +100,7 @@ fn feature_of(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Feature> {
                     "bytes" => Ok(Feature::bytes(bytes_list(name, &values)?)),
                     "int64" => Ok(Feature::int64s(values.extract::<Vec<i64>>()?)),
                     "float" => Ok(Feature::floats(values.extract::<Vec<f32>>()?)),
-                    other => Err(PyValueError::new_err(format!(
+                    other => Err(crate::errors::invalid_argument(format!(
                         "feature '{name}': unknown kind '{other}'"
                     ))),
                 };
@@ -125,7 +120,7 @@ fn feature_of(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Feature> {
         .call_method0("ravel")?;
     let kind: String = arr.getattr("dtype")?.getattr("kind")?.extract()?;
     if arr.len()? == 0 {
-        return Err(PyValueError::new_err(format!(
+        return Err(crate::errors::invalid_argument(format!(
             "feature '{name}': an empty list has no type; use stoker.io.int64_feature([]) (or bytes_/float_feature)"
         )));
     }
@@ -144,7 +139,7 @@ fn feature_of(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Feature> {
             name,
             &arr.call_method0("tolist")?,
         )?)),
-        _ => Err(PyTypeError::new_err(format!(
+        _ => Err(crate::errors::argument_type(format!(
             "feature '{name}': values of dtype kind '{kind}' cannot be stored"
         ))),
     }
@@ -159,7 +154,7 @@ fn bytes_list(name: &str, values: &Bound<'_, PyAny>) -> PyResult<Vec<Bytes>> {
         } else if let Ok(s) = v.cast::<PyString>() {
             out.push(Bytes::from(s.to_str()?.as_bytes().to_vec()));
         } else {
-            return Err(PyTypeError::new_err(format!(
+            return Err(crate::errors::argument_type(format!(
                 "feature '{name}': bytes_list values must be bytes or str"
             )));
         }
@@ -185,8 +180,9 @@ pub fn serialize_example<'py>(
 /// Decodes a serialized `tf.train.Example` into `{name: (kind, [values])}`.
 #[pyfunction]
 pub fn parse_example_proto<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDict>> {
-    let ex = Example::parse(Bytes::copy_from_slice(data))
-        .map_err(|e| PyValueError::new_err(format!("not a valid tf.train.Example: {e}")))?;
+    let ex = Example::parse(Bytes::copy_from_slice(data)).map_err(|e| {
+        crate::errors::invalid_argument(format!("not a valid tf.train.Example: {e}"))
+    })?;
     let out = PyDict::new(py);
     if let Some(f) = ex.features {
         for (name, feature) in f.feature {
@@ -216,7 +212,7 @@ pub fn encode_png<'py>(
     let t = crate::convert::py_to_tensor(image, "encode_png")?;
     let (h, w, c, pixels) = hwc_u8(&t, "encode_png")?;
     let out = py.detach(|| encode::encode_png(pixels, (h, w, c), fast));
-    let out = out.map_err(|e| PyValueError::new_err(format!("encode_png: {e}")))?;
+    let out = out.map_err(|e| crate::errors::invalid_argument(format!("encode_png: {e}")))?;
     Ok(PyBytes::new(py, &out))
 }
 
@@ -232,7 +228,7 @@ pub fn encode_jpeg<'py>(
     let t = crate::convert::py_to_tensor(image, "encode_jpeg")?;
     let (h, w, c, pixels) = hwc_u8(&t, "encode_jpeg")?;
     let out = py.detach(|| encode::encode_jpeg(pixels, (h, w, c), quality));
-    let out = out.map_err(|e| PyValueError::new_err(format!("encode_jpeg: {e}")))?;
+    let out = out.map_err(|e| crate::errors::invalid_argument(format!("encode_jpeg: {e}")))?;
     Ok(PyBytes::new(py, &out))
 }
 
@@ -240,10 +236,10 @@ pub fn encode_jpeg<'py>(
 fn hwc_u8<'t>(t: &'t stoker_core::Tensor, op: &str) -> PyResult<(usize, usize, usize, &'t [u8])> {
     match (t.dtype(), t.raw(), t.shape()) {
         (stoker_core::DType::U8, Some(raw), &[h, w, c]) => Ok((h, w, c, raw)),
-        (stoker_core::DType::U8, _, shape) => Err(PyValueError::new_err(format!(
+        (stoker_core::DType::U8, _, shape) => Err(crate::errors::invalid_argument(format!(
             "{op} takes [H, W, C], got {shape:?}"
         ))),
-        _ => Err(PyTypeError::new_err(format!(
+        _ => Err(crate::errors::argument_type(format!(
             "{op} takes a uint8 array [H, W, C]"
         ))),
     }

@@ -7,7 +7,6 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use stoker::convert::{self, Conversion, ConvertOptions, Images, Manifest, Progress, ShardEntry};
 use stoker_core::{Error, Result};
@@ -108,7 +107,7 @@ impl PyConversion {
     fn start_local(&self, out_dir: PathBuf, workers: usize) -> PyResult<()> {
         let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
         if run.is_some() {
-            return Err(PyRuntimeError::new_err(
+            return Err(crate::errors::stoker_error(
                 "this conversion is already running",
             ));
         }
@@ -116,7 +115,7 @@ impl PyConversion {
         let handle = std::thread::Builder::new()
             .name("stoker-convert".into())
             .spawn(move || inner.run_local(&out_dir, workers, &progress))
-            .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
+            .map_err(|e| crate::errors::resource("starting the conversion's thread", e))?;
         *run = Some(handle);
         Ok(())
     }
@@ -130,18 +129,18 @@ impl PyConversion {
             let finished = {
                 let run = self.run.lock().unwrap_or_else(|e| e.into_inner());
                 match run.as_ref() {
-                    None => return Err(PyRuntimeError::new_err("no local run was started")),
+                    None => return Err(crate::errors::stoker_error("no local run was started")),
                     Some(h) => h.is_finished(),
                 }
             };
             if finished {
                 let handle = self.run.lock().unwrap_or_else(|e| e.into_inner()).take();
                 let Some(handle) = handle else {
-                    return Err(PyRuntimeError::new_err("no local run was started"));
+                    return Err(crate::errors::stoker_error("no local run was started"));
                 };
                 let result = handle
                     .join()
-                    .map_err(|_| PyRuntimeError::new_err("the conversion's thread panicked"))?;
+                    .map_err(|_| crate::errors::internal("the conversion's thread panicked"))?;
                 return result.and_then(|m| to_json(&m)).map(Some).py(py);
             }
             if std::time::Instant::now() >= deadline {

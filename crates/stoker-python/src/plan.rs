@@ -2,7 +2,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use stoker::datasets::{
@@ -70,7 +69,7 @@ impl PyPlan {
         let mut guard = self
             .pipeline
             .lock()
-            .map_err(|_| PyValueError::new_err("pipeline lock poisoned"))?;
+            .map_err(|_| crate::errors::internal("pipeline lock poisoned"))?;
         if let Some(p) = guard.as_ref() {
             return Ok(Arc::clone(p));
         }
@@ -93,7 +92,7 @@ fn py_to_json(obj: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
         .import("json")?
         .call_method1("dumps", (obj,))?
         .extract()?;
-    serde_json::from_str(&s).map_err(|e| PyValueError::new_err(e.to_string()))
+    serde_json::from_str(&s).map_err(|e| crate::errors::invalid_argument(e.to_string()))
 }
 
 /// A native op from its spec dict, or a Python callable.
@@ -105,7 +104,7 @@ fn op_of(py: Python<'_>, item: &Bound<'_, PyAny>) -> PyResult<Arc<dyn Op>> {
     if item.is_callable() {
         return Ok(Arc::new(PyFuncOp::new(py, item.clone().unbind())));
     }
-    Err(PyTypeError::new_err(format!(
+    Err(crate::errors::argument_type(format!(
         "map takes native ops (stoker.ops.*) or Python functions, got {}",
         item.get_type().name()?
     )))
@@ -256,8 +255,8 @@ impl PyPlan {
 
     #[staticmethod]
     fn from_spec_json(py: Python<'_>, text: &str) -> PyResult<PyPlan> {
-        let doc: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let doc: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| crate::errors::invalid_argument(e.to_string()))?;
         Ok(PyPlan::wrap(stoker::spec::from_spec(&doc).py(py)?))
     }
 
@@ -323,7 +322,7 @@ impl PyPlan {
         padding_json: &str,
     ) -> PyResult<PyPlan> {
         let padding: Padding = serde_json::from_str(padding_json)
-            .map_err(|e| PyValueError::new_err(format!("padded_batch: {e}")))?;
+            .map_err(|e| crate::errors::invalid_argument(format!("padded_batch: {e}")))?;
         Ok(PyPlan::wrap(
             self.plan
                 .padded_batch(batch_size, drop_remainder, padding)
@@ -481,7 +480,9 @@ impl PyPlan {
             .into_iter()
             .map(|(n, d, shape)| {
                 let dtype = DType::parse(&d).ok_or_else(|| {
-                    PyValueError::new_err(format!("from_generator: unknown dtype '{d}' of '{n}'"))
+                    crate::errors::invalid_argument(format!(
+                        "from_generator: unknown dtype '{d}' of '{n}'"
+                    ))
                 })?;
                 Ok(FieldSpec::new(n, dtype, shape))
             })
@@ -570,13 +571,15 @@ impl PyPlan {
             None | Some("raise") => ErrorPolicy::Raise,
             Some("skip") => ErrorPolicy::Skip,
             Some(other) => {
-                return Err(PyValueError::new_err(format!(
+                return Err(crate::errors::invalid_argument(format!(
                     "on_bad_record must be 'raise' or 'skip', not '{other}'"
                 )))
             }
         };
         if threads == Some(0) {
-            return Err(PyValueError::new_err("threads must be at least 1"));
+            return Err(crate::errors::invalid_argument(
+                "threads must be at least 1",
+            ));
         }
         self.then(
             py,
@@ -612,7 +615,8 @@ impl PyPlan {
 
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let snapshot = self.pipeline(py)?.stats();
-        let v = serde_json::to_value(snapshot).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let v =
+            serde_json::to_value(snapshot).map_err(|e| crate::errors::internal(e.to_string()))?;
         json_to_py(py, &v)
     }
 
@@ -628,7 +632,7 @@ impl PyPlan {
     ) -> PyResult<Bound<'py, PyAny>> {
         let result = self.bench(py, seconds, elements, warmup)?;
         let mut v =
-            serde_json::to_value(&result).map_err(|e| PyValueError::new_err(e.to_string()))?;
+            serde_json::to_value(&result).map_err(|e| crate::errors::internal(e.to_string()))?;
         v["verdict"]["text"] = serde_json::Value::String(result.verdict.to_text());
         json_to_py(py, &v)
     }
@@ -654,12 +658,8 @@ impl PyPlan {
             verdict,
         });
         let html = stoker::report::render(&title, &result, steps.as_ref());
-        std::fs::write(&path, html).map_err(|e| {
-            pyo3::exceptions::PyOSError::new_err(format!(
-                "writing the report {}: {e}",
-                path.display()
-            ))
-        })
+        std::fs::write(&path, html)
+            .map_err(|e| crate::errors::file_error_at(&path.to_string_lossy(), &e))
     }
 
     fn spec<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -706,7 +706,7 @@ impl PyPlan {
             .spawn(move || {
                 let _ = tx.send(p.start_at(Some(&state)));
             })
-            .map_err(|e| PyValueError::new_err(format!("starting the restore: {e}")))?;
+            .map_err(|e| crate::errors::resource("starting the restore", e))?;
         loop {
             let wait = || match rx.lock() {
                 Ok(rx) => rx.recv_timeout(std::time::Duration::from_millis(50)),
@@ -716,7 +716,9 @@ impl PyPlan {
                 Ok(run) => return Ok(PyIter::new(run.py(py)?, pipeline)),
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(PyValueError::new_err("the restore ended without a result"))
+                    return Err(crate::errors::internal(
+                        "the restore ended without a result",
+                    ))
                 }
             }
         }

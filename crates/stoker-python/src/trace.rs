@@ -1,7 +1,7 @@
 //! The timeline's switches for Python (`stoker.trace`, `STOKER_TRACE`), and the analyzer of
 //! foreign traces (`stoker.analyze`).
 
-use pyo3::exceptions::PyOSError;
+use crate::errors::{analyze_error, file_error_at};
 use pyo3::prelude::*;
 
 /// Starts recording spans (dropping an earlier trace's).
@@ -20,7 +20,7 @@ pub fn trace_stop() {
 #[pyfunction]
 pub fn trace_write(py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
     py.detach(|| stoker_core::trace::write(&path))
-        .map_err(|e| PyOSError::new_err(format!("writing the trace {}: {e}", path.display())))
+        .map_err(|e| file_error_at(&path.to_string_lossy(), &e))
 }
 
 /// Analyses a profiler trace (Kineto, TensorFlow timeline, Chrome JSON): the analysis as a
@@ -36,14 +36,13 @@ pub fn analyze_trace<'py>(
         let trace = stoker_analyze::model::load(&path).map_err(analyze_error)?;
         let analysis = stoker_analyze::analysis::analyze(&trace);
         if let Some(out) = &html {
-            std::fs::write(out, stoker_analyze::report::render(&trace, &analysis)).map_err(
-                |e| PyOSError::new_err(format!("writing the report {}: {e}", out.display())),
-            )?;
+            std::fs::write(out, stoker_analyze::report::render(&trace, &analysis))
+                .map_err(|e| file_error_at(&out.to_string_lossy(), &e))?;
         }
         Ok(analysis)
     })?;
-    let mut v = serde_json::to_value(&analysis)
-        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    let mut v =
+        serde_json::to_value(&analysis).map_err(|e| crate::errors::internal(e.to_string()))?;
     v["text"] = serde_json::Value::String(analysis.to_text());
     crate::plan::json_to_py(py, &v)
 }
@@ -65,29 +64,12 @@ pub fn compare_traces<'py>(
         };
         let c = stoker_analyze::compare::Comparison::new(&load(&before)?, &load(&after)?);
         if let Some(out) = &html {
-            std::fs::write(out, c.to_html()).map_err(|e| {
-                PyOSError::new_err(format!("writing the report {}: {e}", out.display()))
-            })?;
+            std::fs::write(out, c.to_html())
+                .map_err(|e| file_error_at(&out.to_string_lossy(), &e))?;
         }
         Ok(c)
     })?;
-    let mut v = serde_json::to_value(&c)
-        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    let mut v = serde_json::to_value(&c).map_err(|e| crate::errors::internal(e.to_string()))?;
     v["text"] = serde_json::Value::String(c.to_text());
     crate::plan::json_to_py(py, &v)
-}
-
-fn analyze_error(e: stoker_analyze::AnalyzeError) -> PyErr {
-    match e {
-        stoker_analyze::AnalyzeError::Io { ref source, .. }
-            if source.kind() == std::io::ErrorKind::NotFound =>
-        {
-            pyo3::exceptions::PyFileNotFoundError::new_err(e.to_string())
-        }
-        stoker_analyze::AnalyzeError::Io { .. } => PyOSError::new_err(e.to_string()),
-        stoker_analyze::AnalyzeError::Parse { .. }
-        | stoker_analyze::AnalyzeError::Decode { .. } => {
-            pyo3::exceptions::PyValueError::new_err(e.to_string())
-        }
-    }
 }

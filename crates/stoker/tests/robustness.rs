@@ -18,6 +18,8 @@ fn parse_s() -> std::sync::Arc<dyn stoker_core::Op> {
     .unwrap()
 }
 
+/// Runs the pipeline to its end; an error it raises must name the stage it came from, and is
+/// returned as the error itself.
 fn run_all(plan: &Plan) -> stoker_core::Result<Vec<i64>> {
     collect(&plan.map(
         vec![stoker_ops::OpSpec::from_json(
@@ -29,6 +31,10 @@ fn run_all(plan: &Plan) -> stoker_core::Result<Vec<i64>> {
         None,
         Some(true),
     )?)
+    .map_err(|e| {
+        assert!(e.stage().is_some(), "no stage: {e:?}");
+        e.into_kind()
+    })
 }
 
 fn file_with(dir: &std::path::Path, name: &str, ids: std::ops::Range<i64>) -> String {
@@ -145,6 +151,12 @@ fn bad_protobuf_and_wrong_feature_type_are_located() {
         .unwrap()
         .map(vec![parse_s()], None, Some(true))
         .unwrap();
+    // The error names the stage it came from: the map that parses, not the reader or the
+    // stages after it.
+    let err = collect(&plan).unwrap_err();
+    let stage = err.stage().unwrap_or_default();
+    assert!(stage.starts_with("map"), "{stage}");
+    assert!(stage.contains("parse_example"), "{stage}");
     match run_all(&plan) {
         Err(Error::InvalidRecord(p)) => {
             assert_eq!(

@@ -69,7 +69,7 @@ impl ParallelMap {
         let log = config.deterministic.then(|| Arc::new(StateLog::default()));
         let feeder_log = log.clone();
         let mut threads = Vec::with_capacity(workers + 1);
-        let spawn_err = |e| Error::io("spawning a map worker thread", e);
+        let spawn_err = |e| Error::spawn("spawning a map worker thread", e);
 
         // Unordered mode: every worker sends straight to one result channel.
         let (result_tx, result_rx) = bounded::<Tagged>(capacity);

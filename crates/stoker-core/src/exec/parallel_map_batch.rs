@@ -357,7 +357,7 @@ impl ParallelMapBatch {
                             }
                         }
                     })
-                    .map_err(|e| Error::io("spawning a map worker thread", e))?,
+                    .map_err(|e| Error::spawn("spawning a map worker thread", e))?,
             );
         }
         map_stats.set_workers(workers);

@@ -104,7 +104,7 @@ impl Prefetch {
                     }
                 }
             })
-            .map_err(|e| Error::io("spawning a prefetch thread", e))?;
+            .map_err(|e| Error::spawn("spawning a prefetch thread", e))?;
         stats.set_workers(1);
         Ok(Prefetch {
             rx: Some(rx),

@@ -136,7 +136,7 @@ impl ShuffleIter {
                     (from, size) = (to, size * 2);
                 }
             })
-            .map_err(|e| crate::Error::io("spawning a thread to read a shuffle buffer", e))?;
+            .map_err(|e| crate::Error::spawn("spawning a thread to read a shuffle buffer", e))?;
         let placeholder = Element::new(crate::element::names::<&str>(&[]), Vec::new());
         it.buffer = vec![placeholder; n];
         it.loading = Some(Loading {

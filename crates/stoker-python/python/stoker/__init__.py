@@ -45,13 +45,19 @@ from .dataset import (
 )
 from .diagnosis import Diagnosis, Recommendation
 from .errors import (
+    ArgumentTypeError,
     CorruptRecordError,
+    FileError,
+    FilePermissionError,
     InternalError,
     InvalidArgumentError,
     InvalidRecordError,
+    MissingFileError,
+    ResourceError,
     SchemaError,
     SpecError,
     StokerError,
+    TraceError,
     WorkerPanicError,
 )
 from .ops import FixedLenFeature, VarLenFeature
@@ -97,6 +103,12 @@ __all__ = [
     "WorkerPanicError",
     "SpecError",
     "InternalError",
+    "ArgumentTypeError",
+    "FileError",
+    "MissingFileError",
+    "FilePermissionError",
+    "ResourceError",
+    "TraceError",
     "bool_",
     "uint8",
     "uint16",

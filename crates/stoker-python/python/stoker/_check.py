@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidArgumentError
+from .errors import ArgumentTypeError, InvalidArgumentError
 
 
 def whole(what: str, value: Any, minimum: int, meaning: str = "") -> int:
@@ -29,4 +29,4 @@ def path(p: Any) -> str:
         p = p.item()
     if isinstance(p, (str, bytes, os.PathLike)):
         return os.fsdecode(os.fspath(p))
-    raise TypeError(f"a path must be str, bytes or os.PathLike, got {type(p).__name__}")
+    raise ArgumentTypeError(f"a path must be str, bytes or os.PathLike, got {type(p).__name__}")

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any, Union
 
 from ._dtypes import dtype_name
-from .errors import InvalidArgumentError
+from .errors import ArgumentTypeError, InvalidArgumentError
 
 Operand = Union["Expr", int, float, bool]
 
@@ -59,7 +59,7 @@ class Expr:
         return f"stoker.ops.Expr({self.node})"
 
     def __bool__(self) -> bool:
-        raise TypeError(
+        raise ArgumentTypeError(
             "a stoker.ops expression has no truth value (it is computed per element): use & | ~ "
             "for and/or/not, ops.where() to choose, and write a < b < c as (a < b) & (b < c)"
         )

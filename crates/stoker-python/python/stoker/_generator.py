@@ -10,7 +10,7 @@ import numpy as np
 
 from ._dtypes import dtype_name
 from ._structure import Template, flatten
-from .errors import InvalidArgumentError
+from .errors import ArgumentTypeError, InvalidArgumentError
 
 Field = tuple[str, str, list[int | None]]
 
@@ -92,10 +92,10 @@ def _leaves(value: Any, template: Template, where: str) -> list[Any]:
         return [value]
     if isinstance(template, dict):
         if not isinstance(value, Mapping) or set(value) != set(template):
-            raise TypeError(f"{where}: did not match the expected structure {template!r}, got {value!r}")
+            raise ArgumentTypeError(f"{where}: did not match the expected structure {template!r}, got {value!r}")
         return [x for k, t in template.items() for x in _leaves(value[k], t, where)]
     if not isinstance(value, (tuple, list)) or len(value) != len(template):
-        raise TypeError(f"{where}: did not match the expected structure {template!r}, got {value!r}")
+        raise ArgumentTypeError(f"{where}: did not match the expected structure {template!r}, got {value!r}")
     return [x for v, t in zip(value, template) for x in _leaves(v, t, where)]
 
 
@@ -108,7 +108,7 @@ def _convert(value: Any, name: str, dtype: str, shape: list[int | None], where: 
         else:
             arr = np.asarray(value, dtype=_numpy_dtype(dtype), order="C")
     except (TypeError, ValueError) as e:
-        raise TypeError(f"{where}: component '{name}' could not be converted to {dtype}: {e}") from None
+        raise ArgumentTypeError(f"{where}: component '{name}' could not be converted to {dtype}: {e}") from None
     if arr.ndim != len(shape) or any(d is not None and d != n for d, n in zip(shape, arr.shape)):
         want = tuple("None" if d is None else d for d in shape)
         raise InvalidArgumentError(

@@ -172,3 +172,39 @@ def read_manifest(out_dir: str) -> str: ...
 def verify_converted(out_dir: str, hash: bool = True) -> None: ...
 def tf_parse_code(out_dir: str) -> str: ...
 def from_converted(out_dir: str, decode_images: bool, num_parallel_reads: int) -> Plan: ...
+
+class StokerError(Exception):
+    stage: str | None
+    op: str | None
+
+class CorruptRecordError(StokerError, ValueError):
+    file: str | None
+    record: int | None
+    offset: int | None
+
+class InvalidRecordError(StokerError, ValueError):
+    file: str | None
+    record: int | None
+    offset: int | None
+
+class SchemaError(StokerError, ValueError):
+    step: str | None
+
+class InvalidArgumentError(StokerError, ValueError): ...
+class ArgumentTypeError(InvalidArgumentError, TypeError): ...
+
+class WorkerPanicError(StokerError, RuntimeError):
+    step: str | None
+
+class SpecError(StokerError, ValueError): ...
+class InternalError(StokerError, RuntimeError): ...
+class ResourceError(StokerError, RuntimeError): ...
+class FileError(StokerError, OSError): ...
+class MissingFileError(FileError, FileNotFoundError): ...
+class FilePermissionError(FileError, PermissionError): ...
+
+class TraceError(StokerError, ValueError):
+    file: str | None
+    line: int | None
+    column: int | None
+    offset: int | None

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Union
 
+from .errors import ArgumentTypeError
+
 Template = Union[str, dict[str, "Template"], tuple["Template", ...]]
 
 
@@ -19,7 +21,7 @@ def flatten(value: Any, prefix: str = "") -> tuple[Template, list[tuple[str, Any
         tmpl: dict[str, Template] = {}
         for k, v in value.items():
             if not isinstance(k, str) or "/" in k:
-                raise TypeError(f"dict keys must be strings without '/', got {k!r}")
+                raise ArgumentTypeError(f"dict keys must be strings without '/', got {k!r}")
             t, sub = flatten(v, f"{prefix}{k}/")
             tmpl[k] = t
             items.extend(sub)

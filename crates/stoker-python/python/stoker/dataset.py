@@ -26,7 +26,7 @@ from ._structure import (
     prefixed,
 )
 from .diagnosis import Diagnosis
-from .errors import InvalidArgumentError
+from .errors import ArgumentTypeError, InvalidArgumentError, MissingFileError
 from .ops import NativeOp
 from .timing import StepReport
 
@@ -88,8 +88,17 @@ class Dataset:
         elif len(args) == 3:
             start, stop, step = args
         else:
-            raise TypeError("range takes 1 to 3 integers")
-        return Dataset(_stoker.Plan.range(int(start), int(stop), int(step)), "value")
+            raise ArgumentTypeError("range takes 1 to 3 integers")
+
+        def integer(name: str, v: Any) -> int:
+            try:
+                return int(v)
+            except (TypeError, ValueError):
+                raise ArgumentTypeError(f"range: {name} must be an integer, got {v!r}") from None
+
+        return Dataset(
+            _stoker.Plan.range(integer("start", start), integer("stop", stop), integer("step", step)), "value"
+        )
 
     @staticmethod
     def from_tensor_slices(tensors: Any) -> Dataset:
@@ -97,7 +106,7 @@ class Dataset:
         of them. The arrays are copied once, into the engine."""
         template, pairs = flatten(tensors)
         if not pairs:
-            raise ValueError("from_tensor_slices needs at least one array")
+            raise InvalidArgumentError("from_tensor_slices needs at least one array")
         names = [n for n, _ in pairs]
         plan = _stoker.Plan.from_arrays(names, [a for _, a in pairs])
         return Dataset(plan, template)
@@ -108,7 +117,7 @@ class Dataset:
         tf.data's ``from_tensors``."""
         template, pairs = flatten(tensors)
         if not pairs:
-            raise ValueError("from_tensors needs at least one array")
+            raise InvalidArgumentError("from_tensors needs at least one array")
         rows = [np.asarray(a, dtype=object if isinstance(a, (str, bytes)) else None)[np.newaxis] for _, a in pairs]
         plan = _stoker.Plan.from_arrays([n for n, _ in pairs], rows)
         return Dataset(plan, template)
@@ -162,7 +171,7 @@ class Dataset:
         root = _path(root)
         classes = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
         if not classes:
-            raise FileNotFoundError(2, "no class folders", root)
+            raise MissingFileError(2, "no class folders", root)
         paths: list[str] = []
         labels: list[int] = []
         exts = tuple(e.lower() for e in extensions)
@@ -173,7 +182,7 @@ class Dataset:
                     paths.append(os.path.join(folder, f))
                     labels.append(label)
         if not paths:
-            raise FileNotFoundError(2, f"no files ending in {', '.join(exts)}", root)
+            raise MissingFileError(2, f"no files ending in {', '.join(exts)}", root)
         import numpy as np
 
         ds = Dataset.from_tensor_slices(
@@ -334,7 +343,7 @@ class Dataset:
                 structure = after_native_ops(_known(self), [n for n, _, _ in schema])
             return Dataset(plan, structure)
         if not callable(map_func):
-            raise TypeError("map takes stoker.ops native ops (or a list of them) or a Python function")
+            raise ArgumentTypeError("map takes stoker.ops native ops (or a list of them) or a Python function")
         out = Dynamic()
         adapter = _adapter(map_func, self._structure, out)
         return Dataset(self._plan.map([adapter], npc, det), out)
@@ -425,7 +434,7 @@ class Dataset:
             args = pack_element(structure, list(flat), list(flat.values()))
             ds = map_func(*args) if isinstance(args, tuple) else map_func(args)
             if not isinstance(ds, Dataset):
-                raise TypeError(f"interleave's function must return a stoker.Dataset, got {type(ds).__name__}")
+                raise ArgumentTypeError(f"interleave's function must return a stoker.Dataset, got {type(ds).__name__}")
             opened.add(ds)
             return ds._plan
 
@@ -475,7 +484,7 @@ class Dataset:
             args = pack_element(structure, list(flat), list(flat.values()))
             result = scan_func(state, *args) if isinstance(args, tuple) else scan_func(state, args)
             if not (isinstance(result, tuple) and len(result) == 2):
-                raise TypeError(f"scan_func must return (new_state, output), got {type(result).__name__}")
+                raise ArgumentTypeError(f"scan_func must return (new_state, output), got {type(result).__name__}")
             template, pairs = flatten(result[1])
             if out.specs is None:
                 out.specs = {n: (_dtype_of(a), np.ndim(a)) for n, a in pairs}
@@ -523,13 +532,15 @@ class Dataset:
             args = pack_element(structure, list(flat), list(flat.values()))
             k = key_func(*args) if isinstance(args, tuple) else key_func(args)
             if np.ndim(k) != 0 or not np.issubdtype(np.asarray(k).dtype, np.integer):
-                raise TypeError(f"group_by_window: key_func must return an integer scalar, got {k!r}")
+                raise ArgumentTypeError(f"group_by_window: key_func must return an integer scalar, got {k!r}")
             return int(k)
 
         def reduce(k: int, window: Any) -> Any:
             ds = reduce_func(np.int64(k), Dataset(window, structure))
             if not isinstance(ds, Dataset):
-                raise TypeError(f"group_by_window: reduce_func must return a stoker.Dataset, got {type(ds).__name__}")
+                raise ArgumentTypeError(
+                    f"group_by_window: reduce_func must return a stoker.Dataset, got {type(ds).__name__}"
+                )
             opened.add(ds)
             return ds._plan
 
@@ -761,9 +772,9 @@ class Dataset:
     def __len__(self) -> int:
         n = self.cardinality()
         if n == INFINITE:
-            raise TypeError("The dataset is infinite.")
+            raise ArgumentTypeError("The dataset is infinite.")
         if n == UNKNOWN:
-            raise TypeError("The dataset length is unknown.")
+            raise ArgumentTypeError("The dataset length is unknown.")
         return n
 
     def to_tf(self, output_signature: Any = None) -> Any:
@@ -960,7 +971,7 @@ def _state_bytes(state: bytes | dict[str, Any] | None) -> bytes | None:
         return None if state is None else bytes(state)
     if isinstance(state, dict) and STATE_KEY in state:
         return bytes(state[STATE_KEY])
-    raise TypeError(
+    raise ArgumentTypeError(
         f"state must be bytes from DatasetIterator.state() or a dict from state_dict(), got {type(state).__name__}"
     )
 
@@ -1241,7 +1252,7 @@ def _known(ds: Dataset) -> Template:
             return s.template
         schema = ds._plan.schema()
         if schema is None:
-            raise ValueError("the structure of this dataset is only known after its Python function has run")
+            raise InvalidArgumentError("the structure of this dataset is only known after its Python function has run")
         return {n: n for n, _, _ in schema}
     return s
 

@@ -10,6 +10,7 @@ import os
 
 import numpy as np
 
+from .errors import InvalidArgumentError
 from .io import TFRecordWriter, serialize_example
 
 CHESS_BYTES = 194  # 1552 packed bits: 1536 board bits, 10 flags, 1 mate bit, 5 spare
@@ -166,7 +167,7 @@ def write_image_folder(
     layout ``out_dir/classNN/NNNNN.jpg``. Returns the paths, sorted. ``size_scale`` (a power of
     two) multiplies the sizes, with the same fine detail: 2 gives ~1000x750 photos."""
     if size_scale < 1 or size_scale & (size_scale - 1):
-        raise ValueError(f"size_scale must be a power of two >= 1, got {size_scale}")
+        raise InvalidArgumentError(f"size_scale must be a power of two >= 1, got {size_scale}")
     from .io import encode_jpeg
 
     rng = np.random.default_rng(seed)

@@ -1,72 +1,60 @@
-"""Exception classes of stoker. Each engine error kind has its own class.
+"""Exception classes of stoker.
 
-I/O errors are raised as the built-in ``OSError`` family (``FileNotFoundError`` for a missing
-file), with ``filename`` set. Errors raised by your own Python functions come back unchanged.
+Every error stoker raises derives from :class:`StokerError`, and each engine and analyzer error
+kind has its own class. The classes are made by the extension module when it is imported (so
+raising one never depends on importing Python code) and re-exported here. Each also derives from
+the built-in class that fits it, so ``except ValueError`` and ``except OSError`` keep working:
+
+- ``CorruptRecordError``, ``InvalidRecordError``, ``SchemaError``, ``InvalidArgumentError``,
+  ``SpecError``, ``TraceError``: also ``ValueError``; ``ArgumentTypeError`` (an argument of the
+  wrong type) is an ``InvalidArgumentError`` and a ``TypeError``.
+- ``FileError`` (``errno``, ``strerror``, ``filename`` set): also ``OSError``;
+  ``MissingFileError`` is also a ``FileNotFoundError``, ``FilePermissionError`` a
+  ``PermissionError``.
+- ``WorkerPanicError``, ``InternalError`` (bugs in stoker), ``ResourceError`` (a thread could
+  not be started): also ``RuntimeError``.
+
+Every one has ``stage`` (the pipeline stage it came from) and ``op`` (the op), ``None`` where
+not known; the record errors also ``file``, ``record`` and ``offset``.
+
+Errors raised by your own Python functions come back unchanged, with a note (PEP 678) naming the
+stage they came from. Python's protocols keep their own exceptions: ``StopIteration`` at the end
+of an iterator, ``IndexError`` past the end of a Keras ``PyDataset``, ``ImportError`` when an
+optional framework is not installed.
 """
 
 from __future__ import annotations
 
-
-class StokerError(Exception):
-    """Base class of stoker's own errors."""
-
-
-class CorruptRecordError(StokerError, ValueError):
-    """A TFRecord's framing is damaged: bad CRC, truncated record, impossible length.
-
-    ``file``, ``record`` (index in the file, from 0) and ``offset`` (byte offset of the
-    record's header in the decompressed file) say where.
-    """
-
-    file: str | None = None
-    record: int | None = None
-    offset: int | None = None
-
-
-class InvalidRecordError(StokerError, ValueError):
-    """A record's content is not what an op expected (not an Example, wrong feature type,
-    missing required feature, wrong length). ``op``, ``file``, ``record`` and ``offset`` say
-    where, when the record came from a file."""
-
-    op: str | None = None
-    file: str | None = None
-    record: int | None = None
-    offset: int | None = None
-
-
-class SchemaError(StokerError, ValueError):
-    """The pipeline cannot work; raised when it is built. ``step`` names the step."""
-
-    step: str | None = None
-
-
-class InvalidArgumentError(StokerError, ValueError):
-    """An op got data it cannot handle at run time. ``op`` names it."""
-
-    op: str | None = None
-
-
-class WorkerPanicError(StokerError, RuntimeError):
-    """A worker thread panicked (a bug in stoker). ``step`` names the stage."""
-
-    step: str | None = None
-
-
-class SpecError(StokerError, ValueError):
-    """A pipeline spec file could not be read, or a pipeline cannot be saved as one."""
-
-
-class InternalError(StokerError, RuntimeError):
-    """An internal invariant does not hold (a bug in stoker)."""
-
+from ._stoker import (
+    ArgumentTypeError,
+    CorruptRecordError,
+    FileError,
+    FilePermissionError,
+    InternalError,
+    InvalidArgumentError,
+    InvalidRecordError,
+    MissingFileError,
+    ResourceError,
+    SchemaError,
+    SpecError,
+    StokerError,
+    TraceError,
+    WorkerPanicError,
+)
 
 __all__ = [
     "StokerError",
+    "ArgumentTypeError",
     "CorruptRecordError",
-    "InvalidRecordError",
-    "SchemaError",
-    "InvalidArgumentError",
-    "WorkerPanicError",
-    "SpecError",
+    "FileError",
+    "FilePermissionError",
     "InternalError",
+    "InvalidArgumentError",
+    "InvalidRecordError",
+    "MissingFileError",
+    "ResourceError",
+    "SchemaError",
+    "SpecError",
+    "TraceError",
+    "WorkerPanicError",
 ]

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from .dataset import Dataset, DatasetIterator
-from .errors import InvalidArgumentError
+from .errors import ArgumentTypeError, InvalidArgumentError
 from .timing import StepReport
 from .timing import StepTimer as _Timer
 
@@ -127,7 +127,7 @@ class PyDataset(_PyDatasetBase):  # type: ignore[misc]
     def __len__(self) -> int:
         n = self.num_batches
         if n is None:
-            raise TypeError("the pipeline's number of batches is not known")
+            raise ArgumentTypeError("the pipeline's number of batches is not known")
         return n
 
     def __getitem__(self, index: int) -> Any:

@@ -22,7 +22,7 @@ from . import _expr
 from ._check import whole
 from ._dtypes import dtype_name
 from ._expr import Expr, ceil, exp, field, floor, log, maximum, minimum, sign, sqrt, square, tanh, where
-from .errors import InvalidArgumentError
+from .errors import ArgumentTypeError, InvalidArgumentError
 
 
 class NativeOp:
@@ -66,7 +66,7 @@ def _feature_spec(name: str, f: Feature) -> dict[str, Any]:
     if isinstance(f, VarLenFeature):
         return {"name": name, "kind": "var_len", "dtype": dtype_name(f.dtype)}
     if not isinstance(f, FixedLenFeature):
-        raise TypeError(f"feature '{name}': expected FixedLenFeature or VarLenFeature, got {f!r}")
+        raise ArgumentTypeError(f"feature '{name}': expected FixedLenFeature or VarLenFeature, got {f!r}")
     spec: dict[str, Any] = {
         "name": name,
         "kind": "fixed",
@@ -205,7 +205,7 @@ def decode_image(
     and counted in ``stats()`` as a warning.
     """
     if dtype not in ("uint8", "uint16"):
-        raise ValueError(f"dtype={dtype!r}: expected 'uint8' or 'uint16'")
+        raise InvalidArgumentError(f"dtype={dtype!r}: expected 'uint8' or 'uint16'")
     spec = {"op": "decode_image", "field": field, "channels": int(channels), "max_pixels": int(max_pixels)}
     if dtype != "uint8":
         spec["dtype"] = dtype
@@ -349,7 +349,7 @@ def resize(
     INTER_LINEAR / ``tf.image.resize(antialias=False)``), ``"bicubic"`` (PIL's BICUBIC),
     ``"area"`` (PIL's BOX: the mean of the covered source area) or ``"nearest"``."""
     if method not in ("bilinear", "bicubic", "area", "nearest"):
-        raise ValueError(f"method={method!r}: expected 'bilinear', 'bicubic', 'area' or 'nearest'")
+        raise InvalidArgumentError(f"method={method!r}: expected 'bilinear', 'bicubic', 'area' or 'nearest'")
     height, width = _size(size, "resize")
     spec = {"op": "resize", "field": field, "height": height, "width": width, "method": method}
     spec["antialias"] = bool(antialias)
@@ -503,7 +503,7 @@ def _range(value: float | Sequence[float] | None, center: float, name: str) -> l
         return None
     if isinstance(value, (int, float)):
         if value < 0:
-            raise ValueError(f"{name}={value} must be >= 0")
+            raise InvalidArgumentError(f"{name}={value} must be >= 0")
         lo = center - float(value)
         return [max(lo, 0.0) if center == 1.0 else lo, center + float(value)]
     lo, hi = (float(v) for v in value)

@@ -55,7 +55,7 @@ from . import _stoker
 from ._check import whole
 from ._feed import Feed, check_shard
 from .dataset import Dataset, DatasetIterator
-from .errors import InvalidArgumentError
+from .errors import InternalError, InvalidArgumentError
 
 try:
     import torch
@@ -329,7 +329,7 @@ class _DeviceFeeder:
                 break
             except queue.Empty:
                 if not self.thread.is_alive() and self.ready.empty():
-                    raise RuntimeError("stoker.torch: the feeder thread ended without a result") from None
+                    raise InternalError("stoker.torch: the feeder thread ended without a result") from None
         if item is self._END:
             return None
         if isinstance(item, BaseException):
