@@ -6,7 +6,7 @@ VENV    ?= .venv
 VPY     := $(VENV)/bin/python
 CARGO   ?= cargo
 
-.PHONY: demo test venv develop cli rust-test py-test lint fmt bench clean fuzz miri
+.PHONY: demo test venv develop cli rust-test py-test lint fmt bench clean fuzz miri tsan
 
 $(VENV)/.ready:
 	$(PY) -m venv $(VENV)
@@ -93,6 +93,14 @@ MIRI_SKIP := --skip exec::parallel_map --skip exec::prefetch --skip exec::shuffl
 miri:
 	rustup component add --toolchain nightly miri rust-src
 	$(CARGO) +nightly miri test -p stoker-core --lib -- $(MIRI_SKIP)
+
+# ThreadSanitizer (nightly, std rebuilt with it) on the executor's unit tests, the threaded
+# stages included (parallel maps, prefetch, the shuffle's background read); a data race fails.
+HOST_TRIPLE := $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p')
+tsan:
+	rustup component add --toolchain nightly rust-src
+	RUSTFLAGS="-Zsanitizer=thread" $(CARGO) +nightly test -Zbuild-std --target $(HOST_TRIPLE) \
+	  --target-dir target/tsan -p stoker-core --lib -- exec::
 
 # Benchmarks need TensorFlow and PyTorch next to stoker: a separate, larger venv.
 BENCH_VENV ?= .venv-bench

@@ -24,13 +24,13 @@ use crate::stream_copy::{fill_chunks, ChunkWriter};
 use crate::tensor::Tensor;
 
 /// One dense field of a batch, as its rows' slots see it.
-pub struct SlotField {
+pub(crate) struct SlotField {
     pub name: Arc<str>,
     pub dtype: DType,
     /// A row's shape.
     pub shape: Arc<[usize]>,
     pub storage: Arc<Storage>,
-    /// The start of `storage`'s bytes, from [`Storage::as_mut_ptr`].
+    /// The start of `storage`'s bytes, from [`Storage::write_ptr`].
     pub base: *mut u8,
     pub row_bytes: usize,
     /// The batch buffer is large: write with non-temporal stores (see `stream_copy`).
@@ -42,6 +42,39 @@ pub struct SlotField {
 pub struct BatchSlots {
     fields: Vec<SlotField>,
     rows: usize,
+    written: WriteLedger,
+}
+
+/// Which rows of which dense fields have been written, in debug builds: each (field, row)
+/// once, by an op in place or by the batch's copy, never by both or twice, which is what makes
+/// the writes through the shared buffers disjoint.
+struct WriteLedger {
+    bits: Vec<AtomicU64>,
+    rows: usize,
+}
+
+impl WriteLedger {
+    fn new(fields: usize, rows: usize) -> WriteLedger {
+        let words = if cfg!(debug_assertions) {
+            (fields * rows).div_ceil(64)
+        } else {
+            0
+        };
+        WriteLedger {
+            bits: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            rows,
+        }
+    }
+
+    /// Marks row `row` of dense field `field` written: false if it already was.
+    fn claim(&self, field: usize, row: usize) -> bool {
+        let i = field * self.rows + row;
+        let Some(word) = self.bits.get(i / 64) else {
+            return true;
+        };
+        let bit = 1u64 << (i % 64);
+        word.fetch_or(bit, Ordering::Relaxed) & bit == 0
+    }
 }
 
 // SAFETY: the raw `base` pointers address the buffers the fields keep alive (`storage`); they
@@ -57,8 +90,33 @@ impl BatchSlots {
     /// # Safety
     /// Each field's `base` must be the start of its `storage`'s bytes, which must hold `rows`
     /// rows of `row_bytes`, each the bytes of a `shape` of `dtype` values.
-    pub unsafe fn new(fields: Vec<SlotField>, rows: usize) -> Arc<BatchSlots> {
-        Arc::new(BatchSlots { fields, rows })
+    pub(crate) unsafe fn new(fields: Vec<SlotField>, rows: usize) -> Arc<BatchSlots> {
+        for f in &fields {
+            debug_assert!(
+                f.base.cast_const() == f.storage.as_ptr()
+                    && f.row_bytes
+                        .checked_mul(rows)
+                        .is_some_and(|n| n <= f.storage.len()),
+                "field '{}': {rows} rows of {} bytes from its buffer's start",
+                f.name,
+                f.row_bytes
+            );
+        }
+        let written = WriteLedger::new(fields.len(), rows);
+        Arc::new(BatchSlots {
+            fields,
+            rows,
+            written,
+        })
+    }
+
+    /// Notes that row `row` of dense field `field` (its index among the dense fields) is
+    /// being written; in debug builds, panics if it was written before.
+    pub(crate) fn note_written(&self, field: usize, row: usize) {
+        debug_assert!(
+            self.written.claim(field, row),
+            "row {row} of batch field {field} written twice"
+        );
     }
 
     /// The dense fields, in the batch's order.
@@ -102,6 +160,9 @@ impl RowSlots {
         free.then_some(RowSlot {
             field,
             offset: self.row * field.row_bytes,
+            batch: &self.batch,
+            index: i,
+            row: self.row,
         })
     }
 }
@@ -111,6 +172,10 @@ pub struct RowSlot<'a> {
     field: &'a SlotField,
     /// Where the row starts in the field's buffer.
     offset: usize,
+    batch: &'a BatchSlots,
+    /// The field's index among the batch's dense fields, and the row.
+    index: usize,
+    row: usize,
 }
 
 impl RowSlot<'_> {
@@ -121,6 +186,7 @@ impl RowSlot<'_> {
         fill: impl FnOnce(&mut [T]) -> Result<()>,
     ) -> Result<Tensor> {
         let f = self.field;
+        self.batch.note_written(self.index, self.row);
         // SAFETY: the row is `row_bytes` inside `storage` (`BatchSlots::new`), which no one
         // else touches until the element is in its row (`RowSlots::new`), and this `RowSlot`
         // is the only one made for it (`take`); the slice lives only during `fill`.

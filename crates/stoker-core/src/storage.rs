@@ -9,6 +9,7 @@
 //! gives ([`HostMemory`]: CUDA's page-locked host memory), so that a copy to the device reads
 //! the batch where the engine wrote it, with no staging copy into pinned memory.
 
+use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -26,8 +27,10 @@ unsafe impl bytemuck::Pod for Line {}
 
 const LINE: usize = std::mem::size_of::<Line>();
 
-/// Cache lines allocated (zeroed, lazily by the OS for large buffers) for `lines` lines.
-fn zeroed_lines(lines: usize) -> Vec<Line> {
+/// Cache lines allocated (zeroed, lazily by the OS for large buffers) for `lines` lines. Each
+/// is in an `UnsafeCell`: the rows of a batch are written from several threads while the
+/// buffer is shared (see [`Storage::write_ptr`]).
+fn zeroed_lines(lines: usize) -> Vec<UnsafeCell<Line>> {
     bytemuck::zeroed_vec(lines)
 }
 
@@ -47,7 +50,7 @@ pub trait HostMemory: Send + Sync + std::fmt::Debug {
 
 /// The bytes behind a [`Storage`]: heap cache lines, or memory of a [`HostMemory`].
 enum Memory {
-    Heap(Vec<Line>),
+    Heap(Vec<UnsafeCell<Line>>),
     Host {
         ptr: NonNull<u8>,
         /// The bytes allocated (a whole number of lines).
@@ -56,11 +59,14 @@ enum Memory {
     },
 }
 
-// SAFETY: a `Memory::Host` owns its allocation exclusively, as a `Vec` owns its buffer: it is
-// only reached through the `Memory` (and the `Storage` holding it), whose `&`/`&mut` rules
-// govern every access; the `HostMemory` that frees it is `Send + Sync`.
+// SAFETY: a `Memory` owns its allocation exclusively, as a `Vec` owns its buffer: it is only
+// reached through the `Memory` (and the `Storage` holding it); the `HostMemory` that frees it
+// is `Send + Sync`.
 unsafe impl Send for Memory {}
-// SAFETY: as above; shared references only read.
+// SAFETY: shared references read the bytes, except through `Storage::write_ptr`, whose callers
+// write only byte ranges that no one else reads or writes meanwhile (the rows of a batch, each
+// filled by one thread: `RowSlots`, `RowWrite`); the bytes are in `UnsafeCell`s (or host
+// memory reached only by raw pointer), so writing them through a shared `Memory` is allowed.
 unsafe impl Sync for Memory {}
 
 impl Memory {
@@ -72,16 +78,11 @@ impl Memory {
         }
     }
 
-    fn as_ptr(&self) -> *const u8 {
+    /// The start of the bytes, writable where no one else reads or writes them (the lines
+    /// are `UnsafeCell`s).
+    fn as_ptr(&self) -> *mut u8 {
         match self {
-            Memory::Heap(lines) => lines.as_ptr().cast(),
-            Memory::Host { ptr, .. } => ptr.as_ptr(),
-        }
-    }
-
-    fn as_mut_ptr(&mut self) -> *mut u8 {
-        match self {
-            Memory::Heap(lines) => lines.as_mut_ptr().cast(),
+            Memory::Heap(lines) => UnsafeCell::raw_get(lines.as_ptr()).cast(),
             Memory::Host { ptr, .. } => ptr.as_ptr(),
         }
     }
@@ -143,17 +144,21 @@ impl Storage {
 
     pub fn as_bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: as in `as_bytes`, with the exclusive borrow of `self` for the writes.
-        unsafe { std::slice::from_raw_parts_mut(self.memory.as_mut_ptr(), self.len) }
+        unsafe { std::slice::from_raw_parts_mut(self.memory.as_ptr(), self.len) }
     }
 
-    /// The start of the bytes, for writing disjoint parts of one buffer from several threads
-    /// (batch rows). It is taken without making a reference to the bytes, so it stays valid
-    /// beside [`Storage::bytes`] views of other parts (as `Vec::as_mut_ptr` documents).
-    pub fn as_mut_ptr(&mut self) -> *mut u8 {
-        self.memory.as_mut_ptr()
+    /// The start of the bytes, for writing disjoint parts of one shared buffer from several
+    /// threads (the rows of a batch: [`crate::row_slots`], `exec::batch`). It is taken without
+    /// making a reference to the bytes, which are `UnsafeCell`s, so writes through it are
+    /// allowed beside [`Storage::bytes`] views of other parts. Crate-private: a writer must
+    /// own the range it writes, which only the batch's row bookkeeping guarantees.
+    pub(crate) fn write_ptr(&self) -> *mut u8 {
+        self.memory.as_ptr()
     }
 
-    /// The start of the bytes, without making a reference to them.
+    /// The start of the bytes, without making a reference to them. The bytes are
+    /// `UnsafeCell`s: the owner of a storage no one else views (an exclusive tensor handed to
+    /// NumPy as a writable array) may write through this pointer.
     pub fn as_ptr(&self) -> *const u8 {
         self.memory.as_ptr()
     }

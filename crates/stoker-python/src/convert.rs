@@ -41,7 +41,9 @@ pub fn tensor_to_py<'py>(py: Python<'py>, t: &Tensor) -> PyResult<Bound<'py, PyA
         .ok_or_else(|| crate::errors::internal("dense tensor without storage"))?;
     let descr = PyArrayDescr::new(py, t.dtype().name())?;
     let mut dims: Vec<npy_intp> = t.shape().iter().map(|&d| d as npy_intp).collect();
-    let data = storage.as_bytes()[offset..].as_ptr() as *mut c_void;
+    // From the pointer, not a slice: NumPy may write through it (the bytes are `UnsafeCell`s,
+    // see `Storage::as_ptr`), which a pointer made from a shared slice would not allow.
+    let data = storage.as_ptr().wrapping_add(offset) as *mut c_void;
     let mut flags = npyffi::flags::NPY_ARRAY_C_CONTIGUOUS | npyffi::flags::NPY_ARRAY_ALIGNED;
     if writable {
         flags |= npyffi::flags::NPY_ARRAY_WRITEABLE;

@@ -135,7 +135,7 @@ enum RowsData {
         row_bytes: usize,
         storage: Arc<Storage>,
         /// The start of `storage`'s bytes, taken once without a reference to them, so that
-        /// rows are written from several threads through it (see `Storage::as_mut_ptr`).
+        /// rows are written from several threads through it (see `Storage::write_ptr`).
         base: *mut u8,
     },
     /// String fields: each row's values and origins, kept until the batch is finished.
@@ -161,11 +161,11 @@ impl FieldRows {
         let data = match dtype.size() {
             Some(size) => {
                 let row_bytes = row_shape.iter().product::<usize>() * size;
-                let mut storage = pool.take(row_bytes * capacity);
-                let base = storage.as_mut_ptr();
+                let storage = Arc::new(pool.take(row_bytes * capacity));
+                let base = storage.write_ptr();
                 RowsData::Dense {
                     row_bytes,
-                    storage: Arc::new(storage),
+                    storage,
                     base,
                 }
             }
@@ -352,12 +352,17 @@ impl BatchBuilder {
                         ptr: unsafe { base.add(row * *row_bytes) },
                         len: *row_bytes,
                         streaming,
+                        dense: targets.len(),
                     },
                 )),
                 RowsData::Bytes(rows) => rows[row] = Some(t.clone()),
             }
         }
-        Ok(RowWrite { targets })
+        Ok(RowWrite {
+            targets,
+            slots: Arc::clone(&self.slots),
+            row,
+        })
     }
 
     /// The batch of the first `rows` rows, which must all have been written.
@@ -410,6 +415,9 @@ pub struct RowWrite {
     /// The dense fields' destinations, by field index (none for a row of strings alone, so
     /// that reserving it allocates nothing).
     targets: Vec<(usize, RowTarget)>,
+    /// The batch's slots, which note each row written (see [`BatchSlots::note_written`]).
+    slots: Arc<BatchSlots>,
+    row: usize,
 }
 
 struct RowTarget {
@@ -417,6 +425,8 @@ struct RowTarget {
     len: usize,
     /// The batch buffer is large: write with non-temporal stores (see `stream_copy`).
     streaming: bool,
+    /// The field's index among the dense fields.
+    dense: usize,
 }
 
 // SAFETY: a `RowWrite` is only a set of destinations in a batch buffer; the thread that uses it
@@ -441,6 +451,7 @@ impl RowWrite {
                 continue;
             }
             if let Some(src) = t.raw() {
+                self.slots.note_written(target.dense, self.row);
                 written.copied += src.len().min(target.len);
                 let src = &src[..target.len.min(src.len())];
                 // SAFETY: `target` is this row's range of a live batch buffer that nothing
@@ -534,6 +545,50 @@ mod tests {
         let open = Schema::new(vec![FieldSpec::new("v", DType::F32, vec![None])]);
         assert!(BatchBuilder::from_schema(&open, 2, &pool).is_none());
         assert!(BatchBuilder::from_schema(&Schema::dynamic(), 2, &pool).is_none());
+    }
+
+    /// Rows written in place and rows copied are noted; a row written twice (an op's slot
+    /// and then a copy of another element, or two copies) is caught in debug builds, where
+    /// writes through the shared buffer could otherwise overlap unseen.
+    #[test]
+    #[cfg(debug_assertions)]
+    fn a_row_written_twice_is_caught() {
+        use crate::element::{names, FieldSpec};
+        let schema = Schema::new(vec![FieldSpec::fixed("v", DType::F32, &[2])]);
+        let pool = BufferPool::new(1 << 20);
+        let element = |x: f32| {
+            Element::new(
+                names(&["v"]),
+                vec![Tensor::from_slice(DType::F32, vec![2], &[x, x]).unwrap()],
+            )
+        };
+        let twice = |in_place_first: bool| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut batch = BatchBuilder::from_schema(&schema, 2, &pool).unwrap();
+                if in_place_first {
+                    // SAFETY: the row's only slots; the row is written after.
+                    let slots = unsafe { batch.row_slots(1) };
+                    let slot = slots.take("v", DType::F32, &[2]).unwrap();
+                    slot.fill(|out: &mut [f32]| {
+                        out.fill(1.0);
+                        Ok(())
+                    })
+                    .unwrap();
+                } else {
+                    batch.push(1, element(1.0)).unwrap();
+                }
+                batch.push(0, element(0.0)).unwrap(); // another row: fine
+                batch.push(1, element(2.0)).unwrap();
+            }))
+        };
+        for in_place_first in [true, false] {
+            let err = twice(in_place_first).expect_err("a second write of row 1 was let through");
+            let message = crate::exec::panic_message(err.as_ref());
+            assert!(
+                message.contains("row 1 of batch field 0 written twice"),
+                "{message}"
+            );
+        }
     }
 
     #[test]

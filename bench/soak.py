@@ -1,0 +1,327 @@
+"""Soak: long runs and many early stops, watching memory, threads and file descriptors.
+
+    python bench/soak.py run w1 --minutes 30 --out bench/results/soak_w1.json
+    python bench/soak.py run w3 --minutes 30 --out bench/results/soak_w3.json
+    python bench/soak.py run pyfn --minutes 30 --out bench/results/soak_pyfn.json
+    python bench/soak.py breaks --count 10000 --out bench/results/soak_breaks.json
+    python bench/soak.py sigint --count 200 --out bench/results/soak_sigint.json
+    python bench/soak.py plot bench/results/soak_*.json --out bench/results/soak.png
+
+`run` iterates a pipeline that never ends (`repeat()`) for the given time, sampling the
+process's resident memory, its threads and its open file descriptors every `--interval`
+seconds (from /proc), and fits a line to each curve after the warm-up (`--warmup` minutes):
+a flat curve has a slope near 0 per 10 minutes. The pipelines: W1 (TFRecord → shuffle → batch →
+native parse and unpack in parallel → prefetch), W3 (JPEG folder → shuffle → decode, crop,
+flip and normalise in parallel → batch → prefetch), and a Python-function pipeline (W1's
+batches through a NumPy function in parallel calls).
+
+`breaks` starts an iterator, takes 0 to 5 elements and drops it, `--count` times, over
+pipelines with parallel maps, prefetch, shuffle and interleave; each start must end within
+`--deadline` seconds (else the run stops as hung), and once every iterator is gone the process
+must have the threads and descriptors it had before.
+
+`sigint` sends SIGINT to the process while the main thread is blocked in `next()` (a stage
+that never yields) and while a Python function runs (its worker busy in Python), `--count`
+times each: every one must raise KeyboardInterrupt within `--deadline` seconds, and no thread
+may be left afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+
+
+def sample() -> dict:
+    status = Path("/proc/self/status").read_text()
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    return {
+        "rss_mib": int(fields["VmRSS"].split()[0]) / 1024,
+        "threads": int(fields["Threads"]),
+        "fds": len(os.listdir("/proc/self/fd")),
+    }
+
+
+def slope_per_10min(ts: list[float], ys: list[float]) -> float:
+    """Least-squares slope, in units per 10 minutes."""
+    if len(ts) < 2:
+        return 0.0
+    return float(np.polyfit(np.array(ts), np.array(ys), 1)[0]) * 600
+
+
+def data_dir() -> Path:
+    d = Path(os.environ.get("STOKER_SOAK_DATA", Path(tempfile.gettempdir()) / "stoker-soak"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def pipeline(name: str):
+    from stoker import datasets, workloads
+
+    if name in ("w1", "pyfn"):
+        out = data_dir() / "w1"
+        files = sorted(str(p) for p in out.glob("*.tfrecord")) if out.exists() else []
+        if not files:
+            files = datasets.write_chess_tfrecords(str(out), num_files=4, num_examples=40_000)
+        ds = workloads.chess_pipeline(files, seed=None, batch_size=256).repeat()
+        if name == "pyfn":
+
+            def rescale(b: dict) -> dict:
+                return {**b, "board": b["board"] * np.float32(0.5), "score": np.tanh(b["score"])}
+
+            ds = ds.map(rescale, num_parallel_calls=2).prefetch(2)
+        return ds
+    if name == "w3":
+        out = data_dir() / "w3"
+        if not any(out.glob("*/*.jpg")):
+            datasets.write_image_folder(str(out), n=600)
+        return workloads.imagenet_pipeline(str(out), size=224, batch_size=64, seed=0).repeat()
+    raise SystemExit(f"unknown pipeline {name!r}")
+
+
+def run(args) -> dict:
+    ds = pipeline(args.pipeline)
+    start = time.monotonic()
+    samples = [{"t": 0.0, **sample(), "elements": 0}]
+    elements = 0
+    next_sample = start + args.interval
+    end = start + args.minutes * 60
+    for _ in ds:
+        elements += 1
+        now = time.monotonic()
+        if now >= next_sample:
+            samples.append({"t": now - start, **sample(), "elements": elements})
+            next_sample += args.interval
+            if now >= end:
+                break
+    after = [s for s in samples if s["t"] >= args.warmup * 60]
+    ts = [s["t"] for s in after]
+    return {
+        "kind": "run",
+        "pipeline": args.pipeline,
+        "minutes": args.minutes,
+        "interval_s": args.interval,
+        "warmup_min": args.warmup,
+        "elements": elements,
+        "samples": samples,
+        "slopes_per_10min": {k: slope_per_10min(ts, [s[k] for s in after]) for k in ("rss_mib", "threads", "fds")},
+        "rss_mib_after_warmup": [min(s["rss_mib"] for s in after), max(s["rss_mib"] for s in after)] if after else None,
+    }
+
+
+def watchdog(deadline: float, what: str) -> threading.Timer:
+    """Ends the process (exit 3) if not cancelled within `deadline` seconds: a hang."""
+
+    def hung() -> None:
+        sys.stderr.write(f"HUNG: {what} did not end within {deadline} s\n")
+        import faulthandler
+
+        faulthandler.dump_traceback(all_threads=True)
+        os._exit(3)
+
+    t = threading.Timer(deadline, hung)
+    t.daemon = True
+    t.start()
+    return t
+
+
+def settle(baseline: dict, within: float = 10.0) -> dict:
+    """Waits for the threads and descriptors to fall back to `baseline`; what is left."""
+    until = time.monotonic() + within
+    while True:
+        gc.collect()
+        now = sample()
+        if (now["threads"] <= baseline["threads"] and now["fds"] <= baseline["fds"]) or time.monotonic() > until:
+            return now
+        time.sleep(0.05)
+
+
+def breaks(args) -> dict:
+    import stoker as sk
+
+    rng = random.Random(0)
+    chess = pipeline("w1")  # makes the data once
+    files = sorted(str(p) for p in (data_dir() / "w1").glob("*.tfrecord"))
+    kinds = {
+        "w1": lambda: chess,
+        "interleave": lambda: sk.Dataset.from_tensor_slices(np.array(files)).interleave(
+            lambda f: sk.TFRecordDataset(f), cycle_length=2, num_parallel_calls=2
+        ).prefetch(4),
+        "pyfn": lambda: sk.Dataset.range(10**9).map(lambda x: x * 2, num_parallel_calls=3).prefetch(8),
+        "shuffle": lambda: sk.Dataset.range(10**9).shuffle(1000).batch(32).prefetch(2),
+    }
+    gc.collect()
+    baseline = settle(sample(), within=0.5)
+    by_kind = dict.fromkeys(kinds, 0)
+    curve: list[dict] = []
+    worst = 0.0
+    t0 = time.monotonic()
+    for i in range(args.count):
+        kind = rng.choice(sorted(kinds))
+        take = rng.randint(0, 5)
+        dog = watchdog(args.deadline, f"early break {i} ({kind}, {take} elements)")
+        start = time.perf_counter()
+        it = iter(kinds[kind]())
+        for _ in range(take):
+            next(it)
+        del it
+        worst = max(worst, time.perf_counter() - start)
+        dog.cancel()
+        by_kind[kind] += 1
+        if (i + 1) % 500 == 0:
+            curve.append({"breaks": i + 1, **sample()})
+    end = settle(baseline)
+    return {
+        "kind": "breaks",
+        "count": args.count,
+        "by_pipeline": by_kind,
+        "seconds": time.monotonic() - t0,
+        "worst_s": worst,
+        "hangs": 0,
+        "baseline": baseline,
+        "after": end,
+        "leaked_threads": max(0, end["threads"] - baseline["threads"]),
+        "leaked_fds": max(0, end["fds"] - baseline["fds"]),
+        "every_500": curve,
+        "rss_mib_slope_per_1000_breaks": (
+            float(np.polyfit([c["breaks"] for c in curve[1:]], [c["rss_mib"] for c in curve[1:]], 1)[0]) * 1000
+            if len(curve) > 2
+            else None
+        ),
+    }
+
+
+def sigint(args) -> dict:
+    import stoker as sk
+
+    # A process started in the background by a non-interactive shell ignores SIGINT: use
+    # Python's own handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def spin(x):
+        # Busy in Python for a second: long enough to be inside it when the signal comes,
+        # short enough that the workers are free soon after the iterator is dropped.
+        t = time.monotonic()
+        while time.monotonic() - t < 1.0:
+            pass
+        return x
+
+    cases = {
+        # The main thread blocked in next(): a filter that rejects every element, forever.
+        "blocked_next": lambda: sk.Dataset.range(10).repeat().filter(lambda v: False),
+        # A Python function running (its worker holds the GIL in Python code).
+        "inside_python_function": lambda: sk.Dataset.range(10).map(spin, num_parallel_calls=2),
+    }
+    rng = random.Random(0)
+    gc.collect()
+    baseline = settle(sample(), within=0.5)
+    results = {}
+    for name, make in cases.items():
+        delays = []
+        for i in range(args.count):
+            ds = make()
+            it = iter(ds)
+            sent: list[float] = []
+
+            def fire(sent: list[float] = sent) -> None:
+                sent.append(time.monotonic())
+                os.kill(os.getpid(), signal.SIGINT)
+
+            timer = threading.Timer(0.2 + 0.2 * rng.random(), fire)
+            dog = watchdog(args.deadline + 5, f"SIGINT {name} {i}")
+            timer.start()
+            try:
+                next(it)
+                raise SystemExit(f"{name}: next() returned")
+            except KeyboardInterrupt:
+                delays.append(time.monotonic() - sent[0])
+            finally:
+                timer.join()
+            dog.cancel()
+            del it, ds
+        left = settle(baseline)
+        late = [d for d in delays if d > args.deadline]
+        if late:
+            raise SystemExit(f"{name}: {len(late)} interrupts took over {args.deadline} s: {late[:5]}")
+        results[name] = {
+            "count": args.count,
+            "interrupted": len(delays),
+            "median_s": float(np.median(delays)),
+            "max_s": max(delays),
+            "threads_after": left["threads"],
+            "leaked_threads": max(0, left["threads"] - baseline["threads"]),
+            "leaked_fds": max(0, left["fds"] - baseline["fds"]),
+        }
+    return {"kind": "sigint", "baseline": baseline, "cases": results, "hangs": 0}
+
+
+def plot(args) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [json.loads(Path(p).read_text()) for p in args.files]
+    runs = [r for r in runs if r.get("kind") == "run"]
+    fig, axes = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
+    for r in runs:
+        t = [s["t"] / 60 for s in r["samples"]]
+        for ax, key in zip(axes, ("rss_mib", "threads", "fds")):
+            label = f"{r['pipeline']} ({r['slopes_per_10min'][key]:+.2f} per 10 min after warm-up)"
+            ax.plot(t, [s[key] for s in r["samples"]], label=label)
+    for ax, title in zip(axes, ("resident memory (MiB)", "threads", "open file descriptors")):
+        ax.set_ylabel(title)
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    axes[-1].set_xlabel("minutes")
+    fig.suptitle("stoker soak: samples every 10 s")
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=90)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("pipeline", choices=["w1", "w3", "pyfn"])
+    r.add_argument("--minutes", type=float, default=30)
+    r.add_argument("--interval", type=float, default=10)
+    r.add_argument("--warmup", type=float, default=2)
+    b = sub.add_parser("breaks")
+    b.add_argument("--count", type=int, default=10_000)
+    b.add_argument("--deadline", type=float, default=30)
+    s = sub.add_parser("sigint")
+    s.add_argument("--count", type=int, default=200)
+    s.add_argument("--deadline", type=float, default=5)
+    p = sub.add_parser("plot")
+    p.add_argument("files", nargs="+")
+    for x in (r, b, s, p):
+        x.add_argument("--out", required=True)
+    args = ap.parse_args()
+    if args.cmd == "plot":
+        plot(args)
+        return 0
+    result = {"run": run, "breaks": breaks, "sigint": sigint}[args.cmd](args)
+    result["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    result["command"] = "python bench/soak.py " + " ".join(sys.argv[1:])
+    result["cpus"] = os.cpu_count()
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k != "samples"}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
