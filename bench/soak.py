@@ -9,8 +9,9 @@
 
 `run` iterates a pipeline that never ends (`repeat()`) for the given time, sampling the
 process's resident memory, its threads and its open file descriptors every `--interval`
-seconds (from /proc), and fits a line to each curve after the warm-up (`--warmup` minutes):
-a flat curve has a slope near 0 per 10 minutes. The pipelines: W1 (TFRecord → shuffle → batch →
+seconds (from /proc), with what autotuning chose then (each stage's buffer capacity and
+workers, which move the memory in use), and fits a line to each curve after the warm-up
+(`--warmup` minutes): a flat curve has a slope near 0 per 10 minutes. The pipelines: W1 (TFRecord → shuffle → batch →
 native parse and unpack in parallel → prefetch), W3 (JPEG folder → shuffle → decode, crop,
 flip and normalise in parallel → batch → prefetch), and a Python-function pipeline (W1's
 batches through a NumPy function in parallel calls).
@@ -92,6 +93,16 @@ def pipeline(name: str):
     raise SystemExit(f"unknown pipeline {name!r}")
 
 
+def tuned(ds) -> dict:
+    """What autotuning decided, which moves the memory in use: the elements the stages may
+    buffer and their workers, per stage."""
+    return {
+        s["name"]: [s["buffer_capacity"], s["workers"]]
+        for s in ds.stats()
+        if s["buffer_capacity"] or s["workers"]
+    }
+
+
 def run(args) -> dict:
     ds = pipeline(args.pipeline)
     start = time.monotonic()
@@ -103,7 +114,7 @@ def run(args) -> dict:
         elements += 1
         now = time.monotonic()
         if now >= next_sample:
-            samples.append({"t": now - start, **sample(), "elements": elements})
+            samples.append({"t": now - start, **sample(), "elements": elements, "tuned": tuned(ds)})
             next_sample += args.interval
             if now >= end:
                 break

@@ -218,6 +218,7 @@ struct Builder {
     /// line's name (XSpace, trace viewer JSON), resolved to names at the end.
     thread_ids: HashMap<ThreadKey, u32>,
     last_thread: Option<(ThreadKey, u32)>,
+    last_line: Option<(String, u32)>,
     /// The events of the devices' `Steps` lines (xprof's derived steps), as (name, start, end).
     device_step_line: Vec<(String, f64, f64)>,
 }
@@ -949,7 +950,15 @@ impl Builder {
                     end,
                 });
             }
-            let thread = self.thread(ThreadKey::Line(line.to_string()));
+            // (A line's events come together: its name is compared, not copied, per event.)
+            let thread = match &self.last_line {
+                Some((last, i)) if last == line => *i,
+                _ => {
+                    let i = self.thread(ThreadKey::Line(line.to_string()));
+                    self.last_line = Some((line.to_string(), i));
+                    i
+                }
+            };
             self.host_event(name, thread, start, end);
         }
     }
