@@ -219,6 +219,8 @@ struct Builder {
     thread_ids: HashMap<ThreadKey, u32>,
     last_thread: Option<(ThreadKey, u32)>,
     last_line: Option<(String, u32)>,
+    /// Per name in `trace.names`: whether a kernel of that name is a collective's, once asked.
+    collective_names: Vec<Option<bool>>,
     /// The events of the devices' `Steps` lines (xprof's derived steps), as (name, start, end).
     device_step_line: Vec<(String, f64, f64)>,
 }
@@ -400,8 +402,9 @@ impl Builder {
         }
         match cat.as_str() {
             "kernel" | "gpu_memcpy" | "memcpy" | "gpu_memset" | "memset" => {
+                let id = self.intern(name);
                 let kind = match cat.as_str() {
-                    "kernel" if is_collective_kernel(name) => DeviceKind::Collective,
+                    "kernel" if self.collective(id) => DeviceKind::Collective,
                     "kernel" => DeviceKind::Kernel,
                     "gpu_memset" | "memset" => DeviceKind::Memset,
                     _ => DeviceKind::Memcpy(direction(name, as_string(args.kind))),
@@ -415,7 +418,7 @@ impl Builder {
                 };
                 let device = as_f64(args.device).map_or_else(|| id_num(&e.pid), |d| d as i64);
                 let stream = as_f64(args.stream).map_or_else(|| id_num(&e.tid), |s| s as i64);
-                let name = self.intern(name);
+                let name = id;
                 self.trace.device_ops.push(DeviceOp {
                     start,
                     end,
@@ -810,6 +813,16 @@ impl Builder {
         });
     }
 
+    /// Whether the kernel named `id` (in `trace.names`) is a collective's, decided once per
+    /// name: a trace runs the same kernels millions of times.
+    fn collective(&mut self, id: u32) -> bool {
+        let i = id as usize;
+        if self.collective_names.len() <= i {
+            self.collective_names.resize(i + 1, None);
+        }
+        *self.collective_names[i].get_or_insert_with(|| is_collective_kernel(&self.trace.names[i]))
+    }
+
     /// The index of a host thread in `trace.threads`.
     fn thread(&mut self, key: ThreadKey) -> u32 {
         // Events of one thread tend to come together.
@@ -989,25 +1002,25 @@ fn is_runtime_api(name: &str) -> bool {
 /// A collective's kernel: NCCL's and RCCL's (`ncclDevKernel_AllReduce_…`, `ncclKernel_…`),
 /// XLA's collective ops as the device runs them (`all-reduce.3`, `all-gather-start`, …).
 fn is_collective_kernel(name: &str) -> bool {
-    let has = |needle: &[u8]| {
-        (name.as_bytes())
-            .windows(needle.len())
-            .any(|w| w.eq_ignore_ascii_case(needle))
-    };
-    has(b"nccl")
-        || has(b"rccl")
-        || [
-            "all-reduce",
-            "all-gather",
-            "reduce-scatter",
-            "all-to-all",
-            "collective-permute",
-        ]
-        .iter()
-        .any(|p| {
-            name.get(..p.len())
-                .is_some_and(|head| head.eq_ignore_ascii_case(p))
-        })
+    // `nccl` or `rccl` anywhere, in any case: one pass (`| 0x20` lowercases ASCII letters).
+    let ccl = (name.as_bytes()).windows(4).any(|w| {
+        matches!(w[0] | 0x20, b'n' | b'r')
+            && w[1] | 0x20 == b'c'
+            && w[2] | 0x20 == b'c'
+            && w[3] | 0x20 == b'l'
+    });
+    ccl || [
+        "all-reduce",
+        "all-gather",
+        "reduce-scatter",
+        "all-to-all",
+        "collective-permute",
+    ]
+    .iter()
+    .any(|p| {
+        name.get(..p.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(p))
+    })
 }
 
 /// A collective called on the host: PyTorch's `nccl:all_reduce`, `gloo:broadcast`,
