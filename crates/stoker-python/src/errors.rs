@@ -246,34 +246,23 @@ pub fn core_error(e: Error) -> PyErr {
 }
 
 /// `StokerError(message)`: a call the object's state does not allow.
-pub fn stoker_error(message: impl Into<String>) -> PyErr {
-    Python::attach(|py| make(py, "StokerError", message_of(py, message.into()), &[]))
+pub fn stoker_error(text: impl Into<String>) -> PyErr {
+    Python::attach(|py| make(py, "StokerError", message(py, text.into()), &[]))
 }
 
 /// `InvalidArgumentError(message)`.
-pub fn invalid_argument(message: impl Into<String>) -> PyErr {
-    Python::attach(|py| {
-        make(
-            py,
-            "InvalidArgumentError",
-            message_of(py, message.into()),
-            &[],
-        )
-    })
+pub fn invalid_argument(text: impl Into<String>) -> PyErr {
+    Python::attach(|py| make(py, "InvalidArgumentError", message(py, text.into()), &[]))
 }
 
 /// `ArgumentTypeError(message)`: an argument of the wrong type.
-pub fn argument_type(message: impl Into<String>) -> PyErr {
-    Python::attach(|py| make(py, "ArgumentTypeError", message_of(py, message.into()), &[]))
+pub fn argument_type(text: impl Into<String>) -> PyErr {
+    Python::attach(|py| make(py, "ArgumentTypeError", message(py, text.into()), &[]))
 }
 
 /// `InternalError(message)`.
-pub fn internal(message: impl Into<String>) -> PyErr {
-    Python::attach(|py| make(py, "InternalError", message_of(py, message.into()), &[]))
-}
-
-fn message_of(py: Python<'_>, msg: String) -> Bound<'_, PyTuple> {
-    message(py, msg)
+pub fn internal(text: impl Into<String>) -> PyErr {
+    Python::attach(|py| make(py, "InternalError", message(py, text.into()), &[]))
 }
 
 /// The Python exception for an engine error, with the stage it came from.
