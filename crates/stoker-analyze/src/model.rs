@@ -909,7 +909,7 @@ impl Builder {
                 return;
             }
             let Some(stream) = xprof_stream(device, line) else {
-                return; // derived lines (XLA Modules, TensorFlow Ops, Steps …) repeat the streams
+                return; // derived lines (XLA Modules, TensorFlow Ops, …) repeat the streams
             };
             self.note_activity(start, end);
             let details = details.unwrap_or("");
