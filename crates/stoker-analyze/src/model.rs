@@ -913,8 +913,9 @@ impl Builder {
             };
             self.note_activity(start, end);
             let details = details.unwrap_or("");
+            let id = self.intern(name);
             let lower = name.to_ascii_lowercase();
-            let kind = if is_collective_kernel(name) {
+            let kind = if self.collective(id) {
                 DeviceKind::Collective
             } else if lower.contains("memcpy") {
                 DeviceKind::Memcpy(direction(name, None))
@@ -942,7 +943,7 @@ impl Builder {
                 .next()
                 .and_then(|d| d.parse().ok())
                 .unwrap_or(0);
-            let name = self.intern(name);
+            let name = id;
             self.trace.device_ops.push(DeviceOp {
                 start,
                 end,

@@ -392,3 +392,33 @@ const DONE_CHUNK: usize = 8 << 20;
 pub fn looks_like_xspace(bytes: &[u8]) -> bool {
     bytes.first() == Some(&0x0a)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every byte of every plane is given up once read (`done`), in ranges inside the file,
+    /// so that a mapped file's pages can all be let go.
+    #[test]
+    fn each_plane_is_given_up_once_read() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/traces/jax/jax_gpu_train.xplane.pb");
+        let bytes = std::fs::read(&path).unwrap_or_default();
+        assert!(!bytes.is_empty(), "{}", path.display());
+        let mut ranges: Vec<(usize, usize)> = Vec::new();
+        let counts = read_xspace(&path, &bytes, |_, _, _| {}, |a, b| ranges.push((a, b)))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(counts.events > 0);
+        assert!(
+            ranges.iter().all(|&(a, b)| a <= b && b <= bytes.len()),
+            "{ranges:?}"
+        );
+        let given_up: usize = ranges.iter().map(|(a, b)| b - a).sum();
+        // The planes are the file but for their tags and lengths.
+        assert!(
+            given_up + 64 >= bytes.len(),
+            "{given_up} of {}",
+            bytes.len()
+        );
+    }
+}
