@@ -15,7 +15,11 @@ $(VENV)/.ready:
 	touch $@
 
 # The framework adapters' tests need the frameworks (CPU use only); convert's Ray tests, Ray.
+# torch (with its CUDA libraries) and TensorFlow are downloaded one at a time, so that their
+# wheels do not all wait on disk at once; the last call resolves the whole set together.
 $(VENV)/.frameworks: $(VENV)/.ready
+	$(VPY) -m pip install --quiet torch
+	$(VPY) -m pip install --quiet torch tensorflow-cpu
 	$(VPY) -m pip install --quiet torch jax tensorflow-cpu "ray>=2.9"
 	touch $@
 

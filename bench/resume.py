@@ -201,41 +201,42 @@ def main() -> None:
         "runs": args.runs,
         "rows": [],
     }
-    tmp = tempfile.mkdtemp(prefix="stoker-resume-")
-    for workload in ("w1", "w3"):
-        for lib in ("stoker", "tf"):
-            row: dict[str, Any] = {"workload": workload, "lib": lib, "at_batch": middle[workload]}
-            common = {"lib": lib, "workload": workload, "data": args.data, "threads": args.threads}
-            if lib == "tf" and workload == "w3":
-                # tf.data refuses to checkpoint W3 as it is; say why, then measure it with the
-                # stateful op's state left out of the checkpoint.
-                path = os.path.join(tmp, "w3-tf-default")
-                refused = run_child(mode="save", at=middle[workload], path=path, **common)
-                row["default_policy"] = refused.get("error", "saved")
-                print(workload, lib, "default policy:", row["default_policy"][:200], flush=True)
-                common["variant"] = "ignore_external_state"
-                row["variant"] = "experimental_external_state_policy=IGNORE"
-            fresh, restored, sizes, exact = [], [], [], []
-            for r in range(args.runs):
-                fresh.append(run_child(mode="fresh", **common)["seconds"])
-                path = os.path.join(tmp, f"{workload}-{lib}-{r}")
-                saved = run_child(mode="save", at=middle[workload], path=path, **common)
-                sizes.append(saved["bytes"])
-                back = run_child(mode="restore", path=saved.get("prefix", path), **common)
-                restored.append(back["seconds"])
-                exact.append(back["first"] == saved["next"])
-                print(workload, lib, r, f"fresh {fresh[-1]:.3f}s restore {restored[-1]:.3f}s "
-                      f"state {sizes[-1]} B exact {exact[-1]}", flush=True)
-            row.update(
-                fresh_s=statistics.median(fresh),
-                restore_s=statistics.median(restored),
-                ratio=statistics.median(restored) / statistics.median(fresh),
-                state_bytes=statistics.median(sizes),
-                exact=all(exact),
-                fresh_all=fresh,
-                restore_all=restored,
-            )
-            results["rows"].append(row)
+    # The saved states (TensorFlow checkpoints among them) run to gigabytes: gone at the end.
+    with tempfile.TemporaryDirectory(prefix="stoker-resume-") as tmp:
+        for workload in ("w1", "w3"):
+            for lib in ("stoker", "tf"):
+                row: dict[str, Any] = {"workload": workload, "lib": lib, "at_batch": middle[workload]}
+                common = {"lib": lib, "workload": workload, "data": args.data, "threads": args.threads}
+                if lib == "tf" and workload == "w3":
+                    # tf.data refuses to checkpoint W3 as it is; say why, then measure it with the
+                    # stateful op's state left out of the checkpoint.
+                    path = os.path.join(tmp, "w3-tf-default")
+                    refused = run_child(mode="save", at=middle[workload], path=path, **common)
+                    row["default_policy"] = refused.get("error", "saved")
+                    print(workload, lib, "default policy:", row["default_policy"][:200], flush=True)
+                    common["variant"] = "ignore_external_state"
+                    row["variant"] = "experimental_external_state_policy=IGNORE"
+                fresh, restored, sizes, exact = [], [], [], []
+                for r in range(args.runs):
+                    fresh.append(run_child(mode="fresh", **common)["seconds"])
+                    path = os.path.join(tmp, f"{workload}-{lib}-{r}")
+                    saved = run_child(mode="save", at=middle[workload], path=path, **common)
+                    sizes.append(saved["bytes"])
+                    back = run_child(mode="restore", path=saved.get("prefix", path), **common)
+                    restored.append(back["seconds"])
+                    exact.append(back["first"] == saved["next"])
+                    print(workload, lib, r, f"fresh {fresh[-1]:.3f}s restore {restored[-1]:.3f}s "
+                          f"state {sizes[-1]} B exact {exact[-1]}", flush=True)
+                row.update(
+                    fresh_s=statistics.median(fresh),
+                    restore_s=statistics.median(restored),
+                    ratio=statistics.median(restored) / statistics.median(fresh),
+                    state_bytes=statistics.median(sizes),
+                    exact=all(exact),
+                    fresh_all=fresh,
+                    restore_all=restored,
+                )
+                results["rows"].append(row)
     throughput = []
     for variant in ("", "global_shuffle", "", "global_shuffle", "", "global_shuffle")[: 2 * args.runs]:
         r = run_child(mode="epoch", lib="stoker", workload="w1", data=args.data, threads=args.threads,
