@@ -79,14 +79,18 @@ fmt:
 # SECONDS seconds (make fuzz SECONDS=600) on its corpus, seeded from the committed fixtures.
 # A panic, an abort, more than 2 GiB of memory or one input taking over 10 s is a failure,
 # and leaves the input under crates/fuzz/artifacts/.
+# Long runs: FUZZ_BUILD="-s none -a" (no AddressSanitizer, which slows the harnesses tenfold,
+# and overflow checks on) and FUZZ_STOP="-runs=10000000".
 FUZZ_TARGETS ?= tfrecord example decode_image decode_crop trace_json xspace op_spec state decode_csv
 SECONDS ?= 20
+FUZZ_BUILD ?=
+FUZZ_STOP ?= -max_total_time=$(SECONDS)
 fuzz: $(JPEG_TOOLS)
 	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
 	$(PY) crates/fuzz/make_seeds.py
 	for t in $(FUZZ_TARGETS); do \
-	  $(BUILD_ENV) $(CARGO) +nightly fuzz run --fuzz-dir crates/fuzz $(NO_TURBO) $$t crates/fuzz/corpus/$$t -- \
-	    -max_total_time=$(SECONDS) -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 || exit 1; \
+	  $(BUILD_ENV) $(CARGO) +nightly fuzz run --fuzz-dir crates/fuzz $(FUZZ_BUILD) $(NO_TURBO) $$t crates/fuzz/corpus/$$t -- \
+	    $(FUZZ_STOP) -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 || exit 1; \
 	done
 
 # Miri (nightly) on stoker-core's unit tests that run under it in minutes: batches written in

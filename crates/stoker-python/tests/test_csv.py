@@ -76,3 +76,17 @@ def test_csv_pipeline_saves_and_loads(tmp_path, golden):
     ds.save_spec(tmp_path / "csv.toml")
     loaded = list(sk.Dataset.load_spec(tmp_path / "csv.toml"))
     assert [int(e["id"]) for e in loaded] == [int(e["id"]) for e in ds] == [1, 2, 3, 40000000000]
+
+
+def test_ops_with_other_delimiters_on_one_thread_each_parse_their_own():
+    # A thread reuses its last CSV reader when the delimiter and quoting match. Two ops with
+    # different delimiters take turns on the same thread, element by element, and the first
+    # element leaves its reader inside a quote that never closes: each must parse as if alone.
+    ds = sk.Dataset.from_tensor_slices({
+        "a": np.array([b'"x,1', b"y,2", b'"z"",w",3'], dtype=object),
+        "b": np.array([b"p;7", b"q;8", b"r;9"], dtype=object),
+    })
+    ds = ds.map(sk.ops.decode_csv("a", ["", 0], names=["a0", "a1"]))
+    ds = ds.map(sk.ops.decode_csv("b", ["", 0], names=["b0", "b1"], field_delim=";")).ignore_errors()
+    got = [tuple(plain(e[k]) for k in ("a0", "a1", "b0", "b1")) for e in ds]
+    assert got == [("y", 2, "q", 8), ('z",w', 3, "r", 9)]

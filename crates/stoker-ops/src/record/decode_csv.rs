@@ -5,6 +5,8 @@
 //! record with the wrong number of fields, is an error naming the file, the line and the
 //! column (where the record came from a file).
 
+use std::cell::Cell;
+
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Names, Schema};
@@ -47,6 +49,13 @@ fn comma() -> String {
 
 fn yes() -> bool {
     true
+}
+
+thread_local! {
+    /// The reader last used on this thread, by delimiter and quoting. Building one makes its
+    /// state-machine tables, which costs more than parsing a short line: a map of one line per
+    /// element would spend most of its time there.
+    static LAST_READER: Cell<Option<((u8, bool), csv_core::Reader)>> = const { Cell::new(None) };
 }
 
 /// A column's values for the records of one input.
@@ -152,10 +161,15 @@ impl DecodeCsv {
                 _ => Values::Str(Vec::with_capacity(data.len())),
             })
             .collect();
-        let mut reader = csv_core::ReaderBuilder::new()
-            .delimiter(self.field_delim.as_bytes()[0])
-            .quoting(self.use_quote_delim)
-            .build();
+        let key = (self.field_delim.as_bytes()[0], self.use_quote_delim);
+        // `split` resets the reader before each line.
+        let mut reader = match LAST_READER.take() {
+            Some((k, reader)) if k == key => reader,
+            _ => csv_core::ReaderBuilder::new()
+                .delimiter(key.0)
+                .quoting(key.1)
+                .build(),
+        };
         let (mut out, mut ends) = (Vec::new(), Vec::new());
         let mut row = Vec::with_capacity(self.columns.len());
         let mut kept = 0;
@@ -191,6 +205,7 @@ impl DecodeCsv {
                 }
             }
         }
+        LAST_READER.set(Some((key, reader)));
         Ok((values, kept))
     }
 
