@@ -6,7 +6,7 @@ VENV    ?= .venv
 VPY     := $(VENV)/bin/python
 CARGO   ?= cargo
 
-.PHONY: demo test venv develop cli rust-test py-test lint fmt bench clean fuzz miri tsan
+.PHONY: demo test venv develop cli rust-test py-test lint fmt bench clean fuzz fuzz-cmin miri tsan
 
 $(VENV)/.ready:
 	$(PY) -m venv $(VENV)
@@ -76,7 +76,8 @@ fmt:
 	$(CARGO) fmt --all
 
 # Fuzzing (crates/fuzz: cargo-fuzz and libFuzzer, on the nightly toolchain): each target for
-# SECONDS seconds (make fuzz SECONDS=600) on its corpus, seeded from the committed fixtures.
+# SECONDS seconds (make fuzz SECONDS=600) on the committed minimized corpus (crates/fuzz/min-corpus,
+# read only) and a working corpus (crates/fuzz/corpus, not committed) seeded from the fixtures.
 # A panic, an abort, more than 2 GiB of memory or one input taking over 10 s is a failure,
 # and leaves the input under crates/fuzz/artifacts/.
 # Long runs: FUZZ_BUILD="-s none -a" (no AddressSanitizer, which slows the harnesses tenfold,
@@ -89,8 +90,21 @@ fuzz: $(JPEG_TOOLS)
 	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
 	$(PY) crates/fuzz/make_seeds.py
 	for t in $(FUZZ_TARGETS); do \
-	  $(BUILD_ENV) $(CARGO) +nightly fuzz run --fuzz-dir crates/fuzz $(FUZZ_BUILD) $(NO_TURBO) $$t crates/fuzz/corpus/$$t -- \
+	  mkdir -p crates/fuzz/min-corpus/$$t && \
+	  $(BUILD_ENV) $(CARGO) +nightly fuzz run --fuzz-dir crates/fuzz $(FUZZ_BUILD) $(NO_TURBO) $$t crates/fuzz/corpus/$$t crates/fuzz/min-corpus/$$t -- \
 	    $(FUZZ_STOP) -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 || exit 1; \
+	done
+
+# After long runs: the working and committed corpora merged and minimized (libFuzzer's -merge:
+# the fewest inputs that keep all their coverage) into crates/fuzz/min-corpus, keeping inputs of
+# at most 64 KiB (the larger seeds are remade from the fixtures).
+fuzz-cmin:
+	for t in $(FUZZ_TARGETS); do \
+	  out=crates/fuzz/corpus/$$t.min && rm -rf $$out && mkdir -p $$out crates/fuzz/min-corpus/$$t && \
+	  $(BUILD_ENV) $(CARGO) +nightly fuzz run --fuzz-dir crates/fuzz $(FUZZ_BUILD) $(NO_TURBO) $$t $$out crates/fuzz/corpus/$$t crates/fuzz/min-corpus/$$t -- \
+	    -merge=1 -rss_limit_mb=2048 -timeout=10 || exit 1; \
+	  rm -rf crates/fuzz/min-corpus/$$t && mkdir crates/fuzz/min-corpus/$$t && \
+	  find $$out -type f -size -65k -exec cp {} crates/fuzz/min-corpus/$$t/ \; && rm -rf $$out; \
 	done
 
 # Miri (nightly) on stoker-core's unit tests that run under it in minutes: batches written in

@@ -7,6 +7,7 @@ use libfuzzer_sys::fuzz_target;
 use serde_json::json;
 
 fuzz_target!(|data: &[u8]| {
+    stoker_fuzz::allow_caught_panics();
     let [mode, element, image @ ..] = data else {
         return;
     };

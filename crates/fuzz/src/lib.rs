@@ -41,3 +41,16 @@ pub fn apply(spec: &serde_json::Value, data: &[u8], element: u64) {
         assert!(!message.is_empty());
     }
 }
+
+/// libfuzzer-sys's panic hook aborts on every panic, even one that stoker catches. stoker's
+/// zune-jpeg path catches the decoder's panics on damaged data and reports the file's error,
+/// which is what a pipeline sees; the JPEG targets put a hook back that only prints, so that
+/// such a panic counts as that error. A panic that nothing catches still fails the run:
+/// libfuzzer-sys aborts when the target unwinds.
+pub fn allow_caught_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        drop(std::panic::take_hook());
+        std::panic::set_hook(Box::new(|info| eprintln!("panic (the file's error if stoker caught it): {info}")));
+    });
+}

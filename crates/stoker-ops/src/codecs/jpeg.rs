@@ -274,6 +274,18 @@ mod imp {
         channels: usize,
         _scale_eighths: u8,
     ) -> Result<Decoded, String> {
+        // zune-jpeg is safe Rust, but damaged scans can trip its own assertions (its bit
+        // reader's, in debug builds): a panic there is this file's error, not the pipeline's.
+        std::panic::catch_unwind(|| decode_unguarded(data, width, height, channels))
+            .unwrap_or_else(|_| Err("JPEG: the decoder (zune-jpeg) failed on damaged data".into()))
+    }
+
+    fn decode_unguarded(
+        data: &[u8],
+        width: usize,
+        height: usize,
+        channels: usize,
+    ) -> Result<Decoded, String> {
         let space = match channels {
             1 => ColorSpace::Luma,
             4 => ColorSpace::RGBA,
@@ -618,6 +630,13 @@ mod tests {
     use super::*;
 
     const RGB: &[u8] = include_bytes!("../../../../tests/golden/images/rgb.jpg");
+    /// Damaged scans the fuzzer found (crates/fuzz, with zune-jpeg).
+    const DAMAGED: [&[u8]; 4] = [
+        include_bytes!("../../../../tests/golden/damaged/jpeg-scan-1.jpg"),
+        include_bytes!("../../../../tests/golden/damaged/jpeg-scan-2.jpg"),
+        include_bytes!("../../../../tests/golden/damaged/jpeg-scan-3.jpg"),
+        include_bytes!("../../../../tests/golden/damaged/jpeg-scan-4.jpg"),
+    ];
 
     fn decode_err(data: &[u8]) -> String {
         decode(data, 3, 1 << 28, 8).map(|_| ()).unwrap_err()
@@ -625,6 +644,20 @@ mod tests {
 
     fn scan_start(data: &[u8]) -> usize {
         frame(data).unwrap().scan
+    }
+
+    #[test]
+    fn damaged_scans_decode_or_fail_without_a_panic() {
+        // zune-jpeg panics on these: the first two trip its bit reader's debug assertion, the
+        // other two panic in release builds too. With either decoder they give pixels or an
+        // error, whatever the channels.
+        for data in DAMAGED {
+            for channels in [0, 1, 3, 4] {
+                if let Err(e) = decode(data, channels, 1 << 16, 8) {
+                    assert!(e.starts_with("JPEG"), "{e}");
+                }
+            }
+        }
     }
 
     #[test]
