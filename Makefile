@@ -97,14 +97,15 @@ fuzz: $(JPEG_TOOLS)
 
 # After long runs: the working and committed corpora merged and minimized (libFuzzer's -merge:
 # the fewest inputs that keep all their coverage) into crates/fuzz/min-corpus, keeping inputs of
-# at most 64 KiB (the larger seeds are remade from the fixtures).
+# at most 16 KiB (a small repository; the large shapes come back with the seeds made from the
+# fixtures).
 fuzz-cmin:
 	for t in $(FUZZ_TARGETS); do \
 	  out=crates/fuzz/corpus/$$t.min && rm -rf $$out && mkdir -p $$out crates/fuzz/min-corpus/$$t && \
 	  $(BUILD_ENV) $(CARGO) +nightly fuzz run --fuzz-dir crates/fuzz $(FUZZ_BUILD) $(NO_TURBO) $$t $$out crates/fuzz/corpus/$$t crates/fuzz/min-corpus/$$t -- \
 	    -merge=1 -rss_limit_mb=2048 -timeout=10 || exit 1; \
 	  rm -rf crates/fuzz/min-corpus/$$t && mkdir crates/fuzz/min-corpus/$$t && \
-	  find $$out -type f -size -65k -exec cp {} crates/fuzz/min-corpus/$$t/ \; && rm -rf $$out; \
+	  find $$out -type f -size -17k -exec cp {} crates/fuzz/min-corpus/$$t/ \; && rm -rf $$out; \
 	done
 
 # Miri (nightly) on stoker-core's unit tests that run under it in minutes: batches written in
