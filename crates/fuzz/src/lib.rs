@@ -51,6 +51,8 @@ pub fn allow_caught_panics() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         drop(std::panic::take_hook());
-        std::panic::set_hook(Box::new(|info| eprintln!("panic (the file's error if stoker caught it): {info}")));
+        std::panic::set_hook(Box::new(|info| {
+            eprintln!("panic (the file's error if stoker caught it): {info}")
+        }));
     });
 }

@@ -274,8 +274,8 @@ mod imp {
         channels: usize,
         _scale_eighths: u8,
     ) -> Result<Decoded, String> {
-        // zune-jpeg is safe Rust, but damaged scans can trip its own assertions (its bit
-        // reader's, in debug builds): a panic there is this file's error, not the pipeline's.
+        // zune-jpeg is safe Rust, but damaged scans can make it panic (an index out of range,
+        // an unwrap, a debug assertion): a panic there is this file's error, not the pipeline's.
         std::panic::catch_unwind(|| decode_unguarded(data, width, height, channels))
             .unwrap_or_else(|_| Err("JPEG: the decoder (zune-jpeg) failed on damaged data".into()))
     }
