@@ -80,8 +80,8 @@ fmt:
 # read only) and a working corpus (crates/fuzz/corpus, not committed) seeded from the fixtures.
 # A panic, an abort, more than 2 GiB of memory or one input taking over 10 s is a failure,
 # and leaves the input under crates/fuzz/artifacts/.
-# Long runs: FUZZ_BUILD="-s none -a" (no AddressSanitizer, which slows the harnesses tenfold,
-# and overflow checks on) and FUZZ_STOP="-runs=10000000".
+# Long runs: FUZZ_BUILD="-s none -a" (no AddressSanitizer, which slows the harnesses most;
+# debug assertions and overflow checks on) and FUZZ_STOP="-runs=10000000".
 FUZZ_TARGETS ?= tfrecord example decode_image decode_crop trace_json xspace op_spec state decode_csv
 SECONDS ?= 20
 FUZZ_BUILD ?=
@@ -98,7 +98,9 @@ fuzz: $(JPEG_TOOLS)
 # After long runs: the working and committed corpora merged and minimized (libFuzzer's -merge:
 # the fewest inputs that keep all their coverage) into crates/fuzz/min-corpus, keeping inputs of
 # at most 16 KiB (a small repository; the large shapes come back with the seeds made from the
-# fixtures).
+# fixtures). It merges with one JPEG decoder's build: the committed JPEG corpora also hold what
+# the zune-jpeg build's merge added on top (its libFuzzer binary run with -merge=1 into
+# crates/fuzz/min-corpus/<target>, as RELIABILITY.md tells).
 fuzz-cmin:
 	for t in $(FUZZ_TARGETS); do \
 	  out=crates/fuzz/corpus/$$t.min && rm -rf $$out && mkdir -p $$out crates/fuzz/min-corpus/$$t && \
