@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::intervals::{Union, UnionBuilder};
-use crate::model::{DeviceKind, Direction, HostKind, Trace};
+use crate::intervals::{Sweep, Union, UnionBuilder};
+use crate::model::{DeviceKind, DeviceOp, Direction, HostKind, HostSpan, Step, Trace};
 
 /// The causes of idle time on the compute streams, in the order an idle moment is credited
 /// (to the first present then): (JSON key, name).
@@ -326,152 +326,196 @@ impl Causes {
     /// Over the whole trace, or only what overlaps `window` (one step's report).
     pub fn new(t: &Trace, window: Option<(f64, f64)>) -> Causes {
         let (a, b) = window.unwrap_or((f64::NEG_INFINITY, f64::INFINITY));
-        // (Device ops, host spans and steps each come sorted by start.)
-        let mut spans: [UnionBuilder; 8] = Default::default();
-        let mut compute = Union::builder();
-        for o in t.device_ops.iter().filter(|o| o.end > a && o.start < b) {
-            match device_cause(o.kind) {
-                Some(i) => spans[i].push(o.start, o.end),
-                None => compute.push(o.start, o.end),
-            }
-        }
-        for h in t.host.iter().filter(|h| h.end > a && h.start < b) {
-            spans[host_cause(h.kind)].push(h.start, h.end);
-        }
-        // Inside a step the training loop runs: what no traced op covers there is its Python
-        // (or untraced code on its thread).
-        for s in t.steps.iter().filter(|s| s.end > a && s.start < b) {
-            spans[7].push(s.start, s.end);
-        }
+        let (compute, by_priority) = unions(
+            t.device_ops.iter().filter(|o| o.end > a && o.start < b),
+            t.host.iter().filter(|h| h.end > a && h.start < b),
+            t.steps.iter().filter(|s| s.end > a && s.start < b),
+        );
         Causes {
-            compute: compute.finish(),
-            by_priority: spans.map(UnionBuilder::finish),
+            compute,
+            by_priority,
         }
     }
 
     /// The idle parts of [a, b) on the compute streams, split into the classes of [`CAUSES`].
     pub fn classify(&self, a: f64, b: f64) -> [Vec<(f64, f64)>; 9] {
-        let mut out: [Vec<(f64, f64)>; 9] = Default::default();
-        let mut left = self.compute.gaps(a, b);
-        for (i, cause) in self.by_priority.iter().enumerate() {
-            let mut rest = Vec::new();
-            for &(x, y) in &left {
-                out[i].extend(cause.within(x, y));
-                rest.extend(cause.gaps(x, y));
-            }
-            left = rest;
-        }
-        out[8] = left;
-        out
+        classify(&self.compute, &self.by_priority, a, b)
     }
+}
+
+/// The union of the compute work, and of each cause's work but the last, of the given device
+/// ops, host spans and steps (each sorted by start).
+fn unions<'t>(
+    device_ops: impl Iterator<Item = &'t DeviceOp>,
+    host: impl Iterator<Item = &'t HostSpan>,
+    steps: impl Iterator<Item = &'t Step>,
+) -> (Union, [Union; 8]) {
+    let mut spans: [UnionBuilder; 8] = Default::default();
+    let mut compute = Union::builder();
+    for o in device_ops {
+        match device_cause(o.kind) {
+            Some(i) => spans[i].push(o.start, o.end),
+            None => compute.push(o.start, o.end),
+        }
+    }
+    for h in host {
+        spans[host_cause(h.kind)].push(h.start, h.end);
+    }
+    // Inside a step the training loop runs: what no traced op covers there is its Python
+    // (or untraced code on its thread).
+    for s in steps {
+        spans[7].push(s.start, s.end);
+    }
+    (compute.finish(), spans.map(UnionBuilder::finish))
+}
+
+/// The idle parts of [a, b) (not covered by `compute`), split into the classes of
+/// [`CAUSES`]: each to the first of `by_priority` that covers it, the rest untraced.
+fn classify(compute: &Union, by_priority: &[Union; 8], a: f64, b: f64) -> [Vec<(f64, f64)>; 9] {
+    let mut out: [Vec<(f64, f64)>; 9] = Default::default();
+    let mut left = compute.gaps(a, b);
+    for (i, cause) in by_priority.iter().enumerate() {
+        let mut rest = Vec::new();
+        for &(x, y) in &left {
+            out[i].extend(cause.within(x, y));
+            rest.extend(cause.gaps(x, y));
+        }
+        left = rest;
+    }
+    out[8] = left;
+    out
 }
 
 /// A span's name, and for device work its device and stream.
 type EvidenceKey = (u32, Option<(i64, i64)>);
 
-/// Per cause, what overlapped the idle time credited to it (`idle`: per cause, its disjoint
-/// stretches sorted by start), over the steps kept.
-fn cause_evidence(t: &Trace, idle: &[Vec<(f64, f64)>; 9], steps: f64) -> Vec<CauseEvidence> {
-    // Per cause, by (name, device and stream for device work): how much of its idle time each
-    // overlapped. Host spans (sorted by start, millions of them) by name id, in a table.
-    let mut by: [HashMap<EvidenceKey, f64>; 8] = Default::default();
-    for o in &t.device_ops {
-        if let Some(i) = device_cause(o.kind) {
-            let ov = overlap(&idle[i], o.start, o.end);
+/// Per cause, what overlapped the idle time credited to it, gathered a step at a time.
+struct Evidence {
+    /// Per cause, by (name, device and stream) of device work: how much of its idle time
+    /// each overlapped.
+    device: [HashMap<EvidenceKey, f64>; 8],
+    /// Per cause, by the name of host spans (millions of them), in a table by name id.
+    host: [Vec<f64>; 8],
+    /// Per cause: idle time, its stretches and the longest.
+    us: [f64; 9],
+    stretches: [usize; 9],
+    longest: [f64; 9],
+}
+
+impl Evidence {
+    fn new() -> Evidence {
+        Evidence {
+            device: Default::default(),
+            host: Default::default(),
+            us: [0.0; 9],
+            stretches: [0; 9],
+            longest: [0.0; 9],
+        }
+    }
+
+    /// One step's idle time by cause (`idle`: per cause, disjoint stretches sorted by start),
+    /// and the device ops and host spans that overlap the step.
+    fn add(
+        &mut self,
+        t: &Trace,
+        idle: &[Vec<(f64, f64)>; 9],
+        ops: &[&DeviceOp],
+        host: &[&HostSpan],
+    ) {
+        for (i, stretches) in idle.iter().enumerate() {
+            for (x, y) in stretches {
+                self.us[i] += y - x;
+                self.longest[i] = self.longest[i].max(y - x);
+            }
+            self.stretches[i] += stretches.len();
+        }
+        for o in ops {
+            if let Some(i) = device_cause(o.kind) {
+                let ov = overlap(&idle[i], o.start, o.end);
+                if ov > 0.0 {
+                    *self.device[i]
+                        .entry((o.name, Some((o.device, o.stream))))
+                        .or_insert(0.0) += ov;
+                }
+            }
+        }
+        for h in host {
+            let i = host_cause(h.kind);
+            let ov = overlap(&idle[i], h.start, h.end);
             if ov > 0.0 {
-                *by[i]
-                    .entry((o.name, Some((o.device, o.stream))))
-                    .or_insert(0.0) += ov;
+                let table = &mut self.host[i];
+                if table.is_empty() {
+                    table.resize(t.names.len(), 0.0);
+                }
+                table[h.name as usize] += ov;
             }
         }
     }
-    let mut host_by: [Vec<f64>; 8] = Default::default();
-    // Per cause, the first idle stretch that may overlap the next span: spans come in order of
-    // their start, so it only moves forward.
-    let mut from = [0usize; 8];
-    for h in &t.host {
-        let i = host_cause(h.kind);
-        let spans = &idle[i];
-        while from[i] < spans.len() && spans[from[i]].1 <= h.start {
-            from[i] += 1;
-        }
-        let ov = overlap_from(&spans[from[i]..], h.start, h.end);
-        if ov > 0.0 {
-            let table = &mut host_by[i];
-            if table.is_empty() {
-                table.resize(t.names.len(), 0.0);
-            }
-            table[h.name as usize] += ov;
-        }
-    }
-    for (i, table) in host_by.iter().enumerate() {
-        for (name, &ov) in table.iter().enumerate() {
-            if ov > 0.0 {
-                *by[i].entry((name as u32, None)).or_insert(0.0) += ov;
+
+    /// Per cause with idle time, its share and what overlapped it most, per step of `steps`.
+    fn finish(mut self, t: &Trace, steps: f64) -> Vec<CauseEvidence> {
+        let mut by = std::mem::take(&mut self.device);
+        for (i, table) in self.host.iter().enumerate() {
+            for (name, &ov) in table.iter().enumerate() {
+                if ov > 0.0 {
+                    *by[i].entry((name as u32, None)).or_insert(0.0) += ov;
+                }
             }
         }
-    }
-    let python_traced = t.host.iter().any(|h| h.kind == HostKind::Python);
-    let total: f64 = idle
-        .iter()
-        .flatten()
-        .map(|(x, y)| y - x)
-        .fold(0.0, |a, b| a + b);
-    let mut out = Vec::new();
-    for (i, &(cause, name)) in CAUSES.iter().enumerate() {
-        let us: f64 = idle[i].iter().map(|(x, y)| y - x).fold(0.0, |a, b| a + b);
-        if us <= 0.0 {
-            continue;
+        let python_traced = t.host.iter().any(|h| h.kind == HostKind::Python);
+        let total: f64 = self.us.iter().fold(0.0, |a, b| a + b);
+        let mut out = Vec::new();
+        for (i, &(cause, name)) in CAUSES.iter().enumerate() {
+            let us = self.us[i];
+            if us <= 0.0 {
+                continue;
+            }
+            let by = by.get_mut(i).map(std::mem::take).unwrap_or_default();
+            let mut top: Vec<Overlap> = by
+                .into_iter()
+                .map(|((n, stream), us)| Overlap {
+                    what: match stream {
+                        Some((d, s)) => {
+                            format!("{} (device {d}, stream {s})", t.names[n as usize])
+                        }
+                        None => t.names[n as usize].clone(),
+                    },
+                    ms: us * 1e-3 / steps,
+                })
+                .collect();
+            top.sort_by(|p, q| q.ms.total_cmp(&p.ms).then(p.what.cmp(&q.what)));
+            top.truncate(5);
+            let note = match cause {
+                "python" if !python_traced => Some(
+                    "inside the steps with no traced op on the host (with_stack=True or the \
+                     Python tracer names the functions)"
+                        .to_string(),
+                ),
+                "untraced" => Some(format!(
+                    "{} stretches, the longest {:.2} ms, with no step running and nothing \
+                     recorded on the host",
+                    self.stretches[i],
+                    self.longest[i] * 1e-3
+                )),
+                _ => None,
+            };
+            out.push(CauseEvidence {
+                cause,
+                name,
+                ms_per_step: us * 1e-3 / steps,
+                share_of_idle: if total > 0.0 { us / total } else { 0.0 },
+                top,
+                note,
+            });
         }
-        let by = by.get_mut(i).map(std::mem::take).unwrap_or_default();
-        let mut top: Vec<Overlap> = by
-            .into_iter()
-            .map(|((n, stream), us)| Overlap {
-                what: match stream {
-                    Some((d, s)) => format!("{} (device {d}, stream {s})", t.names[n as usize]),
-                    None => t.names[n as usize].clone(),
-                },
-                ms: us * 1e-3 / steps,
-            })
-            .collect();
-        top.sort_by(|p, q| q.ms.total_cmp(&p.ms).then(p.what.cmp(&q.what)));
-        top.truncate(5);
-        let longest = idle[i].iter().map(|(x, y)| y - x).fold(0.0, f64::max);
-        let note = match cause {
-            "python" if !python_traced => Some(
-                "inside the steps with no traced op on the host (with_stack=True or the \
-                 Python tracer names the functions)"
-                    .to_string(),
-            ),
-            "untraced" => Some(format!(
-                "{} stretches, the longest {:.2} ms, with no step running and nothing \
-                 recorded on the host",
-                idle[i].len(),
-                longest * 1e-3
-            )),
-            _ => None,
-        };
-        out.push(CauseEvidence {
-            cause,
-            name,
-            ms_per_step: us * 1e-3 / steps,
-            share_of_idle: if total > 0.0 { us / total } else { 0.0 },
-            top,
-            note,
-        });
+        out
     }
-    out
 }
 
 /// How much of [x, y) the sorted, disjoint `spans` cover.
 fn overlap(spans: &[(f64, f64)], x: f64, y: f64) -> f64 {
     let first = spans.partition_point(|s| s.1 <= x);
-    overlap_from(&spans[first..], x, y)
-}
-
-/// [`overlap`] where no span of `spans` ends before `x`.
-fn overlap_from(spans: &[(f64, f64)], x: f64, y: f64) -> f64 {
-    spans
+    spans[first..]
         .iter()
         .take_while(|s| s.0 < y)
         .map(|s| s.1.min(y) - s.0.max(x))
@@ -480,8 +524,20 @@ fn overlap_from(spans: &[(f64, f64)], x: f64, y: f64) -> f64 {
 }
 
 pub fn analyze(t: &Trace) -> Analysis {
-    let causes = Causes::new(t, None);
-    let (compute, input) = (&causes.compute, &causes.by_priority[0]);
+    // The device's compute over the whole trace; the causes' work step by step, from what
+    // overlaps each step (millions of host spans are not all merged at once).
+    let compute = {
+        let mut u = Union::builder();
+        for o in t
+            .device_ops
+            .iter()
+            .filter(|o| device_cause(o.kind).is_none())
+        {
+            u.push(o.start, o.end);
+        }
+        u.finish()
+    };
+    let compute = &compute;
     let h2d_ops: Vec<_> = t
         .device_ops
         .iter()
@@ -523,18 +579,31 @@ pub fn analyze(t: &Trace) -> Analysis {
     // The longest gaps: a min-heap of (length, step, start, end), non-negative f64 as bits.
     const MAX_GAPS: usize = 10;
     let mut longest = std::collections::BinaryHeap::new();
-    // The idle stretches of the steps kept, per cause.
-    let mut idle_kept: [Vec<(f64, f64)>; 9] = Default::default();
+    let mut evidence = Evidence::new();
+    // (The marks come in order of their start.)
+    let (mut op_sweep, mut host_sweep, mut step_sweep) = (
+        Sweep::new(&t.device_ops),
+        Sweep::new(&t.host),
+        Sweep::new(&t.steps),
+    );
+    let (mut ops, mut host): (Vec<&DeviceOp>, Vec<&HostSpan>) = (Vec::new(), Vec::new());
     for (i, (name, a, b)) in marks.iter().enumerate() {
         let (a, b) = (*a, *b);
+        ops.clear();
+        ops.extend(op_sweep.window(a, b));
+        host.clear();
+        host.extend(host_sweep.window(a, b));
+        let (_, by_priority) = unions(
+            ops.iter().copied(),
+            host.iter().copied(),
+            step_sweep.window(a, b),
+        );
         let busy = compute.covered(a, b);
-        let classes = causes.classify(a, b);
+        let classes = classify(compute, &by_priority, a, b);
         let gaps = GapCauses::from_classes(&classes);
         let kept_step = i >= warmup_steps && !(cut_last && i + 1 == marks.len());
         if kept_step {
-            for (all, class) in idle_kept.iter_mut().zip(classes) {
-                all.extend(class);
-            }
+            evidence.add(t, &classes, &ops, &host);
         }
         if kept_step && !t.device_ops.is_empty() {
             for (x, y) in compute.gaps(a, b) {
@@ -566,7 +635,7 @@ pub fn analyze(t: &Trace) -> Analysis {
             .iter()
             .map(|o| (o.end - o.start) - compute.covered(o.start, o.end))
             .fold(0.0, |a, b| a + b);
-        let input_ms = input.covered(a, b) * 1e-3;
+        let input_ms = by_priority[0].covered(a, b) * 1e-3;
         let step_ms = (b - a) * 1e-3;
         steps.push(StepStats {
             name: name.clone(),
@@ -665,7 +734,7 @@ pub fn analyze(t: &Trace) -> Analysis {
             },
         })
         .collect();
-    top.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms));
+    top.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then(a.name.cmp(&b.name)));
     let kernel_count = durations.len() as u64;
     let median_kernel_us = median(durations);
     let mut devices: Vec<i64> = t.device_ops.iter().map(|o| o.device).collect();
@@ -682,7 +751,7 @@ pub fn analyze(t: &Trace) -> Analysis {
     let largest_gaps = largest
         .into_iter()
         .map(|(d, i, x, y)| {
-            let by_cause = GapCauses::from_classes(&causes.classify(x, y));
+            let by_cause = GapCauses::from_classes(&Causes::new(t, Some((x, y))).classify(x, y));
             IdleGap {
                 step: marks[i].0.clone(),
                 at_ms: (x - marks[i].1) * 1e-3,
@@ -700,10 +769,7 @@ pub fn analyze(t: &Trace) -> Analysis {
     } else {
         0.0
     };
-    for v in &mut idle_kept {
-        v.sort_by(|p, q| p.0.total_cmp(&q.0));
-    }
-    let idle_by_cause = cause_evidence(t, &idle_kept, n);
+    let idle_by_cause = evidence.finish(t, n);
     let mut a = Analysis {
         path: t.path.clone(),
         dialect: t.dialect.clone(),

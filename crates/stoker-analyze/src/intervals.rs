@@ -111,9 +111,102 @@ impl UnionBuilder {
     }
 }
 
+/// Something that runs over a time interval.
+pub trait Timed {
+    fn start(&self) -> f64;
+    fn end(&self) -> f64;
+}
+
+/// The items of a slice sorted by start that overlap each of a series of windows, the
+/// windows' starts never decreasing (the steps, in order): a pass over the slice for all the
+/// windows together, holding only the items still running, not one pass per window.
+pub struct Sweep<'a, T> {
+    items: &'a [T],
+    /// The first item not yet looked at.
+    next: usize,
+    /// Items that started before the latest window's end and had not ended by its start, in
+    /// the slice's order.
+    running: Vec<usize>,
+    last_start: f64,
+}
+
+impl<'a, T: Timed> Sweep<'a, T> {
+    pub fn new(items: &'a [T]) -> Sweep<'a, T> {
+        Sweep {
+            items,
+            next: 0,
+            running: Vec::new(),
+            last_start: f64::NEG_INFINITY,
+        }
+    }
+
+    /// The items with `end > a` and `start < b`, in the slice's order.
+    pub fn window(&mut self, a: f64, b: f64) -> impl Iterator<Item = &'a T> + '_ {
+        debug_assert!(a >= self.last_start, "windows out of order");
+        self.last_start = a;
+        let items = self.items;
+        while self.next < items.len() && items[self.next].start() < b {
+            self.running.push(self.next);
+            self.next += 1;
+        }
+        // An item that ended by this window's start ends before every later window too.
+        self.running.retain(|&i| items[i].end() > a);
+        self.running
+            .iter()
+            .map(move |&i| &items[i])
+            .filter(move |x| x.start() < b)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Timed for (f64, f64) {
+        fn start(&self) -> f64 {
+            self.0
+        }
+        fn end(&self) -> f64 {
+            self.1
+        }
+    }
+
+    #[test]
+    fn a_sweep_finds_what_overlaps_each_window_as_a_scan_does() {
+        let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % n) as f64
+        };
+        let mut items: Vec<(f64, f64)> = (0..500)
+            .map(|_| {
+                let a = next(1000);
+                // Mostly short, some long, some empty.
+                let len = if next(10) == 0.0 { next(400) } else { next(8) };
+                (a, a + len)
+            })
+            .collect();
+        items.sort_by(|p, q| p.0.total_cmp(&q.0));
+        // Windows in order of their start, some overlapping, some nested, some empty.
+        let mut windows: Vec<(f64, f64)> = (0..200)
+            .map(|_| {
+                let a = next(1100);
+                (a, a + next(30))
+            })
+            .collect();
+        windows.sort_by(|p, q| p.0.total_cmp(&q.0));
+        let mut sweep = Sweep::new(&items);
+        for (a, b) in windows {
+            let got: Vec<(f64, f64)> = sweep.window(a, b).copied().collect();
+            let want: Vec<(f64, f64)> = (items.iter())
+                .filter(|x| x.1 > a && x.0 < b)
+                .copied()
+                .collect();
+            assert_eq!(got, want, "window [{a}, {b})");
+        }
+    }
 
     #[test]
     fn union_coverage_and_gaps() {

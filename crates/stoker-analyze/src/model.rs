@@ -87,6 +87,33 @@ pub struct HostSpan {
     pub thread: u32,
 }
 
+impl crate::intervals::Timed for DeviceOp {
+    fn start(&self) -> f64 {
+        self.start
+    }
+    fn end(&self) -> f64 {
+        self.end
+    }
+}
+
+impl crate::intervals::Timed for HostSpan {
+    fn start(&self) -> f64 {
+        self.start
+    }
+    fn end(&self) -> f64 {
+        self.end
+    }
+}
+
+impl crate::intervals::Timed for Step {
+    fn start(&self) -> f64 {
+        self.start
+    }
+    fn end(&self) -> f64 {
+        self.end
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Step {
     pub name: String,
