@@ -1,5 +1,6 @@
 //! The XSpace reader (`*.xplane.pb`): planes, lines and events walked from the bytes; the
-//! events or an error with its byte offset, never a panic.
+//! events or an error with its byte offset, never a panic; and each line decoded again from
+//! the index to as many events.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -14,8 +15,23 @@ fuzz_target!(|data: &[u8]| {
             data.len()
         );
     };
-    if let Err(e) = stoker_analyze::xspace::read_xspace(path, data, |_, _, _| events += 1, done) {
-        let message = e.to_string();
-        assert!(message.contains("fuzz.xplane.pb"), "not located: {message}");
+    use stoker_analyze::xspace::{read_xspace, LineEvents};
+    match read_xspace(path, data, |_, _| events += 1, done) {
+        Err(e) => {
+            let message = e.to_string();
+            assert!(message.contains("fuzz.xplane.pb"), "not located: {message}");
+        }
+        // The analysis decodes the lines again: the same number of events.
+        Ok((counts, index)) => {
+            assert_eq!(counts.events, events);
+            let mut again = 0u64;
+            for line in &index.lines {
+                let mut line_events = LineEvents::new(data, &index, line);
+                while line_events.next_with(|_| ()).is_some() {
+                    again += 1;
+                }
+            }
+            assert_eq!(again, events);
+        }
     }
 });

@@ -2,6 +2,7 @@
 //! streams classified by cause, the input-bound share with TensorFlow Profiler's bands,
 //! host-to-device copies, top kernels, and recommendations tied to their evidence.
 
+use std::cmp::Reverse;
 use std::collections::HashMap;
 
 use serde::Serialize;
@@ -326,9 +327,12 @@ impl Causes {
     /// Over the whole trace, or only what overlaps `window` (one step's report).
     pub fn new(t: &Trace, window: Option<(f64, f64)>) -> Causes {
         let (a, b) = window.unwrap_or((f64::NEG_INFINITY, f64::INFINITY));
+        let host: Vec<HostSpan> = (t.host_spans())
+            .filter(|h| h.end > a && h.start < b)
+            .collect();
         let (compute, by_priority) = unions(
             t.device_ops.iter().filter(|o| o.end > a && o.start < b),
-            t.host.iter().filter(|h| h.end > a && h.start < b),
+            host.iter(),
             t.steps.iter().filter(|s| s.end > a && s.start < b),
         );
         Causes {
@@ -345,10 +349,10 @@ impl Causes {
 
 /// The union of the compute work, and of each cause's work but the last, of the given device
 /// ops, host spans and steps (each sorted by start).
-fn unions<'t>(
-    device_ops: impl Iterator<Item = &'t DeviceOp>,
-    host: impl Iterator<Item = &'t HostSpan>,
-    steps: impl Iterator<Item = &'t Step>,
+fn unions<'o, 'h, 's>(
+    device_ops: impl Iterator<Item = &'o DeviceOp>,
+    host: impl Iterator<Item = &'h HostSpan>,
+    steps: impl Iterator<Item = &'s Step>,
 ) -> (Union, [Union; 8]) {
     let mut spans: [UnionBuilder; 8] = Default::default();
     let mut compute = Union::builder();
@@ -386,6 +390,10 @@ fn classify(compute: &Union, by_priority: &[Union; 8], a: f64, b: f64) -> [Vec<(
     out
 }
 
+/// A gap by its length, then the earlier first: (length, step, start), as bits (lengths are
+/// not negative, so their bits order as they do).
+type GapKey = (u64, Reverse<usize>, Reverse<u64>);
+
 /// A span's name, and for device work its device and stream.
 type EvidenceKey = (u32, Option<(i64, i64)>);
 
@@ -420,7 +428,7 @@ impl Evidence {
         t: &Trace,
         idle: &[Vec<(f64, f64)>; 9],
         ops: &[&DeviceOp],
-        host: &[&HostSpan],
+        host: &[HostSpan],
     ) {
         for (i, stretches) in idle.iter().enumerate() {
             for (x, y) in stretches {
@@ -462,7 +470,7 @@ impl Evidence {
                 }
             }
         }
-        let python_traced = t.host.iter().any(|h| h.kind == HostKind::Python);
+        let python_traced = t.python_functions > 0;
         let total: f64 = self.us.iter().fold(0.0, |a, b| a + b);
         let mut out = Vec::new();
         for (i, &(cause, name)) in CAUSES.iter().enumerate() {
@@ -576,27 +584,28 @@ pub fn analyze(t: &Trace) -> Analysis {
     };
 
     let mut steps = Vec::with_capacity(marks.len());
-    // The longest gaps: a min-heap of (length, step, start, end), non-negative f64 as bits.
+    // The longest gaps of the steps kept, with their causes and what the host did then
+    // (found while the step's host spans are at hand), at most MAX_GAPS.
     const MAX_GAPS: usize = 10;
-    let mut longest = std::collections::BinaryHeap::new();
+    let mut longest: Vec<(GapKey, IdleGap)> = Vec::with_capacity(MAX_GAPS + 1);
     let mut evidence = Evidence::new();
     // (The marks come in order of their start.)
     let (mut op_sweep, mut host_sweep, mut step_sweep) = (
-        Sweep::new(&t.device_ops),
-        Sweep::new(&t.host),
-        Sweep::new(&t.steps),
+        Sweep::new(t.device_ops.iter()),
+        Sweep::new(t.host_spans()),
+        Sweep::new(t.steps.iter()),
     );
-    let (mut ops, mut host): (Vec<&DeviceOp>, Vec<&HostSpan>) = (Vec::new(), Vec::new());
+    let (mut ops, mut host): (Vec<&DeviceOp>, Vec<HostSpan>) = (Vec::new(), Vec::new());
     for (i, (name, a, b)) in marks.iter().enumerate() {
         let (a, b) = (*a, *b);
         ops.clear();
-        ops.extend(op_sweep.window(a, b));
+        ops.extend(op_sweep.window(a, b).copied());
         host.clear();
-        host.extend(host_sweep.window(a, b));
+        host.extend(host_sweep.window(a, b).copied());
         let (_, by_priority) = unions(
             ops.iter().copied(),
-            host.iter().copied(),
-            step_sweep.window(a, b),
+            host.iter(),
+            step_sweep.window(a, b).copied(),
         );
         let busy = compute.covered(a, b);
         let classes = classify(compute, &by_priority, a, b);
@@ -607,14 +616,24 @@ pub fn analyze(t: &Trace) -> Analysis {
         }
         if kept_step && !t.device_ops.is_empty() {
             for (x, y) in compute.gaps(a, b) {
-                longest.push(std::cmp::Reverse((
-                    (y - x).to_bits(),
-                    i,
-                    x.to_bits(),
-                    y.to_bits(),
-                )));
+                let key = ((y - x).to_bits(), Reverse(i), Reverse(x.to_bits()));
+                let shortest = longest.iter().map(|g| g.0).min();
+                if longest.len() == MAX_GAPS && shortest.is_some_and(|s| key < s) {
+                    continue;
+                }
+                let by_cause = GapCauses::from_classes(&classify(compute, &by_priority, x, y));
+                let gap = IdleGap {
+                    step: name.clone(),
+                    at_ms: (x - a) * 1e-3,
+                    ms: (y - x) * 1e-3,
+                    cause: by_cause.largest(),
+                    by_cause,
+                    host: host_during(t, &host, x, y),
+                };
+                longest.push((key, gap));
                 if longest.len() > MAX_GAPS {
-                    longest.pop();
+                    longest.sort_by_key(|g| Reverse(g.0));
+                    longest.truncate(MAX_GAPS);
                 }
             }
         }
@@ -741,27 +760,8 @@ pub fn analyze(t: &Trace) -> Analysis {
     devices.sort_unstable();
     devices.dedup();
 
-    let mut largest: Vec<(f64, usize, f64, f64)> = longest
-        .into_iter()
-        .map(|std::cmp::Reverse((d, i, x, y))| {
-            (f64::from_bits(d), i, f64::from_bits(x), f64::from_bits(y))
-        })
-        .collect();
-    largest.sort_by(|p, q| q.0.total_cmp(&p.0));
-    let largest_gaps = largest
-        .into_iter()
-        .map(|(d, i, x, y)| {
-            let by_cause = GapCauses::from_classes(&Causes::new(t, Some((x, y))).classify(x, y));
-            IdleGap {
-                step: marks[i].0.clone(),
-                at_ms: (x - marks[i].1) * 1e-3,
-                ms: d * 1e-3,
-                cause: by_cause.largest(),
-                by_cause,
-                host: host_during(t, x, y),
-            }
-        })
-        .collect();
+    longest.sort_by_key(|g| Reverse(g.0));
+    let largest_gaps = longest.into_iter().map(|(_, gap)| gap).collect();
     let input_percent = pct(input_ms);
     let idle_ms = total_step - busy;
     let launch_share = if idle_ms > 0.0 {
@@ -836,14 +836,11 @@ fn launch_stats(t: &Trace) -> Option<LaunchStats> {
     })
 }
 
-/// The host spans overlapping [x, y), by name, kind and thread, longest overlap first (at most
-/// 5).
-fn host_during(t: &Trace, x: f64, y: f64) -> Vec<HostActivity> {
+/// The spans of `host` overlapping [x, y), by name, kind and thread, longest overlap first (at
+/// most 5).
+fn host_during(t: &Trace, host: &[HostSpan], x: f64, y: f64) -> Vec<HostActivity> {
     let mut by: HashMap<(u32, HostKind, u32), f64> = HashMap::new();
-    // (A span starting long before the gap may still cover it: all earlier spans are looked at;
-    // this runs for a handful of gaps.)
-    let before_end = t.host.partition_point(|h| h.start < y);
-    for h in &t.host[..before_end] {
+    for h in host {
         let overlap = h.end.min(y) - h.start.max(x);
         if overlap > 0.0 {
             *by.entry((h.name, h.kind, h.thread)).or_insert(0.0) += overlap;

@@ -117,44 +117,48 @@ pub trait Timed {
     fn end(&self) -> f64;
 }
 
-/// The items of a slice sorted by start that overlap each of a series of windows, the
-/// windows' starts never decreasing (the steps, in order): a pass over the slice for all the
-/// windows together, holding only the items still running, not one pass per window.
-pub struct Sweep<'a, T> {
-    items: &'a [T],
-    /// The first item not yet looked at.
-    next: usize,
+impl<T: Timed> Timed for &T {
+    fn start(&self) -> f64 {
+        (*self).start()
+    }
+    fn end(&self) -> f64 {
+        (*self).end()
+    }
+}
+
+/// The items of a sequence sorted by start that overlap each of a series of windows, the
+/// windows' starts never decreasing (the steps, in order): one pass over the items for all the
+/// windows together, holding only the items still running, not a pass per window.
+pub struct Sweep<I: Iterator> {
+    items: std::iter::Peekable<I>,
     /// Items that started before the latest window's end and had not ended by its start, in
-    /// the slice's order.
-    running: Vec<usize>,
+    /// the sequence's order.
+    running: Vec<I::Item>,
     last_start: f64,
 }
 
-impl<'a, T: Timed> Sweep<'a, T> {
-    pub fn new(items: &'a [T]) -> Sweep<'a, T> {
+impl<I: Iterator> Sweep<I>
+where
+    I::Item: Timed,
+{
+    pub fn new(items: I) -> Sweep<I> {
         Sweep {
-            items,
-            next: 0,
+            items: items.peekable(),
             running: Vec::new(),
             last_start: f64::NEG_INFINITY,
         }
     }
 
-    /// The items with `end > a` and `start < b`, in the slice's order.
-    pub fn window(&mut self, a: f64, b: f64) -> impl Iterator<Item = &'a T> + '_ {
+    /// The items with `end > a` and `start < b`, in the sequence's order.
+    pub fn window(&mut self, a: f64, b: f64) -> impl Iterator<Item = &I::Item> + '_ {
         debug_assert!(a >= self.last_start, "windows out of order");
         self.last_start = a;
-        let items = self.items;
-        while self.next < items.len() && items[self.next].start() < b {
-            self.running.push(self.next);
-            self.next += 1;
+        while let Some(item) = self.items.next_if(|x| x.start() < b) {
+            self.running.push(item);
         }
         // An item that ended by this window's start ends before every later window too.
-        self.running.retain(|&i| items[i].end() > a);
-        self.running
-            .iter()
-            .map(move |&i| &items[i])
-            .filter(move |x| x.start() < b)
+        self.running.retain(|x| x.end() > a);
+        self.running.iter().filter(move |x| x.start() < b)
     }
 }
 
@@ -197,9 +201,9 @@ mod tests {
             })
             .collect();
         windows.sort_by(|p, q| p.0.total_cmp(&q.0));
-        let mut sweep = Sweep::new(&items);
+        let mut sweep = Sweep::new(items.iter());
         for (a, b) in windows {
-            let got: Vec<(f64, f64)> = sweep.window(a, b).copied().collect();
+            let got: Vec<(f64, f64)> = sweep.window(a, b).map(|x| **x).collect();
             let want: Vec<(f64, f64)> = (items.iter())
                 .filter(|x| x.1 > a && x.0 < b)
                 .copied()

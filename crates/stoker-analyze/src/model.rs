@@ -12,6 +12,7 @@ use crate::error::{AnalyzeError, Result};
 use std::borrow::Cow;
 
 use crate::read::{as_f64, as_string, read_events, Header, Id, Num, RawEvent};
+use crate::xspace::IdMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum Direction {
@@ -76,7 +77,7 @@ pub enum HostKind {
     Python,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct HostSpan {
     pub start: f64,
     pub end: f64,
@@ -128,7 +129,11 @@ pub struct Trace {
     pub header: Header,
     pub dialect: String,
     pub device_ops: Vec<DeviceOp>,
-    pub host: Vec<HostSpan>,
+    /// The host spans held in memory, sorted (see [`sort_host`]). An XSpace's are mostly
+    /// left in the file (`lazy_host`): [`Trace::host_spans`] reads them all.
+    pub(crate) host_held: Vec<HostSpan>,
+    /// An XSpace's host spans that are decoded again from the file each time they are read.
+    pub(crate) lazy_host: Option<LazyHost>,
     /// Runtime / driver calls that carry a correlation id, sorted by it.
     pub launches: Vec<Launch>,
     pub steps: Vec<Step>,
@@ -151,6 +156,230 @@ pub struct Trace {
     pub skipped_events: u64,
     /// The allocator's events (Kineto's `[memory]`), in the file's order.
     pub memory: Vec<MemoryEvent>,
+}
+
+impl Trace {
+    /// Every host span, in the order of [`sort_host`]: those held, merged with those an
+    /// XSpace's lines are decoded to again (a pass over the file's host lines).
+    pub fn host_spans(&self) -> HostSpans<'_> {
+        let mut spans = HostSpans {
+            held: self.host_held.iter(),
+            lines: Vec::new(),
+            heap: std::collections::BinaryHeap::new(),
+        };
+        let Some(lazy) = self.lazy_host.as_ref().filter(|l| !l.lines.is_empty()) else {
+            return spans; // the held spans alone, not merged
+        };
+        spans.lines = (lazy.lines.iter())
+            .map(|l| LineCursor {
+                events: crate::xspace::LineEvents::new(&lazy.bytes, &lazy.index, &l.line),
+                names: lazy.names.get(l.line.plane),
+                thread: l.thread,
+                only_spans: l.only_spans,
+                bytes: &lazy.bytes,
+                released: l.line.at,
+                group: Vec::new(),
+                ahead: None,
+            })
+            .collect();
+        if let Some(&h) = spans.held.next() {
+            spans.heap.push(std::cmp::Reverse((InOrder(h), 0)));
+        }
+        for i in 0..spans.lines.len() {
+            if let Some(h) = spans.lines[i].next() {
+                spans.heap.push(std::cmp::Reverse((InOrder(h), i + 1)));
+            }
+        }
+        spans
+    }
+}
+
+/// An XSpace's host spans left in the file: the lines whose spans come in order of their
+/// start (all, in the profilers' files), which [`Trace::host_spans`] decodes again and merges,
+/// so that millions of spans are not held at once.
+pub struct LazyHost {
+    bytes: XspaceBytes,
+    index: crate::xspace::Index,
+    lines: Vec<LazyLine>,
+    /// Per plane, by event metadata id: the name (index into [`Trace::names`]) and kind of
+    /// the host spans of that metadata.
+    names: Vec<IdMap<(u32, HostKind)>>,
+}
+
+impl std::fmt::Debug for LazyHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LazyHost({} lines)", self.lines.len())
+    }
+}
+
+/// See [`Trace::host_spans`].
+pub struct HostSpans<'t> {
+    held: std::slice::Iter<'t, HostSpan>,
+    lines: Vec<LineCursor<'t>>,
+    /// The next span of each source (0: the held spans; i + 1: line i).
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<(InOrder, usize)>>,
+}
+
+impl Iterator for HostSpans<'_> {
+    type Item = HostSpan;
+
+    fn next(&mut self) -> Option<HostSpan> {
+        if self.lines.is_empty() {
+            return self.held.next().copied();
+        }
+        let std::cmp::Reverse((InOrder(span), source)) = self.heap.pop()?;
+        let refill = match source {
+            0 => self.held.next().copied(),
+            i => self.lines[i - 1].next(),
+        };
+        if let Some(h) = refill {
+            self.heap.push(std::cmp::Reverse((InOrder(h), source)));
+        }
+        Some(span)
+    }
+}
+
+/// A host span ordered as [`sort_host`] orders them.
+#[derive(Clone, Copy)]
+struct InOrder(HostSpan);
+
+impl Ord for InOrder {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        host_order(&self.0, &other.0)
+    }
+}
+
+impl PartialOrd for InOrder {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for InOrder {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for InOrder {}
+
+/// How many bytes of a line a [`LineCursor`] decodes before it lets them go.
+const RELEASE_CHUNK: usize = 1 << 20;
+
+/// One XSpace line's host spans, decoded again in the order of [`sort_host`]: the line has
+/// them by start, and those of one start are sorted as they come.
+struct LineCursor<'t> {
+    events: crate::xspace::LineEvents<'t>,
+    names: Option<&'t IdMap<(u32, HostKind)>>,
+    thread: u32,
+    only_spans: bool,
+    bytes: &'t XspaceBytes,
+    /// The bytes up to here have been let go.
+    released: usize,
+    /// Spans of one start, the first in order last.
+    group: Vec<HostSpan>,
+    /// The first span of the next start.
+    ahead: Option<HostSpan>,
+}
+
+impl LineCursor<'_> {
+    fn decode(&mut self) -> Option<HostSpan> {
+        let (names, thread) = (self.names?, self.thread);
+        loop {
+            let span = if self.only_spans {
+                let (id, start, dur) = self.events.next_timing()?;
+                let end = start + dur;
+                names.get(id).and_then(|&(name, kind)| {
+                    (start.is_finite() && end.is_finite()).then_some(HostSpan {
+                        start,
+                        end,
+                        kind,
+                        name,
+                        thread,
+                    })
+                })
+            } else {
+                self.events
+                    .next_with(|e| xspace_host_span(e, names, thread))?
+            };
+            let at = self.events.position();
+            if at - self.released >= RELEASE_CHUNK {
+                self.bytes.done(self.released, at);
+                self.released = at;
+            }
+            if span.is_some() {
+                return span;
+            }
+        }
+    }
+
+    fn next(&mut self) -> Option<HostSpan> {
+        if let Some(h) = self.group.pop() {
+            return Some(h);
+        }
+        let first = self.ahead.take().or_else(|| self.decode())?;
+        self.group.push(first);
+        loop {
+            match self.decode() {
+                Some(h) if h.start == first.start => self.group.push(h),
+                other => {
+                    self.ahead = other;
+                    break;
+                }
+            }
+        }
+        self.group.sort_unstable_by(|a, b| host_order(b, a));
+        self.group.pop()
+    }
+}
+
+/// What an event of a host plane is to the model.
+enum HostPlaneEvent {
+    /// A step marker, with its step number.
+    Step(f64),
+    /// An allocator's event: +1 or -1 (allocation, deallocation) and the bytes in use after it.
+    Memory(f64, f64),
+    /// A host span.
+    Span,
+}
+
+fn host_plane_event(e: &crate::xspace::Event<'_>) -> HostPlaneEvent {
+    if let Some(n) = e.stat("step_num").and_then(|v| v.as_f64()) {
+        return HostPlaneEvent::Step(n);
+    }
+    let sign = match e.name {
+        "MemoryAllocation" => Some(1.0),
+        "MemoryDeallocation" => Some(-1.0),
+        _ => None,
+    };
+    match (sign, e.stat("bytes_allocated").and_then(|v| v.as_f64())) {
+        (Some(sign), Some(allocated)) => HostPlaneEvent::Memory(sign, allocated),
+        _ => HostPlaneEvent::Span,
+    }
+}
+
+/// The host span an event of a host line is, as the first read made it (`names`: its plane's
+/// host spans by metadata id).
+fn xspace_host_span(
+    e: &crate::xspace::Event<'_>,
+    names: &IdMap<(u32, HostKind)>,
+    thread: u32,
+) -> Option<HostSpan> {
+    let (start, end) = (e.start_us, e.start_us + e.dur_us);
+    if !start.is_finite() || !end.is_finite() {
+        return None;
+    }
+    if !matches!(host_plane_event(e), HostPlaneEvent::Span) {
+        return None;
+    }
+    let &(name, kind) = names.get(e.metadata_id)?;
+    Some(HostSpan {
+        start,
+        end,
+        kind,
+        name,
+        thread,
+    })
 }
 
 /// One allocation or free, and the allocator's totals after it.
@@ -250,6 +479,31 @@ struct Builder {
     collective_names: Vec<Option<bool>>,
     /// The events of the devices' `Steps` lines (xprof's derived steps), as (name, start, end).
     device_step_line: Vec<(String, f64, f64)>,
+    /// XSpace: per line (by its index in the file), how its host spans came.
+    host_lines: Vec<Option<HostLine>>,
+    /// XSpace: the host lines (by index) with events that are not host spans (step markers,
+    /// the allocator's events).
+    lines_with_markers: std::collections::HashSet<usize>,
+    /// XSpace: per plane (by index), the host span each event metadata id stands for.
+    host_names: Vec<IdMap<(u32, HostKind)>>,
+}
+
+/// How an XSpace line's host spans came in the first read.
+struct HostLine {
+    thread: u32,
+    last_start: f64,
+    /// Each started no earlier than the one before.
+    in_order: bool,
+}
+
+/// A host line left in the file (see [`LazyHost`]).
+#[derive(Clone, Copy)]
+struct LazyLine {
+    line: crate::xspace::LineRef,
+    thread: u32,
+    /// Every timed event of the line is a host span (no step marker, no allocator's event on
+    /// it): its events' stats need not be decoded again.
+    only_spans: bool,
 }
 
 /// A host thread as a trace names it: (pid, tid) for JSON events, whose thread names may come
@@ -547,6 +801,7 @@ impl Builder {
                     correlation: p.correlation,
                     start: p.start,
                     end: p.end,
+                    xspace: None,
                 });
                 continue;
             }
@@ -569,7 +824,7 @@ impl Builder {
             } else {
                 if is_data_loading(name) {
                     let thread = self.thread(ThreadKey::Ids(Some(p.pid.clone()), p.tid.clone()));
-                    self.trace.host.push(HostSpan {
+                    self.trace.host_held.push(HostSpan {
                         start: p.start,
                         end: p.end,
                         kind: HostKind::DataLoading,
@@ -609,7 +864,7 @@ impl Builder {
         self.trace
             .device_ops
             .sort_by(|a, b| a.start.total_cmp(&b.start));
-        sort_host(&mut self.trace.host);
+        sort_host(&mut self.trace.host_held);
         self.trace.launches.sort_by_key(|l| l.correlation);
         self.trace.steps.sort_by(|a, b| a.start.total_cmp(&b.start));
         if !self.device_step_line.is_empty() {
@@ -711,7 +966,7 @@ impl Builder {
                 end: next,
             });
             if i + 1 < n && runs.ends[i] < next {
-                self.trace.host.push(HostSpan {
+                self.trace.host_held.push(HostSpan {
                     start: runs.ends[i],
                     end: next,
                     kind: HostKind::DataLoading,
@@ -720,7 +975,7 @@ impl Builder {
                 });
             }
         }
-        sort_host(&mut self.trace.host);
+        sort_host(&mut self.trace.host_held);
         self.trace.steps_from = Some("session.run calls (their _SOURCE nodes)".into());
     }
 
@@ -730,8 +985,7 @@ impl Builder {
     fn infer_steps(&mut self) {
         let fetches: Vec<(f64, f64)> = crate::intervals::Union::new(
             self.trace
-                .host
-                .iter()
+                .host_spans()
                 .filter(|h| h.kind == HostKind::DataLoading)
                 .map(|h| (h.start, h.end))
                 .collect(),
@@ -764,43 +1018,43 @@ impl Builder {
         });
     }
 
-    fn xspace_event(&mut self, plane: &str, line: &str, e: &crate::xspace::Event<'_>) {
+    fn xspace_event(&mut self, line: &crate::xspace::Line<'_>, e: &crate::xspace::Event<'_>) {
         let (start, end) = (e.start_us, e.start_us + e.dur_us);
         if !start.is_finite() || !end.is_finite() {
             self.trace.skipped_events += 1;
             return;
         }
-        if plane.starts_with("/host:") {
-            if let Some(n) = e.stat("step_num").and_then(|v| v.as_f64()) {
-                self.note_span(start, end);
-                self.step(e.name, n, start, end);
-                return;
+        if line.plane.starts_with("/host:") {
+            let event = host_plane_event(e);
+            if !matches!(event, HostPlaneEvent::Span) {
+                self.lines_with_markers.insert(line.index);
             }
-            if let (Some(sign), Some(allocated)) = (
-                match e.name {
-                    "MemoryAllocation" => Some(1.0),
-                    "MemoryDeallocation" => Some(-1.0),
-                    _ => None,
-                },
-                e.stat("bytes_allocated").and_then(|v| v.as_f64()),
-            ) {
-                // The allocator's events (TensorFlow's and XLA's BFC allocators): the heap in
-                // use after each, as xprof's memory profile reads them.
-                self.note_span(start, end);
-                let device = match e.stat("allocator_name") {
-                    Some(crate::xspace::StatValue::Str(s)) => s.to_string(),
-                    _ => "allocator".to_string(),
-                };
-                let bytes = e.stat("allocation_bytes").and_then(|v| v.as_f64());
-                self.trace.memory.push(MemoryEvent {
-                    ts: start,
-                    device,
-                    bytes: sign * bytes.unwrap_or(0.0),
-                    allocated,
-                    reserved: e.stat("bytes_reserved").and_then(|v| v.as_f64()),
-                    allocator_peak: e.stat("peak_bytes_in_use").and_then(|v| v.as_f64()),
-                });
-                return;
+            match event {
+                HostPlaneEvent::Step(n) => {
+                    self.note_span(start, end);
+                    self.step(e.name, n, start, end);
+                    return;
+                }
+                HostPlaneEvent::Memory(sign, allocated) => {
+                    // The allocator's events (TensorFlow's and XLA's BFC allocators): the heap
+                    // in use after each, as xprof's memory profile reads them.
+                    self.note_span(start, end);
+                    let device = match e.stat("allocator_name") {
+                        Some(crate::xspace::StatValue::Str(s)) => s.to_string(),
+                        _ => "allocator".to_string(),
+                    };
+                    let bytes = e.stat("allocation_bytes").and_then(|v| v.as_f64());
+                    self.trace.memory.push(MemoryEvent {
+                        ts: start,
+                        device,
+                        bytes: sign * bytes.unwrap_or(0.0),
+                        allocated,
+                        reserved: e.stat("bytes_reserved").and_then(|v| v.as_f64()),
+                        allocator_peak: e.stat("peak_bytes_in_use").and_then(|v| v.as_f64()),
+                    });
+                    return;
+                }
+                HostPlaneEvent::Span => {}
             }
         }
         let details = match e.stat("memcpy_details") {
@@ -812,13 +1066,14 @@ impl Builder {
             .and_then(|v| v.as_f64())
             .map(|c| c as u64);
         self.xprof_event(XprofEvent {
-            plane,
-            line,
+            plane: line.plane,
+            line: line.name,
             name: e.name,
             details,
             correlation,
             start,
             end,
+            xspace: Some((line.index, line.plane_index, e.metadata_id)),
         });
     }
 
@@ -831,7 +1086,7 @@ impl Builder {
 
     fn push_host(&mut self, kind: HostKind, name: &str, thread: u32, start: f64, end: f64) {
         let name = self.intern(name);
-        self.trace.host.push(HostSpan {
+        self.trace.host_held.push(HostSpan {
             start,
             end,
             kind,
@@ -899,7 +1154,79 @@ impl Builder {
 
     /// A host span, classified by its name.
     fn host_event(&mut self, name: &str, thread: u32, start: f64, end: f64) {
-        let kind = if is_data_loading(name) {
+        let kind = self.host_kind(name);
+        self.push_host(kind, name, thread, start, end);
+    }
+
+    /// An XSpace's host span, left in the file: what its line and metadata id stand for is
+    /// noted, and whether the line's spans come in order of their start.
+    fn xspace_host_event(
+        &mut self,
+        line: usize,
+        plane: usize,
+        metadata: i64,
+        name: &str,
+        thread: u32,
+        start: f64,
+    ) {
+        let kind = self.host_kind(name);
+        let id = self.intern(name);
+        if self.host_names.len() <= plane {
+            self.host_names.resize_with(plane + 1, IdMap::default);
+        }
+        self.host_names[plane].insert(metadata, (id, kind));
+        if self.host_lines.len() <= line {
+            self.host_lines.resize_with(line + 1, || None);
+        }
+        let state = self.host_lines[line].get_or_insert(HostLine {
+            thread,
+            last_start: start,
+            in_order: true,
+        });
+        state.in_order &= start >= state.last_start;
+        state.last_start = start;
+    }
+
+    /// After the first read of an XSpace: its host lines are left in the file, but for any
+    /// whose spans did not come in order of their start, which are decoded now and held.
+    fn leave_host_in_file(
+        &mut self,
+        bytes: XspaceBytes,
+        index: crate::xspace::Index,
+        hold: &dyn Fn(usize) -> bool,
+    ) {
+        let mut lines = Vec::new();
+        for (i, state) in std::mem::take(&mut self.host_lines).into_iter().enumerate() {
+            let (Some(state), Some(line)) = (state, index.lines.get(i)) else {
+                continue;
+            };
+            if state.in_order && !hold(i) {
+                lines.push(LazyLine {
+                    line: *line,
+                    thread: state.thread,
+                    only_spans: !self.lines_with_markers.contains(&i),
+                });
+                continue;
+            }
+            let Some(names) = self.host_names.get(line.plane) else {
+                continue;
+            };
+            let mut events = crate::xspace::LineEvents::new(&bytes, &index, line);
+            while let Some(span) = events.next_with(|e| xspace_host_span(e, names, state.thread)) {
+                self.trace.host_held.extend(span);
+            }
+        }
+        self.trace.lazy_host = Some(LazyHost {
+            bytes,
+            index,
+            lines,
+            names: std::mem::take(&mut self.host_names),
+        });
+    }
+
+    /// The kind of a host span by its name.
+    fn host_kind(&mut self, name: &str) -> HostKind {
+        if is_data_loading(name) {
             HostKind::DataLoading
         } else if name.starts_with('$') {
             // The Python tracer's function spans (which contain everything below them).
@@ -913,8 +1240,7 @@ impl Builder {
         } else {
             self.trace.cpu_ops += 1;
             HostKind::Cpu
-        };
-        self.push_host(kind, name, thread, start, end);
+        }
     }
 
     /// An event of xprof's model (XSpace, or the trace viewer's JSON): planes `/device:GPU:0`
@@ -928,6 +1254,7 @@ impl Builder {
             correlation,
             start,
             end,
+            xspace,
         } = e;
         self.note_span(start, end);
         if let Some(device) = plane.strip_prefix("/device:") {
@@ -1000,7 +1327,12 @@ impl Builder {
                     i
                 }
             };
-            self.host_event(name, thread, start, end);
+            match xspace {
+                Some((line, plane, metadata)) => {
+                    self.xspace_host_event(line, plane, metadata, name, thread, start);
+                }
+                None => self.host_event(name, thread, start, end),
+            }
         }
     }
 }
@@ -1015,6 +1347,9 @@ struct XprofEvent<'a> {
     correlation: Option<u64>,
     start: f64,
     end: f64,
+    /// From an XSpace: the event's line and plane (their indices in the file) and metadata
+    /// id, for a host span left in the file.
+    xspace: Option<(usize, usize, i64)>,
 }
 
 /// CUDA / ROCm API calls (runtime and driver) by their names: `cudaLaunchKernel`,
@@ -1082,12 +1417,14 @@ fn runtime_kind(name: &str) -> HostKind {
 /// Host spans by start, the enclosing span first where two start together; in place (a stable
 /// sort would take half their memory again).
 fn sort_host(host: &mut [HostSpan]) {
-    host.sort_unstable_by(|a, b| {
-        (a.start.total_cmp(&b.start))
-            .then(b.end.total_cmp(&a.end))
-            .then(a.name.cmp(&b.name))
-            .then(a.thread.cmp(&b.thread))
-    });
+    host.sort_unstable_by(host_order);
+}
+
+fn host_order(a: &HostSpan, b: &HostSpan) -> std::cmp::Ordering {
+    (a.start.total_cmp(&b.start))
+        .then(b.end.total_cmp(&a.end))
+        .then(a.name.cmp(&b.name))
+        .then(a.thread.cmp(&b.thread))
 }
 
 /// The plane a trace viewer JSON process stands for: `/device:GPU:0`, `/host:CPU`, written
@@ -1122,6 +1459,13 @@ fn is_data_loading(name: &str) -> bool {
 /// Reads `path` into the model: JSON (Kineto, TensorFlow timeline, trace viewer JSON), or an
 /// XSpace protobuf (`.xplane.pb`), plain or gzipped.
 pub fn load(path: &Path) -> Result<Trace> {
+    load_with(path, &|_| false)
+}
+
+/// [`load`], holding in memory the host spans of the XSpace lines (by index) that `hold` picks,
+/// as if they had come out of order (to check that what is left in the file reads back the
+/// same).
+fn load_with(path: &Path, hold: &dyn Fn(usize) -> bool) -> Result<Trace> {
     let mut b = Builder::default();
     // Room for the host spans the file may hold, so that millions of them are not copied as
     // the table grows (room not written to costs no memory). An XSpace event takes tens of
@@ -1129,13 +1473,13 @@ pub fn load(path: &Path) -> Result<Trace> {
     let size = std::fs::metadata(path).map_or(0, |m| m.len());
     let header = if is_xspace(path)? {
         let bytes = read_all(path)?;
-        b.trace.host.reserve((bytes.len() / 40).min(1 << 28));
-        let counts = crate::xspace::read_xspace(
+        let (counts, index) = crate::xspace::read_xspace(
             path,
             &bytes,
-            |plane, line, e| b.xspace_event(plane, line, e),
+            |line, e| b.xspace_event(line, e),
             |start, end| bytes.done(start, end),
         )?;
+        b.leave_host_in_file(bytes, index, hold);
         b.xspace = true;
         b.trace.skipped_events += counts.untimed;
         Header {
@@ -1143,7 +1487,9 @@ pub fn load(path: &Path) -> Result<Trace> {
             ..Header::default()
         }
     } else {
-        b.trace.host.reserve(((size / 400) as usize).min(1 << 28));
+        b.trace
+            .host_held
+            .reserve(((size / 400) as usize).min(1 << 28));
         read_events(path, |e| b.event(e))?
     };
     let mut trace = b.finish();
@@ -1269,6 +1615,44 @@ mod tests {
             ("é", false),
         ] {
             assert_eq!(is_collective_kernel(name), want, "{name}");
+        }
+    }
+
+    /// An XSpace's host spans left in the file and read back through the merge are the spans,
+    /// in the order, and make the analysis, that holding them all in memory does.
+    #[test]
+    fn host_spans_left_in_the_file_read_back_as_held() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/traces");
+        for name in [
+            "jax/jax_gpu_train.xplane.pb",
+            "jax/jax_gpu_train_steps_line.xplane.pb",
+            "jax/jax_train.xplane.pb",
+            "tensorflow/xspace/tf_keras_fit.xplane.pb",
+            "tensorflow/xspace/tf_keras_fit_batchtrace.xplane.pb",
+            "tensorflow/xspace/tf_custom_loop.xplane.pb",
+        ] {
+            let path = dir.join(name);
+            let held = load_with(&path, &|_| true).unwrap_or_else(|e| panic!("{e}"));
+            assert!(held.lazy_host.as_ref().is_some_and(|l| l.lines.is_empty()));
+            let bits = |h: HostSpan| (h.start.to_bits(), h.end.to_bits(), h.kind, h.name, h.thread);
+            let want: Vec<_> = held.host_spans().map(bits).collect();
+            assert!(!want.is_empty(), "{name}");
+            let json = |t: &Trace| serde_json::to_string(&crate::analysis::analyze(t)).ok();
+            // All left in the file, or every other line (the rest merged with those held).
+            let every_other: &dyn Fn(usize) -> bool = &|i| i % 2 == 1;
+            for hold in [&|_| false, every_other] {
+                let lazy = load_with(&path, hold).unwrap_or_else(|e| panic!("{e}"));
+                let left = lazy.lazy_host.as_ref().map_or(0, |l| l.lines.len());
+                assert!(left > 0, "{name}: no line left in the file");
+                let got: Vec<_> = lazy.host_spans().map(bits).collect();
+                assert!(
+                    got == want,
+                    "{name}: {} spans read back, {} held",
+                    got.len(),
+                    want.len()
+                );
+                assert_eq!(json(&lazy), json(&held), "{name}");
+            }
         }
     }
 

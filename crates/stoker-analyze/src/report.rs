@@ -334,10 +334,14 @@ fn worst_step_strip(t: &Trace, name: &str, (a, b): (f64, f64)) -> String {
             .map(|o| (o.start, o.end))
             .collect())
     };
+    let in_step: Vec<_> = t
+        .host_spans()
+        .filter(|h| h.end > a && h.start < b)
+        .collect();
     let host = |kind: HostKind| {
-        ms(t.host
+        ms(in_step
             .iter()
-            .filter(|h| h.kind == kind && h.end > a && h.start < b)
+            .filter(|h| h.kind == kind)
             .map(|h| (h.start, h.end))
             .collect())
     };
