@@ -63,7 +63,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         results.push(analysis);
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
+        print_json(&results)?;
     } else {
         for a in &results {
             print!("{}", a.to_text());
@@ -73,6 +73,17 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `value` to stdout as indented JSON, as it is serialised (a trace of many steps makes
+/// a large document, which is not built in memory first).
+fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    serde_json::to_writer_pretty(&mut out, value)?;
+    writeln!(out)?;
+    out.flush()?;
+    Ok(())
 }
 
 /// `--compare BEFORE AFTER`.
@@ -96,7 +107,7 @@ fn compare(args: &Args) -> anyhow::Result<ExitCode> {
         eprintln!("report: {}", out.display());
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&c)?);
+        print_json(&c)?;
     } else {
         print!("{}", c.to_text());
     }
