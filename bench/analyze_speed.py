@@ -8,7 +8,7 @@ core.
 
 Makes a synthetic Kineto trace of ``--gb`` GB with bench/make_big_trace.py (the real ResNet-50
 trace's events replicated), runs ``stoker analyze`` on it ``--runs`` times (median time, peak
-RSS of the process from ``wait4``), then HTA once if its Python is given (``TraceAnalysis``
+RSS of the process as GNU time reports it), then HTA once if its Python is given (``TraceAnalysis``
 load + temporal and idle-time breakdowns). Then, with ``--xspace-mb``, a synthetic XSpace made
 by bench/make_big_xspace.py (needs TensorFlow's protobuf classes in ``--xprof-python``'s
 environment) read by ``stoker analyze``, by ``xprof-rs get_overview`` and by xprof's
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -49,15 +50,23 @@ print(len(data))
 
 
 def timed_run(cmd: list[str]) -> tuple[float, float, str]:
-    """(seconds, peak RSS MiB, stdout) of one pinned child."""
-    t = time.perf_counter()
-    p = subprocess.Popen(["taskset", "-c", "0", *cmd], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    out = p.stdout.read() if p.stdout else ""
-    _, status, usage = os.wait4(p.pid, 0)
-    secs = time.perf_counter() - t
-    if status != 0:
-        raise SystemExit(f"{cmd[0]} failed with status {status}")
-    return secs, usage.ru_maxrss / 1024, out
+    """(seconds, peak RSS MiB, stdout) of one pinned child.
+
+    The peak is the child's own, as GNU time reports it: `wait4` on a child of this process
+    would report at least this process's own peak, since the child starts as a (v)fork of it
+    and the kernel keeps the largest resident size over exec; this process grows as it keeps
+    the outputs.
+    """
+    gnu_time = shutil.which("time") or "/usr/bin/time"
+    with tempfile.NamedTemporaryFile("r") as peak:
+        t = time.perf_counter()
+        p = subprocess.run([gnu_time, "-f", "%M", "-o", peak.name, "taskset", "-c", "0", *cmd],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        secs = time.perf_counter() - t
+        if p.returncode != 0:
+            raise SystemExit(f"{cmd[0]} failed with status {p.returncode}")
+        kib = int(peak.read().split()[-1])
+    return secs, kib / 1024, p.stdout
 
 
 def main() -> int:
