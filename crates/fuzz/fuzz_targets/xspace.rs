@@ -27,9 +27,18 @@ fuzz_target!(|data: &[u8]| {
             let mut again = 0u64;
             for line in &index.lines {
                 let mut line_events = LineEvents::new(data, &index, line);
-                while line_events.next_with(|_| ()).is_some() {
+                let mut times = LineEvents::new(data, &index, line);
+                while let Some(whole) =
+                    line_events.next_with(|e| (e.metadata_id, e.start_us, e.dur_us))
+                {
                     again += 1;
+                    // The times alone, the stats not decoded: the same.
+                    let fast = times
+                        .next_timing()
+                        .map(|(id, s, d)| (id, s.to_bits(), d.to_bits()));
+                    assert_eq!(fast, Some((whole.0, whole.1.to_bits(), whole.2.to_bits())));
                 }
+                assert_eq!(times.next_timing(), None);
             }
             assert_eq!(again, events);
         }

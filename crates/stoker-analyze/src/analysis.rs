@@ -330,6 +330,11 @@ impl Causes {
         let host: Vec<HostSpan> = (t.host_spans())
             .filter(|h| h.end > a && h.start < b)
             .collect();
+        Causes::with_host(t, (a, b), &host)
+    }
+
+    /// [`Causes::new`] over [a, b), with the host spans that overlap it (sorted by start).
+    pub fn with_host(t: &Trace, (a, b): (f64, f64), host: &[HostSpan]) -> Causes {
         let (compute, by_priority) = unions(
             t.device_ops.iter().filter(|o| o.end > a && o.start < b),
             host.iter(),
@@ -589,7 +594,12 @@ pub fn analyze(t: &Trace) -> Analysis {
     const MAX_GAPS: usize = 10;
     let mut longest: Vec<(GapKey, IdleGap)> = Vec::with_capacity(MAX_GAPS + 1);
     let mut evidence = Evidence::new();
-    // (The marks come in order of their start.)
+    // The smallest start of each mark and those after it: what each sweep must still hold.
+    // (Steps come in order of their start; measured on the device, they may not.)
+    let mut keep_after: Vec<f64> = marks.iter().map(|m| m.1).collect();
+    for i in (0..keep_after.len().saturating_sub(1)).rev() {
+        keep_after[i] = keep_after[i].min(keep_after[i + 1]);
+    }
     let (mut op_sweep, mut host_sweep, mut step_sweep) = (
         Sweep::new(t.device_ops.iter()),
         Sweep::new(t.host_spans()),
@@ -599,13 +609,14 @@ pub fn analyze(t: &Trace) -> Analysis {
     for (i, (name, a, b)) in marks.iter().enumerate() {
         let (a, b) = (*a, *b);
         ops.clear();
-        ops.extend(op_sweep.window(a, b).copied());
+        let keep = keep_after[i];
+        ops.extend(op_sweep.window(a, b, keep).copied());
         host.clear();
-        host.extend(host_sweep.window(a, b).copied());
+        host.extend(host_sweep.window(a, b, keep).copied());
         let (_, by_priority) = unions(
             ops.iter().copied(),
             host.iter(),
-            step_sweep.window(a, b).copied(),
+            step_sweep.window(a, b, keep).copied(),
         );
         let busy = compute.covered(a, b);
         let classes = classify(compute, &by_priority, a, b);
@@ -615,8 +626,16 @@ pub fn analyze(t: &Trace) -> Analysis {
             evidence.add(t, &classes, &ops, &host);
         }
         if kept_step && !t.device_ops.is_empty() {
-            for (x, y) in compute.gaps(a, b) {
-                let key = ((y - x).to_bits(), Reverse(i), Reverse(x.to_bits()));
+            // The step's longest gaps first, then those longer than the shortest kept: the
+            // causes and host activity are worked out for at most MAX_GAPS gaps per step.
+            let mut candidates: Vec<(GapKey, f64, f64)> = (compute.gaps(a, b).into_iter())
+                .map(|(x, y)| (((y - x).to_bits(), Reverse(i), Reverse(x.to_bits())), x, y))
+                .collect();
+            if candidates.len() > MAX_GAPS {
+                candidates.select_nth_unstable_by_key(MAX_GAPS - 1, |c| Reverse(c.0));
+                candidates.truncate(MAX_GAPS);
+            }
+            for (key, x, y) in candidates {
                 let shortest = longest.iter().map(|g| g.0).min();
                 if longest.len() == MAX_GAPS && shortest.is_some_and(|s| key < s) {
                     continue;
@@ -840,7 +859,8 @@ fn launch_stats(t: &Trace) -> Option<LaunchStats> {
 /// most 5).
 fn host_during(t: &Trace, host: &[HostSpan], x: f64, y: f64) -> Vec<HostActivity> {
     let mut by: HashMap<(u32, HostKind, u32), f64> = HashMap::new();
-    for h in host {
+    // (`host` is sorted by start.)
+    for h in host.iter().take_while(|h| h.start < y) {
         let overlap = h.end.min(y) - h.start.max(x);
         if overlap > 0.0 {
             *by.entry((h.name, h.kind, h.thread)).or_insert(0.0) += overlap;

@@ -126,15 +126,14 @@ impl<T: Timed> Timed for &T {
     }
 }
 
-/// The items of a sequence sorted by start that overlap each of a series of windows, the
-/// windows' starts never decreasing (the steps, in order): one pass over the items for all the
-/// windows together, holding only the items still running, not a pass per window.
+/// The items of a sequence sorted by start that overlap each of a series of windows (the
+/// steps): one pass over the items for all the windows together, holding only the items that
+/// a window still to come may overlap, not a pass per window.
 pub struct Sweep<I: Iterator> {
     items: std::iter::Peekable<I>,
-    /// Items that started before the latest window's end and had not ended by its start, in
-    /// the sequence's order.
+    /// Items that started before the latest window's end and end after `keep_after`, in the
+    /// sequence's order.
     running: Vec<I::Item>,
-    last_start: f64,
 }
 
 impl<I: Iterator> Sweep<I>
@@ -145,20 +144,26 @@ where
         Sweep {
             items: items.peekable(),
             running: Vec::new(),
-            last_start: f64::NEG_INFINITY,
         }
     }
 
-    /// The items with `end > a` and `start < b`, in the sequence's order.
-    pub fn window(&mut self, a: f64, b: f64) -> impl Iterator<Item = &I::Item> + '_ {
-        debug_assert!(a >= self.last_start, "windows out of order");
-        self.last_start = a;
+    /// The items with `end > a` and `start < b`, in the sequence's order. `keep_after`: no
+    /// window after this one starts before it (the smallest start of this window and those to
+    /// come): items that end by then are let go. (Steps come in order of their start, then it
+    /// is `a`; but steps measured on the device may not.)
+    pub fn window(
+        &mut self,
+        a: f64,
+        b: f64,
+        keep_after: f64,
+    ) -> impl Iterator<Item = &I::Item> + '_ {
         while let Some(item) = self.items.next_if(|x| x.start() < b) {
             self.running.push(item);
         }
-        // An item that ended by this window's start ends before every later window too.
-        self.running.retain(|x| x.end() > a);
-        self.running.iter().filter(move |x| x.start() < b)
+        self.running.retain(|x| x.end() > keep_after);
+        self.running
+            .iter()
+            .filter(move |x| x.end() > a && x.start() < b)
     }
 }
 
@@ -193,7 +198,8 @@ mod tests {
             })
             .collect();
         items.sort_by(|p, q| p.0.total_cmp(&q.0));
-        // Windows in order of their start, some overlapping, some nested, some empty.
+        // Windows in order of their start, some overlapping, some nested, some empty; then
+        // the same windows, a few out of order.
         let mut windows: Vec<(f64, f64)> = (0..200)
             .map(|_| {
                 let a = next(1100);
@@ -201,14 +207,25 @@ mod tests {
             })
             .collect();
         windows.sort_by(|p, q| p.0.total_cmp(&q.0));
-        let mut sweep = Sweep::new(items.iter());
-        for (a, b) in windows {
-            let got: Vec<(f64, f64)> = sweep.window(a, b).map(|x| **x).collect();
-            let want: Vec<(f64, f64)> = (items.iter())
-                .filter(|x| x.1 > a && x.0 < b)
-                .copied()
-                .collect();
-            assert_eq!(got, want, "window [{a}, {b})");
+        let mut shuffled = windows.clone();
+        for i in (0..shuffled.len()).step_by(7) {
+            let j = (i + next(5) as usize).min(shuffled.len() - 1);
+            shuffled.swap(i, j);
+        }
+        for windows in [windows, shuffled] {
+            let mut keep_after: Vec<f64> = windows.iter().map(|w| w.0).collect();
+            for i in (0..keep_after.len().saturating_sub(1)).rev() {
+                keep_after[i] = keep_after[i].min(keep_after[i + 1]);
+            }
+            let mut sweep = Sweep::new(items.iter());
+            for (&(a, b), &k) in windows.iter().zip(&keep_after) {
+                let got: Vec<(f64, f64)> = sweep.window(a, b, k).map(|x| **x).collect();
+                let want: Vec<(f64, f64)> = (items.iter())
+                    .filter(|x| x.1 > a && x.0 < b)
+                    .copied()
+                    .collect();
+                assert_eq!(got, want, "window [{a}, {b})");
+            }
         }
     }
 

@@ -284,6 +284,16 @@ struct LineCursor<'t> {
 
 impl LineCursor<'_> {
     fn decode(&mut self) -> Option<HostSpan> {
+        let span = self.decode_next();
+        if span.is_none() {
+            // The line's end: its last bytes are let go too.
+            self.bytes.done(self.released, self.events.position());
+            self.released = self.events.position();
+        }
+        span
+    }
+
+    fn decode_next(&mut self) -> Option<HostSpan> {
         let (names, thread) = (self.names?, self.thread);
         loop {
             let span = if self.only_spans {
@@ -1563,10 +1573,11 @@ fn read_all(path: &Path) -> Result<XspaceBytes> {
     let mut magic = [0u8; 2];
     let n = file.read(&mut magic).map_err(io)?;
     if n == 2 && magic != [0x1f, 0x8b] {
-        // SAFETY: the map is read-only and lives while the trace is decoded. Its bytes change
-        // only if another program rewrites the file in place meanwhile (profilers write a new
-        // file); then decoding sees other bytes, which it checks like any input, or, if the
-        // file is cut short, the process gets SIGBUS, as with any memory-mapped reader.
+        // SAFETY: the map is read-only and lives as long as the trace (its host lines are
+        // decoded again by the analysis and the report). Its bytes change only if another
+        // program rewrites the file in place meanwhile (profilers write a new file); then
+        // decoding sees other bytes, which it checks like any input, or, if the file is cut
+        // short, the process gets SIGBUS, as with any memory-mapped reader.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
         return Ok(XspaceBytes::Mapped(map));
     }

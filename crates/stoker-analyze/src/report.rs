@@ -358,7 +358,7 @@ fn worst_step_strip(t: &Trace, name: &str, (a, b): (f64, f64)) -> String {
         ("host: Python", HostKind::Python, CAUSE_COLORS[7]),
     ]
     .map(|(label, kind, color)| (label, color, host(kind)));
-    let causes = Causes::new(t, Some((a, b)));
+    let causes = Causes::with_host(t, (a, b), &in_step);
     let idle: Vec<Vec<(f64, f64)>> = causes
         .classify(a, b)
         .into_iter()

@@ -477,6 +477,24 @@ fn with_event<R>(
     Ok(Some(f(&event)))
 }
 
+/// An XEvent's metadata id, offset (ps) and duration (ps), its other fields skipped; `None` if
+/// a field is not one this walk takes.
+fn event_timing(b: &[u8], at: usize) -> Option<(i64, Option<i64>, i64)> {
+    // The last of a repeated field counts, as in protobuf.
+    let (mut id, mut offset, mut duration) = (0i64, None, 0i64);
+    let mut rest = b;
+    while !rest.is_empty() {
+        // (int64 on the wire: two's complement in a varint.)
+        match read_field(b, &mut rest, at).ok()? {
+            (1, Field::Varint(v), _) => id = v as i64,
+            (2, Field::Varint(v), _) => offset = Some(v as i64),
+            (3, Field::Varint(v), _) => duration = v as i64,
+            _ => {}
+        }
+    }
+    Some((id, offset, duration))
+}
+
 /// The timed events of one line, decoded again one at a time from the bytes [`read_xspace`]
 /// read them from.
 pub struct LineEvents<'a> {
@@ -525,21 +543,21 @@ impl<'a> LineEvents<'a> {
             let (4, Field::Len(b)) = (tag, field) else {
                 continue;
             };
-            // XEvent's fields 1-3; the last of a repeated one counts, as in protobuf.
-            let (mut id, mut offset, mut duration) = (0i64, None, 0i64);
-            let mut rest = b;
-            while !rest.is_empty() {
-                // (int64 on the wire: two's complement in a varint.)
-                match read_field(b, &mut rest, at).ok()? {
-                    (1, Field::Varint(v), _) => id = v as i64,
-                    (2, Field::Varint(v), _) => offset = Some(v as i64),
-                    (3, Field::Varint(v), _) => duration = v as i64,
-                    _ => {}
-                }
-            }
-            if let Some(offset) = offset {
-                let start = ((self.start_ps + i128::from(offset)) as f64) * 1e-6;
-                return Some((id, start, (duration.max(0) as f64) * 1e-6));
+            let timing = match event_timing(b, at) {
+                Some((id, offset, duration)) => offset.map(|offset| {
+                    let start = ((self.start_ps + i128::from(offset)) as f64) * 1e-6;
+                    (id, start, (duration.max(0) as f64) * 1e-6)
+                }),
+                // A field this walk does not take (a group, which protobuf skips): the event
+                // decoded whole.
+                None => with_event(b, at, self.names, self.start_ps, |e| {
+                    (e.metadata_id, e.start_us, e.dur_us)
+                })
+                .ok()?,
+            };
+            // (`None`: an aggregated event, with no time.)
+            if timing.is_some() {
+                return timing;
             }
         }
         None
