@@ -1,17 +1,21 @@
 """Soak: long runs and many early stops, watching memory, threads and file descriptors.
 
-    python bench/soak.py run w1 --minutes 30 --out bench/results/soak_w1.json
-    python bench/soak.py run w3 --minutes 30 --out bench/results/soak_w3.json
-    python bench/soak.py run pyfn --minutes 30 --out bench/results/soak_pyfn.json
+    python bench/soak.py run w1 --minutes 40 --out bench/results/soak_w1.json
+    python bench/soak.py run w3 --minutes 40 --out bench/results/soak_w3.json
+    python bench/soak.py run pyfn --minutes 40 --out bench/results/soak_pyfn.json
     python bench/soak.py breaks --count 10000 --out bench/results/soak_breaks.json
     python bench/soak.py sigint --count 200 --out bench/results/soak_sigint.json
     python bench/soak.py plot bench/results/soak_*.json --out bench/results/soak.png
+    python bench/soak.py refit bench/results/soak_pyfn.json --warmup 10
 
 `run` iterates a pipeline that never ends (`repeat()`) for the given time, sampling the
-process's resident memory, its threads and its open file descriptors every `--interval`
-seconds (from /proc), with what autotuning chose then (each stage's buffer capacity and
-workers, which move the memory in use), and fits a line to each curve after the warm-up
-(`--warmup` minutes): a flat curve has a slope near 0 per 10 minutes. The pipelines: W1 (TFRecord → shuffle → batch →
+process's resident memory (anonymous and file pages apart), its threads and its open file
+descriptors every `--interval` seconds (from /proc), the C heap's bytes in use and held free
+(glibc's `mallinfo2`) and Python's allocated blocks, with what autotuning chose where it
+changed (each stage's buffer capacity and workers, which move the memory in use), and fits a
+line to each curve after the warm-up (`--warmup` minutes, 10 by default: the allocators settle
+into their working set in the first minutes, while the first epochs churn threads and buffers):
+a flat curve has a slope near 0 per 10 minutes. The pipelines: W1 (TFRecord → shuffle → batch →
 native parse and unpack in parallel → prefetch), W3 (JPEG folder → shuffle → decode, crop,
 flip and normalise in parallel → batch → prefetch), and a Python-function pipeline (W1's
 batches through a NumPy function in parallel calls).
@@ -30,6 +34,7 @@ may be left afterwards.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
 import json
 import os
@@ -46,14 +51,60 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 
 
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()
+    ]
+
+
+def _mallinfo2():
+    """glibc's `mallinfo2` (summed over its arenas), or None where the C library lacks it."""
+    try:
+        f = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return None
+    f.restype = _Mallinfo2
+    return f
+
+
+MALLINFO2 = _mallinfo2()
+
+
 def sample() -> dict:
     status = Path("/proc/self/status").read_text()
     fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-    return {
+    out = {
         "rss_mib": int(fields["VmRSS"].split()[0]) / 1024,
+        # Anonymous memory (the heaps) and file pages (libraries, mapped files) apart.
+        "rss_anon_mib": int(fields["RssAnon"].split()[0]) / 1024,
+        "rss_file_mib": int(fields["RssFile"].split()[0]) / 1024,
+        # Python's own allocator's blocks in use (its small objects).
+        "py_blocks": sys.getallocatedblocks(),
         "threads": int(fields["Threads"]),
         "fds": len(os.listdir("/proc/self/fd")),
     }
+    if MALLINFO2 is not None:
+        # The C heap, where NumPy's arrays live (the engine's Rust memory is mimalloc's, and
+        # Python's small objects are in its own arenas): the bytes handed out, and the freed
+        # bytes glibc keeps for reuse instead of returning them. RSS can step while the first
+        # stays flat: that is the allocator keeping memory, not a leak.
+        m = MALLINFO2()
+        out["malloc_in_use_mib"] = (m.uordblks + m.hblkhd) / 2**20
+        out["malloc_free_held_mib"] = m.fordblks / 2**20
+    return out
+
+
+CURVES = (
+    "rss_mib",
+    "rss_anon_mib",
+    "rss_file_mib",
+    "py_blocks",
+    "threads",
+    "fds",
+    "malloc_in_use_mib",
+    "malloc_free_held_mib",
+)
 
 
 def slope_per_10min(ts: list[float], ys: list[float]) -> float:
@@ -96,11 +147,7 @@ def pipeline(name: str):
 def tuned(ds) -> dict:
     """What autotuning decided, which moves the memory in use: the elements the stages may
     buffer and their workers, per stage."""
-    return {
-        s["name"]: [s["buffer_capacity"], s["workers"]]
-        for s in ds.stats()
-        if s["buffer_capacity"] or s["workers"]
-    }
+    return {s["name"]: [s["buffer_capacity"], s["workers"]] for s in ds.stats() if s["buffer_capacity"] or s["workers"]}
 
 
 def run(args) -> dict:
@@ -110,27 +157,58 @@ def run(args) -> dict:
     elements = 0
     next_sample = start + args.interval
     end = start + args.minutes * 60
+    last_tuned = None
     for _ in ds:
         elements += 1
         now = time.monotonic()
         if now >= next_sample:
-            samples.append({"t": now - start, **sample(), "elements": elements, "tuned": tuned(ds)})
+            s = {"t": now - start, **sample(), "elements": elements}
+            # Kept where it changed only: the samples are memory this process holds too.
+            if (choice := tuned(ds)) != last_tuned:
+                s["tuned"] = last_tuned = choice
+            samples.append(s)
             next_sample += args.interval
             if now >= end:
                 break
-    after = [s for s in samples if s["t"] >= args.warmup * 60]
-    ts = [s["t"] for s in after]
-    return {
+    result = {
         "kind": "run",
         "pipeline": args.pipeline,
         "minutes": args.minutes,
         "interval_s": args.interval,
-        "warmup_min": args.warmup,
         "elements": elements,
         "samples": samples,
-        "slopes_per_10min": {k: slope_per_10min(ts, [s[k] for s in after]) for k in ("rss_mib", "threads", "fds")},
-        "rss_mib_after_warmup": [min(s["rss_mib"] for s in after), max(s["rss_mib"] for s in after)] if after else None,
     }
+    return {**result, **fit(samples, args.warmup)}
+
+
+def fit(samples: list[dict], warmup: float) -> dict:
+    """The slope of each curve after `warmup` minutes, the RSS range then, and each curve's
+    median per 10-minute window after the warm-up."""
+    after = [s for s in samples if s["t"] >= warmup * 60]
+    if not after:
+        return {"warmup_min": warmup, "slopes_per_10min": {}, "rss_mib_after_warmup": None}
+    ts = [s["t"] for s in after]
+    windows = {}
+    for start in range(int(warmup), int(samples[-1]["t"] // 60), 10):
+        inside = [s for s in after if start * 60 <= s["t"] < (start + 10) * 60]
+        if inside:
+            medians = {k: float(np.median([s[k] for s in inside])) for k in CURVES if k in inside[0]}
+            windows[f"{start}-{start + 10}"] = medians
+    return {
+        "warmup_min": warmup,
+        "slopes_per_10min": {k: slope_per_10min(ts, [s[k] for s in after]) for k in after[0] if k in CURVES},
+        "rss_mib_after_warmup": [min(s["rss_mib"] for s in after), max(s["rss_mib"] for s in after)],
+        "medians_per_10min": windows,
+    }
+
+
+def refit(args) -> None:
+    """Fits the curves of recorded runs again with another warm-up, in place."""
+    for path in args.files:
+        doc = json.loads(Path(path).read_text())
+        if doc.get("kind") == "run":
+            doc.update(fit(doc["samples"], args.warmup))
+            Path(path).write_text(json.dumps(doc, indent=1) + "\n")
 
 
 def watchdog(deadline: float, what: str) -> threading.Timer:
@@ -168,9 +246,11 @@ def breaks(args) -> dict:
     files = sorted(str(p) for p in (data_dir() / "w1").glob("*.tfrecord"))
     kinds = {
         "w1": lambda: chess,
-        "interleave": lambda: sk.Dataset.from_tensor_slices(np.array(files)).interleave(
-            lambda f: sk.TFRecordDataset(f), cycle_length=2, num_parallel_calls=2
-        ).prefetch(4),
+        "interleave": lambda: (
+            sk.Dataset.from_tensor_slices(np.array(files))
+            .interleave(lambda f: sk.TFRecordDataset(f), cycle_length=2, num_parallel_calls=2)
+            .prefetch(4)
+        ),
         "pyfn": lambda: sk.Dataset.range(10**9).map(lambda x: x * 2, num_parallel_calls=3).prefetch(8),
         "shuffle": lambda: sk.Dataset.range(10**9).shuffle(1000).batch(32).prefetch(2),
     }
@@ -291,8 +371,11 @@ def plot(args) -> None:
     for r in runs:
         t = [s["t"] / 60 for s in r["samples"]]
         for ax, key in zip(axes, ("rss_mib", "threads", "fds")):
-            label = f"{r['pipeline']} ({r['slopes_per_10min'][key]:+.2f} per 10 min after warm-up)"
+            label = f"{r['pipeline']} ({r['slopes_per_10min'][key]:+.2f} per 10 min after {r['warmup_min']:g} min)"
             ax.plot(t, [s[key] for s in r["samples"]], label=label)
+    for ax in axes:
+        for w in sorted({r["warmup_min"] for r in runs}):
+            ax.axvline(w, color="grey", linestyle=":", linewidth=1)
     for ax, title in zip(axes, ("resident memory (MiB)", "threads", "open file descriptors")):
         ax.set_ylabel(title)
         ax.legend(fontsize=8)
@@ -308,9 +391,9 @@ def main() -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
     r.add_argument("pipeline", choices=["w1", "w3", "pyfn"])
-    r.add_argument("--minutes", type=float, default=30)
+    r.add_argument("--minutes", type=float, default=40)
     r.add_argument("--interval", type=float, default=10)
-    r.add_argument("--warmup", type=float, default=2)
+    r.add_argument("--warmup", type=float, default=10)
     b = sub.add_parser("breaks")
     b.add_argument("--count", type=int, default=10_000)
     b.add_argument("--deadline", type=float, default=30)
@@ -321,9 +404,15 @@ def main() -> int:
     p.add_argument("files", nargs="+")
     for x in (r, b, s, p):
         x.add_argument("--out", required=True)
+    f = sub.add_parser("refit")
+    f.add_argument("files", nargs="+")
+    f.add_argument("--warmup", type=float, default=10)
     args = ap.parse_args()
     if args.cmd == "plot":
         plot(args)
+        return 0
+    if args.cmd == "refit":
+        refit(args)
         return 0
     result = {"run": run, "breaks": breaks, "sigint": sigint}[args.cmd](args)
     result["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
