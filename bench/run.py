@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import glob
 import json
 import os
 import platform
@@ -627,6 +628,43 @@ def analyze_section() -> list[str]:
     return L
 
 
+def allocator_section() -> list[str]:
+    """The extension's allocator settings against each other, from bench/ab_builds.py's runs
+    (bench/results/ab_*.json)."""
+    paths = sorted(glob.glob(os.path.join(RESULTS, "ab_*.json")))
+    if not paths:
+        return []
+    L = ["## Allocator: mimalloc without transparent huge pages", "",
+         "The extension's mimalloc is built with `no_thp`: it does not ask the kernel for transparent huge "
+         "pages, because with them the resident memory of a long run crept up (RELIABILITY.md, \"Soak\"). "
+         "What that costs in speed, and what a setting that keeps huge pages but returns only whole ones "
+         "(`MIMALLOC_ALLOW_THP=2`) gives, measured with `bench/ab_builds.py`: the two builds or settings "
+         "alternating, the stoker contender of the workload's table, medians over the rounds of each "
+         "child's median rate and its peak RSS. `thp` is the extension as built at commit `77eb9e0` "
+         "(mimalloc's default: huge pages asked for), `no_thp` the same code built with the feature.", ""]
+    docs = []
+    for path in paths:
+        with open(path) as f:
+            docs.append(json.load(f))
+    for d in sorted(docs, key=lambda d: d["started"]):
+        a, b = list(d["builds"])
+        name = {k: k + (f" ({' '.join(f'{e}={v}' for e, v in env.items())})" if env else "")
+                for k, env in ((k, d.get("env", {}).get(k, {})) for k in (a, b))}
+        L += [f"Run {d['started']}–{d['ended'][-9:]} · `{d['command']}` · {d['workload'].upper()}, "
+              f"{d['rounds']} rounds × {d['runs_per_child']} timed epochs per child", "",
+              f"| cores | {name[a]} images/s | {name[b]} images/s | {b} ÷ {a} | peak RSS MiB ({a} / {b}) |",
+              "|---|---|---|---|---|"]
+        for cores, v in d["summary"].items():
+            r = v[f"{b}/{a}"]
+            L.append(f"| {cores} | {v[a]['ex_per_s']:,.0f} | {v[b]['ex_per_s']:,.0f} | {r['ex_per_s']:.3f} | "
+                     f"{v[a]['peak_rss_mib']:.0f} / {v[b]['peak_rss_mib']:.0f} |")
+        L.append("")
+    L += ["Workload tables above that ran before this change (each names its commit) had mimalloc's "
+          "huge pages: on two cores the build of now gives less than their stoker rows, for W3 by the "
+          "ratio here. The stoker decode-only limits were not measured again.", ""]
+    return L
+
+
 def resume_section() -> list[str]:
     """Resume after preemption, stoker against tf.train.Checkpoint, from bench/resume.py's last run."""
     path = os.path.join(RESULTS, "resume.json")
@@ -828,6 +866,7 @@ def render(docs: list[dict], out_path: str) -> str:
     L += convert_section()
     L += torch_section()
     L += analyze_section()
+    L += allocator_section()
     L += [METHOD]
     text = "\n".join(L).rstrip() + "\n"
     with open(out_path, "w") as f:

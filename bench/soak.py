@@ -6,19 +6,22 @@
     python bench/soak.py breaks --count 10000 --out bench/results/soak_breaks.json
     python bench/soak.py sigint --count 200 --out bench/results/soak_sigint.json
     python bench/soak.py plot bench/results/soak_*.json --out bench/results/soak.png
+    python bench/soak.py plot bench/results/logs/soak_round5_w3_*.json --curves rss_mib rss_thp_mib \
+        --out bench/results/soak_huge_pages.png
     python bench/soak.py refit bench/results/soak_pyfn.json --warmup 10
 
 `run` iterates a pipeline that never ends (`repeat()`) for the given time, sampling the
-process's resident memory (anonymous and file pages apart), its threads and its open file
-descriptors every `--interval` seconds (from /proc), the C heap's bytes in use and held free
-(glibc's `mallinfo2`) and Python's allocated blocks, with what autotuning chose where it
-changed (each stage's buffer capacity and workers, which move the memory in use), and fits a
-line to each curve after the warm-up (`--warmup` minutes, 10 by default: the allocators settle
-into their working set in the first minutes, while the first epochs churn threads and buffers):
-a flat curve has a slope near 0 per 10 minutes. The pipelines: W1 (TFRecord → shuffle → batch →
-native parse and unpack in parallel → prefetch), W3 (JPEG folder → shuffle → decode, crop,
-flip and normalise in parallel → batch → prefetch), and a Python-function pipeline (W1's
-batches through a NumPy function in parallel calls).
+process's resident memory (anonymous and file pages apart, and the anonymous memory held in
+transparent huge pages), its threads and its open file descriptors every `--interval` seconds
+(from /proc), the C heap's bytes in use and held free (glibc's `mallinfo2`) and Python's
+allocated blocks, with what autotuning chose where it changed (each stage's buffer capacity
+and workers, which move the memory in use), and fits a line to each curve after the warm-up
+(`--warmup` minutes, 10 by default: the allocators settle into their working set in the first
+minutes, while the first epochs churn threads and buffers): a flat curve has a slope near 0 per
+10 minutes. The pipelines: W1 (TFRecord → shuffle → batch → native parse and unpack in
+parallel → prefetch), W3 (JPEG folder → shuffle → decode, crop, flip and normalise in parallel
+→ batch → prefetch), and a Python-function pipeline (W1's batches through a NumPy function in
+parallel calls). `--label` names the run in plots; `plot --curves` picks the curves.
 
 `breaks` starts an iterator, takes 0 to 5 elements and drops it, `--count` times, over
 pipelines with parallel maps, prefetch, shuffle and interleave; each start must end within
@@ -71,6 +74,26 @@ def _mallinfo2():
 MALLINFO2 = _mallinfo2()
 
 
+def _anon_huge_pages_mib() -> float | None:
+    try:
+        rollup = Path("/proc/self/smaps_rollup").read_text()
+    except OSError:
+        return None
+    for line in rollup.splitlines():
+        if line.startswith("AnonHugePages:"):
+            return int(line.split()[1]) / 1024
+    return None
+
+
+def _thp_setting() -> str | None:
+    """The kernel's transparent huge page mode (the bracketed word: always, madvise, never)."""
+    try:
+        text = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    except OSError:
+        return None
+    return text[text.find("[") + 1 : text.find("]")] if "[" in text else text.strip()
+
+
 def sample() -> dict:
     status = Path("/proc/self/status").read_text()
     fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
@@ -84,6 +107,12 @@ def sample() -> dict:
         "threads": int(fields["Threads"]),
         "fds": len(os.listdir("/proc/self/fd")),
     }
+    thp = _anon_huge_pages_mib()
+    if thp is not None:
+        # Anonymous memory backed by transparent huge pages: the kernel maps (and khugepaged
+        # later collapses) whole 2 MiB pages where an allocator asked for them, so a few live
+        # bytes can make 2 MiB resident.
+        out["rss_thp_mib"] = thp
     if MALLINFO2 is not None:
         # The C heap, where NumPy's arrays live (the engine's Rust memory is mimalloc's, and
         # Python's small objects are in its own arenas): the bytes handed out, and the freed
@@ -99,6 +128,7 @@ CURVES = (
     "rss_mib",
     "rss_anon_mib",
     "rss_file_mib",
+    "rss_thp_mib",
     "py_blocks",
     "threads",
     "fds",
@@ -173,6 +203,8 @@ def run(args) -> dict:
     result = {
         "kind": "run",
         "pipeline": args.pipeline,
+        "label": args.label or args.pipeline,
+        "transparent_hugepage": _thp_setting(),
         "minutes": args.minutes,
         "interval_s": args.interval,
         "elements": elements,
@@ -359,6 +391,15 @@ def sigint(args) -> dict:
     return {"kind": "sigint", "baseline": baseline, "cases": results, "hangs": 0}
 
 
+TITLES = {
+    "rss_mib": "resident memory (MiB)",
+    "rss_anon_mib": "anonymous memory (MiB)",
+    "rss_thp_mib": "of it in huge pages (MiB)",
+    "threads": "threads",
+    "fds": "open file descriptors",
+}
+
+
 def plot(args) -> None:
     import matplotlib
 
@@ -367,21 +408,25 @@ def plot(args) -> None:
 
     runs = [json.loads(Path(p).read_text()) for p in args.files]
     runs = [r for r in runs if r.get("kind") == "run"]
-    fig, axes = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
+    fig, axes = plt.subplots(len(args.curves), 1, figsize=(9, 3 * len(args.curves)), sharex=True, squeeze=False)
+    axes = axes[:, 0]
     for r in runs:
         t = [s["t"] / 60 for s in r["samples"]]
-        for ax, key in zip(axes, ("rss_mib", "threads", "fds")):
-            label = f"{r['pipeline']} ({r['slopes_per_10min'][key]:+.2f} per 10 min after {r['warmup_min']:g} min)"
+        name = r.get("label", r["pipeline"])
+        for ax, key in zip(axes, args.curves):
+            if key not in r["slopes_per_10min"]:
+                continue
+            label = f"{name} ({r['slopes_per_10min'][key]:+.2f} per 10 min after {r['warmup_min']:g} min)"
             ax.plot(t, [s[key] for s in r["samples"]], label=label)
     for ax in axes:
         for w in sorted({r["warmup_min"] for r in runs}):
             ax.axvline(w, color="grey", linestyle=":", linewidth=1)
-    for ax, title in zip(axes, ("resident memory (MiB)", "threads", "open file descriptors")):
-        ax.set_ylabel(title)
+    for ax, key in zip(axes, args.curves):
+        ax.set_ylabel(TITLES.get(key, key))
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("minutes")
-    fig.suptitle("stoker soak: samples every 10 s")
+    fig.suptitle(args.title)
     fig.tight_layout()
     fig.savefig(args.out, dpi=90)
 
@@ -394,6 +439,7 @@ def main() -> int:
     r.add_argument("--minutes", type=float, default=40)
     r.add_argument("--interval", type=float, default=10)
     r.add_argument("--warmup", type=float, default=10)
+    r.add_argument("--label", help="the run's name in plots (the pipeline's by default)")
     b = sub.add_parser("breaks")
     b.add_argument("--count", type=int, default=10_000)
     b.add_argument("--deadline", type=float, default=30)
@@ -402,6 +448,8 @@ def main() -> int:
     s.add_argument("--deadline", type=float, default=5)
     p = sub.add_parser("plot")
     p.add_argument("files", nargs="+")
+    p.add_argument("--curves", nargs="+", default=["rss_mib", "threads", "fds"], choices=sorted(TITLES))
+    p.add_argument("--title", default="stoker soak: samples every 10 s")
     for x in (r, b, s, p):
         x.add_argument("--out", required=True)
     f = sub.add_parser("refit")

@@ -46,6 +46,7 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// state) is many mid-sized blocks, allocated and freed once per image, where glibc's malloc
 /// spent 4 % of a W3 worker's time walking and merging its free lists. In alternating runs of
 /// W3's pipeline on one core, mimalloc gave 3-10 % more images/s (medians of three series) at
-/// the same peak RSS.
+/// the same peak RSS. It is built not to use transparent huge pages (`no_thp` in Cargo.toml):
+/// with them, a long run's resident memory crept up.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
