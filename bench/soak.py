@@ -6,7 +6,9 @@
     python bench/soak.py breaks --count 10000 --out bench/results/soak_breaks.json
     python bench/soak.py sigint --count 200 --out bench/results/soak_sigint.json
     python bench/soak.py plot bench/results/soak_*.json --out bench/results/soak.png
-    python bench/soak.py plot bench/results/logs/soak_round5_w3_*.json --curves rss_mib rss_thp_mib \
+    python bench/soak.py plot bench/results/logs/soak_round5_w3_*.json \
+        bench/results/logs/soak_round6_w3_whole_huge_pages.json --curves rss_mib rss_thp_mib \
+        --title "W3 soak: mimalloc with and without transparent huge pages" \
         --out bench/results/soak_huge_pages.png
     python bench/soak.py refit bench/results/soak_pyfn.json --warmup 10
 
