@@ -263,3 +263,26 @@ def test_parallel_map_then_batch_is_fused_with_the_same_batches():
     anyorder, _ = run(2, deterministic=False)
     key = lambda b: b["name"].tolist()  # noqa: E731
     assert sorted(map(key, anyorder)) == sorted(map(key, one))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's /proc/self/smaps")
+def test_the_engine_allocator_asks_for_no_huge_pages():
+    # mimalloc marks its arenas (reserved a GiB at a time) for transparent huge pages unless it
+    # is built with `no_thp`; with them a long run's resident memory crept up (RELIABILITY.md,
+    # "Soak"). Checked in a fresh process, where no other library has mapped memory.
+    code = """
+import re, numpy as np, stoker as sk
+rows = sum(1 for _ in sk.Dataset.from_tensor_slices(np.arange(200_000)).batch(1000).as_numpy_iterator())
+assert rows == 200, rows
+size, marked = 0, []
+for line in open("/proc/self/smaps"):
+    m = re.match(r"([0-9a-f]+)-([0-9a-f]+) ", line)
+    if m:
+        size = int(m.group(2), 16) - int(m.group(1), 16)
+    elif line.startswith("VmFlags:") and " hg" in line and size >= 256 << 20:
+        marked.append(size >> 20)
+print(marked)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", f"mappings of this many MiB are marked for huge pages: {out.stdout}"
