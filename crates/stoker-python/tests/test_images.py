@@ -9,8 +9,8 @@ import pytest
 import stoker as sk
 
 
-def decode(data: bytes, channels: int, dtype: str = "uint8"):
-    op = sk.ops.decode_image("value", channels, dtype=dtype)
+def decode(data: bytes, channels: int, dtype: str = "uint8", dct_method: str = ""):
+    op = sk.ops.decode_image("value", channels, dtype=dtype, dct_method=dct_method)
     (img,) = list(sk.Dataset.from_tensor_slices(np.array([data], dtype=object)).map(op))
     return img
 
@@ -61,7 +61,7 @@ def test_uint16_output_matches_tf(golden, name, channels):
 def test_jpeg_luma_within_one_of_libjpeg(golden, name, channels):
     # libjpeg's own default (accurate integer IDCT; TF's decode_jpeg default is the fast one).
     want = np.load(golden / "images_expected.npz")[f"{name}/islow/channels={channels}"]
-    got = decode((golden / "images" / name).read_bytes(), channels)
+    got = decode((golden / "images" / name).read_bytes(), channels, dct_method="INTEGER_ACCURATE")
     assert got.shape == want.shape
     diff = np.abs(got.astype(int) - want.astype(int))
     assert diff.max() <= 1, f"max {diff.max()}, mean {diff.mean():.3f}"
@@ -70,7 +70,7 @@ def test_jpeg_luma_within_one_of_libjpeg(golden, name, channels):
 @pytest.mark.parametrize("channels", [0, 3])
 def test_jpeg_colour_against_libjpeg(golden, channels):
     want = np.load(golden / "images_expected.npz")[f"rgb.jpg/islow/channels={channels}"]
-    got = decode((golden / "images" / "rgb.jpg").read_bytes(), channels)
+    got = decode((golden / "images" / "rgb.jpg").read_bytes(), channels, dct_method="INTEGER_ACCURATE")
     assert got.shape == want.shape
     diff = np.abs(got.astype(int) - want.astype(int))
     if sk.JPEG_BACKEND == "libjpeg-turbo":
@@ -79,6 +79,37 @@ def test_jpeg_colour_against_libjpeg(golden, channels):
         # zune-jpeg upsamples 4:2:0 chroma differently from libjpeg: mean 0.37, max 8 on this
         # image. Pinned so it cannot grow; the `turbojpeg` feature gives libjpeg's output.
         assert diff.mean() < 0.5 and diff.max() <= 8, f"max {diff.max()}, mean {diff.mean():.3f}"
+
+
+@pytest.mark.parametrize("name,channels", [(n, c) for n in ("rgb.jpg", "grey.jpg") for c in (0, 1, 3)])
+def test_jpeg_default_equals_tf_default_decode(golden, name, channels):
+    # TF's decode_jpeg / decode_image default is libjpeg's fast integer IDCT (dct_method="").
+    g = np.load(golden / "images_expected.npz")
+    data = (golden / "images" / name).read_bytes()
+    want_fast, want_accurate = g[f"{name}/channels={channels}"], g[f"{name}/islow/channels={channels}"]
+    for dct in ("", "INTEGER_FAST"):
+        got = decode(data, channels, dct_method=dct)
+        assert got.shape == want_fast.shape
+        if sk.JPEG_BACKEND == "libjpeg-turbo":
+            np.testing.assert_array_equal(got, want_fast)
+    if sk.JPEG_BACKEND == "libjpeg-turbo" and name == "rgb.jpg":
+        # The two IDCTs differ on this file: the choice is honoured.
+        assert np.abs(want_fast.astype(int) - want_accurate.astype(int)).max() > 1
+        assert not np.array_equal(decode(data, channels, dct_method="INTEGER_ACCURATE"), want_fast)
+
+
+def test_dct_method_is_checked_and_reaches_the_fused_decodes(golden):
+    with pytest.raises(sk.InvalidArgumentError, match="dct_method"):
+        sk.ops.decode_image("f", dct_method="FLOAT")
+    data = (golden / "images" / "rgb.jpg").read_bytes()
+    ds = sk.Dataset.from_tensor_slices({"f": np.array([data] * 4, dtype=object)})
+    for dct in ("INTEGER_FAST", "INTEGER_ACCURATE"):
+        whole = decode(data, 3, dct_method=dct)
+        fused = list(ds.map([sk.ops.decode_image("f", 3, dct_method=dct), sk.ops.resize_with_crop_or_pad("f", 40, 50)]))
+        assert "decode_crop_or_pad" in ds.map(
+            [sk.ops.decode_image("f", 3, dct_method=dct), sk.ops.resize_with_crop_or_pad("f", 40, 50)]
+        ).explain()
+        np.testing.assert_array_equal(fused[0]["f"], whole[4:44, 7:57])
 
 
 def test_bad_images_are_located_errors_or_counted_skips(tmp_path, golden):
@@ -780,3 +811,40 @@ def test_planner_runs_a_growing_elementwise_tail_after_the_batch(golden):
     ]).batch(2)
     lines = same_size.explain().splitlines()
     assert lines[0].strip().startswith("batch(2)") and lines[1].strip().startswith("map[read_file"), lines
+
+
+def _rejected_jpegs(good: bytes) -> list[bytes]:
+    """JPEGs whose headers libjpeg rejects: an SOF with height, width or components 0, a DQT
+    with table id 7."""
+    sof = good.index(b"\xff\xc0")
+    dqt = good.index(b"\xff\xdb")
+    out = []
+    for at, patch in [(sof + 5, b"\0\0"), (sof + 7, b"\0\0"), (sof + 9, b"\0"), (dqt + 4, b"\x07")]:
+        bad = bytearray(good)
+        bad[at : at + len(patch)] = patch
+        out.append(bytes(bad))
+    return out
+
+
+@pytest.mark.parametrize("path", ["whole", "crop_or_pad", "resized_crop"])
+@pytest.mark.parametrize("workers", [None, 2])
+def test_a_rejected_jpeg_does_not_cost_the_good_ones_after_it(golden, path, workers):
+    # libjpeg left its decompressor broken after rejecting a header: every later file on that
+    # worker thread failed ("Bogus marker length") and ignore_errors() dropped them all.
+    good = (golden / "images" / "rgb.jpg").read_bytes()
+    files = []
+    for bad in _rejected_jpegs(good):
+        files += [good, bad, good, good, good]
+    ops = [sk.ops.decode_image("f", channels=3)]
+    if path == "crop_or_pad":
+        ops.append(sk.ops.resize_with_crop_or_pad("f", 32, 32))
+    elif path == "resized_crop":
+        ops.append(sk.ops.random_resized_crop("f", (16, 16), seed=1))
+    ds = (
+        sk.Dataset.from_tensor_slices({"f": np.array(files, dtype=object)})
+        .map(ops, num_parallel_calls=workers)
+        .ignore_errors()
+    )
+    out = list(ds)
+    assert len(out) == 16, f"{len(out)} of 16 good images kept"
+    assert sum(s["skipped"] for s in ds.stats()) == 4

@@ -183,6 +183,25 @@ pub fn check_stream(data: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// The inverse DCT libjpeg runs, as TensorFlow's `decode_jpeg(dct_method=...)` names it.
+/// TensorFlow's default is the fast integer IDCT; PIL (and so torchvision) use the accurate
+/// one, which differs from it by a few levels. zune-jpeg has one IDCT of its own (accurate);
+/// it ignores this choice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum DctMethod {
+    #[default]
+    #[serde(rename = "INTEGER_FAST")]
+    IntegerFast,
+    #[serde(rename = "INTEGER_ACCURATE")]
+    IntegerAccurate,
+}
+
+impl DctMethod {
+    pub fn is_default(&self) -> bool {
+        *self == DctMethod::default()
+    }
+}
+
 /// The backend this build uses.
 #[cfg(not(feature = "turbojpeg"))]
 pub const BACKEND: &str = "zune-jpeg";
@@ -204,6 +223,7 @@ pub(crate) fn decode(
     wanted: u8,
     max_pixels: u64,
     scale_eighths: u8,
+    dct: DctMethod,
 ) -> Result<Decoded, String> {
     let (width, height, grey) = header(data)?;
     check_size(width, height, max_pixels)?;
@@ -213,7 +233,12 @@ pub(crate) fn decode(
         (4, _) => 4,
         _ => 3,
     };
-    imp::decode(data, width, height, channels, scale_eighths.clamp(1, 8))
+    imp::decode(
+        data,
+        [width, height, channels],
+        scale_eighths.clamp(1, 8),
+        dct,
+    )
 }
 
 /// Decodes only what the box `[top, left, height, width]` (in the full image) needs, scaled
@@ -227,6 +252,7 @@ pub(crate) fn decode_region(
     max_pixels: u64,
     scale_eighths: u8,
     bx: [usize; 4],
+    dct: DctMethod,
 ) -> Result<(Decoded, [f64; 4]), String> {
     let (width, height, grey) = header(data)?;
     check_size(width, height, max_pixels)?;
@@ -241,6 +267,7 @@ pub(crate) fn decode_region(
         [width, height, channels],
         scale_eighths.clamp(1, 8),
         bx,
+        dct,
     )
 }
 
@@ -251,6 +278,7 @@ mod imp {
     use zune_core::options::DecoderOptions;
     use zune_jpeg::JpegDecoder;
 
+    use super::DctMethod;
     use crate::codecs::decoded::Decoded;
 
     fn options() -> DecoderOptions {
@@ -269,10 +297,9 @@ mod imp {
 
     pub fn decode(
         data: &[u8],
-        width: usize,
-        height: usize,
-        channels: usize,
+        [width, height, channels]: [usize; 3],
         _scale_eighths: u8,
+        _dct: DctMethod,
     ) -> Result<Decoded, String> {
         // zune-jpeg is safe Rust, but damaged scans can make it panic (an index out of range,
         // an unwrap, a debug assertion): a panic there is this file's error, not the pipeline's.
@@ -322,8 +349,9 @@ mod imp {
         [width, height, channels]: [usize; 3],
         scale_eighths: u8,
         bx: [usize; 4],
+        dct: DctMethod,
     ) -> Result<(Decoded, [f64; 4]), String> {
-        let img = decode(data, width, height, channels, scale_eighths)?;
+        let img = decode(data, [width, height, channels], scale_eighths, dct)?;
         Ok((img, bx.map(|v| v as f64)))
     }
 }
@@ -335,6 +363,7 @@ mod imp {
     use stoker_core::storage::shared_pool;
     use turbojpeg::{libc, raw};
 
+    use super::DctMethod;
     use crate::codecs::decoded::Decoded;
 
     /// A TurboJPEG 3 decompressor, used through the raw API: for cropping regions
@@ -454,6 +483,9 @@ mod imp {
         static RAW: RefCell<Option<RawDecompressor>> = const { RefCell::new(None) };
     }
 
+    /// Runs `f` with this thread's decompressor. After an error the handle is dropped: libjpeg
+    /// leaves a decompressor that failed inside its header or scan in a state where every
+    /// later file fails too ("Bogus marker length"), so the next decode gets a new one.
     fn with_decompressor<T>(
         f: impl FnOnce(&RawDecompressor) -> Result<T, String>,
     ) -> Result<T, String> {
@@ -462,10 +494,18 @@ mod imp {
                 *cell.borrow_mut() = Some(RawDecompressor::new()?);
             }
             // A shared borrow: a region decode may fall back to a whole decode inside it.
-            match cell.borrow().as_ref() {
+            let outcome = match cell.borrow().as_ref() {
                 Some(d) => f(d),
                 None => Err("JPEG: no decompressor".to_string()),
+            };
+            if outcome.is_err() {
+                // A nested call (the whole-image fallback) may still hold the borrow: the
+                // outermost call then drops the handle.
+                if let Ok(mut slot) = cell.try_borrow_mut() {
+                    *slot = None;
+                }
             }
+            outcome
         })
     }
 
@@ -505,17 +545,25 @@ mod imp {
         Ok(())
     }
 
+    /// Sets the IDCT for the next decompression.
+    fn set_dct(d: &RawDecompressor, dct: DctMethod) {
+        d.set(
+            raw::TJPARAM_TJPARAM_FASTDCT,
+            libc::c_int::from(dct == DctMethod::IntegerFast),
+        );
+    }
+
     pub fn decode(
         data: &[u8],
-        width: usize,
-        height: usize,
-        channels: usize,
+        [width, height, channels]: [usize; 3],
         scale_eighths: u8,
+        dct: DctMethod,
     ) -> Result<Decoded, String> {
         let k = usize::from(scale_eighths);
         with_decompressor(|d| {
             d.read_header(data)?;
             set_scale(d, k)?;
+            set_dct(d, dct);
             let (w, h) = (scaled(width, k), scaled(height, k));
             let pitch = libc::c_int::try_from(w * channels).map_err(|_| "JPEG: too wide")?;
             let mut pixels = shared_pool().take(h * w * channels);
@@ -536,8 +584,9 @@ mod imp {
         [width, height, channels]: [usize; 3],
         k: usize,
         bx: [usize; 4],
+        dct: DctMethod,
     ) -> Result<(Decoded, [f64; 4]), String> {
-        let img = decode(data, width, height, channels, k as u8)?;
+        let img = decode(data, [width, height, channels], k as u8, dct)?;
         let (sy, sx) = (
             img.height as f64 / height as f64,
             img.width as f64 / width as f64,
@@ -561,12 +610,14 @@ mod imp {
         [width, height, channels]: [usize; 3],
         scale_eighths: u8,
         [top, left, bh, bw]: [usize; 4],
+        dct: DctMethod,
     ) -> Result<(Decoded, [f64; 4]), String> {
         let k = usize::from(scale_eighths);
         let to_int = |v: usize| libc::c_int::try_from(v).map_err(|_| "JPEG: too large".to_string());
         with_decompressor(|d| {
             d.read_header(data)?;
             set_scale(d, k)?;
+            set_dct(d, dct);
             let (sw, sh) = (scaled(width, k), scaled(height, k));
             // The region: the scaled box, widened to whole pixels and, on the left, to the
             // scaled iMCU width (libjpeg-turbo can only start a row on an iMCU boundary).
@@ -575,7 +626,7 @@ mod imp {
                 5 => 32,     // 4:1:1
                 0 | 3 | 4 | 6 => 8,
                 // Subsampling libjpeg-turbo cannot name: no partial decoding, decode it all.
-                _ => return whole(data, [width, height, channels], k, [top, left, bh, bw]),
+                _ => return whole(data, [width, height, channels], k, [top, left, bh, bw], dct),
             };
             let mcu = scaled(mcu, k).max(1);
             let (sy, sx) = (sh as f64 / height as f64, sw as f64 / width as f64);
@@ -629,6 +680,8 @@ mod imp {
 mod tests {
     use super::*;
 
+    const F: DctMethod = DctMethod::IntegerFast;
+
     const RGB: &[u8] = include_bytes!("../../../../tests/golden/images/rgb.jpg");
     /// Damaged scans the fuzzer found (crates/fuzz, with zune-jpeg).
     const DAMAGED: [&[u8]; 4] = [
@@ -639,7 +692,7 @@ mod tests {
     ];
 
     fn decode_err(data: &[u8]) -> String {
-        decode(data, 3, 1 << 28, 8).map(|_| ()).unwrap_err()
+        decode(data, 3, 1 << 28, 8, F).map(|_| ()).unwrap_err()
     }
 
     fn scan_start(data: &[u8]) -> usize {
@@ -653,17 +706,47 @@ mod tests {
         // error, whatever the channels.
         for data in DAMAGED {
             for channels in [0, 1, 3, 4] {
-                if let Err(e) = decode(data, channels, 1 << 16, 8) {
+                if let Err(e) = decode(data, channels, 1 << 16, 8, F) {
                     assert!(e.starts_with("JPEG"), "{e}");
                 }
             }
         }
     }
 
+    /// `RGB` with the bytes at `offset` after the first `marker` replaced by `bytes`.
+    fn with_marker_bytes(marker: u8, offset: usize, bytes: &[u8]) -> Vec<u8> {
+        let mut out = RGB.to_vec();
+        let at = out.windows(2).position(|w| w == [0xFF, marker]).unwrap() + offset;
+        out[at..at + bytes.len()].copy_from_slice(bytes);
+        out
+    }
+
+    #[test]
+    fn a_file_the_decoder_rejects_does_not_break_the_next_ones_on_its_thread() {
+        // SOF: length (2 bytes), precision, height (2), width (2), components.
+        let rejected = [
+            with_marker_bytes(0xC0, 5, &[0, 0]), // height 0
+            with_marker_bytes(0xC0, 7, &[0, 0]), // width 0
+            with_marker_bytes(0xC0, 9, &[0]),    // no components
+            with_marker_bytes(0xDB, 4, &[0x07]), // a quantisation table with id 7
+        ];
+        let region = [4, 4, 32, 32];
+        for bad in &rejected {
+            assert!(decode(bad, 3, 1 << 28, 8, F).is_err());
+            let img = decode(RGB, 3, 1 << 28, 8, F).expect("a good file after a bad one");
+            assert_eq!((img.width, img.height), (64, 48));
+            assert!(decode_region(bad, 3, 1 << 28, 4, region, F).is_err());
+            decode_region(RGB, 3, 1 << 28, 4, region, F).expect("a good region after a bad one");
+            assert!(header(bad).is_err() || decode(bad, 0, 1 << 28, 8, F).is_err());
+            header(RGB).expect("a good header after a bad file");
+            decode(RGB, 0, 1 << 28, 8, F).expect("a good file after a bad header");
+        }
+    }
+
     #[test]
     fn an_intact_file_passes_the_stream_checks() {
         assert_eq!(check_stream(RGB), Ok(()));
-        let img = decode(RGB, 3, 1 << 28, 8).unwrap();
+        let img = decode(RGB, 3, 1 << 28, 8, F).unwrap();
         assert_eq!((img.width, img.height, img.channels), (64, 48, 3));
     }
 
@@ -700,7 +783,7 @@ mod tests {
             err.contains("16000x16000") && err.contains("too few"),
             "{err}"
         );
-        let err = decode_region(&big, 3, 1 << 28, 8, [0, 0, 224, 224])
+        let err = decode_region(&big, 3, 1 << 28, 8, [0, 0, 224, 224], F)
             .map(|_| ())
             .unwrap_err();
         assert!(err.contains("too few"), "{err}");

@@ -299,6 +299,7 @@ mod tests {
                 channels: 3,
                 max_pixels: 1 << 20,
                 dtype: DType::U8,
+                dct_method: Default::default(),
                 output: None,
             },
             crop: ResizeWithCropOrPad {

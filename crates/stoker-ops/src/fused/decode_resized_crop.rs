@@ -78,7 +78,7 @@ impl DecodeRandomResizedCrop {
         let bx = self.crop.sample(height, width, ctx);
         let k = dct_scale(bx[2], bx[3], self.crop.height, self.crop.width);
         let (d, max) = (&self.decode, self.decode.max_pixels);
-        let (img, scaled) = jpeg::decode_region(data, d.channels, max, k, bx)?;
+        let (img, scaled) = jpeg::decode_region(data, d.channels, max, k, bx, d.dct_method)?;
         let img = convert(img, usize::from(self.decode.channels));
         Ok(Cropped { img, bx, scaled })
     }

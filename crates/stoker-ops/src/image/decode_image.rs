@@ -24,6 +24,7 @@ use stoker_core::storage::{shared_pool, Storage};
 use stoker_core::{DType, Error, ErrorPolicy, Result, Tensor};
 
 use crate::codecs::decoded::{check_size, Decoded};
+use crate::codecs::jpeg::DctMethod;
 use crate::codecs::png_file::{check_png_data, is_png, png_chunks, png_size, PNG_MAGIC};
 use crate::codecs::png_window::Png8;
 use crate::kernels::fields::{input_spec, out_name, put, with_field};
@@ -43,6 +44,9 @@ pub struct DecodeImage {
     /// uint8 (default) or uint16.
     #[serde(default = "u8_dtype", skip_serializing_if = "is_u8")]
     pub dtype: DType,
+    /// The JPEG inverse DCT: TensorFlow's default (the fast one) unless asked.
+    #[serde(default, skip_serializing_if = "DctMethod::is_default")]
+    pub dct_method: DctMethod,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
 }
@@ -299,7 +303,7 @@ impl DecodeImage {
                 None => decode_png(data, self.max_pixels)?,
             }
         } else if data.starts_with(&[0xFF, 0xD8, 0xFF]) {
-            crate::codecs::jpeg::decode(data, self.channels, self.max_pixels, 8)?
+            crate::codecs::jpeg::decode(data, self.channels, self.max_pixels, 8, self.dct_method)?
         } else {
             return Err(format!(
                 "unsupported image format: {}; stoker decodes PNG and JPEG",
@@ -499,6 +503,7 @@ mod tests {
             channels,
             max_pixels: default_max_pixels(),
             dtype: DType::U8,
+            dct_method: Default::default(),
             output: None,
         }
     }
@@ -618,6 +623,7 @@ mod tests {
             channels,
             max_pixels: 1 << 20,
             dtype: stoker_core::DType::U8,
+            dct_method: Default::default(),
             output: None,
         };
         let raw = raw_rows(8, 4, 3, &[1, 4]);

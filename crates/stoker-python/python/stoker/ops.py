@@ -193,6 +193,7 @@ def decode_image(
     max_pixels: int = 1 << 28,
     output: str | None = None,
     dtype: str = "uint8",
+    dct_method: str = "",
 ) -> NativeOp:
     """PNG or JPEG bytes → ``[H, W, C]`` (format sniffed, like ``tf.io.decode_image``).
 
@@ -203,12 +204,24 @@ def decode_image(
     anything is allocated. Bad images raise ``InvalidRecordError`` naming the file and record
     (or are skipped under the skip policy); a JPEG with damage libjpeg recovers from is used
     and counted in ``stats()`` as a warning.
+
+    ``dct_method`` is ``tf.io.decode_jpeg``'s: ``""`` (TensorFlow's default) and
+    ``"INTEGER_FAST"`` run libjpeg's fast integer IDCT, whose pixels equal TensorFlow's default
+    decode; ``"INTEGER_ACCURATE"`` the accurate one (PIL's and torchvision's pixels; they
+    differ from the fast one by a few levels). The zune-jpeg build (``stoker.JPEG_BACKEND``)
+    has one IDCT of its own, close to the accurate one, and ignores it.
     """
     if dtype not in ("uint8", "uint16"):
         raise InvalidArgumentError(f"dtype={dtype!r}: expected 'uint8' or 'uint16'")
+    if dct_method not in ("", "INTEGER_FAST", "INTEGER_ACCURATE"):
+        raise InvalidArgumentError(
+            f"dct_method={dct_method!r}: expected '', 'INTEGER_FAST' or 'INTEGER_ACCURATE' (as tf.io.decode_jpeg)"
+        )
     spec = {"op": "decode_image", "field": field, "channels": int(channels), "max_pixels": int(max_pixels)}
     if dtype != "uint8":
         spec["dtype"] = dtype
+    if dct_method == "INTEGER_ACCURATE":
+        spec["dct_method"] = dct_method
     return _out(spec, output)
 
 
