@@ -427,6 +427,31 @@ def test_damage_in_a_disk_cache_names_the_element(tmp_path):
     assert "cache element 36" in str(e.value)
 
 
+@pytest.mark.parametrize("kind", ["tfrecord", "text", "empty", "cache_of_no_stoker"])
+def test_a_disk_cache_never_replaces_a_file_it_did_not_write(tmp_path, kind):
+    # cache(p) where p names a user's file (a typo, a reused name) replaced that file.
+    path = tmp_path / "data"
+    if kind == "tfrecord":
+        with sk.io.TFRecordWriter(str(path)) as w:
+            for i in range(10):
+                w.write(sk.io.serialize_example({"s": i}))
+    elif kind == "text":
+        path.write_text("a,b\n1,2\n")
+    elif kind == "cache_of_no_stoker":
+        # A TFRecord file whose first record is JSON, but not a cache header.
+        with sk.io.TFRecordWriter(str(path)) as w:
+            w.write(b'{"fields": []}')
+    else:
+        path.write_bytes(b"")
+    before = path.read_bytes()
+    ds = sk.Dataset.range(5).cache(str(path))
+    with pytest.raises(sk.InvalidArgumentError, match="not a stoker cache file") as e:
+        list(ds)
+    assert str(path) in str(e.value)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"], "a temporary file was left behind"
+
+
 PARSE_S = sk.ops.parse_example({"s": sk.FixedLenFeature([], sk.int64)})
 
 

@@ -120,6 +120,7 @@ fn start(path: &str, schema: &Schema, mut make_input: MakeIter) -> Result<BoxIte
         if let Some(done) = Completion::of_file(path)? {
             return Ok(Box::new(Reader::open(path, schema, done)?));
         }
+        check_replaceable(path)?;
     }
     Ok(Box::new(Writer {
         input: Some(make_input()?),
@@ -133,6 +134,33 @@ fn start(path: &str, schema: &Schema, mut make_input: MakeIter) -> Result<BoxIte
             crc: 0,
         },
     }))
+}
+
+/// Whether the file at `path` was written by a cache: its first record is a cache header.
+fn is_cache_file(path: &str) -> bool {
+    let Ok(mut records) = RecordReader::open(path, Compression::None, true) else {
+        return false;
+    };
+    match records.next_record() {
+        Ok(Some((head, _))) => serde_json::from_slice::<Header>(&head).is_ok(),
+        _ => false,
+    }
+}
+
+/// Refuses to let a pass replace the file at `path` unless a cache wrote it (an incomplete or
+/// damaged cache is rebuilt): the name may be a typo for a data file, which must survive.
+fn check_replaceable(path: &str) -> Result<()> {
+    if is_cache_file(path) {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        "cache",
+        format!(
+            "{path} exists and is not a stoker cache file (its first record is not a cache \
+             header); a cache never replaces a file it did not write: give cache() another \
+             filename, or delete the file if it is yours to delete"
+        ),
+    ))
 }
 
 /// A name for a pass's file while it is written: unique per process and pass, so that passes
@@ -316,8 +344,14 @@ fn publish(tmp: &str, path: &str) -> Result<()> {
         {
             std::fs::remove_file(tmp).map_err(io)
         }
-        // An incomplete file to replace, or a file system without hard links.
-        Err(_) => std::fs::rename(tmp, path).map_err(io),
+        // An incomplete file to replace, or a file system without hard links. A file that
+        // appeared there meanwhile and is not a cache is left alone.
+        Err(_) => {
+            if Path::new(path).exists() {
+                check_replaceable(path)?;
+            }
+            std::fs::rename(tmp, path).map_err(io)
+        }
     }
 }
 
