@@ -8,6 +8,7 @@ use crate::element::{Element, Schema};
 use crate::error::Result;
 use crate::options::ErrorPolicy;
 use crate::row_slots::{RowSlot, RowSlots};
+use crate::seed::{Seed, Seeds};
 use crate::stats::StageStats;
 
 /// What an op may use while it runs.
@@ -22,15 +23,21 @@ pub struct OpCtx<'a> {
     /// The element's row of the batch it goes into, when a batch offers it: an op making a
     /// field of the row's dtype and shape may write it there (see [`OpCtx::row_slot`]).
     pub row: Option<&'a RowSlots>,
+    /// What the drawn seeds stand for in this run.
+    pub seeds: &'a Seeds,
 }
 
 impl<'a> OpCtx<'a> {
-    /// A seed for random decisions about this element: fixed by the op's `seed`, the epoch and
-    /// the element's position, so results do not depend on the number of threads or on which
-    /// thread ran the element, and change from epoch to epoch.
-    pub fn element_seed(&self, seed: u64) -> u64 {
+    /// A seed for random decisions about this element: fixed by the op's `seed` (a drawn one
+    /// as this run resolves it), the epoch and the element's position, so results do not
+    /// depend on the number of threads or on which thread ran the element, and change from
+    /// epoch to epoch.
+    pub fn element_seed(&self, seed: Seed) -> u64 {
         use crate::exec::shuffle::epoch_seed;
-        epoch_seed(epoch_seed(seed, self.epoch), self.element)
+        epoch_seed(
+            epoch_seed(self.seeds.resolve(seed), self.epoch),
+            self.element,
+        )
     }
 
     /// The batch row of field `name`, to write `dtype` values of `shape` into, when a batch
@@ -137,6 +144,12 @@ pub trait Op: Any + Send + Sync + Debug {
     /// ops before the batch (see the `stoker` crate's planner).
     fn batch_row_field(&self) -> Option<&str> {
         None
+    }
+
+    /// The seeds it draws from, in a fixed order (a fused op: its parts' in turn), so that a
+    /// pipeline can give its drawn seeds their values (see [`crate::seed`]).
+    fn seeds(&self) -> Vec<Seed> {
+        Vec::new()
     }
 
     /// A serialisable description (`{"op": "...", ...}`), or an error for ops that cannot be

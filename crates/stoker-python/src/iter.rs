@@ -46,6 +46,9 @@ pub struct PyIter {
     run: Saved,
     /// The state when the run ended (the driver is gone then).
     ended_at: Option<Result<State, String>>,
+    /// Whether the run handed out its last element and said so: its state is then the start
+    /// of the next iteration.
+    finished: bool,
 }
 
 impl PyIter {
@@ -58,6 +61,7 @@ impl PyIter {
             pipeline,
             run: run.saved,
             ended_at: None,
+            finished: false,
         }
     }
 
@@ -146,6 +150,7 @@ impl PyIter {
                     return element_to_py(py, &e, &mut self.names).map(Some)
                 }
                 Poll::Ready(Ok(None)) => {
+                    self.finished = true;
                     self.keep_state();
                     self.close(py)?;
                     return Ok(None);
@@ -161,8 +166,12 @@ impl PyIter {
     }
 
     /// Where the iteration stands, after the last element handed out, as a few bytes: a
-    /// state [`Plan::iterate`](crate::plan::PyPlan) resumes from exactly.
+    /// state [`Plan::iterate`](crate::plan::PyPlan) resumes from exactly. After the end of
+    /// the iteration, the start of the next one.
     fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        if self.finished {
+            return Ok(PyBytes::new(py, &self.pipeline.save_ended(&self.run)));
+        }
         let state = match (&self.driver, &self.ended_at) {
             (Some(d), _) => d.state().map_err(|e| to_pyerr(py, e))?,
             (None, Some(Ok(s))) => s.clone(),
@@ -182,7 +191,7 @@ impl PyIter {
                 ))
             }
         };
-        Ok(PyBytes::new(py, &self.pipeline.save(&self.run, &state)))
+        Ok(PyBytes::new(py, &self.pipeline.save(&self.run, Some(&state))))
     }
 
     /// Stops the pipeline now and joins its threads (see the module docs for how long it

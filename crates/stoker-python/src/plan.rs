@@ -671,13 +671,43 @@ impl PyPlan {
         stoker::spec::save(&self.plan, path).py(py)
     }
 
+    /// The number this pipeline's drawn seeds (of steps given no seed) are made from.
+    fn seed_root(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.pipeline(py)?.seed_root())
+    }
+
+    /// Makes the iterations started from now on resolve the drawn seeds from `root`.
+    fn set_seed_root(&self, py: Python<'_>, root: u64) -> PyResult<()> {
+        self.pipeline(py)?.set_seed_root(root);
+        Ok(())
+    }
+
+    /// The steps given no seed (their seeds are drawn), as `explain()` names them.
+    fn unseeded_steps(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        Ok(self.pipeline(py)?.unseeded_steps())
+    }
+
+    /// A state at the start of iteration `epoch` (the next one when `None`), before anything
+    /// ran: restoring it starts that iteration with this pipeline's seeds.
+    #[pyo3(signature = (epoch=None))]
+    fn start_state<'py>(
+        &self,
+        py: Python<'py>,
+        epoch: Option<u64>,
+    ) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+        let state = self.pipeline(py)?.start_state(epoch);
+        Ok(pyo3::types::PyBytes::new(py, &state))
+    }
+
     /// How many elements one pass hands out: tf.data's numbers (-1 infinite, -2 unknown).
     fn cardinality(&self) -> i64 {
         self.plan.step().cardinality().as_i64()
     }
 
     /// Starts an iteration, at `state` (bytes from `Iterator.state()`) when given, else as
-    /// iteration `epoch` when given (else the next one).
+    /// iteration `epoch` when given (else the next one). A state at the start of an
+    /// iteration (saved before its first element, or after the end of the one before) starts
+    /// iteration `epoch` instead when it is given.
     #[pyo3(signature = (state=None, epoch=None))]
     fn iterate(
         &self,
@@ -704,7 +734,7 @@ impl PyPlan {
         std::thread::Builder::new()
             .name("stoker-restore".into())
             .spawn(move || {
-                let _ = tx.send(p.start_at(Some(&state)));
+                let _ = tx.send(p.start_from(&state, epoch));
             })
             .map_err(|e| crate::errors::resource("starting the restore", e))?;
         loop {

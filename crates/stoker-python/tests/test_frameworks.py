@@ -222,3 +222,52 @@ def test_py_dataset_hands_out_each_epoch_of_the_pipeline_in_order():
         assert "stoker.Dataset" in str(e)
     else:
         raise AssertionError("a list is not a dataset")
+
+
+def test_jax_processes_without_seeds_share_process_zeros_seeds(tmp_path):
+    # Two JAX processes (CPU, gloo collectives): the shuffle has no seed, so each process
+    # drew its own and they split two different orders. Process 0's seed root is sent.
+    script = tmp_path / "jax_mp.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import json, sys
+            import jax
+            jax.config.update("jax_cpu_collectives_implementation", "gloo")
+            pid, port, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+            jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=2, process_id=pid)
+            import numpy as np
+            import stoker as sk
+            import stoker.jax
+
+            ds = sk.Dataset.from_tensor_slices({"y": np.arange(96)}).shuffle(40).batch(4, drop_remainder=True)
+            local = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+            it = stoker.jax.iterator(ds, sharding=local)
+            res = {"root": it._sharded._plan.seed_root(), "epochs": []}
+            for epoch in (0, 1):
+                it.set_epoch(epoch)
+                res["epochs"].append([np.asarray(b["y"]).tolist() for b in it])
+            json.dump(res, open(f"{out}.{pid}", "w"))
+            """
+        )
+    )
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(pid), "29617", str(tmp_path / "out")],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for pid in range(2)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-3000:]
+    results = [json.loads((tmp_path / f"out.{pid}").read_text()) for pid in range(2)]
+    assert results[0]["root"] == results[1]["root"]
+    for epoch in (0, 1):
+        seen = [y for r in results for b in r["epochs"][epoch] for y in b]
+        assert sorted(seen) == list(range(96)), "an element twice, or never"
+        assert len(results[0]["epochs"][epoch]) == len(results[1]["epochs"][epoch]) == 12
+    assert results[0]["epochs"][0] != results[0]["epochs"][1]

@@ -215,8 +215,14 @@ def test_state_dict_and_load_state_dict(data):
     assert set(sd) == {"stoker_iterator_state"}
     rest = [rp.digest(e) for e in it]
     assert head + rest == full
-    # At the end, the state says so: a restore from it hands out nothing.
-    assert list(make(1).iterator(state=it.state())) == []
+    # After the end, the state is the start of the next iteration (epoch 1).
+    ended = it.state()
+    assert [rp.digest(e) for e in make(1).iterator(state=ended)] == [
+        rp.digest(e) for e in make(2).iterator(epoch=1)
+    ]
+    assert [rp.digest(e) for e in make(1).iterator(state=ended, epoch=4)] == [
+        rp.digest(e) for e in make(2).iterator(epoch=4)
+    ]
     other = make(1).iterator()
     other.load_state_dict(sd)
     assert [rp.digest(e) for e in other] == full[2:]
@@ -282,3 +288,55 @@ def test_ctrl_c_ends_a_long_restore_within_a_second():
     assert "INTERRUPTED" in r.stdout, (r.stdout, r.stderr[-2000:])
     waited = float(r.stdout.split("INTERRUPTED")[1].split()[0])
     assert waited < 1.3, waited
+
+
+UNSEEDED_SCRIPT = """
+import pickle, sys
+import numpy as np, stoker as sk
+
+def make():
+    images = (np.arange(60 * 2 * 2) % 251).astype(np.uint8).reshape(60, 2, 2, 1)
+    a = sk.Dataset.from_tensor_slices({"y": np.arange(60), "img": images})
+    b = sk.Dataset.from_tensor_slices({"y": np.arange(100, 130), "img": images[:30]})
+    mixed = sk.Dataset.sample_from_datasets([a.shuffle(8), b.global_shuffle()])
+    return mixed.map([sk.ops.random_flip_left_right("img")]).repeat(3)
+
+def rows(it):
+    return [(int(e["y"]), e["img"].tobytes()) for e in it]
+
+path, mode = sys.argv[1], sys.argv[2]
+ds = make()
+if mode == "save":
+    it = ds.iterator()
+    states = {0: it.state()}
+    full = []
+    for e in it:
+        full.extend(rows([e]))
+        if len(full) in (7, 95, 150, 200):
+            states[len(full)] = it.state()
+    states[len(full)] = it.state()
+    pickle.dump((full, states), open(path, "wb"))
+else:
+    full, states = pickle.load(open(path, "rb"))
+    for k, state in states.items():
+        rest = rows(ds.iterator(state=state))
+        if k == len(full):
+            # Saved after the end: the next iteration, a new order of the same elements.
+            assert sorted(rest) != rest and sorted(y for y, _ in rest) == sorted(y for y, _ in full)
+            assert [y for y, _ in rest] != [y for y, _ in full]
+            continue
+        assert rest == full[k:], (k, rest[:3], full[k : k + 3])
+    print("ok", len(full), sorted(states))
+"""
+
+
+def test_steps_without_seeds_resume_exactly_in_a_new_process_in_every_later_epoch(tmp_path):
+    # An unseeded shuffle resumed its current epoch, but the epochs after it (and a state
+    # saved before the first element) drew new seeds in the new process.
+    script = tmp_path / "unseeded.py"
+    script.write_text(UNSEEDED_SCRIPT)
+    state = str(tmp_path / "state.pkl")
+    for mode in ("save", "restore"):
+        r = subprocess.run([sys.executable, str(script), state, mode], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.startswith("ok 270")

@@ -125,10 +125,6 @@ def test_state_dict_round_trip_resumes_exactly():
         loader.set_epoch(0)
         it = iter(loader)
         head = [as_numpy(next(it)) for _ in range(k)]
-        if k == 0:
-            with pytest.raises(sk.InvalidArgumentError, match="no iteration"):
-                skt.loader(ds).state_dict()
-            continue
         saved = loader.state_dict()
         assert len(saved["stoker_iterator_state"]) < 1024
         again = skt.loader(sk.Dataset.from_tensor_slices(table(60)).shuffle(16, seed=3).repeat(2).batch(5))
@@ -181,6 +177,136 @@ def test_distributed_ranks_see_every_element_once_in_equal_batch_counts(tmp_path
     assert results[0]["epochs"][0] != results[0]["epochs"][1], "set_epoch reshuffles"
 
 
+def test_a_state_dict_before_the_first_batch_is_the_start_of_the_epoch_to_come():
+    # Checkpoint-at-start code (torchtune, Lightning) calls state_dict() before any batch.
+    ds = sk.Dataset.from_tensor_slices(table(40)).shuffle(16).batch(5)
+    loader = skt.loader(ds)
+    saved = loader.state_dict()
+    first = [as_numpy(b) for b in loader]
+    loader.set_epoch(3)
+    saved_3 = loader.state_dict()
+    third = [as_numpy(b) for b in loader]
+    for state, want in ((saved, first), (saved_3, third)):
+        again = skt.loader(sk.Dataset.from_tensor_slices(table(40)).shuffle(16).batch(5))
+        again.load_state_dict(state)
+        assert same([as_numpy(b) for b in again], want)
+    assert not same(first, third)
+
+
+def _run(tmp_path: Path, name: str, code: str, *args: str) -> None:
+    script = tmp_path / name
+    script.write_text(textwrap.dedent(code))
+    r = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_a_checkpoint_at_an_epochs_end_resumes_at_the_next_epoch_in_a_new_process(tmp_path):
+    # The README's PyTorch example saves state_dict() after each epoch: restored in a new
+    # process with set_epoch(1), epoch 1 came out empty.
+    code = """
+        import pickle, sys
+        import numpy as np, stoker as sk
+        from stoker import torch as skt
+
+        def make():
+            ds = sk.Dataset.from_tensor_slices({"y": np.arange(90)})
+            return ds.shuffle(32).map([sk.ops.cast("y", "float32")]).batch(7)
+
+        out = sys.argv[1]
+        loader = skt.loader(make())
+        if sys.argv[2] == "save":
+            epochs = {}
+            for epoch in range(3):
+                loader.set_epoch(epoch)
+                epochs[epoch] = [b["y"].tolist() for b in loader]
+                if epoch == 0:
+                    saved = loader.state_dict()
+            pickle.dump((saved, epochs), open(out, "wb"))
+        else:
+            saved, epochs = pickle.load(open(out, "rb"))
+            loader.load_state_dict(saved)
+            if sys.argv[3] == "set_epoch":
+                loader.set_epoch(1)
+            got = {1: [b["y"].tolist() for b in loader]}
+            loader.set_epoch(2)
+            got[2] = [b["y"].tolist() for b in loader]
+            assert got[1] == epochs[1], (got[1][:2], epochs[1][:2])
+            assert got[2] == epochs[2]
+            assert len(got[1]) == 13 and got[1] != epochs[0]
+    """
+    _run(tmp_path, "ckpt.py", code, str(tmp_path / "state.pkl"), "save")
+    for how in ("set_epoch", "as_saved"):
+        _run(tmp_path, "ckpt.py", code, str(tmp_path / "state.pkl"), "restore", how)
+
+
+def test_distributed_ranks_without_seeds_share_rank_zeros_seeds(tmp_path):
+    # Each rank drew its own seed for an unseeded shuffle: a quarter of the elements went to
+    # both ranks and a quarter to neither. Now rank 0's drawn seeds reach every rank.
+    script = tmp_path / "ddp_unseeded.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import json, os, sys
+            import numpy as np
+            import torch.distributed as dist
+            import torch.multiprocessing as mp
+            import stoker as sk
+            from stoker import torch as skt
+
+            def run(rank, out):
+                os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[2])
+                dist.init_process_group("gloo", rank=rank, world_size=2)
+                images = np.arange(320 * 2 * 3 * 1, dtype=np.uint8).reshape(320, 2, 3, 1)
+                ds = sk.Dataset.from_tensor_slices({"y": np.arange(320), "img": images})
+                ds = ds.shuffle(100).map([sk.ops.random_flip_left_right("img")]).batch(8)
+                loader = skt.loader(ds, shard="auto")
+                res = {"root": loader._sharded._plan.seed_root(), "epochs": []}
+                for epoch in (0, 1):
+                    loader.set_epoch(epoch)
+                    res["epochs"].append([[b["y"].tolist(), b["img"].flatten(1).tolist()] for b in loader])
+                json.dump(res, open(f"{out}.{rank}", "w"))
+                dist.destroy_process_group()
+
+            if __name__ == "__main__":
+                mp.spawn(run, args=(sys.argv[1],), nprocs=2)
+            """
+        )
+    )
+    r = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "out"), "29541"], capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    import json
+
+    results = [json.loads((tmp_path / f"out.{r}").read_text()) for r in range(2)]
+    assert results[0]["root"] == results[1]["root"], "the ranks draw from different seeds"
+    flipped_by_element = {}
+    for epoch in (0, 1):
+        seen = [y for rank in results for ys, _ in rank["epochs"][epoch] for y in ys]
+        assert sorted(seen) == list(range(320)), "an element twice, or never"
+        for rank in results:
+            for ys, imgs in rank["epochs"][epoch]:
+                for y, img in zip(ys, imgs):
+                    # Each image's row is [a, b, c, d, e, f]; a flip swaps its two columns.
+                    first = [6 * y + k for k in range(6)]
+                    flipped_by_element.setdefault(epoch, {})[y] = img != first
+    assert any(flipped_by_element[0].values()) and not all(flipped_by_element[0].values())
+    assert results[0]["epochs"][0] != results[0]["epochs"][1], "set_epoch reshuffles"
+
+
+def test_sharding_without_a_runtime_to_share_seeds_names_the_unseeded_steps():
+    ds = sk.Dataset.from_tensor_slices(table(40)).shuffle(16).map([sk.ops.cast("x", "float64")]).batch(4)
+    with pytest.raises(sk.InvalidArgumentError, match=r"shuffle\(16\).*seed=0|no seed.*shuffle\(16\)"):
+        skt.loader(ds, shard=(1, 2))
+    flips = sk.Dataset.from_tensor_slices({"i": np.zeros((8, 2, 2, 1), np.uint8)}).map(
+        [sk.ops.random_flip_left_right("i")]
+    )
+    with pytest.raises(sk.InvalidArgumentError, match="random_flip"):
+        skt.loader(flips.batch(2), shard=(0, 2))
+    # Seeded steps need nothing sent.
+    assert len(skt.loader(shuffled(seed_given := 40), shard=(1, 2))) == 5 and seed_given
+
+
 def test_dataloader_path_and_dlpack():
     ds = shuffled()
     want = list(ds.iterator(epoch=0))
@@ -206,8 +332,11 @@ def test_wrong_arguments_name_the_argument():
         skt.loader(ds, shard=(2, 2))
     with pytest.raises(sk.InvalidArgumentError, match="cardinality"):
         skt.loader(sk.Dataset.range(10).filter(lambda v: v > 2), shard=(0, 2))
-    with pytest.raises(sk.InvalidArgumentError, match="state or epoch"):
-        ds.iterator(state=b"x", epoch=1)
+    it = ds.iterator(epoch=2)
+    next(it)
+    inside_epoch_2 = it.state()
+    with pytest.raises(sk.InvalidArgumentError, match="inside epoch 2.*as epoch 1"):
+        ds.iterator(state=inside_epoch_2, epoch=1)
 
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

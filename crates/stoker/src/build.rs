@@ -9,7 +9,7 @@ use stoker_core::exec::memory_cache::MemoryCache;
 use stoker_core::exec::slices::SlicesIter;
 use stoker_core::exec::{BoxIter, CancelFlag, State};
 use stoker_core::stats::StageStats;
-use stoker_core::{PipelineOptions, Result, StatsRegistry, Tensor};
+use stoker_core::{PipelineOptions, Result, Seeds, StatsRegistry, Tensor};
 
 use crate::plan::{Plan, AUTOTUNE};
 
@@ -30,6 +30,8 @@ pub struct BuildCtx {
     /// read in turn): the budget of the run a restored state was saved from, so that the
     /// order stays the same whatever the budget is now.
     pub order_budget: usize,
+    /// What the plan's drawn seeds stand for in this run.
+    pub seeds: Arc<Seeds>,
 }
 
 /// State that outlives one iterator: what every iteration over a pipeline shares.
@@ -44,6 +46,11 @@ pub struct Resources {
 impl Resources {
     pub fn new() -> Arc<Resources> {
         Arc::default()
+    }
+
+    /// The index the next new iteration over the pipeline will get.
+    pub fn peek_iteration(&self) -> u64 {
+        self.iterations.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The index of a new iteration over the pipeline.
@@ -79,7 +86,13 @@ impl BuildCtx {
             cancel: Default::default(),
             epoch,
             resources,
+            seeds: Arc::default(),
         }
+    }
+
+    /// The number a step's seed stands for in this run.
+    pub(crate) fn seed(&self, seed: stoker_core::Seed) -> u64 {
+        self.seeds.resolve(seed)
     }
 
     /// Threads for a stage asking for `n` (`AUTOTUNE`: the whole budget), within the budget.

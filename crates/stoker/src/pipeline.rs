@@ -1,12 +1,14 @@
 //! A runnable pipeline: the optimised plan, its stats, and how to start it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use stoker_core::exec::prefetch::Prefetch;
 use stoker_core::exec::state::{put_varint, take_varint};
 use stoker_core::exec::{BoxIter, Fused, State};
 use stoker_core::stats::StageSnapshot;
-use stoker_core::{Error, Result, StatsRegistry};
+use stoker_core::seed::random_u64;
+use stoker_core::{Error, Result, Seed, Seeds, StatsRegistry};
 
 use crate::build::{iterate_at, iteration_epoch, BuildCtx, Resources};
 use crate::plan::{Plan, Step};
@@ -22,6 +24,12 @@ pub struct Pipeline {
     passes: Vec<(&'static str, usize)>,
     /// A hash of each step (pre-order), which a saved state carries (see [`Pipeline::save`]).
     step_hashes: Vec<u32>,
+    /// The seeds of its steps, in pre-order: a run resolves the drawn ones from the root.
+    seeds: Vec<Seed>,
+    /// What the drawn seeds are made from (see [`stoker_core::seed`]): drawn with the
+    /// pipeline, recorded in every saved state, taken from a restored one, and shared by the
+    /// ranks of a data-parallel job.
+    seed_root: AtomicU64,
 }
 
 /// A running iteration over a pipeline, on a driver thread.
@@ -32,17 +40,21 @@ pub struct Run {
 }
 
 /// A saved state: which iteration over the pipeline it is in (it picks the epochs), the
-/// thread budget its order was chosen for, and the state of every step.
+/// thread budget its order was chosen for, the root of the drawn seeds, and the state of
+/// every step, or `None` at the start of the iteration (a state saved before its first
+/// element, or after the end of the one before).
 #[derive(Clone, Debug)]
 pub struct Saved {
     pub iteration: u64,
     pub order_budget: usize,
-    pub state: State,
+    pub seed_root: u64,
+    pub state: Option<State>,
 }
 
-/// The first bytes of a saved state, and the version of its layout.
+/// The first bytes of a saved state, and the version of its layout: 2 added the seed root
+/// and the start of an iteration.
 const STATE_MAGIC: &[u8; 4] = b"STKS";
-const STATE_VERSION: u64 = 1;
+const STATE_VERSION: u64 = 2;
 
 impl Pipeline {
     /// Optimises `plan` once; every iteration of the pipeline adds to the same stats.
@@ -53,27 +65,68 @@ impl Pipeline {
             stats: StatsRegistry::new(),
             resources: Resources::new(),
             step_hashes: step_hashes(&optimized),
+            seeds: preorder(&optimized)
+                .iter()
+                .flat_map(|p| p.step().seeds())
+                .collect(),
+            seed_root: AtomicU64::new(random_u64()),
             plan: optimized,
             passes,
         })
     }
 
+    /// The number the drawn seeds of every run are made from.
+    pub fn seed_root(&self) -> u64 {
+        self.seed_root.load(Ordering::Relaxed)
+    }
+
+    /// Makes the runs started from now on resolve their drawn seeds from `root` (every rank
+    /// of a data-parallel job uses rank 0's).
+    pub fn set_seed_root(&self, root: u64) {
+        self.seed_root.store(root, Ordering::Relaxed);
+    }
+
+    /// The steps with a drawn seed (no seed given), as `explain()` names them.
+    pub fn unseeded_steps(&self) -> Vec<String> {
+        preorder(&self.plan)
+            .iter()
+            .filter(|p| p.step().seeds().iter().any(Seed::is_drawn))
+            .map(|p| p.label())
+            .collect()
+    }
+
     /// The context of a run over the pipeline, iteration `iteration`.
     fn run(&self, iteration: u64) -> BuildCtx {
-        BuildCtx::new(
+        let mut ctx = BuildCtx::new(
             self.options.clone(),
             Arc::clone(&self.stats),
             Arc::clone(&self.resources),
             iteration_epoch(iteration),
-        )
+        );
+        ctx.seeds = Arc::new(Seeds::new(self.seed_root(), self.seeds.iter().copied()));
+        ctx
     }
 
-    /// The context of a run restored from `saved`.
-    fn restored_run(&self, saved: &Saved) -> BuildCtx {
-        self.resources.resumed_iteration(saved.iteration);
-        let mut ctx = self.run(saved.iteration);
+    /// The context of a run restored from `saved`, as iteration `iteration`: its seed root
+    /// is taken for every later run too, so that the epochs after it draw as they would have.
+    fn restored_run(&self, saved: &Saved, iteration: u64) -> BuildCtx {
+        self.set_seed_root(saved.seed_root);
+        self.resources.resumed_iteration(iteration);
+        let mut ctx = self.run(iteration);
         ctx.order_budget = saved.order_budget;
         ctx
+    }
+
+    /// A state at the start of iteration `iteration` (the next one when `None`): what a
+    /// restore starting that iteration afresh needs, before anything ran.
+    pub fn start_state(&self, iteration: Option<u64>) -> Vec<u8> {
+        let saved = Saved {
+            iteration: iteration.unwrap_or_else(|| self.resources.peek_iteration()),
+            order_budget: self.options.threads(),
+            seed_root: self.seed_root(),
+            state: None,
+        };
+        self.save(&saved, None)
     }
 
     pub fn plan(&self) -> &Plan {
@@ -89,11 +142,11 @@ impl Pipeline {
     /// Iterates on the calling thread from a state saved by [`Pipeline::save`].
     pub fn iter_at(&self, saved: &[u8]) -> Result<BoxIter> {
         let saved = self.load(saved)?;
-        let ctx = self.restored_run(&saved);
+        let ctx = self.restored_run(&saved, saved.iteration);
         Ok(Fused::wrap(iterate_at(
             &self.plan,
             &ctx,
-            Some(&saved.state),
+            saved.state.as_ref(),
         )?))
     }
 
@@ -105,9 +158,17 @@ impl Pipeline {
     }
 
     /// Like [`start`](Pipeline::start), from a state saved by [`Pipeline::save`] when one is
-    /// given: the elements are those the saved run would have handed out next.
+    /// given: the elements are those the saved run would have handed out next (a state saved
+    /// at the end of an iteration starts the next one).
     pub fn start_at(&self, saved: Option<&[u8]>) -> Result<Run> {
         self.start_with(saved, None)
+    }
+
+    /// Like [`start_at`](Pipeline::start_at) with a state; where the state is at the start of
+    /// an iteration (saved before its first element, or after the end of the one before),
+    /// `iteration` (when given) picks the iteration to start instead, with the state's seeds.
+    pub fn start_from(&self, saved: &[u8], iteration: Option<u64>) -> Result<Run> {
+        self.start_with(Some(saved), iteration)
     }
 
     /// Like [`start`](Pipeline::start), as iteration `iteration` (0 for the first): its
@@ -121,14 +182,25 @@ impl Pipeline {
         let saved = saved.map(|bytes| self.load(bytes)).transpose()?;
         // A fresh cancel flag for this run: dropping the driver sets it.
         let ctx = match (&saved, iteration) {
-            (Some(s), _) => self.restored_run(s),
+            (Some(s @ Saved { state: None, .. }), Some(i)) => self.restored_run(s, i),
+            (Some(s), Some(i)) if i != s.iteration => {
+                return Err(Error::invalid(
+                    "epoch",
+                    format!(
+                        "the state was saved inside epoch {} (iteration {0}); it cannot go on \
+                         as epoch {i}: set that epoch, or leave it out",
+                        s.iteration
+                    ),
+                ))
+            }
+            (Some(s), _) => self.restored_run(s, s.iteration),
             (None, Some(i)) => {
                 self.resources.resumed_iteration(i);
                 self.run(i)
             }
             (None, None) => self.run(self.resources.next_iteration()),
         };
-        let at = saved.as_ref().map(|s| &s.state);
+        let at = saved.as_ref().and_then(|s| s.state.as_ref());
         let (inner, capacity, stats) = match self.plan.step() {
             // A prefetch reports (and restores at) its input's state.
             Step::Prefetch(p) if p.capacity(&ctx) != 0 => {
@@ -145,17 +217,19 @@ impl Pipeline {
         Ok(Run {
             driver,
             saved: Saved {
-                iteration: saved.as_ref().map_or(ctx.epoch >> 32, |s| s.iteration),
+                iteration: ctx.epoch >> 32,
                 order_budget: ctx.order_budget,
-                state: State::default(),
+                seed_root: ctx.seeds.root(),
+                state: None,
             },
         })
     }
 
-    /// The state `state` of iteration `iteration` (what a run's driver reports) as bytes: a
-    /// version, a hash of every step (so that it is never restored into another pipeline),
-    /// the state, and a CRC32C of it all.
-    pub fn save(&self, run: &Saved, state: &State) -> Vec<u8> {
+    /// The state `state` of the run `run` (what a run's driver reports; `None`: the start of
+    /// `run`'s iteration) as bytes: a version, a hash of every step (so that it is never
+    /// restored into another pipeline), the iteration, the order budget, the seed root, the
+    /// state, and a CRC32C of it all.
+    pub fn save(&self, run: &Saved, state: Option<&State>) -> Vec<u8> {
         let mut out = STATE_MAGIC.to_vec();
         put_varint(&mut out, STATE_VERSION);
         put_varint(&mut out, self.step_hashes.len() as u64);
@@ -164,17 +238,34 @@ impl Pipeline {
         }
         put_varint(&mut out, run.iteration);
         put_varint(&mut out, run.order_budget as u64);
-        state.encode(&mut out);
+        out.extend_from_slice(&run.seed_root.to_le_bytes());
+        match state {
+            Some(state) => {
+                out.push(1);
+                state.encode(&mut out);
+            }
+            None => out.push(0),
+        }
         let crc = crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         out
+    }
+
+    /// The state after the end of `run`: the start of the next iteration, with its seeds.
+    pub fn save_ended(&self, run: &Saved) -> Vec<u8> {
+        let next = Saved {
+            iteration: run.iteration + 1,
+            state: None,
+            ..run.clone()
+        };
+        self.save(&next, None)
     }
 
     /// Where `run` stands after the last element it handed out, as bytes for
     /// [`start_at`](Pipeline::start_at).
     pub fn state_of(&self, run: &Run) -> Result<Vec<u8>> {
         use stoker_core::exec::ElementIter;
-        Ok(self.save(&run.saved, &run.driver.state()?))
+        Ok(self.save(&run.saved, Some(&run.driver.state()?)))
     }
 
     /// The iteration and state in bytes from [`Pipeline::save`], checked against this
@@ -198,9 +289,9 @@ impl Pipeline {
         }
         let mut data = &body[STATE_MAGIC.len()..];
         let version = take_varint(&mut data)?;
-        if version != STATE_VERSION {
+        if !(1..=STATE_VERSION).contains(&version) {
             return Err(bad(format!(
-                "the state has layout version {version}; this stoker reads {STATE_VERSION}"
+                "the state has layout version {version}; this stoker reads 1 to {STATE_VERSION}"
             )));
         }
         let n = take_varint(&mut data)? as usize;
@@ -215,13 +306,34 @@ impl Pipeline {
         self.check_steps(&hashes)?;
         let iteration = take_varint(&mut data)?;
         let order_budget = take_varint(&mut data)?.clamp(1, 1 << 16) as usize;
-        let state = State::decode(&mut data)?;
+        let (seed_root, state) = if version == 1 {
+            // Before seed roots: the seeds drawn in this process.
+            (self.seed_root(), Some(State::decode(&mut data)?))
+        } else {
+            let Some((root, rest)) = data.split_first_chunk::<8>() else {
+                return Err(bad("the state is damaged: it ends in its seed root".into()));
+            };
+            data = rest;
+            let state = match data.split_first() {
+                Some((0, rest)) => {
+                    data = rest;
+                    None
+                }
+                Some((1, rest)) => {
+                    data = rest;
+                    Some(State::decode(&mut data)?)
+                }
+                _ => return Err(bad("the state is damaged: no step states".into())),
+            };
+            (u64::from_le_bytes(*root), state)
+        };
         if !data.is_empty() {
             return Err(bad("the state is damaged: bytes follow it".into()));
         }
         Ok(Saved {
             iteration,
             order_budget,
+            seed_root,
             state,
         })
     }

@@ -36,15 +36,6 @@ pub struct PlanNode {
     schema: Schema,
 }
 
-/// A seed for a shuffle given none: different for every dataset made.
-pub fn random_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    // std's hasher keys are drawn from the OS's randomness, fresh for every `RandomState`.
-    std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish()
-}
-
 impl Plan {
     /// TFRecord files (paths or glob patterns, expanded and checked now).
     pub fn tfrecord(

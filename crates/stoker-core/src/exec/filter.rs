@@ -57,6 +57,7 @@ impl ElementIter for FilterIter {
                 element: self.next_index,
                 epoch: 0,
                 row: None,
+                seeds: crate::seed::Seeds::none(),
             };
             self.next_index += 1;
             if catch_panic(&self.stats.name, || self.predicate.test(&e, &ctx))? {

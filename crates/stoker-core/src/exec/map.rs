@@ -8,6 +8,7 @@ use crate::exec::{catch_panic, BoxIter, ElementIter};
 use crate::op::{Op, OpCtx};
 use crate::options::ErrorPolicy;
 use crate::row_slots::RowSlots;
+use crate::seed::Seeds;
 use crate::stats::StageStats;
 
 /// The ops of one map stage, applied in order.
@@ -22,6 +23,7 @@ pub fn apply_chain(
     stats: &StageStats,
     position: (u64, u64),
     row: Option<&RowSlots>,
+    seeds: &Seeds,
 ) -> Result<Option<Element>> {
     let (index, epoch) = position;
     let ctx = OpCtx {
@@ -30,6 +32,7 @@ pub fn apply_chain(
         element: index,
         epoch,
         row,
+        seeds,
     };
     let mut e = element;
     for op in ops {
@@ -53,6 +56,7 @@ pub struct MapIter {
     policy: ErrorPolicy,
     stats: Arc<StageStats>,
     epoch: u64,
+    seeds: Arc<Seeds>,
     next_index: u64,
 }
 
@@ -63,6 +67,7 @@ impl MapIter {
         policy: ErrorPolicy,
         stats: Arc<StageStats>,
         epoch: u64,
+        seeds: Arc<Seeds>,
     ) -> Self {
         MapIter {
             input,
@@ -70,6 +75,7 @@ impl MapIter {
             policy,
             stats,
             epoch,
+            seeds,
             next_index: 0,
         }
     }
@@ -84,7 +90,15 @@ impl MapIter {
             let position = (self.next_index, self.epoch);
             self.next_index += 1;
             let out = catch_panic(&self.stats.name, || {
-                apply_chain(&self.ops, e, self.policy, &self.stats, position, row)
+                apply_chain(
+                    &self.ops,
+                    e,
+                    self.policy,
+                    &self.stats,
+                    position,
+                    row,
+                    &self.seeds,
+                )
             })?;
             if let Some(out) = out {
                 return Ok(Some(out));

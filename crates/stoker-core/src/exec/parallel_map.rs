@@ -19,6 +19,7 @@ use crate::exec::results::{Results, Running, Tagged};
 use crate::exec::state::StateLog;
 use crate::exec::{catch_panic, BoxIter, ElementIter, State};
 use crate::options::ErrorPolicy;
+use crate::seed::Seeds;
 use crate::stats::StageStats;
 use crate::trace;
 
@@ -47,6 +48,8 @@ pub struct ParallelMapConfig {
     pub policy: ErrorPolicy,
     /// The index of the input's first element in the pass (not 0 when restored).
     pub first_index: u64,
+    /// What the drawn seeds stand for in this run.
+    pub seeds: Arc<Seeds>,
 }
 
 impl ParallelMap {
@@ -79,6 +82,7 @@ impl ParallelMap {
             let st = Arc::clone(&stats);
             let worker_stop = Arc::clone(&stop);
             let policy = config.policy;
+            let seeds = Arc::clone(&config.seeds);
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("stoker-map-{w}"))
@@ -91,7 +95,7 @@ impl ParallelMap {
                             }
                             let t = Instant::now();
                             let out = catch_panic(&st.name, || {
-                                apply_chain(&ops, element, policy, &st, (index, epoch), None)
+                                apply_chain(&ops, element, policy, &st, (index, epoch), None, &seeds)
                             });
                             st.add_busy(t.elapsed());
                             trace::span(st.trace_name(), trace::Category::Stage, t, Some(index));
@@ -280,6 +284,7 @@ mod tests {
                 deterministic,
                 policy: ErrorPolicy::Raise,
                 first_index: 0,
+                seeds: Arc::default(),
             },
             Arc::new(StageStats::new("map", "map")),
         )

@@ -317,6 +317,7 @@ impl ParallelMapBatch {
             let ops = Arc::clone(&ops);
             let (st, bst) = (Arc::clone(&map_stats), Arc::clone(&batch_stats));
             let (policy, epoch) = (config.policy, config.epoch);
+            let seeds = Arc::clone(&config.seeds);
             let next_work = move || {
                 if stop.load(Ordering::Relaxed) {
                     return None;
@@ -335,7 +336,7 @@ impl ParallelMapBatch {
                             let slots = pending.row_slots(row);
                             let out = catch_panic(&st.name, || {
                                 let position = (index, epoch);
-                                apply_chain(&ops, element, policy, &st, position, slots.as_ref())
+                                apply_chain(&ops, element, policy, &st, position, slots.as_ref(), &seeds)
                             });
                             st.add_busy(t.elapsed());
                             trace::span(st.trace_name(), trace::Category::Stage, t, Some(index));
@@ -463,7 +464,7 @@ mod tests {
             if x % 2 == 0 {
                 std::thread::sleep(std::time::Duration::from_micros(300));
             }
-            let mut v = vec![x, x * x, (ctx.element_seed(7) % 1000) as i64];
+            let mut v = vec![x, x * x, (ctx.element_seed(crate::seed::Seed::given(7)) % 1000) as i64];
             if Some(x) == self.long_at {
                 v.push(0);
             }
@@ -546,6 +547,7 @@ mod tests {
             deterministic,
             policy: ErrorPolicy::Raise,
             first_index: 0,
+            seeds: Arc::default(),
         };
         let batch = BatchConfig {
             size,
@@ -570,7 +572,7 @@ mod tests {
         rows: Schema,
         batch_stats: Arc<StageStats>,
     ) -> BoxIter {
-        let map = MapIter::new(ints(0..n), ops, ErrorPolicy::Raise, stats(), 3);
+        let map = MapIter::new(ints(0..n), ops, ErrorPolicy::Raise, stats(), 3, Arc::default());
         let map = crate::stats::Metered::wrap(Box::new(map), stats());
         Box::new(BatchIter::new(map, size, drop_remainder, rows, batch_stats))
     }

@@ -324,6 +324,7 @@ mod tests {
             element: 0,
             epoch: 0,
             row: None,
+            seeds: stoker_core::Seeds::none(),
         };
         let one_hot = CropRowOp::OneHotColors(OneHotColors {
             field: "x".into(),

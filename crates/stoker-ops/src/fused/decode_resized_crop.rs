@@ -89,6 +89,10 @@ impl Op for DecodeRandomResizedCrop {
         OP
     }
 
+    fn seeds(&self) -> Vec<stoker_core::Seed> {
+        self.crop.seeds()
+    }
+
     fn fields(&self) -> Fields {
         self.decode.fields().and(self.crop.fields())
     }

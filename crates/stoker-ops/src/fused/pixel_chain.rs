@@ -261,6 +261,10 @@ impl Op for PixelChain {
         Fields::one(&self.field, None)
     }
 
+    fn seeds(&self) -> Vec<stoker_core::Seed> {
+        self.stages.iter().flat_map(|s| s.op().seeds()).collect()
+    }
+
     fn deterministic(&self) -> bool {
         self.stages.iter().all(|s| s.op().deterministic())
     }
@@ -414,6 +418,7 @@ mod tests {
             element,
             epoch: 0,
             row: None,
+            seeds: stoker_core::Seeds::none(),
         };
         let mut e = Element::new(names(&["image"]), vec![x]);
         for op in ops {

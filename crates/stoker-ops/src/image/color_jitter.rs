@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
 use stoker_core::exec::shuffle::epoch_seed;
 use stoker_core::op::{Fields, Op, OpCtx};
-use stoker_core::{DType, Error, Result};
+use stoker_core::{DType, Error, Result, Seed};
 
 use crate::image::random_flip::unit;
 use crate::kernels::channels;
@@ -39,7 +39,8 @@ pub struct ColorJitter {
     /// Range of the hue delta, within [-0.5, 0.5].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hue: Option<[f32; 2]>,
-    pub seed: u64,
+    #[serde(default, skip_serializing_if = "Seed::is_drawn")]
+    pub seed: Seed,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
 }
@@ -169,6 +170,10 @@ impl Op for ColorJitter {
             Ok(())
         })?;
         Ok(Some(put(input, out_name(&self.field, &self.output), out)))
+    }
+
+    fn seeds(&self) -> Vec<Seed> {
+        vec![self.seed]
     }
 
     fn spec(&self) -> Result<serde_json::Value> {

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
 use stoker_core::op::{Fields, Op, OpCtx};
-use stoker_core::{Error, Result, Tensor};
+use stoker_core::{Error, Result, Seed, Tensor};
 
 use crate::kernels::fields::{input_spec, out_name, put, with_field};
 use crate::kernels::numeric::is_numeric;
@@ -27,7 +27,8 @@ pub struct RandomFlip {
     pub axis: FlipAxis,
     #[serde(default = "half")]
     pub probability: f64,
-    pub seed: u64,
+    #[serde(default, skip_serializing_if = "Seed::is_drawn")]
+    pub seed: Seed,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
 }
@@ -131,6 +132,10 @@ impl Op for RandomFlip {
             out_name(&self.field, &self.output),
             flipped,
         )))
+    }
+
+    fn seeds(&self) -> Vec<Seed> {
+        vec![self.seed]
     }
 
     fn spec(&self) -> Result<serde_json::Value> {

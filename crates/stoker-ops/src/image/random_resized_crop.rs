@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Schema};
 use stoker_core::exec::shuffle::epoch_seed;
 use stoker_core::op::{Fields, Op, OpCtx};
-use stoker_core::{DType, Error, Result, Tensor};
+use stoker_core::{DType, Error, Result, Seed, Tensor};
 
 use crate::image::random_flip::unit;
 use crate::image::resize::resize_u8;
@@ -29,7 +29,8 @@ pub struct RandomResizedCrop {
     pub scale: [f64; 2],
     #[serde(default = "default_ratio")]
     pub ratio: [f64; 2],
-    pub seed: u64,
+    #[serde(default, skip_serializing_if = "Seed::is_drawn")]
+    pub seed: Seed,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub box_output: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -212,6 +213,10 @@ impl Op for RandomResizedCrop {
 
     fn batch_row_field(&self) -> Option<&str> {
         Some(out_name(&self.field, &self.output))
+    }
+
+    fn seeds(&self) -> Vec<Seed> {
+        vec![self.seed]
     }
 
     fn spec(&self) -> Result<serde_json::Value> {

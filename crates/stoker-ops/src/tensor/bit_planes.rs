@@ -323,6 +323,7 @@ mod tests {
             element: 0,
             epoch: 0,
             row: None,
+            seeds: stoker_core::Seeds::none(),
         };
         let k = rows[0].len();
         let flat: Vec<u8> = rows.concat();

@@ -821,6 +821,7 @@ mod tests {
             element: 0,
             epoch: 0,
             row: None,
+            seeds: stoker_core::Seeds::none(),
         };
         let out = op.apply(element, &ctx)?.unwrap();
         Ok(out.tensors[out.index(&op.output).unwrap()].clone())

@@ -128,6 +128,7 @@ mod tests {
             element: 0,
             epoch: 0,
             row: None,
+            seeds: stoker_core::Seeds::none(),
         };
         let t = Tensor::from_slice(DType::I64, vec![2, 3], &[0i64, 4, -1, 2, 5, 3]).unwrap();
         let e = Element::new(names(&["c"]), vec![t]);

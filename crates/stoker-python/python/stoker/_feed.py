@@ -54,6 +54,34 @@ class Feed:
         self._state: bytes | None = None
         self._last_state: bytes | None = None
         self._iterator: DatasetIterator | None = None
+        if self.world_size > 1:
+            self._share_seeds()
+
+    def _share_seeds(self) -> None:
+        """Makes every rank draw the seeds of the steps given none (shuffles, random ops) from
+        rank 0's number, so that the ranks split one order of the data between them. Without
+        a way to send it (the framework's multi-process runtime not initialised), such steps
+        are an error that names them."""
+        plan = self._sharded._plan
+        unseeded = plan.unseeded_steps()
+        if not unseeded:
+            return
+        root = self._broadcast_seed_root(plan.seed_root())
+        if root is None:
+            raise InvalidArgumentError(
+                f"shard: rank {self.rank} of {self.world_size}: every rank must shuffle and augment alike, "
+                f"but these steps have no seed, so each process would draw its own: {', '.join(unseeded)}. "
+                f"Give each a seed (e.g. shuffle(n, seed=0)), or initialise {self._runtime} before making "
+                "the loader, so that rank 0's seeds are sent to every rank"
+            )
+        plan.set_seed_root(root)
+
+    #: The multi-process runtime that sends rank 0's seed root to the others, for messages.
+    _runtime = "the framework's distributed runtime"
+
+    def _broadcast_seed_root(self, root: int) -> int | None:
+        """Rank 0's ``root``, sent to every rank; ``None`` where no runtime can send it."""
+        return None
 
     def __len__(self) -> int:
         return len(self._sharded)
@@ -65,15 +93,19 @@ class Feed:
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise InvalidArgumentError(f"epoch must be a whole number, at least 0, got {epoch!r}")
         self._epoch = epoch
+        # A state saved from now until the epoch's first batch is that epoch's start.
+        self._last_state = None
 
     def state_dict(self) -> dict[str, Any]:
         """Where the iteration stands after the last batch handed out (a restore goes on with
-        the next one)."""
-        if self._last_state is None:
-            if self._state is not None:
-                return {"stoker_iterator_state": self._state}
-            raise InvalidArgumentError("state_dict: no iteration has started yet")
-        return {"stoker_iterator_state": self._last_state}
+        the next one). After an epoch's last batch, the start of the next epoch; before any
+        batch, the start of the epoch the next iteration would run (with the seeds it would
+        draw)."""
+        if self._last_state is not None:
+            return {"stoker_iterator_state": self._last_state}
+        if self._state is not None:
+            return {"stoker_iterator_state": self._state}
+        return {"stoker_iterator_state": bytes(self._sharded._plan.start_state(self._epoch))}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """The next iteration goes on from ``state_dict``."""
@@ -81,20 +113,29 @@ class Feed:
         self._last_state = None
 
     def _start(self) -> DatasetIterator:
-        """The next iteration: from a loaded state, else at the epoch set, else the next one."""
+        """The next iteration: from a loaded state (a state at an epoch's start starts the
+        epoch set, when one is), else at the epoch set, else the next one."""
         if self._iterator is not None:
             self._iterator.close()
         state, self._state = self._state, None
-        self._iterator = it = self._sharded.iterator(state=state, epoch=None if state else self._epoch)
+        self._iterator = it = self._sharded.iterator(state=state, epoch=self._epoch)
         self._epoch = None
+        # Until its first batch, a state saved is where it starts.
+        self._last_state = it.state()
         return it
 
     def _handed_out(self, state: bytes) -> None:
         """Records the position after a batch handed out."""
         self._last_state = state
 
+    def _finished(self, it: DatasetIterator) -> None:
+        """Records that `it` handed out its epoch's last batch: a state saved now starts the
+        next epoch. Then lets go of it."""
+        self._last_state = it.state()
+        self._release(it)
+
     def _release(self, it: DatasetIterator) -> None:
-        """Lets go of a finished iteration (its threads and buffers)."""
+        """Lets go of an iteration (its threads and buffers)."""
         it.close()
         if self._iterator is it:
             self._iterator = None

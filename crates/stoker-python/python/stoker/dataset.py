@@ -753,10 +753,11 @@ class Dataset:
         Each iteration over a dataset is its next epoch: reshuffles and random ops draw from
         it. ``epoch`` (0 for the first) starts that one instead, whatever iterations came
         before (as ``DistributedSampler.set_epoch`` does); the iterations after it go on from
-        there. It cannot be given with ``state``, which holds its own."""
+        there. A state holds its epoch: one saved inside an epoch goes on there (``epoch``, if
+        given, must be that one); one saved before an epoch's first element, or after the end
+        of an epoch (which is the start of the next), starts ``epoch`` when given, with the
+        state's seeds."""
         if epoch is not None:
-            if state is not None:
-                raise InvalidArgumentError("iterator: give state or epoch, not both (a state holds its epoch)")
             if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
                 raise InvalidArgumentError(f"iterator: epoch must be a whole number, at least 0, got {epoch!r}")
         return DatasetIterator(self, _state_bytes(state), epoch)
@@ -1001,10 +1002,10 @@ class DatasetIterator(Iterator[Any]):
     budget is then. Restoring into another pipeline, or from damaged bytes, raises
     :class:`InvalidArgumentError` saying what differs.
 
-    Exactness needs the pipeline to be the same function of its epoch on every run: give
-    random ops (``random_flip``, ``random_resized_crop``, ...) and shuffles a ``seed``
-    (a shuffle without one resumes exactly too: its state holds the seed it drew). Python
-    functions are re-run on the elements after the position, not before. A ``map`` with
+    Exactness needs the pipeline to be the same function of its epoch on every run: random
+    ops and shuffles with a ``seed`` are; those without one are too, as a state holds the
+    number their seeds are drawn from (for every later epoch as well). Python functions
+    are re-run on the elements after the position, not before. A ``map`` with
     ``deterministic=False`` hands out elements in no fixed order and cannot save a state.
     A memory ``cache`` that a restore in a new process finds empty is filled again by
     running its input again (exact when that input is seeded).

@@ -18,8 +18,9 @@ replicated; strings (object arrays) stay NumPy arrays.
 while the step runs.
 
 With several processes (``jax.process_count() > 1``), process ``i`` of ``n`` gets batches
-``i, i + n, ...`` of the pipeline (every process runs the whole pipeline with the same seeds,
-so it must be seeded), the same number for each: the last ``cardinality % n`` batches are
+``i, i + n, ...`` of the pipeline (every process runs the whole pipeline with the same seeds:
+steps given no seed use process 0's drawn seeds, sent to the others with
+``multihost_utils.broadcast_one_to_all``), the same number for each: the last ``cardinality % n`` batches are
 dropped, which needs a known cardinality. ``shard=(index, count)`` sets the share instead.
 
 ``len()``, ``set_epoch()``, ``state_dict()`` and ``load_state_dict()`` work as for
@@ -92,6 +93,7 @@ class BatchIterator(Feed):
                 out, state = ahead.popleft()
                 self._handed_out(state)
                 yield out
+            self._finished(it)
         finally:
             self._release(it)
 
@@ -108,6 +110,18 @@ class BatchIterator(Feed):
                 "(with the default sharding the batch size must be a multiple of the number of "
                 "local devices: batch(..., drop_remainder=True) with such a size)"
             ) from e
+
+    _runtime = "JAX's multi-process runtime (jax.distributed.initialize)"
+
+    def _broadcast_seed_root(self, root: int) -> int | None:
+        if jax.process_count() == 1:
+            return None
+        from jax.experimental import multihost_utils
+
+        # Two 32-bit halves: without jax_enable_x64 a 64-bit integer would be cut.
+        halves = np.array([root >> 32, root & 0xFFFFFFFF], dtype=np.uint32)
+        sent = np.asarray(multihost_utils.broadcast_one_to_all(halves))
+        return (int(sent[0]) << 32) | int(sent[1])
 
     def _replicated(self) -> jax.sharding.Sharding:
         mesh = getattr(self.sharding, "mesh", None)

@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
+import numpy as np
+
 from . import _expr
 from ._check import whole
 from ._dtypes import dtype_name
@@ -445,10 +447,14 @@ def read_class_colors(path: str) -> tuple[list[str], list[list[int]]]:
     return names, colors
 
 
-def _seed(seed: int | None) -> int:
-    import os
-
-    return int.from_bytes(os.urandom(8), "little") >> 1 if seed is None else int(seed)
+def _seed(seed: int | None) -> int | None:
+    """A given seed, or ``None``: the pipeline draws one for each run (see the README's
+    "Seeds"), which a saved iterator state records and the ranks of a data-parallel job share."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**64:
+        raise InvalidArgumentError(f"seed={seed!r}: expected None or a whole number in [0, 2**64)")
+    return int(seed)
 
 
 def random_flip_left_right(
@@ -456,7 +462,7 @@ def random_flip_left_right(
 ) -> NativeOp:
     """Flips ``[H, W, C]`` left-right with ``probability``. The decision depends on the seed, the
     epoch and the element's position only: the same on 1 or N threads, new every epoch. Without
-    a seed one is drawn now (and saved by ``save_spec``)."""
+    a seed the pipeline draws one (see the README's "Seeds")."""
     spec = {
         "op": "random_flip",
         "field": field,

@@ -32,10 +32,17 @@ the position of the last batch handed out (a few hundred bytes, see
 Distributed data parallel: ``shard="auto"`` reads the rank and world size from
 ``torch.distributed`` (when initialised) or from ``RANK`` / ``WORLD_SIZE``, and gives rank
 ``r`` batches ``r, r + n, r + 2n, ...`` of the pipeline, the way tf.data's ``DATA`` auto-shard
-policy does: every rank runs the whole pipeline (each with the same seeds) and keeps its share,
-so the pipeline must be seeded. Every rank gets the same number of batches per epoch: the last
-``cardinality % world_size`` batches are dropped (DDP would otherwise wait forever for a rank
-that has no batch left), which needs a known cardinality.
+policy does: every rank runs the whole pipeline with the same seeds and keeps its share.
+Steps given no seed (``shuffle(n)``, ``random_flip(...)``) use rank 0's drawn seeds, which
+the loader sends to every rank through ``torch.distributed`` when it is initialised; without
+it (a ``shard`` tuple, or ``RANK`` / ``WORLD_SIZE`` alone) such steps are an
+``InvalidArgumentError`` naming them. Every rank gets the same number of batches per epoch:
+the last ``cardinality % world_size`` batches are dropped (DDP would otherwise wait forever
+for a rank that has no batch left), which needs a known cardinality.
+
+``state_dict()`` after an epoch's last batch is the start of the next epoch (it holds its
+epoch: ``set_epoch`` with the next one, or not at all); before the first batch, the start of
+the epoch to come.
 """
 
 from __future__ import annotations
@@ -188,6 +195,20 @@ class Loader(Feed):
         # Bytes that went through a staging buffer (arrays not in pinned memory): a check.
         self._staged_bytes = 0
 
+    _runtime = "torch.distributed (init_process_group)"
+
+    def _broadcast_seed_root(self, root: int) -> int | None:
+        dist = torch.distributed
+        if not (dist.is_available() and dist.is_initialized()):
+            return None
+        if dist.get_world_size() != self.world_size:
+            raise InvalidArgumentError(
+                f"shard: world size {self.world_size} differs from torch.distributed's {dist.get_world_size()}"
+            )
+        sent = [root]
+        dist.broadcast_object_list(sent, src=0)
+        return int(sent[0])
+
     @staticmethod
     def _shard_of(shard: str | tuple[int, int] | None) -> tuple[int, int]:
         if shard is None:
@@ -209,7 +230,7 @@ class Loader(Feed):
             try:
                 out = to_torch(next(it))
             except StopIteration:
-                self._release(it)
+                self._finished(it)
                 return
             self._handed_out(it.state())
             yield out
@@ -223,7 +244,7 @@ class Loader(Feed):
             while True:
                 item = feeder.get()
                 if item is None:
-                    self._release(it)
+                    self._finished(it)
                     return
                 batch, state = item
                 self._handed_out(state)

@@ -445,7 +445,7 @@ impl Conversion {
             Some(spec) => spec.to_string(),
             // Without a spec (in-memory arrays too large for one) nothing tells this run's
             // data from another's: such a conversion cannot be resumed.
-            None => format!("{}|{}", top.describe(), crate::plan::random_seed()),
+            None => format!("{}|{}", top.describe(), stoker_core::seed::random_u64()),
         };
         let fingerprint = hex_sha256(&format!(
             "{described}|{}|{source_elements}|{}",
@@ -722,6 +722,10 @@ impl Conversion {
         }
         let shards: Vec<usize> = self.job_shards(j).collect();
         let pipeline = Pipeline::new(&self.shard_plan(shards[0], threads)?)?;
+        // Steps given no seed draw from the conversion's fingerprint: every job, local or on
+        // another machine, and a conversion resumed later, make the same bytes.
+        let root = self.fingerprint.get(..16).unwrap_or_default();
+        pipeline.set_seed_root(u64::from_str_radix(root, 16).unwrap_or(0));
         let it: BoxIter = match self.convert.epochs {
             Some(_) => Box::new(pipeline.start_iteration(j as u64)?.driver),
             None => pipeline.iter()?,

@@ -11,19 +11,18 @@ use stoker_core::exec::index_shuffle::IndexShuffle;
 use stoker_core::exec::shuffle::epoch_seed;
 use stoker_core::exec::{BoxIter, ElementIter, State};
 use stoker_core::stats::Metered;
-use stoker_core::{Error, Result, StageStats};
+use stoker_core::{Error, Result, Seed, StageStats};
 
 use super::{same, Cardinality, DatasetOp, RandomAccess};
 use crate::build::BuildCtx;
-use crate::plan::{random_seed, Plan};
+use crate::plan::Plan;
 use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
 pub struct GlobalShuffle {
     pub input: Plan,
-    /// The seed given, or one drawn when the dataset was made.
-    pub seed: u64,
-    pub seed_given: bool,
+    /// The seed given, or a drawn one (see [`stoker_core::seed`]).
+    pub seed: Seed,
     pub reshuffle_each_iteration: bool,
 }
 
@@ -32,8 +31,7 @@ impl GlobalShuffle {
     pub fn new(input: Plan, seed: Option<u64>, reshuffle_each_iteration: bool) -> GlobalShuffle {
         GlobalShuffle {
             input,
-            seed: seed.unwrap_or_else(random_seed),
-            seed_given: seed.is_some(),
+            seed: Seed::from_option(seed),
             reshuffle_each_iteration,
         }
     }
@@ -115,7 +113,7 @@ impl DatasetOp for GlobalShuffle {
         };
         let (position, seed) = match at {
             Some(s) => (s.int(Self::KIND, 0)?, s.int(Self::KIND, 1)?),
-            None => (0, epoch_seed(self.seed, epoch)),
+            None => (0, epoch_seed(ctx.seed(self.seed), epoch)),
         };
         let order = IndexShuffle::new(access.count()?, seed);
         if position > order.len() {
@@ -132,9 +130,13 @@ impl DatasetOp for GlobalShuffle {
         Ok(Metered::wrap(Box::new(it), stats))
     }
 
+    fn seeds(&self) -> Vec<Seed> {
+        vec![self.seed]
+    }
+
     fn to_spec(&self, _: &SpecCtx) -> Result<Option<Spec>> {
         Ok(Some(Spec {
-            seed: self.seed_given.then_some(self.seed),
+            seed: self.seed.given_value(),
             reshuffle_each_iteration: self.reshuffle_each_iteration,
         }))
     }

@@ -9,11 +9,11 @@ use stoker_core::element::{FieldSpec, Schema};
 use stoker_core::exec::shuffle::epoch_seed;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
-use stoker_core::{DType, Result, StageStats};
+use stoker_core::{DType, Result, Seed, StageStats};
 
 use super::{Cardinality, DatasetOp, RandomAccess, RowAccess, Strings};
 use crate::build::{file_column, file_names, BuildCtx};
-use crate::plan::{random_seed, Plan};
+use crate::plan::Plan;
 use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
@@ -22,7 +22,8 @@ pub struct ListFiles {
     /// The files the patterns matched when the dataset was made.
     pub files: Vec<String>,
     pub shuffle: bool,
-    pub seed: u64,
+    /// The seed given, or a drawn one (see [`stoker_core::seed`]).
+    pub seed: Seed,
 }
 
 impl ListFiles {
@@ -33,7 +34,7 @@ impl ListFiles {
             patterns,
             files,
             shuffle,
-            seed: seed.unwrap_or_else(random_seed),
+            seed: Seed::from_option(seed),
         })
     }
 }
@@ -45,7 +46,7 @@ impl ListFiles {
         if self.shuffle {
             use rand::seq::SliceRandom;
             use rand::SeedableRng;
-            let seed = epoch_seed(self.seed, ctx.epoch);
+            let seed = epoch_seed(ctx.seed(self.seed), ctx.epoch);
             files.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
         }
         files
@@ -116,11 +117,19 @@ impl DatasetOp for ListFiles {
         Ok(Metered::wrap(Box::new(it), stats))
     }
 
+    fn seeds(&self) -> Vec<Seed> {
+        if self.shuffle {
+            vec![self.seed]
+        } else {
+            Vec::new()
+        }
+    }
+
     fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Spec>> {
         Ok(Some(Spec {
             files: Strings::Many(self.patterns.iter().map(|p| ctx.save_path(p)).collect()),
             shuffle: self.shuffle,
-            seed: Some(self.seed),
+            seed: self.seed.given_value(),
         }))
     }
 

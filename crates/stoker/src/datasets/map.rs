@@ -90,6 +90,10 @@ impl DatasetOp for Map {
         self.ops.iter().all(|op| op.deterministic())
     }
 
+    fn seeds(&self) -> Vec<stoker_core::Seed> {
+        self.ops.iter().flat_map(|op| op.seeds()).collect()
+    }
+
     fn per_element(&self) -> bool {
         self.deterministic()
     }
@@ -139,11 +143,18 @@ impl DatasetOp for Map {
         let chain: OpChain = Arc::from(self.ops.clone());
         let workers = ctx.threads_for(self.num_parallel_calls);
         let map: BoxIter = if self.num_parallel_calls.is_some() && workers > 1 {
-            let mut config = parallel_config(epoch, workers, self.keeps_order(ctx), policy);
+            let mut config = parallel_config(ctx, workers, self.keeps_order(ctx), policy);
             config.first_index = first_index;
             Box::new(ParallelMap::spawn(inner, chain, config, stats)?)
         } else {
-            let mut it = MapIter::new(inner, chain, policy, Arc::clone(&stats), epoch);
+            let mut it = MapIter::new(
+                inner,
+                chain,
+                policy,
+                Arc::clone(&stats),
+                epoch,
+                Arc::clone(&ctx.seeds),
+            );
             if let Some(s) = at {
                 it = it.restore(s)?;
             }
@@ -174,6 +185,7 @@ impl DatasetOp for Map {
             ops: Arc::from(self.ops.clone()),
             epoch: ctx.epoch,
             stats: crate::build::stage_stats(node, ctx),
+            seeds: Arc::clone(&ctx.seeds),
         })))
     }
 
@@ -202,18 +214,19 @@ impl DatasetOp for Map {
 
 /// How a parallel map runs: `workers` threads, two elements in flight per worker.
 fn parallel_config(
-    epoch: u64,
+    ctx: &BuildCtx,
     workers: usize,
     deterministic: bool,
     policy: ErrorPolicy,
 ) -> ParallelMapConfig {
     ParallelMapConfig {
-        epoch,
+        epoch: ctx.epoch,
         workers,
         buffer: 2 * workers,
         deterministic,
         policy,
         first_index: 0,
+        seeds: Arc::clone(&ctx.seeds),
     }
 }
 
@@ -241,7 +254,7 @@ pub(crate) fn map_and_batch(
     // The state of a batch over this map, as the fused stage reports it too.
     let map_at = input_at(at, "batch", 0)?;
     let inner = iterate_at(&map.input, ctx, input_at(map_at, Map::KIND, 0)?)?;
-    let mut config = parallel_config(ctx.epoch, workers, map.keeps_order(ctx), policy);
+    let mut config = parallel_config(ctx, workers, map.keeps_order(ctx), policy);
     config.first_index = map_at
         .map(|s| s.int(Map::KIND, 0))
         .transpose()?
@@ -268,6 +281,7 @@ struct MapAccess {
     ops: OpChain,
     epoch: u64,
     stats: Arc<StageStats>,
+    seeds: Arc<stoker_core::Seeds>,
 }
 
 impl RandomAccess for MapAccess {
@@ -322,6 +336,7 @@ impl MapAccess {
                     &self.stats,
                     (p, self.epoch),
                     None,
+                    &self.seeds,
                 )?;
                 out.ok_or_else(|| {
                     stoker_core::Error::internal("an op dropped an element under the raise policy")

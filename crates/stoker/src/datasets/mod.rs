@@ -12,7 +12,7 @@ use serde::Serialize;
 use stoker_core::element::{Element, FieldSpec, Schema};
 use stoker_core::exec::shuffle::ReadBuffer;
 use stoker_core::exec::{BoxIter, ElementIter, State};
-use stoker_core::{Error, Result, StageStats, Tensor};
+use stoker_core::{Error, Result, Seed, StageStats, Tensor};
 
 use std::sync::Arc;
 
@@ -143,6 +143,11 @@ pub trait DatasetOp: Clone + Send + Sync + Into<Step> + 'static {
     fn random_access(&self, node: &Plan, ctx: &BuildCtx) -> Result<Option<Box<dyn RandomAccess>>> {
         let _ = (node, ctx);
         Ok(None)
+    }
+    /// The seeds it draws from (its own and its ops'), in a fixed order: a pipeline gives
+    /// the drawn ones their values from these (see [`stoker_core::seed`]).
+    fn seeds(&self) -> Vec<Seed> {
+        Vec::new()
     }
     /// Its spec form; `None` for a step that a spec file holds elsewhere (options).
     fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Self::Spec>>;
@@ -336,6 +341,12 @@ macro_rules! steps {
             ) -> Result<Option<Box<dyn RandomAccess>>> {
                 match self {
                     $(Step::$variant(op) => op.random_access(node, ctx),)*
+                }
+            }
+
+            pub fn seeds(&self) -> Vec<Seed> {
+                match self {
+                    $(Step::$variant(op) => op.seeds(),)*
                 }
             }
 

@@ -22,12 +22,12 @@ use stoker_core::element::{Element, Names, Schema};
 use stoker_core::exec::shuffle::epoch_seed;
 use stoker_core::exec::{BoxIter, ElementIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
-use stoker_core::{Error, Result, StageStats};
+use stoker_core::{Error, Result, Seed, StageStats};
 
 use super::concatenate::{field_order, merged_schema, reordered};
 use super::{input_at, Cardinality, DatasetOp};
 use crate::build::{iterate_at, BuildCtx};
-use crate::plan::{random_seed, Plan};
+use crate::plan::Plan;
 use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
@@ -35,9 +35,8 @@ pub struct SampleFromDatasets {
     pub inputs: Vec<Plan>,
     /// Normalised to sum to 1.
     pub weights: Vec<f64>,
-    /// The seed given, or one drawn when the dataset was made.
-    pub seed: u64,
-    pub seed_given: bool,
+    /// The seed given, or a drawn one (see [`stoker_core::seed`]).
+    pub seed: Seed,
     pub stop_on_empty_dataset: bool,
     pub rerandomize_each_iteration: bool,
 }
@@ -75,8 +74,7 @@ impl SampleFromDatasets {
         Ok(SampleFromDatasets {
             inputs,
             weights: weights.iter().map(|w| w / total).collect(),
-            seed: seed.unwrap_or_else(random_seed),
-            seed_given: seed.is_some(),
+            seed: Seed::from_option(seed),
             stop_on_empty_dataset,
             rerandomize_each_iteration,
         })
@@ -180,7 +178,7 @@ impl DatasetOp for SampleFromDatasets {
         at: Option<&State>,
     ) -> Result<BoxIter> {
         let seed = epoch_seed(
-            self.seed,
+            ctx.seed(self.seed),
             if self.rerandomize_each_iteration {
                 ctx.epoch
             } else {
@@ -216,13 +214,17 @@ impl DatasetOp for SampleFromDatasets {
         Ok(Metered::wrap(Box::new(it), stats))
     }
 
+    fn seeds(&self) -> Vec<Seed> {
+        vec![self.seed]
+    }
+
     fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Spec>> {
         Ok(Some(Spec {
             datasets: (self.inputs.iter())
                 .map(|p| crate::spec::steps_of(p, ctx))
                 .collect::<Result<_>>()?,
             weights: self.weights.clone(),
-            seed: self.seed_given.then_some(self.seed),
+            seed: self.seed.given_value(),
             stop_on_empty_dataset: self.stop_on_empty_dataset,
             rerandomize_each_iteration: self.rerandomize_each_iteration,
         }))

@@ -7,20 +7,19 @@ use stoker_core::element::Schema;
 use stoker_core::exec::shuffle::{epoch_seed, ShuffleIter};
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
-use stoker_core::{Error, Result, StageStats};
+use stoker_core::{Error, Result, Seed, StageStats};
 
 use super::{same, Cardinality, DatasetOp, RandomAccess};
 use crate::build::{iterate, iterate_at, BuildCtx};
-use crate::plan::{random_seed, Plan};
+use crate::plan::Plan;
 use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
 pub struct Shuffle {
     pub input: Plan,
     pub buffer_size: usize,
-    /// The seed given, or one drawn when the dataset was made.
-    pub seed: u64,
-    pub seed_given: bool,
+    /// The seed given, or a drawn one (see [`stoker_core::seed`]).
+    pub seed: Seed,
     pub reshuffle_each_iteration: bool,
 }
 
@@ -35,8 +34,7 @@ impl Shuffle {
         Shuffle {
             input,
             buffer_size,
-            seed: seed.unwrap_or_else(random_seed),
-            seed_given: seed.is_some(),
+            seed: Seed::from_option(seed),
             reshuffle_each_iteration,
         }
     }
@@ -93,9 +91,9 @@ impl DatasetOp for Shuffle {
         at: Option<&State>,
     ) -> Result<BoxIter> {
         let seed = if self.reshuffle_each_iteration {
-            epoch_seed(self.seed, ctx.epoch)
+            epoch_seed(ctx.seed(self.seed), ctx.epoch)
         } else {
-            epoch_seed(self.seed, 0)
+            epoch_seed(ctx.seed(self.seed), 0)
         };
         let st = Arc::clone(&stats);
         let cap = self.buffer_size;
@@ -135,10 +133,14 @@ impl DatasetOp for Shuffle {
         Ok(Metered::wrap(Box::new(it), stats))
     }
 
+    fn seeds(&self) -> Vec<Seed> {
+        vec![self.seed]
+    }
+
     fn to_spec(&self, _: &SpecCtx) -> Result<Option<Spec>> {
         Ok(Some(Spec {
             buffer_size: self.buffer_size,
-            seed: self.seed_given.then_some(self.seed),
+            seed: self.seed.given_value(),
             reshuffle_each_iteration: self.reshuffle_each_iteration,
         }))
     }
