@@ -34,6 +34,7 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace::analyze_trace, m)?)?;
     m.add_function(wrap_pyfunction!(trace::compare_traces, m)?)?;
     m.add_function(wrap_pyfunction!(host_memory::set_batch_host_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(py_ops::quiesce, m)?)?;
     errors::register(m)?;
     m.add("AUTOTUNE", stoker::AUTOTUNE)?;
     m.add("JPEG_BACKEND", stoker_ops::codecs::jpeg::BACKEND)?;

@@ -29,8 +29,23 @@ use crate::plan::PyPlan;
 /// holds the GIL and finds an entry knows that thread is inside the call.
 static CALLS: Mutex<Vec<(std::ffi::c_ulong, usize)>> = Mutex::new(Vec::new());
 
-/// Calls `f` on this thread as a Python call made for `stage` (see [`interrupt_calls`]).
-fn tracked<T>(_py: Python<'_>, stage: &StageStats, f: impl FnOnce() -> T) -> T {
+/// Set (with the GIL held) when the interpreter exits: engine threads start no Python call
+/// after it (see [`quiesce`]).
+static EXITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Calls `f` on this thread as a Python call made for `stage` (see [`interrupt_calls`]); once
+/// the interpreter is exiting, raises `KeyboardInterrupt` instead of calling it.
+fn tracked<T>(
+    _py: Python<'_>,
+    stage: &StageStats,
+    f: impl FnOnce() -> PyResult<T>,
+) -> PyResult<T> {
+    // The GIL is held: `quiesce` sets the flag holding it too, so no call starts after it.
+    if EXITING.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(pyo3::exceptions::PyKeyboardInterrupt::new_err(
+            "the interpreter is exiting",
+        ));
+    }
     // SAFETY: PyThread_get_thread_ident has no preconditions.
     let ident = unsafe { pyo3::ffi::PyThread_get_thread_ident() };
     let key = (ident, std::ptr::from_ref(stage) as usize);
@@ -42,6 +57,37 @@ fn tracked<T>(_py: Python<'_>, stage: &StageStats, f: impl FnOnce() -> T) -> T {
         list.swap_remove(i);
     }
     out
+}
+
+/// Called at interpreter exit, before Python finalizes: engine threads start no Python call
+/// from now on, and those in progress (of pipelines whose threads were left to finish on
+/// their own) are interrupted and waited for, up to `timeout` seconds. A thread still inside
+/// a call when Python finalizes would take the GIL back during finalization, which CPython
+/// answers by ending the thread under the call's feet and then aborting the process. Returns
+/// how many calls were still in progress at the end.
+#[pyfunction]
+pub fn quiesce(py: Python<'_>, timeout: f64) -> usize {
+    EXITING.store(true, std::sync::atomic::Ordering::Relaxed);
+    let deadline = Instant::now() + std::time::Duration::from_secs_f64(timeout.clamp(0.0, 60.0));
+    loop {
+        let calls: Vec<std::ffi::c_ulong> = {
+            let list = CALLS.lock().unwrap_or_else(|e| e.into_inner());
+            list.iter().map(|&(ident, _)| ident).collect()
+        };
+        if calls.is_empty() || Instant::now() >= deadline {
+            return calls.len();
+        }
+        for ident in calls {
+            // SAFETY: the GIL is held (`py`); the exception object is a static type.
+            unsafe {
+                pyo3::ffi::PyThreadState_SetAsyncExc(
+                    ident as std::ffi::c_long,
+                    pyo3::ffi::PyExc_KeyboardInterrupt,
+                );
+            }
+        }
+        py.detach(|| std::thread::sleep(std::time::Duration::from_millis(10)));
+    }
 }
 
 /// Raises `KeyboardInterrupt` inside the Python calls in progress for the stages of

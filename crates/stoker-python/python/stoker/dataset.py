@@ -990,6 +990,9 @@ def _close_live() -> None:
             it.close()
         except BaseException:  # exiting anyway: the others are still closed
             pass
+    # Threads left to finish a Python call on their own (a closed pipeline's stuck stage) must
+    # be out of Python before it finalizes: one coming back into it then aborts the process.
+    _stoker.quiesce(2.0)
 
 
 class DatasetIterator(Iterator[Any]):
