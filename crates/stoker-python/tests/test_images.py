@@ -848,3 +848,59 @@ def test_a_rejected_jpeg_does_not_cost_the_good_ones_after_it(golden, path, work
     out = list(ds)
     assert len(out) == 16, f"{len(out)} of 16 good images kept"
     assert sum(s["skipped"] for s in ds.stats()) == 4
+
+
+def _png_damaged_before_its_crcs(png: bytes, rng: np.random.Generator) -> bytes:
+    """`png` with one byte of an IDAT chunk changed and every CRC made over the change: a file
+    written damaged, which only the zlib stream's checksum can tell."""
+    import struct
+    import zlib
+
+    chunks, at = [], 8
+    while at < len(png):
+        (n,) = struct.unpack(">I", png[at : at + 4])
+        chunks.append((png[at + 4 : at + 8], at, n))
+        at += 12 + n
+    _, at, n = [c for c in chunks if c[0] == b"IDAT"][int(rng.integers(2 ** 31)) % sum(c[0] == b"IDAT" for c in chunks)]
+    out = bytearray(png)
+    out[at + 8 + int(rng.integers(n))] ^= int(rng.integers(1, 256))
+    out[at + 8 + n : at + 12 + n] = struct.pack(">I", zlib.crc32(bytes(out[at + 4 : at + 8 + n])) & 0xFFFFFFFF)
+    return bytes(out)
+
+
+@pytest.mark.parametrize("stored,channels", [(3, 0), (3, 3), (1, 3), (4, 3), (4, 0)])
+def test_a_png_damaged_before_its_crcs_fails_alike_whole_and_in_every_fused_decode(stored, channels):
+    # The fused crop decodes stopped at the crop and returned wrong pixels silently where the
+    # whole decode failed: now every path checks the zlib stream's Adler-32.
+    rng = np.random.default_rng(100 + 10 * stored + channels)
+    img = (np.cumsum(rng.integers(0, 5, (120, 160, stored)), axis=1) % 256).astype(np.uint8)
+    png = sk.io.encode_png(img)
+    fused_ops = {
+        "crop_or_pad": [sk.ops.resize_with_crop_or_pad("f", 40, 60)],
+        "crop_or_pad+rescale": [sk.ops.resize_with_crop_or_pad("f", 40, 60), sk.ops.rescale("f", 255)],
+        "random_resized_crop": [sk.ops.random_resized_crop("f", 16, seed=3)],
+    }
+    failed = 0
+    for _ in range(40):
+        data = _png_damaged_before_its_crcs(png, rng)
+        ds = sk.Dataset.from_tensor_slices({"f": np.array([data], dtype=object)})
+
+        def outcome(ops):
+            try:
+                return list(ds.map([sk.ops.decode_image("f", channels), *ops]))[0]["f"]
+            except sk.InvalidRecordError:
+                return None
+
+        whole = outcome([])
+        failed += whole is None
+        if whole is not None:  # the damage changed no pixel (a checksum that agrees)
+            want = {0: img, 3: np.repeat(img, 3, axis=2) if stored == 1 else img[..., :3]}[channels]
+            np.testing.assert_array_equal(whole, want)
+        for name, ops in fused_ops.items():
+            fused = outcome(ops)
+            assert (fused is None) == (whole is None), (name, "whole failed" if whole is None else "fused failed")
+            if name.startswith("crop_or_pad") and fused is not None:
+                crop = whole[40:80, 50:110]
+                want = crop.astype(np.float32) / np.float32(255) if "rescale" in name else crop
+                np.testing.assert_array_equal(fused, want)
+    assert failed >= 20, f"only {failed} of 40 damaged files failed"

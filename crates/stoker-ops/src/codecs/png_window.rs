@@ -17,8 +17,9 @@
 //! RGB or RGBA, without a tRNS chunk, decoded to as many channels as they store. Others go
 //! through the png crate (`Png8::open` says `None`), as do headers it does not read (an IHDR
 //! not 13 bytes long, a compression or filter method other than 0: the png crate says what
-//! is wrong). Every chunk's CRC is checked up front, through IEND, since most of the file is
-//! never looked at otherwise: a damaged or truncated file fails as the whole decode would.
+//! is wrong). Every chunk's CRC is checked up front, through IEND, and the zlib stream is
+//! inflated to its end (the rows below a window unused) to check its Adler-32: a damaged or
+//! truncated file fails as the whole decode would.
 
 use stoker_core::storage::shared_pool;
 
@@ -157,6 +158,9 @@ impl<'a> Png8<'a> {
 
     /// Inflates rows `0..rows` and hands `each(y, filter, raw)` each row's filter type and
     /// its filtered bytes, in order; `each`'s error (an unknown filter type) names the row.
+    /// Then inflates the rest of the stream, unused, to check its Adler-32 (as zlib does for
+    /// libpng and TensorFlow): a CRC guards each chunk as written, but data damaged before it
+    /// was written (with a CRC to match) shows only there, and may lie in the rows handed out.
     fn inflate_rows(
         &self,
         rows: usize,
@@ -169,8 +173,6 @@ impl<'a> Png8<'a> {
         // Bytes inflated into `inflated`, and where the next row starts.
         let (mut end, mut row) = (0, 0);
         let mut inflater = fdeflate::Decompressor::new();
-        // As the png crate (and libpng): the chunks' CRCs guard the data.
-        inflater.ignore_adler32();
         let mut chunks = self.idat.iter().peekable();
         let mut input: &[u8] = &[];
         for y in 0..rows {
@@ -200,8 +202,76 @@ impl<'a> Png8<'a> {
                 .map_err(|f| format!("PNG: unknown filter type {f} in row {y}"))?;
             row += stride;
         }
+        while !inflater.is_done() {
+            if inflated.len() - end < (16 << 10) {
+                let keep = end.saturating_sub(WINDOW);
+                inflated.copy_within(keep..end, 0);
+                end -= keep;
+            }
+            if input.is_empty() {
+                match chunks.next() {
+                    Some(chunk) => input = chunk,
+                    None => break,
+                }
+            }
+            let last = chunks.peek().is_none();
+            let (read, wrote) = inflater
+                .read(input, &mut inflated, end, last)
+                .map_err(|e| format!("PNG: damaged image data: {e:?}"))?;
+            input = &input[read..];
+            end += wrote;
+            if read == 0 && wrote == 0 {
+                break;
+            }
+        }
+        if !inflater.is_done() {
+            return Err("PNG: the image data ends before its zlib stream does".into());
+        }
         Ok(())
     }
+}
+
+/// Checks that the image data of the PNG `data` (its IDAT chunks, in order) is one whole zlib
+/// stream whose Adler-32 matches: what the png crate's decode does not always check (it stops
+/// once it has every row), while zlib checks it for libpng and TensorFlow. Inflates into a
+/// small buffer it keeps reusing.
+pub(crate) fn check_zlib_stream(data: &[u8]) -> Result<(), String> {
+    let chunks = png_chunks(data)?;
+    let mut idat = chunks
+        .iter()
+        .filter(|&&(kind, body)| kind == b"IDAT" && !body.is_empty())
+        .map(|&(_, body)| body)
+        .peekable();
+    let mut inflated = vec![0u8; WINDOW + (64 << 10)];
+    let mut end = 0;
+    let mut inflater = fdeflate::Decompressor::new();
+    let mut input: &[u8] = &[];
+    while !inflater.is_done() {
+        if inflated.len() - end < (16 << 10) {
+            let keep = end.saturating_sub(WINDOW);
+            inflated.copy_within(keep..end, 0);
+            end -= keep;
+        }
+        if input.is_empty() {
+            match idat.next() {
+                Some(chunk) => input = chunk,
+                None => break,
+            }
+        }
+        let last = idat.peek().is_none();
+        let (read, wrote) = inflater
+            .read(input, &mut inflated, end, last)
+            .map_err(|e| format!("PNG: damaged image data: {e:?}"))?;
+        input = &input[read..];
+        end += wrote;
+        if read == 0 && wrote == 0 {
+            break;
+        }
+    }
+    if !inflater.is_done() {
+        return Err("PNG: the image data ends before its zlib stream does".into());
+    }
+    Ok(())
 }
 
 /// Undoes PNG filter `filter` on the row `raw` (whole pixels of `bpp` bytes) into `cur`, given
@@ -283,24 +353,7 @@ pub(crate) mod tests {
     /// A `width` x `height` PNG of 8-bit samples in colour type `color`, from `raw` rows (each
     /// a filter byte then the pixels), its image data split into IDAT chunks of `split` bytes.
     pub(crate) fn png(width: u32, height: u32, color: u8, raw: &[u8], split: usize) -> Vec<u8> {
-        fn chunk(out: &mut Vec<u8>, kind: &[u8; 4], body: &[u8]) {
-            out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-            let start = out.len();
-            out.extend_from_slice(kind);
-            out.extend_from_slice(body);
-            let crc = crc32fast::hash(&out[start..]);
-            out.extend_from_slice(&crc.to_be_bytes());
-        }
-        let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
-        let mut ihdr = width.to_be_bytes().to_vec();
-        ihdr.extend_from_slice(&height.to_be_bytes());
-        ihdr.extend_from_slice(&[8, color, 0, 0, 0]);
-        chunk(&mut out, b"IHDR", &ihdr);
-        for part in fdeflate::compress_to_vec(raw).chunks(split) {
-            chunk(&mut out, b"IDAT", part);
-        }
-        chunk(&mut out, b"IEND", &[]);
-        out
+        png_from_stream(width, height, color, &fdeflate::compress_to_vec(raw), split)
     }
 
     /// Rows of pseudo-random pixels, each with filter `filters[y % len]`.
@@ -387,7 +440,8 @@ pub(crate) mod tests {
             };
             match img.decode() {
                 Ok(d) => {
-                    assert_eq!(d.pixels.len(), 19 * 11 * 3);
+                    // Damage the stream's checksum does not see changed no pixel.
+                    assert_eq!(d.pixels.as_bytes(), reference(&good));
                     images += 1;
                 }
                 Err(e) => {
@@ -397,10 +451,57 @@ pub(crate) mod tests {
             }
             let _ = img.window([2, 3, 5, 7], |_, px| assert_eq!(px.len(), 21));
         }
-        assert!(
-            errors > 100 && images > 0,
-            "{errors} errors, {images} images"
-        );
+        assert!(errors > 100, "{errors} errors, {images} images");
+    }
+
+    #[test]
+    fn data_damaged_before_its_crcs_were_made_fails_the_streams_checksum_on_every_path() {
+        // A byte of row 4 changed before compression, the zlib stream keeping the checksum of
+        // the original rows: the inflater sees a valid stream, only its Adler-32 tells.
+        let (w, h) = (19usize, 11usize);
+        let raw = raw_rows(w, h, 3, &[0, 1, 2, 3, 4]);
+        let mut damaged = raw.clone();
+        damaged[4 * (1 + w * 3) + 7] ^= 0x40;
+        let good = fdeflate::compress_to_vec(&raw);
+        let mut stream = fdeflate::compress_to_vec(&damaged);
+        let n = stream.len();
+        stream[n - 4..].copy_from_slice(&good[good.len() - 4..]);
+        let data = png_from_stream(w as u32, h as u32, 2, &stream, 40);
+        let img = Png8::open(&data, 0, 1 << 20).unwrap().unwrap();
+        let err = img.decode().map(|_| ()).unwrap_err();
+        assert!(err.contains("WrongChecksum"), "{err}");
+        // A window over the damaged row, and one above it: the stream fails either way.
+        for window in [[2, 3, 5, 7], [0, 0, 2, w]] {
+            let err = img.window(window, |_, _| {}).unwrap_err();
+            assert!(err.contains("WrongChecksum"), "{window:?}: {err}");
+        }
+        // The intact file decodes on every path.
+        let intact = png_from_stream(w as u32, h as u32, 2, &good, 40);
+        let img = Png8::open(&intact, 0, 1 << 20).unwrap().unwrap();
+        assert_eq!(img.decode().unwrap().pixels.as_bytes(), reference(&intact));
+        img.window([0, 0, 2, w], |_, _| {}).unwrap();
+    }
+
+    /// A PNG whose image data is the zlib stream `stream`, split into IDAT chunks of `split`.
+    fn png_from_stream(width: u32, height: u32, color: u8, stream: &[u8], split: usize) -> Vec<u8> {
+        fn chunk(out: &mut Vec<u8>, kind: &[u8; 4], body: &[u8]) {
+            out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+            let start = out.len();
+            out.extend_from_slice(kind);
+            out.extend_from_slice(body);
+            let crc = crc32fast::hash(&out[start..]);
+            out.extend_from_slice(&crc.to_be_bytes());
+        }
+        let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+        let mut ihdr = width.to_be_bytes().to_vec();
+        ihdr.extend_from_slice(&height.to_be_bytes());
+        ihdr.extend_from_slice(&[8, color, 0, 0, 0]);
+        chunk(&mut out, b"IHDR", &ihdr);
+        for part in stream.chunks(split) {
+            chunk(&mut out, b"IDAT", part);
+        }
+        chunk(&mut out, b"IEND", &[]);
+        out
     }
 
     /// `data` with every chunk's CRC made over its current bytes.

@@ -26,7 +26,7 @@ use stoker_core::{DType, Error, ErrorPolicy, Result, Tensor};
 use crate::codecs::decoded::{check_size, Decoded};
 use crate::codecs::jpeg::DctMethod;
 use crate::codecs::png_file::{check_png_data, is_png, png_chunks, png_size, PNG_MAGIC};
-use crate::codecs::png_window::Png8;
+use crate::codecs::png_window::{check_zlib_stream, Png8};
 use crate::kernels::fields::{input_spec, out_name, put, with_field};
 use crate::kernels::spec_json::spec_json;
 
@@ -89,9 +89,9 @@ fn decode_png(data: &[u8], max_pixels: u64) -> Result<Decoded, String> {
 
 /// A PNG decoded to `u8` samples, or with `keep_16` its 16-bit samples as native `u16`. With
 /// `rows`, only the top `rows` rows of a non-interlaced image are decoded (the result is that
-/// high), and the rows below are not inflated; so that a damaged or truncated file still fails
+/// high), and the rows below are not decoded; so that a damaged or truncated file still fails
 /// as the whole decode would, every chunk's CRC is then checked up front (once: the decoder
-/// skips its own checks), through IEND.
+/// skips its own checks), through IEND, and either way the zlib stream's checksum.
 fn decode_png_depth(
     data: &[u8],
     max_pixels: u64,
@@ -149,6 +149,10 @@ fn decode_png_depth(
             (height, pixels)
         }
     };
+    // The png crate checks the zlib stream's Adler-32 only while it still inflates rows, so
+    // not always (and a top decode stops early): the stream is checked whole here, as zlib
+    // checks it for libpng. Data damaged before its chunk's CRC was made shows only there.
+    check_zlib_stream(data)?;
     if sample == 2 {
         // PNG stores big-endian samples.
         for s in pixels.as_bytes_mut().chunks_exact_mut(2) {
@@ -292,13 +296,32 @@ impl DecodeImage {
     /// A PNG decoded only down to row `rows` (whole where it is interlaced or not that high),
     /// with the output channels; for the ops fused with this one.
     pub(crate) fn decode_png_top(&self, data: &[u8], rows: usize) -> Result<Decoded, String> {
+        // The PNGs the whole decode takes through `Png8` go through it here too: both then
+        // check the same things (the zlib stream's checksum), whatever the path.
+        if let Some(png) = Png8::open(data, 0, self.max_pixels)? {
+            let rows = rows.clamp(1, png.height);
+            let line = png.width * png.channels;
+            let mut pixels = shared_pool().take(rows * line);
+            let out = pixels.as_bytes_mut();
+            png.window([0, 0, rows, png.width], |y, px| {
+                out[y * line..(y + 1) * line].copy_from_slice(px);
+            })?;
+            let img = Decoded {
+                height: rows,
+                width: png.width,
+                channels: png.channels,
+                pixels,
+            };
+            return Ok(convert(img, usize::from(self.channels)));
+        }
         let img = decode_png_depth(data, self.max_pixels, false, Some(rows))?;
         Ok(convert(img, usize::from(self.channels)))
     }
 
     pub(crate) fn decode(&self, data: &[u8]) -> Result<Decoded, String> {
         let img = if is_png(data) {
-            match Png8::open(data, self.channels, self.max_pixels)? {
+            // Decoded as stored, then converted (as the png crate's path converts).
+            match Png8::open(data, 0, self.max_pixels)? {
                 Some(png) => png.decode()?,
                 None => decode_png(data, self.max_pixels)?,
             }
