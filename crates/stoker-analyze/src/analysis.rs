@@ -221,6 +221,9 @@ pub struct Analysis {
     /// Events left out: complete events without a time or with one that is not finite, and
     /// XSpace's aggregated (untimed) events.
     pub skipped_events: u64,
+    /// Values in the trace that cannot be true (a duration over a day, a copy of more than a
+    /// petabyte...), left out of the analysis: how many of each kind, and the first.
+    pub warnings: Vec<String>,
     pub devices: Vec<i64>,
     pub kernels: u64,
     /// How the steps were found: `ProfilerStep`, or the whole trace as one step.
@@ -795,6 +798,7 @@ pub fn analyze(t: &Trace) -> Analysis {
         rank: t.header.rank,
         events: t.header.events,
         skipped_events: t.skipped_events,
+        warnings: t.warnings.clone(),
         devices,
         kernels: kernel_count,
         steps_from,
@@ -1097,6 +1101,9 @@ impl Analysis {
                  (aggregated)\n",
                 a.skipped_events
             ));
+        }
+        for w in &a.warnings {
+            out.push_str(&format!("warning: {w}\n"));
         }
         if a.devices.is_empty() {
             out.push_str(

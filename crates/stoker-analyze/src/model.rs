@@ -154,6 +154,9 @@ pub struct Trace {
     pub python_functions: u64,
     /// Complete events without a time or duration, or with one that is not finite.
     pub skipped_events: u64,
+    /// What in the trace could not be true and was left out (a duration over a day, a copy of
+    /// more than a petabyte...), one line per kind with the first example.
+    pub warnings: Vec<String>,
     /// The allocator's events (Kineto's `[memory]`), in the file's order.
     pub memory: Vec<MemoryEvent>,
 }
@@ -496,7 +499,19 @@ struct Builder {
     lines_with_markers: std::collections::HashSet<usize>,
     /// XSpace: per plane (by index), the host span each event metadata id stands for.
     host_names: Vec<IdMap<(u32, HostKind)>>,
+    /// Values no profiler writes, left out: per kind, how many and the first.
+    implausible: Vec<(&'static str, u64, String)>,
 }
+
+/// Bounds on what a trace can hold, beyond which a value is damage (or a hostile file), not a
+/// measurement: left out with a warning, so that one event cannot stretch the trace's span or
+/// the steps' sums to nonsense. An event lasting over a day (µs)...
+const MAX_DURATION_US: f64 = 86_400e6;
+/// ...a time more than about 3,000 years from the clock's zero (µs; Kineto's clock counts
+/// from the Unix epoch)...
+const MAX_TIME_US: f64 = 1e17;
+/// ...and a copy or an allocator total of more than a petabyte.
+const MAX_BYTES: f64 = 1e15;
 
 /// How an XSpace line's host spans came in the first read.
 struct HostLine {
@@ -541,6 +556,14 @@ const KINETO_CATS: [&str; 14] = [
     "python_function",
     "cuda_profiler_range",
 ];
+
+/// A name cut to 80 characters, for a message.
+fn short_name(name: &str) -> String {
+    match name.char_indices().nth(80) {
+        Some((at, _)) => format!("{}...", &name[..at]),
+        None => name.to_string(),
+    }
+}
 
 fn lower(s: Option<&str>) -> String {
     s.unwrap_or("").to_ascii_lowercase()
@@ -640,6 +663,25 @@ impl Builder {
         let Some(allocated) = as_f64(args.total_allocated) else {
             return;
         };
+        let totals = [
+            Some(allocated),
+            as_f64(args.total_reserved),
+            as_f64(args.bytes),
+        ];
+        if let Some(b) = totals.into_iter().flatten().find(|b| b.abs() > MAX_BYTES) {
+            self.implausible(
+                "allocator events left out (a size or a total over a petabyte)",
+                || format!("at {} µs: {b} bytes", ts.0),
+            );
+            return;
+        }
+        if !ts.0.is_finite() || ts.0.abs() > MAX_TIME_US {
+            self.implausible(
+                "allocator events left out (a time beyond any clock's)",
+                || format!("at {} µs", ts.0),
+            );
+            return;
+        }
         let id = as_f64(args.device_id).unwrap_or(0.0);
         let device = match as_f64(args.device_type).map(|t| t as i64) {
             Some(0) => "cpu".to_string(),
@@ -658,6 +700,14 @@ impl Builder {
         });
     }
 
+    /// Counts a value that cannot be true, of `kind`, keeping the first's description.
+    fn implausible(&mut self, kind: &'static str, what: impl FnOnce() -> String) {
+        match self.implausible.iter_mut().find(|(k, _, _)| *k == kind) {
+            Some((_, n, _)) => *n += 1,
+            None => self.implausible.push((kind, 1, what())),
+        }
+    }
+
     fn complete(&mut self, e: RawEvent<'_>) {
         let (Some(ts), Some(dur)) = (e.ts, e.dur) else {
             self.trace.skipped_events += 1;
@@ -666,6 +716,21 @@ impl Builder {
         let (start, end) = (ts.0, ts.0 + dur.0.max(0.0));
         if !start.is_finite() || !end.is_finite() {
             self.trace.skipped_events += 1;
+            return;
+        }
+        if dur.0 > MAX_DURATION_US || start.abs() > MAX_TIME_US {
+            let name = e.name.as_deref().unwrap_or("").to_string();
+            self.implausible(
+                "events left out (a duration over a day, or a time beyond any clock's)",
+                || {
+                    format!(
+                        "'{}' at {} µs lasting {} µs",
+                        short_name(&name),
+                        ts.0,
+                        dur.0
+                    )
+                },
+            );
             return;
         }
         self.note_span(start, end);
@@ -709,6 +774,13 @@ impl Builder {
                 };
                 let device = as_f64(args.device).map_or_else(|| id_num(&e.pid), |d| d as i64);
                 let stream = as_f64(args.stream).map_or_else(|| id_num(&e.tid), |s| s as i64);
+                let mut bytes = as_f64(args.bytes);
+                if let Some(b) = bytes.filter(|b| !(0.0..=MAX_BYTES).contains(b)) {
+                    bytes = None;
+                    self.implausible("copy sizes left out (negative, or over a petabyte)", || {
+                        format!("'{}' at {start} µs of {b} bytes", short_name(name))
+                    });
+                }
                 let name = id;
                 self.trace.device_ops.push(DeviceOp {
                     start,
@@ -717,7 +789,7 @@ impl Builder {
                     device,
                     stream,
                     name,
-                    bytes: as_f64(args.bytes),
+                    bytes,
                     pinned,
                     correlation: as_f64(args.correlation).map(|c| c as u64),
                 });
@@ -894,6 +966,9 @@ impl Builder {
         } else {
             self.trace.steps_from = Some("step markers (step_num)".into());
         }
+        self.trace.warnings = (self.implausible.iter())
+            .map(|(kind, n, first)| format!("{kind}: {n} (the first: {first})"))
+            .collect();
         self.trace
     }
 
@@ -1032,6 +1107,19 @@ impl Builder {
         let (start, end) = (e.start_us, e.start_us + e.dur_us);
         if !start.is_finite() || !end.is_finite() {
             self.trace.skipped_events += 1;
+            return;
+        }
+        if e.dur_us > MAX_DURATION_US || start.abs() > MAX_TIME_US {
+            self.implausible(
+                "events left out (a duration over a day, or a time beyond any clock's)",
+                || {
+                    format!(
+                        "'{}' at {start} µs lasting {} µs",
+                        short_name(e.name),
+                        e.dur_us
+                    )
+                },
+            );
             return;
         }
         if line.plane.starts_with("/host:") {

@@ -190,3 +190,89 @@ fn idle_causes_collectives_copies_python_and_untraced() {
     assert!(near(g.untraced, 0.2), "{g:?}");
     assert!(near(g.python, 0.15), "{g:?}");
 }
+
+#[test]
+fn absurd_values_are_left_out_with_a_warning() {
+    // Three steps of 1000 µs with a 300 µs kernel each, and one event with a value no
+    // profiler writes: the analysis is that of the trace without it, and says so.
+    let mut events = vec![
+        r#"{"ph": "M", "name": "process_name", "pid": "GPU 0", "args": {"name": "GPU 0"}}"#
+            .to_string(),
+    ];
+    for k in 0..3 {
+        let t = k * 1000;
+        events.push(format!(
+            r#"{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{k}", "pid": "host", "tid": 1, "ts": {t}, "dur": 1000}}"#
+        ));
+        events.push(format!(
+            r#"{{"ph": "X", "cat": "kernel", "name": "sgemm", "pid": "GPU 0", "tid": "stream 7", "ts": {}, "dur": 300, "args": {{"device": 0, "stream": 7}}}}"#,
+            t + 400
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trace = |extra: &str| {
+        let mut all = events.clone();
+        if !extra.is_empty() {
+            all.push(extra.to_string());
+        }
+        format!("[{}]", all.join(",\n"))
+    };
+    let clean = analyze_path(&write(&dir, "clean.json", trace("").as_bytes())).unwrap();
+    assert!(clean.warnings.is_empty());
+    let kernel = r#"{"ph": "X", "cat": "kernel", "name": "evil", "pid": "GPU 0", "tid": "stream 7", "ts": TS, "dur": DUR, "args": {"device": 0, "stream": 7}}"#;
+    let copy = r#"{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": "GPU 0", "tid": "stream 9", "ts": 1100, "dur": 10, "args": {"device": 0, "stream": 9, "bytes": BYTES}}"#;
+    let memory = r#"{"ph": "i", "name": "[memory]", "pid": "host", "tid": 1, "ts": 1100, "args": {"Device Type": 1, "Device Id": 0, "Bytes": 10, "Total Allocated": 1e300, "Total Reserved": 10}}"#;
+    for (extra, why) in [
+        (
+            kernel.replace("TS", "1500").replace("DUR", "1e308"),
+            "a duration over a day",
+        ),
+        (
+            kernel.replace("TS", "1e308").replace("DUR", "10"),
+            "a time beyond any clock's",
+        ),
+        (
+            kernel.replace("TS", "-1e300").replace("DUR", "10"),
+            "a time beyond any clock's",
+        ),
+        (copy.replace("BYTES", "1e308"), "over a petabyte"),
+        (copy.replace("BYTES", "-5"), "negative"),
+        (memory.to_string(), "allocator events left out"),
+        (
+            memory.replace("1e300", "10").replace("1100", "1e300"),
+            "allocator events left out (a time",
+        ),
+    ] {
+        let a = analyze_path(&write(&dir, "t.json", trace(&extra).as_bytes())).unwrap();
+        assert_eq!(a.warnings.len(), 1, "{extra}: {:?}", a.warnings);
+        assert!(
+            a.warnings[0].contains(why) && a.warnings[0].contains(": 1 (the first: "),
+            "{:?}",
+            a.warnings
+        );
+        assert!(a.to_text().contains(&format!("warning: {}", a.warnings[0])));
+        // The result is the clean trace's: the same steps, step time and idle share, and no
+        // number from the absurd value anywhere in the report.
+        assert_eq!(a.steps.len(), clean.steps.len(), "{extra}");
+        assert!(
+            (a.step_ms - clean.step_ms).abs() < 1e-9,
+            "{extra}: {}",
+            a.step_ms
+        );
+        assert!(
+            (a.idle_percent - clean.idle_percent).abs() < 1e-9,
+            "{extra}"
+        );
+        assert!(a.top_kernels.iter().all(|k| k.total_ms < 10.0), "{extra}");
+        fn largest(v: &serde_json::Value) -> f64 {
+            match v {
+                serde_json::Value::Number(n) => n.as_f64().map_or(f64::INFINITY, f64::abs),
+                serde_json::Value::Array(a) => a.iter().map(largest).fold(0.0, f64::max),
+                serde_json::Value::Object(o) => o.values().map(largest).fold(0.0, f64::max),
+                _ => 0.0,
+            }
+        }
+        let json = serde_json::to_value(&a).unwrap();
+        assert!(largest(&json) < 1e6, "{extra}: {json}");
+    }
+}

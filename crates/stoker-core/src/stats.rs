@@ -26,6 +26,7 @@ pub struct StageStats {
     python_ns: AtomicU64,
     python_calls: AtomicU64,
     skipped: AtomicU64,
+    skipped_bytes: AtomicU64,
     rest_lost: AtomicU64,
     warnings: AtomicU64,
     buffer_len: AtomicU64,
@@ -56,8 +57,14 @@ pub struct StageSnapshot {
     /// Seconds spent inside Python functions (included in `busy_s`).
     pub python_s: f64,
     pub python_calls: u64,
-    /// Bad records skipped under the `skip` policy.
+    /// Bad records skipped under the `skip` policy. Where a record reader passed over
+    /// damaged bytes, the records it knows were there: records whose headers the damage
+    /// destroyed cannot be counted, and lie in `skipped_bytes`.
     pub skipped: u64,
+    /// Bytes of record files passed over after damage under the `skip` policy: the skipped
+    /// records' own, and what lay between them and the next record read (not the rest of a
+    /// file counted in `rest_lost`).
+    pub skipped_bytes: u64,
     /// Files whose rest could not be read after damage under the `skip` policy (a damaged
     /// compressed stream): the records lost there are not in `skipped`, as they cannot be
     /// counted; `last_skip_reason` says from where.
@@ -154,6 +161,12 @@ impl StageStats {
         }
     }
 
+    /// Counts bytes of a record file passed over after damage (see
+    /// [`StageSnapshot::skipped_bytes`]).
+    pub fn add_skipped_bytes(&self, bytes: u64) {
+        self.skipped_bytes.fetch_add(bytes, Relaxed);
+    }
+
     /// Counts input that was used though damaged (its decoder recovered), with its message.
     pub fn add_warning(&self, message: impl Into<String>) {
         self.warnings.fetch_add(1, Relaxed);
@@ -222,6 +235,9 @@ impl StageStats {
     pub fn skipped(&self) -> u64 {
         self.skipped.load(Relaxed)
     }
+    pub fn rest_lost(&self) -> u64 {
+        self.rest_lost.load(Relaxed)
+    }
     fn wait_input_ns(&self) -> u64 {
         self.wait_input_ns.load(Relaxed)
     }
@@ -239,6 +255,7 @@ impl StageStats {
             python_s: s(&self.python_ns),
             python_calls: self.python_calls.load(Relaxed),
             skipped: self.skipped.load(Relaxed),
+            skipped_bytes: self.skipped_bytes.load(Relaxed),
             rest_lost: self.rest_lost.load(Relaxed),
             warnings: self.warnings.load(Relaxed),
             last_warning: self.last_warning.lock().ok().and_then(|l| l.clone()),

@@ -1,17 +1,19 @@
 //! Fixed-length records of binary files (tf.data's `FixedLengthRecordDataset`): after
 //! `header_bytes`, records of `record_bytes` up to the `footer_bytes` at the end, each a
 //! scalar string in field `record`. A body that is not a whole number of records is an error
-//! naming the file, as in tf.data.
+//! naming the file, as in tf.data. Damage in a compressed stream is a `CorruptRecordError`
+//! after every whole record before it; under the skip policy the rest of the file is counted
+//! lost (`rest_lost`), as for TFRecord files.
 
 use std::io::Read;
 use std::sync::Arc;
 
 use stoker_core::element::{names, Element, Names};
 use stoker_core::exec::{ElementIter, State};
-use stoker_core::{Error, Origin, Result, Tensor};
+use stoker_core::{Error, ErrorPolicy, Origin, Result, StageStats, Tensor};
 
 use crate::compression::Compression;
-use crate::tfrecord_reader::ByteStream;
+use crate::tfrecord_reader::{ByteStream, StreamDamage};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Framing {
@@ -31,13 +33,25 @@ pub struct FixedLengthIter {
     /// Bytes read ahead: the footer candidate at the end of a compressed stream.
     ahead: Vec<u8>,
     names: Names,
+    policy: ErrorPolicy,
+    stats: Arc<StageStats>,
+    /// Nothing more is read (the rest of the file was lost to damage).
+    ended: bool,
 }
+
+/// How a fixed-length reader meets damage: under which policy, counted where.
+pub type OnDamage = (ErrorPolicy, Arc<StageStats>);
 
 impl FixedLengthIter {
     pub const FIELD: &'static str = "record";
 
-    pub fn open(path: &str, compression: Compression, framing: Framing) -> Result<FixedLengthIter> {
-        Self::open_after(path, compression, framing, 0)
+    pub fn open(
+        path: &str,
+        compression: Compression,
+        framing: Framing,
+        on_damage: OnDamage,
+    ) -> Result<FixedLengthIter> {
+        Self::open_after(path, compression, framing, 0, on_damage)
     }
 
     /// Restored at a state this iterator reported.
@@ -45,14 +59,19 @@ impl FixedLengthIter {
         path: &str,
         compression: Compression,
         framing: Framing,
+        on_damage: OnDamage,
         state: &State,
     ) -> Result<FixedLengthIter> {
-        Self::open_after(
+        let mut it = Self::open_after(
             path,
             compression,
             framing,
             state.int("fixed_length_record", 0)?,
-        )
+            on_damage,
+        )?;
+        // Saved after the rest of the file was lost: it stays lost, counted once (then).
+        it.ended = state.ints.get(1) == Some(&1);
+        Ok(it)
     }
 
     fn open_after(
@@ -60,6 +79,7 @@ impl FixedLengthIter {
         compression: Compression,
         framing: Framing,
         record: u64,
+        (policy, stats): OnDamage,
     ) -> Result<FixedLengthIter> {
         if framing.record_bytes == 0 {
             return Err(Error::invalid(
@@ -95,24 +115,37 @@ impl FixedLengthIter {
             records,
             ahead: Vec::new(),
             names: names(&[Self::FIELD]),
+            policy,
+            stats,
+            ended: false,
         })
     }
 
-    /// Fills `ahead` to `want` bytes, or to the end of the stream.
-    fn fill(&mut self, want: usize) -> Result<()> {
+    /// Fills `ahead` to `want` bytes, or to the end of the stream; false when the stream is
+    /// damaged and the skip policy counted the rest of the file lost.
+    fn fill(&mut self, want: usize) -> Result<bool> {
         let need = want.saturating_sub(self.ahead.len());
         if need > 0 {
-            (&mut self.stream)
+            let read = (&mut self.stream)
                 .take(need as u64)
-                .read_to_end(&mut self.ahead)
-                .map_err(|e| {
-                    Error::io(
-                        self.path.to_string(),
-                        std::io::Error::new(e.kind(), format!("record {}: {e}", self.record)),
-                    )
-                })?;
+                .read_to_end(&mut self.ahead);
+            if let Err(e) = read {
+                let offset =
+                    self.framing.header_bytes + self.record * self.framing.record_bytes as u64;
+                let what = format!("record {}", self.record);
+                if let Some(why) = StreamDamage::of(&e) {
+                    let at = (self.record, offset);
+                    StreamDamage::lose_rest(why, &self.path, at, &what, self.policy, &self.stats)?;
+                    self.ended = true;
+                    return Ok(false);
+                }
+                return Err(Error::io(
+                    self.path.to_string(),
+                    std::io::Error::new(e.kind(), format!("{what}: {e}")),
+                ));
+            }
         }
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -130,12 +163,14 @@ fn bad_body(path: &str, f: &Framing, body: u64) -> Error {
 impl ElementIter for FixedLengthIter {
     fn next(&mut self) -> Result<Option<Element>> {
         let size = self.framing.record_bytes;
+        if self.ended {
+            return Ok(None);
+        }
         let data = match self.records {
             Some(n) => {
-                if self.record >= n {
+                if self.record >= n || !self.fill(size)? {
                     return Ok(None);
                 }
-                self.fill(size)?;
                 if self.ahead.len() < size {
                     return Err(Error::io(
                         self.path.to_string(),
@@ -154,7 +189,9 @@ impl ElementIter for FixedLengthIter {
                 // A compressed stream's length is known only at its end: a record is one
                 // when the footer still follows it.
                 let footer = self.framing.footer_bytes as usize;
-                self.fill(size + footer)?;
+                if !self.fill(size + footer)? {
+                    return Ok(None);
+                }
                 if self.ahead.len() < size + footer {
                     if self.ahead.len() != footer {
                         let body = (self.record * size as u64)
@@ -178,6 +215,70 @@ impl ElementIter for FixedLengthIter {
     }
 
     fn state(&self) -> Result<State> {
-        Ok(State::leaf(vec![self.record]))
+        let mut ints = vec![self.record];
+        if self.ended {
+            ints.push(1);
+        }
+        Ok(State::leaf(ints))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn a_cut_compressed_stream_is_a_located_error_or_a_counted_rest_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.gz");
+        let mut w = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        for i in 0..20_000u32 {
+            w.write_all(&i.to_le_bytes()).unwrap();
+        }
+        let gz = w.finish().unwrap();
+        std::fs::write(&path, &gz[..gz.len() / 2]).unwrap();
+        let path = path.to_str().unwrap();
+        let framing = Framing {
+            record_bytes: 4,
+            header_bytes: 0,
+            footer_bytes: 0,
+        };
+        for policy in [ErrorPolicy::Raise, ErrorPolicy::Skip] {
+            let stats = Arc::new(StageStats::new("fixed_length_record", "source"));
+            let mut it =
+                FixedLengthIter::open(path, Compression::Gzip, framing, (policy, stats.clone()))
+                    .unwrap();
+            let mut got = 0u32;
+            let end = loop {
+                match it.next() {
+                    Ok(Some(e)) => {
+                        let v = &e.tensors[0].bytes_data().unwrap().values[0];
+                        assert_eq!(&v[..], &got.to_le_bytes());
+                        got += 1;
+                    }
+                    Ok(None) => break Ok(()),
+                    Err(e) => break Err(e),
+                }
+            };
+            assert!(got > 0 && got < 20_000);
+            let s = stats.snapshot();
+            match policy {
+                ErrorPolicy::Raise => {
+                    let e = end.unwrap_err();
+                    assert!(
+                        matches!(&e, Error::CorruptRecord { record, offset, .. }
+                            if *record == u64::from(got) && *offset == 4 * u64::from(got)),
+                        "{e}"
+                    );
+                    assert!(e.to_string().contains("truncated"), "{e}");
+                }
+                ErrorPolicy::Skip => {
+                    assert!(end.is_ok(), "{end:?}");
+                    assert_eq!((s.skipped, s.rest_lost), (0, 1));
+                    assert!(it.next().unwrap().is_none());
+                }
+            }
+        }
     }
 }

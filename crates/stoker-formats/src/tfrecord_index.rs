@@ -42,7 +42,8 @@ impl RecordIndex {
     }
 
     /// The index of `path`: read from `<path>.idx` when that exists and is not older than the
-    /// file, else built by scanning the file's record headers.
+    /// file (and agrees with it: see [`IndexReader::of_file`]), else built by scanning the
+    /// file's record headers.
     pub fn of_file(path: &str) -> Result<RecordIndex> {
         IndexReader::of_file(path)?.into_index()
     }
@@ -58,10 +59,26 @@ impl RecordIndex {
         IndexReader::text(idx, data)?.into_index()
     }
 
-    /// Writes the index as `<offset> <size>` lines.
+    /// Writes the index as `<offset> <size>` lines. A file already at `idx` is replaced only
+    /// if it is a record index too (empty, or `<offset> <size>` lines): anything else is not
+    /// stoker's to overwrite, and is an error naming it.
     pub fn write(&self, idx: &str) -> Result<()> {
-        let tmp = format!("{idx}.tmp-{}", std::process::id());
         let io = |e| Error::io(idx, e);
+        match std::fs::read(idx) {
+            Ok(old) if !looks_like_an_index(&old) => {
+                return Err(Error::invalid(
+                    "index",
+                    format!(
+                        "{idx} exists and is not a record index (lines `<offset> <size>`): \
+                         not overwritten; move it away to write the index there"
+                    ),
+                ))
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(e)),
+        }
+        let tmp = format!("{idx}.tmp-{}", std::process::id());
         let mut w = BufWriter::new(File::create(&tmp).map_err(io)?);
         for (o, s) in self.offsets.iter().zip(&self.sizes) {
             writeln!(w, "{o} {s}").map_err(io)?;
@@ -148,13 +165,87 @@ fn block_end(text: &[u8], from: usize, size: usize) -> usize {
 
 impl IndexReader {
     /// From `<path>.idx` when that exists and is not older than the file, else by a scan.
+    /// An index file that disagrees with the file where that is cheap to see is an error
+    /// (see [`check_against_data`](Self::check_against_data)).
     pub fn of_file(path: &str) -> Result<IndexReader> {
         let idx = RecordIndex::path_for(path);
         let fresh = |p: &str| std::fs::metadata(p).and_then(|m| m.modified()).ok();
         match (fresh(&idx), fresh(path)) {
-            (Some(i), Some(d)) if i >= d => IndexReader::text(&idx, path),
+            (Some(i), Some(d)) if i >= d => {
+                let mut index = IndexReader::text(&idx, path)?;
+                index.check_against_data()?;
+                Ok(index)
+            }
             _ => IndexReader::scan(path),
         }
+    }
+
+    /// Checks that an index file agrees with its data file, as far as a look at its ends
+    /// shows: its records end where the file ends, the file can hold as many, and the first
+    /// and last records' headers in the file say the sizes the index says. (The lines between
+    /// are checked as they are parsed, each record starting where the one before ends, and
+    /// each record read is checked against its header.) A disagreeing index is an error that
+    /// names it and says how to rebuild it; it is not used, nor touched. A scan's index
+    /// agrees by making.
+    pub fn check_against_data(&mut self) -> Result<()> {
+        let Source::Text {
+            idx,
+            data,
+            data_len,
+            ..
+        } = &self.source
+        else {
+            return Ok(());
+        };
+        let (idx, data, data_len) = (idx.clone(), data.clone(), *data_len);
+        let stale = |why: String| {
+            Error::invalid(
+                "index",
+                format!(
+                    "{idx} does not match {data}: {why} (stale or cut short? rebuild it with \
+                     `stoker index {data}`, or delete it)"
+                ),
+            )
+        };
+        let n = self.count()?;
+        if n == 0 || data_len == 0 {
+            if n == 0 && data_len == 0 {
+                return Ok(());
+            }
+            return Err(stale(format!(
+                "it lists {n} records, the file has {data_len} bytes"
+            )));
+        }
+        if n as u64 > data_len / (HEADER + FOOTER) {
+            return Err(stale(format!(
+                "it lists {n} records, more than the file's {data_len} bytes can hold"
+            )));
+        }
+        let ends = self
+            .locate(&[0, n - 1])?
+            .ok_or_else(|| stale("its last line cannot be read".into()))?;
+        let (first, last) = (ends[0], ends[1]);
+        if first.0 != 0 || last.0 + last.1 != data_len {
+            return Err(stale(format!(
+                "its {n} records end at byte {}, the file has {data_len} bytes",
+                last.0 + last.1
+            )));
+        }
+        let file = File::open(&data).map_err(|e| Error::io(&*data, e))?;
+        for (i, (offset, size)) in [(0, first), (n - 1, last)] {
+            let mut h = [0u8; HEADER as usize];
+            read_exact_at(&file, &mut h, offset).map_err(|e| Error::io(&*data, e))?;
+            let (len8, crc4) = h.split_at(8);
+            let len = u64::from_le_bytes(len8.try_into().unwrap_or([0xff; 8]));
+            if masked_crc32c(len8).to_le_bytes() != crc4
+                || len.checked_add(HEADER + FOOTER) != Some(size)
+            {
+                return Err(stale(format!(
+                    "record {i}'s header at byte {offset} does not say the {size} bytes it lists"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// From index file `idx` of data file `data`.
@@ -279,7 +370,7 @@ impl IndexReader {
             return Ok(());
         }
         let end = block_end(bytes, *at, CHUNK);
-        *line += parse_lines(&bytes[*at..end], &mut self.index, *data_len)
+        *line += parse_lines(&bytes[*at..end], &mut self.index, Some(0), *data_len)
             .map_err(|(before, why)| bad_line(idx, data, *line + before, why))?;
         *at = end;
         Ok(())
@@ -413,7 +504,10 @@ fn stream(
         block_index.offsets.drain(..keep);
         block_index.sizes.drain(..keep);
         let base = line - block_index.len();
-        line += parse_lines(&text[from..end], &mut block_index, data_len)
+        // The first line starts the file; a block entered at a later mark has no record
+        // before it to follow.
+        let start = (line == 0).then_some(0);
+        line += parse_lines(&text[from..end], &mut block_index, start, data_len)
             .map_err(|(before, why)| bad_line(idx, data, line + before, why))?;
         from = end;
         while let Some(&&r) = wanted.peek().filter(|&&&r| r < line) {
@@ -435,6 +529,20 @@ fn bad_line(idx: &str, data: &str, line: usize, why: &str) -> Error {
     )
 }
 
+/// Whether `text` is a record index: empty, or lines of two whole numbers.
+fn looks_like_an_index(text: &[u8]) -> bool {
+    text.split(|&b| b == b'\n')
+        .filter(|line| !line.is_empty())
+        .all(|line| {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let mut fields = line
+                .split(|b| matches!(b, b' ' | b'\t'))
+                .filter(|f| !f.is_empty());
+            let number = |f: Option<&[u8]>| f.is_some_and(|f| f.iter().all(u8::is_ascii_digit));
+            number(fields.next()) && number(fields.next()) && fields.next().is_none()
+        })
+}
+
 /// The number of `\n` in `text`, counted in blocks small enough for a byte to hold each
 /// block's count, so that the compiler makes vector code of it.
 fn line_breaks(text: &[u8]) -> usize {
@@ -449,12 +557,14 @@ fn line_breaks(text: &[u8]) -> usize {
 }
 
 /// Parses `text`, whole lines `<offset> <size>` (decimal, separated by spaces or tabs; the
-/// last may lack its line break) into `index`, checking that each record lies after the one
-/// before and inside the data file of `data_len` bytes: the number of lines. A bad line: how
-/// many lines came before it, and what is wrong.
+/// last may lack its line break) into `index`, checking that each record starts where the one
+/// before ends (at `start` for the first, when `index` is empty and that is known; records
+/// lie end to end in a TFRecord file) and lies inside the data file of `data_len` bytes: the
+/// number of lines. A bad line: how many lines came before it, and what is wrong.
 fn parse_lines(
     text: &[u8],
     index: &mut RecordIndex,
+    start: Option<u64>,
     data_len: u64,
 ) -> std::result::Result<usize, (usize, &'static str)> {
     const SYNTAX: &str = "expected `<offset> <size>`, whole numbers";
@@ -462,7 +572,8 @@ fn parse_lines(
         .offsets
         .last()
         .zip(index.sizes.last())
-        .map_or(0, |(o, s)| o + s);
+        .map(|(o, s)| o + s)
+        .or(start);
     let blank = |b: &u8| matches!(b, b' ' | b'\t');
     let mut at = 0;
     let mut lines = 0;
@@ -485,10 +596,16 @@ fn parse_lines(
             None => {}
             Some(_) => return Err((lines, SYNTAX)),
         }
-        if offset < end || size < HEADER + FOOTER || offset.saturating_add(size) > data_len {
+        if size < HEADER + FOOTER || offset.saturating_add(size) > data_len {
             return Err((lines, "the record does not fit the data file"));
         }
-        end = offset + size;
+        if end.is_some_and(|e| offset != e) {
+            return Err((
+                lines,
+                "the record does not start where the one before it ends",
+            ));
+        }
+        end = Some(offset + size);
         index.offsets.push(offset);
         index.sizes.push(size);
         lines += 1;
@@ -952,5 +1069,125 @@ mod tests {
         assert_eq!(at, [(80, 16), (96, 16), (19_000 * 16, 16)]);
         let err = r.locate(&[10_000]).unwrap_err().to_string();
         assert!(err.contains("line 10001"), "{err}");
+    }
+
+    /// Sets `path`'s modification time `secs` seconds from now.
+    fn touch(path: &str, secs: i64) {
+        let t = std::time::SystemTime::now();
+        let t = if secs >= 0 {
+            t + std::time::Duration::from_secs(secs as u64)
+        } else {
+            t - std::time::Duration::from_secs(secs.unsigned_abs())
+        };
+        File::options()
+            .append(true)
+            .open(path)
+            .unwrap()
+            .set_modified(t)
+            .unwrap();
+    }
+
+    #[test]
+    fn a_short_or_empty_index_newer_than_its_file_is_not_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let records: Vec<Vec<u8>> = (0..1000).map(|i| format!("r{i}").into_bytes()).collect();
+        let path = write(
+            dir.path(),
+            &records.iter().map(Vec::as_slice).collect::<Vec<_>>(),
+        );
+        let full = RecordIndex::scan(&path).unwrap();
+        let idx = RecordIndex::path_for(&path);
+        let lines: Vec<String> = full
+            .offsets
+            .iter()
+            .zip(&full.sizes)
+            .map(|(o, s)| format!("{o} {s}\n"))
+            .collect();
+        // Half the lines, none, the last cut short, a size wrong at the end: each is an error
+        // naming the index and saying how to rebuild it, and the index file is not touched.
+        let last = lines.len() - 1;
+        let wrong_last = format!("{} {}\n", full.offsets[last], full.sizes[last] + 1);
+        let cut = lines.concat();
+        let cut = &cut[..cut.len() - 4];
+        for (text, why) in [
+            (lines[..500].concat(), "its 500 records end at byte"),
+            (String::new(), "it lists 0 records"),
+            (cut.to_string(), "line 1000"),
+            (
+                lines[..last].concat() + &wrong_last,
+                "line 1000: the record does not fit",
+            ),
+        ] {
+            std::fs::write(&idx, &text).unwrap();
+            touch(&idx, 10);
+            let e = RecordFile::open(&path, true).err().unwrap().to_string();
+            assert!(
+                e.contains(&idx) && e.contains(why) && e.contains("stoker index"),
+                "{e}"
+            );
+            assert_eq!(std::fs::read_to_string(&idx).unwrap(), text);
+        }
+        // Lines that agree at the ends but whose last header in the file says another size.
+        let mut other = lines.clone();
+        let (o, s) = (
+            full.offsets[last - 1],
+            full.sizes[last - 1] + full.sizes[last],
+        );
+        other.truncate(last - 1);
+        other.push(format!("{o} {s}\n"));
+        std::fs::write(&idx, other.concat()).unwrap();
+        touch(&idx, 10);
+        let e = RecordFile::open(&path, true).err().unwrap().to_string();
+        assert!(e.contains("record 998's header"), "{e}");
+        // Older than the file: scanned, as before.
+        touch(&idx, -100);
+        let f = RecordFile::open(&path, true).unwrap();
+        assert_eq!(f.count().unwrap(), 1000);
+        let many = f.read_many(&[0, 499, 500, 999]).unwrap();
+        let got: Vec<&[u8]> = many.iter().map(|(d, _)| &d[..]).collect();
+        assert_eq!(got, [&b"r0"[..], b"r499", b"r500", b"r999"]);
+        // A line left out in the middle: the ends agree, and the line that does not follow
+        // the one before it is a located error when the index is read.
+        let mut gap = lines.clone();
+        gap.remove(500);
+        std::fs::write(&idx, gap.concat()).unwrap();
+        touch(&idx, 10);
+        let f = RecordFile::open(&path, true).unwrap();
+        let e = f.load_index().unwrap_err().to_string();
+        assert!(
+            e.contains("line 501") && e.contains("does not start where the one before it ends"),
+            "{e}"
+        );
+        // The whole index, as `stoker index` writes it, is used as it is.
+        std::fs::write(&idx, lines.concat()).unwrap();
+        touch(&idx, 10);
+        let mut r = IndexReader::of_file(&path).unwrap();
+        assert!(matches!(r.source, Source::Text { .. }));
+        assert_eq!(r.count().unwrap(), 1000);
+    }
+
+    #[test]
+    fn writing_an_index_never_replaces_a_file_that_is_not_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), &[b"abc", b"defg"]);
+        let idx = RecordIndex::path_for(&path);
+        let index = RecordIndex::scan(&path).unwrap();
+        for theirs in [
+            &b"my notes\n"[..],
+            b"0 19 extra\n",
+            b"\x00\x01binary",
+            b"12\n",
+        ] {
+            std::fs::write(&idx, theirs).unwrap();
+            let e = index.write(&idx).unwrap_err().to_string();
+            assert!(e.contains(&idx) && e.contains("not a record index"), "{e}");
+            assert_eq!(std::fs::read(&idx).unwrap(), theirs);
+        }
+        // An index (stoker's, DALI's: the same lines; stale or empty) is replaced.
+        for old in [&b"0 19\n19 20\n"[..], b"0\t16\r\n", b""] {
+            std::fs::write(&idx, old).unwrap();
+            index.write(&idx).unwrap();
+            assert_eq!(std::fs::read_to_string(&idx).unwrap(), "0 19\n19 20\n");
+        }
     }
 }

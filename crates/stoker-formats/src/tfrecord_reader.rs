@@ -3,18 +3,25 @@
 //! Records are handed out as [`Bytes`] slices of large read buffers: no per-record copy.
 //!
 //! What damage costs (the skip policy calls [`RecordReader::recover`] after each error):
-//! - a record whose data fails its CRC: that record; reading goes on after it;
-//! - a damaged record header (length CRC, a length past the end of the file, a torn header):
-//!   that record; with CRC checks on, the reader resynchronises on the next header whose length
-//!   CRC checks out, so the records after it are read (with checks off, nothing can be trusted
-//!   after a bad header: the rest of the file is lost);
+//! - a record whose data fails its CRC: that record, when an intact header (or the end of the
+//!   file) follows where its length says it ends; otherwise its length is what is wrong (or the
+//!   damage runs on into the next header), and the reader resynchronises as after a bad header;
+//! - a damaged record header (length CRC, a length past the end of the file or above
+//!   `max_record_bytes`, a torn header): with CRC checks on, the reader resynchronises on the
+//!   next header whose length CRC checks out (and whose record fits), so the records after it
+//!   are read (with checks off, nothing can be trusted after a bad header: the rest of the file
+//!   is lost). The records lost in the bytes passed over are counted as far as they can be
+//!   known: the damaged one, one more where the damage runs past the end its length gave, and
+//!   each header inside whose length CRC checks out but whose record cannot be read; records
+//!   whose headers were destroyed cannot be counted, so the bytes passed over are reported too
+//!   ([`Recovery::bytes`]);
 //! - a damaged GZIP/ZLIB stream (a bad deflate block, a wrong trailer checksum, a truncated
 //!   stream, bytes after its end): the rest of the file from the last whole record on, since
 //!   deflate cannot restart mid-stream. How many records that was cannot be known.
 //!
-//! Memory follows the bytes that actually arrive: a header's length is checked against what
-//! is left of a plain file before anything is allocated, and a compressed stream's buffer grows
-//! only as decompressed data comes in.
+//! Memory follows the bytes that actually arrive: a header's length is checked against
+//! `max_record_bytes` and against what is left of a plain file before anything is allocated,
+//! and a compressed stream's buffer grows only as decompressed data comes in, a chunk at a time.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
@@ -32,9 +39,10 @@ use crate::masked_crc32c;
 /// Bytes read (and inflated) at a time. Under the fuzzer, small: records then span reads, a
 /// path that megabyte reads take only in large files.
 const CHUNK: usize = if cfg!(fuzzing) { 256 } else { 1 << 20 };
-/// Larger lengths are taken as corruption (with CRC checks off, a damaged header could
-/// otherwise ask for any amount of memory).
-const MAX_RECORD_LEN: u64 = 1 << 31;
+/// The default of the largest record read ([`RecordReader::set_max_record_bytes`]): a larger
+/// length is a damaged header, or a record too large to hold (a compressed stream can inflate
+/// to any length a damaged header claims, so its buffer is bounded by this too).
+pub const DEFAULT_MAX_RECORD_BYTES: u64 = 1 << 30;
 const HEADER: usize = 12;
 
 type Raw = Box<dyn Read + Send>;
@@ -224,17 +232,74 @@ impl Read for ByteStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.0.read(buf).map_err(|f| match f {
             Fault::Io(e) => e,
-            Fault::Damaged(why) => io::Error::new(io::ErrorKind::InvalidData, why),
+            Fault::Damaged(why) => io::Error::new(io::ErrorKind::InvalidData, StreamDamage(why)),
         })
+    }
+}
+
+/// Damage in a compressed stream, as a [`ByteStream`]'s read reports it (an `InvalidData`
+/// error holding this): nothing after it can be read. Readers built on the stream make it a
+/// `CorruptRecordError`, or under the skip policy a file whose rest was lost (`rest_lost`).
+#[derive(Debug)]
+pub struct StreamDamage(pub String);
+
+impl std::fmt::Display for StreamDamage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StreamDamage {}
+
+impl StreamDamage {
+    /// What is wrong, if `e` is a damaged compressed stream (not an error of the file).
+    pub fn of(e: &io::Error) -> Option<&str> {
+        e.get_ref()
+            .and_then(|inner| inner.downcast_ref::<StreamDamage>())
+            .map(|d| d.0.as_str())
+    }
+
+    /// The damage met reading `what` (e.g. "line 7"), record `record` at decompressed byte
+    /// `offset` of `file`: under the skip policy the rest of the file is counted lost in
+    /// `stats` (`rest_lost`, as for TFRecord files) and `Ok` says to end the file; otherwise
+    /// the `CorruptRecordError`.
+    pub fn lose_rest(
+        why: &str,
+        file: &str,
+        (record, offset): (u64, u64),
+        what: &str,
+        policy: ErrorPolicy,
+        stats: &StageStats,
+    ) -> Result<()> {
+        let err = Error::CorruptRecord {
+            file: file.to_string(),
+            record,
+            offset,
+            reason: format!("{what}: the compressed stream is damaged: {why}"),
+        };
+        if policy != ErrorPolicy::Skip {
+            return Err(err);
+        }
+        stats.add_loss(
+            0,
+            true,
+            format!("{err}; the rest of the file after byte {offset} (decompressed) is lost"),
+        );
+        Ok(())
     }
 }
 
 /// What an error cost, once the reader has recovered from it (see [`RecordReader::recover`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Recovery {
-    /// Records known to be lost: the damaged one (0 when the damage was in a compressed
-    /// stream, whose lost records cannot be counted).
+    /// Records known to be lost: the damaged one, and those the bytes passed over are known to
+    /// have held (0 when the damage was in a compressed stream, whose lost records cannot be
+    /// counted).
     pub records: u64,
+    /// Bytes of the record stream passed over: the damaged records' and whatever lay between
+    /// them and the next record read (0 where the rest of the file was lost). Records whose
+    /// headers lay there destroyed are lost too, and cannot be counted.
+    pub bytes: u64,
     /// The rest of the file could not be read.
     pub rest_lost: bool,
     /// What was passed over, for the skip reason (empty when nothing more than the record).
@@ -244,11 +309,13 @@ pub struct Recovery {
 /// The error last returned, and what reading on after it needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Damage {
-    /// A record's data was bad; the reader is already past it.
-    Record,
+    /// A record's data failed its CRC; the buffer starts at its header and holds its framed
+    /// bytes (this many).
+    Record(usize),
     /// A record header was bad; the buffer starts at it.
     Header,
-    /// The stream ended inside the record (its header checked out): nothing follows it.
+    /// The stream ended inside the record (its header checked out; the buffer starts at it):
+    /// the file was cut, or the length is wrong and records follow.
     Truncated,
     /// The stream itself failed: nothing more can be read.
     Stream,
@@ -258,6 +325,10 @@ enum Damage {
 pub struct RecordReader {
     src: Source,
     buf: BytesMut,
+    /// Bytes read after `buf`'s, set aside while a long record arrives (see `gather`), and
+    /// how many.
+    spill: std::collections::VecDeque<Vec<u8>>,
+    spilled: usize,
     file: Arc<str>,
     record: u64,
     /// Offset (in the decompressed stream) of `buf[0]`, which is the next record's header.
@@ -266,7 +337,30 @@ pub struct RecordReader {
     file_len: Option<u64>,
     eof: bool,
     verify_crc: bool,
+    max_record_bytes: u64,
     damage: Option<Damage>,
+}
+
+/// What a header at a position in the buffer is, to a reader looking for the next record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum HeaderAt {
+    /// Its length CRC checks out and its record fits: reading goes on from it.
+    Intact,
+    /// Its length CRC checks out, but its record cannot be read (it runs past the end of the
+    /// file, or above `max_record_bytes`): a record lost.
+    Unreadable,
+    /// Not a header.
+    Bad,
+}
+
+/// What a resync passed over.
+struct Resync {
+    /// Bytes passed over, from the position the scan started at.
+    skipped: u64,
+    /// Whether an intact header was found (else the stream ended).
+    found: bool,
+    /// Headers passed over whose length CRC checks out but whose record cannot be read.
+    unreadable: u64,
 }
 
 impl RecordReader {
@@ -281,16 +375,19 @@ impl RecordReader {
     /// Opens `path` with its next record at `(record, offset)`, a position this reader
     /// reported (see [`position`](RecordReader::position)): a plain file is read from that
     /// offset; a compressed one is decompressed from the start and the records before it
-    /// are passed over.
+    /// are passed over. Records are read up to `max_record_bytes` (see
+    /// [`set_max_record_bytes`](RecordReader::set_max_record_bytes)).
     pub fn open_at(
         path: &str,
         compression: Compression,
         verify_crc: bool,
         record: u64,
         offset: u64,
+        max_record_bytes: u64,
     ) -> Result<RecordReader> {
         if compression != Compression::None {
             let mut r = RecordReader::open(path, compression, false)?;
+            r.max_record_bytes = max_record_bytes;
             while r.record < record {
                 if r.next_record()?.is_none() {
                     break;
@@ -320,6 +417,7 @@ impl RecordReader {
             .map_err(|e| Error::io(path, e))?;
         let mut r = RecordReader::new(path, file, compression, verify_crc);
         r.file_len = Some(len);
+        r.max_record_bytes = max_record_bytes;
         r.record = record;
         r.offset = offset;
         Ok(r)
@@ -345,14 +443,23 @@ impl RecordReader {
         RecordReader {
             src,
             buf: BytesMut::new(),
+            spill: std::collections::VecDeque::new(),
+            spilled: 0,
             file: Arc::from(name),
             record: 0,
             offset: 0,
             file_len: None,
             eof: false,
             verify_crc,
+            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
             damage: None,
         }
+    }
+
+    /// Sets the largest record read: a header claiming more is an error (a damaged header, or
+    /// a record too large to hold), and a compressed stream's buffer grows at most this far.
+    pub fn set_max_record_bytes(&mut self, max: u64) {
+        self.max_record_bytes = max;
     }
 
     fn corrupt(&self, reason: impl Into<String>) -> Error {
@@ -374,31 +481,95 @@ impl RecordReader {
         }
     }
 
-    /// Reads until `need` bytes are buffered or the stream ends; true if they are there. The
-    /// buffer grows with the data that arrives (at most doubling), never to `need` at once.
+    /// Reads until `need` bytes are buffered or the stream ends; true if they are there.
+    /// Memory follows what arrives, never `need` itself: a plain file's record (its length
+    /// checked against the file's size) is read into a buffer of its size, a chunk at a time;
+    /// a longer record from a stream of unknown length is gathered in chunks set aside (see
+    /// [`gather`](Self::gather)).
     fn fill(&mut self, need: usize) -> Result<bool> {
-        while self.buf.len() < need && !self.eof {
+        if need.saturating_sub(self.buf.len()) > CHUNK {
+            if self.file_len.is_none() {
+                return self.gather(need);
+            }
+            self.buf.reserve(need - self.buf.len());
+        }
+        while self.buf.len() < need {
+            if let Some(piece) = self.spill.pop_front() {
+                self.spilled -= piece.len();
+                self.buf.extend_from_slice(&piece);
+                continue;
+            }
+            if self.eof {
+                break;
+            }
             let old = self.buf.len();
-            let step = if need - old <= CHUNK {
-                CHUNK
-            } else {
-                (need - old).min(old.max(CHUNK))
-            };
-            self.buf.resize(old + step, 0);
+            // Only the chunk about to be read into is zeroed: a chunk of inflated zeros can be
+            // a thousand times its compressed size.
+            self.buf.resize(old + CHUNK, 0);
             let n = match self.src.read(&mut self.buf[old..]) {
                 Ok(n) => n,
                 Err(fault) => {
                     self.buf.truncate(old);
-                    return Err(match fault {
-                        Fault::Io(e) => Error::io(self.file.to_string(), e),
-                        Fault::Damaged(why) => self.stream_damaged(why),
-                    });
+                    return Err(self.fault(fault));
                 }
             };
             self.buf.truncate(old + n);
             self.eof = n == 0;
         }
         Ok(self.buf.len() >= need)
+    }
+
+    /// [`fill`](Self::fill) for a record longer than a chunk, from a stream whose length is
+    /// not known (a compressed one, which a damaged length can make inflate far past its
+    /// file's size): what arrives is set aside in whole chunks, and put together in one buffer
+    /// of its size only once the record has all arrived. A length claiming more than the
+    /// stream holds costs what arrived, once, and the bytes set aside are read from there on
+    /// (by a resync) as from the stream.
+    fn gather(&mut self, need: usize) -> Result<bool> {
+        let mut have = self.buf.len() + self.spilled;
+        while have < need && !self.eof {
+            let mut piece = vec![0u8; CHUNK];
+            let mut filled = 0;
+            while filled < CHUNK && !self.eof {
+                match self.src.read(&mut piece[filled..]) {
+                    Ok(n) => {
+                        filled += n;
+                        self.eof = n == 0;
+                    }
+                    Err(fault) => {
+                        piece.truncate(filled);
+                        self.spilled += filled;
+                        self.spill.push_back(piece);
+                        return Err(self.fault(fault));
+                    }
+                }
+            }
+            piece.truncate(filled);
+            if filled > 0 {
+                have += filled;
+                self.spilled += filled;
+                self.spill.push_back(piece);
+            }
+        }
+        if have < need {
+            return Ok(false);
+        }
+        let mut whole = BytesMut::with_capacity(have);
+        whole.extend_from_slice(&self.buf);
+        while let Some(piece) = self.spill.pop_front() {
+            whole.extend_from_slice(&piece);
+        }
+        self.spilled = 0;
+        self.buf = whole;
+        Ok(true)
+    }
+
+    /// The error of a failed read of the stream.
+    fn fault(&mut self, fault: Fault) -> Error {
+        match fault {
+            Fault::Io(e) => Error::io(self.file.to_string(), e),
+            Fault::Damaged(why) => self.stream_damaged(why),
+        }
     }
 
     fn stream_damaged(&mut self, why: String) -> Error {
@@ -417,7 +588,9 @@ impl RecordReader {
     /// unless [`recover`](RecordReader::recover) is called first.
     pub fn next_record(&mut self) -> Result<Option<(Bytes, Origin)>> {
         match self.damage.take() {
-            None | Some(Damage::Record) => {}
+            None => {}
+            // Not recovered: on past the record as its length says.
+            Some(Damage::Record(total)) => self.pass(total),
             Some(d) => {
                 self.damage = Some(d);
                 return Ok(None);
@@ -448,9 +621,14 @@ impl RecordReader {
                 "length CRC mismatch: the record header is damaged{hint}"
             )));
         }
-        if len > MAX_RECORD_LEN {
+        if len > self.max_record_bytes {
             self.damage = Some(Damage::Header);
-            return Err(self.corrupt(format!("record length {len} is not plausible")));
+            return Err(self.corrupt(format!(
+                "the header says the record holds {len} bytes, more than max_record_bytes \
+                 ({}): the header is damaged, or the record is larger than allowed (raise \
+                 max_record_bytes to read it)",
+                self.max_record_bytes
+            )));
         }
         // A checked header whose record does not fit in the file means the file was cut;
         // an unchecked one may just be damaged.
@@ -472,12 +650,22 @@ impl RecordReader {
         let len = len as usize;
         let total = HEADER + len + 4;
         if !self.fill(total)? {
-            let got = self.buf.len() - HEADER;
+            let got = self.buf.len() + self.spilled - HEADER;
             self.damage = Some(cut);
             return Err(self.corrupt(format!(
                 "truncated record: the header says {len} bytes of data and a 4-byte CRC, \
                  the stream ends {got} bytes after the header"
             )));
+        }
+        let mut crc4 = [0u8; 4];
+        crc4.copy_from_slice(&self.buf[HEADER + len..total]);
+        if self.verify_crc
+            && masked_crc32c(&self.buf[HEADER..HEADER + len]) != u32::from_le_bytes(crc4)
+        {
+            // Left in the buffer: if what follows is no header, the length is in doubt, and
+            // the next record is looked for inside it.
+            self.damage = Some(Damage::Record(total));
+            return Err(self.corrupt("data CRC mismatch: the record's content is damaged"));
         }
         let framed = self.buf.split_to(total).freeze();
         let data = framed.slice(HEADER..HEADER + len);
@@ -486,51 +674,53 @@ impl RecordReader {
             record: self.record,
             offset: self.offset,
         };
-        let mut crc4 = [0u8; 4];
-        crc4.copy_from_slice(&framed[HEADER + len..]);
-        let result = if self.verify_crc && masked_crc32c(&data) != u32::from_le_bytes(crc4) {
-            self.damage = Some(Damage::Record);
-            Err(self.corrupt("data CRC mismatch: the record's content is damaged"))
-        } else {
-            Ok(Some((data, origin)))
-        };
         self.record += 1;
         self.offset += total as u64;
-        result
+        Ok(Some((data, origin)))
+    }
+
+    /// Passes over the record at the buffer's start, `total` framed bytes.
+    fn pass(&mut self, total: usize) {
+        self.buf.advance(total);
+        self.record += 1;
+        self.offset += total as u64;
     }
 
     /// After an error from [`next_record`](RecordReader::next_record), gets ready to read on
     /// and says what the damage cost (see the module docs). I/O errors of the file itself are
     /// still errors.
     pub fn recover(&mut self) -> Result<Recovery> {
-        let lost = |records, rest_lost, note: String| Recovery {
+        let lost = |records, bytes, rest_lost, note: String| Recovery {
             records,
+            bytes,
             rest_lost,
             note,
         };
         let Some(damage) = self.damage.take() else {
-            return Ok(lost(0, false, String::new()));
+            return Ok(lost(0, 0, false, String::new()));
         };
+        let at = self.offset;
         match damage {
-            Damage::Record => Ok(lost(1, false, String::new())),
-            Damage::Truncated => {
-                self.end();
-                Ok(lost(1, false, String::new()))
-            }
             Damage::Stream => {
-                let at = self.offset;
                 self.end();
                 Ok(lost(
+                    0,
                     0,
                     true,
                     format!("the rest of the file after byte {at} (decompressed) is lost"),
                 ))
             }
-            Damage::Header if !self.verify_crc => {
-                let at = self.offset;
+            // A header cut short by the end of the file: nothing follows it.
+            Damage::Truncated if self.buf.len() < HEADER => {
+                let bytes = self.buf.len() as u64;
+                self.end();
+                Ok(lost(1, bytes, false, String::new()))
+            }
+            Damage::Header | Damage::Truncated if !self.verify_crc => {
                 self.end();
                 Ok(lost(
                     1,
+                    0,
                     true,
                     format!(
                         "with CRC checks off the next record cannot be found: the rest of the \
@@ -538,89 +728,170 @@ impl RecordReader {
                     ),
                 ))
             }
-            Damage::Header => {
-                let at = self.offset;
-                let resynced = self.resync();
-                self.record += 1;
-                match resynced {
-                    Ok((skipped, true)) => {
-                        self.offset = at + skipped;
-                        Ok(lost(
-                            1,
-                            false,
-                            format!(
-                                "skipped {skipped} bytes to the next intact record header, at \
-                                 byte {}",
-                                self.offset
-                            ),
-                        ))
+            Damage::Record(total) => {
+                match self.length_confirmed(total) {
+                    Ok(true) => {
+                        self.pass(total);
+                        Ok(lost(1, total as u64, false, String::new()))
                     }
-                    Ok((skipped, false)) => {
-                        self.end();
-                        Ok(lost(
-                            1,
-                            false,
-                            format!("no intact record header in the last {skipped} bytes"),
-                        ))
-                    }
+                    // The next record is looked for from the end of this one's header on: a wrong
+                    // length may have pointed past it, or short of it.
+                    Ok(false) => self.resync_from(HEADER, Some(total)),
                     Err(e) if self.damage == Some(Damage::Stream) => {
+                        self.pass(total);
+                        let after = self.offset;
                         self.end();
                         Ok(lost(
-                            1,
-                            true,
-                            format!("looking for the next record: {e}; the rest is lost"),
-                        ))
+                        1,
+                        total as u64,
+                        true,
+                        format!("{e}; the rest of the file after byte {after} (decompressed) is lost"),
+                    ))
                     }
                     Err(e) => Err(e),
                 }
             }
+            // The header checked out but its record runs past the end: the file was cut, or
+            // the length is wrong and records follow (a write cut short, then appended to).
+            Damage::Truncated => self.resync_from(HEADER, None),
+            Damage::Header => self.resync_from(1, None),
+        }
+    }
+
+    /// Whether what follows the record at the buffer's start, of `total` framed bytes by its
+    /// length, bears the length out: an intact header, or the end of the stream (or a header
+    /// cut short by it, which the next read reports).
+    fn length_confirmed(&mut self, total: usize) -> Result<bool> {
+        if !self.fill(total + HEADER)? {
+            return Ok(true);
+        }
+        Ok(self.header_at(total, self.offset + total as u64) != HeaderAt::Bad)
+    }
+
+    /// Resynchronises after damage at the buffer's start (see [`resync`](Self::resync)), the
+    /// scan starting `from` bytes in, and says what was lost. `claimed` is the damaged
+    /// record's framed size where its header checked out and its data did not.
+    fn resync_from(&mut self, from: usize, claimed: Option<usize>) -> Result<Recovery> {
+        let at = self.offset;
+        match self.resync(from) {
+            Ok(r) => {
+                // The damage runs on past where the record's length says it ends, and no
+                // header follows there: the bytes from there held at least one more record.
+                let past_end = claimed.is_some_and(|total| (total as u64) < r.skipped);
+                let records = 1 + r.unreadable + u64::from(past_end);
+                self.record += records;
+                let span = format!("bytes {at} to {}", at + r.skipped);
+                let known = format!(
+                    "{records} record{} lost there, more if the headers of others lay in them \
+                     destroyed",
+                    if records == 1 { "" } else { "s" }
+                );
+                let note = if r.found {
+                    self.offset = at + r.skipped;
+                    format!(
+                        "skipped {} bytes ({span}) to the next intact record header, at byte \
+                         {}: {known}",
+                        r.skipped, self.offset
+                    )
+                } else {
+                    self.end();
+                    format!(
+                        "no intact record header in the last {} bytes ({span}): {known}",
+                        r.skipped
+                    )
+                };
+                Ok(Recovery {
+                    records,
+                    bytes: r.skipped,
+                    rest_lost: false,
+                    note,
+                })
+            }
+            Err(e) if self.damage == Some(Damage::Stream) => {
+                self.record += 1;
+                self.end();
+                Ok(Recovery {
+                    records: 1,
+                    bytes: 0,
+                    rest_lost: true,
+                    note: format!("looking for the next record: {e}; the rest is lost"),
+                })
+            }
+            Err(e) => Err(e),
         }
     }
 
     /// Reads nothing more.
     fn end(&mut self) {
         self.buf.clear();
+        self.spill.clear();
+        self.spilled = 0;
         self.eof = true;
         self.damage = None;
     }
 
-    /// Passes over the damaged header at the buffer's start to the next position where a
-    /// header's length CRC checks out (and its record fits in the file). Returns the bytes
-    /// passed over and whether such a header was found.
-    fn resync(&mut self) -> Result<(u64, bool)> {
-        let mut skipped = 1u64;
-        self.buf.advance(1);
+    /// Passes over the damage at the buffer's start, looking from `from` bytes in for the
+    /// next position where a header's length CRC checks out and its record fits in the file.
+    /// Says how far that is (or how far the stream went on without one) and how many
+    /// headers on the way checked out but could not be read.
+    fn resync(&mut self, from: usize) -> Result<Resync> {
+        let from = from.min(self.buf.len());
+        let mut r = Resync {
+            skipped: from as u64,
+            found: false,
+            unreadable: 0,
+        };
+        self.buf.advance(from);
         loop {
             if !self.fill(HEADER)? {
-                skipped += self.buf.len() as u64;
+                r.skipped += self.buf.len() as u64;
                 self.buf.clear();
-                return Ok((skipped, false));
+                return Ok(r);
             }
-            let at = self.offset + skipped;
+            let at = self.offset + r.skipped;
             let last = self.buf.len() - HEADER;
-            if let Some(p) = (0..=last).find(|&p| self.intact_header(p, at + p as u64)) {
-                self.buf.advance(p);
-                return Ok((skipped + p as u64, true));
+            for p in 0..=last {
+                match self.header_at(p, at + p as u64) {
+                    HeaderAt::Intact => {
+                        self.buf.advance(p);
+                        r.skipped += p as u64;
+                        r.found = true;
+                        return Ok(r);
+                    }
+                    HeaderAt::Unreadable => r.unreadable += 1,
+                    HeaderAt::Bad => {}
+                }
             }
             self.buf.advance(last + 1);
-            skipped += (last + 1) as u64;
+            r.skipped += (last + 1) as u64;
         }
     }
 
-    fn intact_header(&self, p: usize, at: u64) -> bool {
+    /// What the 12 bytes at `buf[p..]`, at byte `at` of the stream, are.
+    fn header_at(&self, p: usize, at: u64) -> HeaderAt {
         let h = &self.buf[p..p + HEADER];
         let mut len8 = [0u8; 8];
         len8.copy_from_slice(&h[..8]);
         let mut crc4 = [0u8; 4];
         crc4.copy_from_slice(&h[8..]);
         let len = u64::from_le_bytes(len8);
-        // The cheap bounds first: at most positions of damaged bytes they fail, and the CRC
-        // is not computed.
-        len <= MAX_RECORD_LEN
+        // The cheap bound first: most positions of damaged bytes fail it, and the CRC is not
+        // computed. A length above any record's (stoker's or TensorFlow's, 2^31 - 1 bytes of
+        // a protocol buffer) is no header.
+        if len > self.max_record_bytes.max(1 << 31)
+            || masked_crc32c(&len8) != u32::from_le_bytes(crc4)
+        {
+            return HeaderAt::Bad;
+        }
+        let fits = len <= self.max_record_bytes
             && self
                 .file_len
-                .is_none_or(|f| at + HEADER as u64 + len + 4 <= f)
-            && masked_crc32c(&len8) == u32::from_le_bytes(crc4)
+                .is_none_or(|f| at + HEADER as u64 + len + 4 <= f);
+        if fits {
+            HeaderAt::Intact
+        } else {
+            HeaderAt::Unreadable
+        }
     }
 }
 
@@ -635,15 +906,20 @@ pub struct TfRecordIter {
 impl TfRecordIter {
     pub const FIELD: &'static str = "record";
 
+    /// Opens `path`; its records are read up to `max_record_bytes` (see
+    /// [`RecordReader::set_max_record_bytes`]).
     pub fn open(
         path: &str,
         compression: Compression,
         verify_crc: bool,
+        max_record_bytes: u64,
         policy: ErrorPolicy,
         stats: Arc<StageStats>,
     ) -> Result<TfRecordIter> {
+        let mut reader = RecordReader::open(path, compression, verify_crc)?;
+        reader.set_max_record_bytes(max_record_bytes);
         Ok(TfRecordIter {
-            reader: RecordReader::open(path, compression, verify_crc)?,
+            reader,
             names: names(&[Self::FIELD]),
             policy,
             stats,
@@ -657,13 +933,21 @@ impl TfRecordIter {
         path: &str,
         compression: Compression,
         verify_crc: bool,
+        max_record_bytes: u64,
         policy: ErrorPolicy,
         stats: Arc<StageStats>,
         state: &State,
     ) -> Result<TfRecordIter> {
         let (record, offset) = (state.int("tfrecord", 0)?, state.int("tfrecord", 1)?);
         Ok(TfRecordIter {
-            reader: RecordReader::open_at(path, compression, verify_crc, record, offset)?,
+            reader: RecordReader::open_at(
+                path,
+                compression,
+                verify_crc,
+                record,
+                offset,
+                max_record_bytes,
+            )?,
             names: names(&[Self::FIELD]),
             policy,
             stats,
@@ -693,6 +977,7 @@ impl ElementIter for TfRecordIter {
                         format!("{e}; {}", r.note)
                     };
                     self.stats.add_loss(r.records, r.rest_lost, reason);
+                    self.stats.add_skipped_bytes(r.bytes);
                 }
                 Err(e) => return Err(e),
             }
@@ -819,6 +1104,7 @@ mod tests {
             path.to_str().unwrap(),
             Compression::None,
             true,
+            DEFAULT_MAX_RECORD_BYTES,
             ErrorPolicy::Skip,
             stats.clone(),
         )
@@ -949,8 +1235,9 @@ mod tests {
 
     #[test]
     fn a_claimed_length_allocates_only_what_arrives() {
-        // A header claiming 2^31 bytes with a valid length CRC, in a 112-byte stream.
-        let len8 = (1u64 << 31).to_le_bytes();
+        // A header claiming 2^30 bytes (max_record_bytes) with a valid length CRC, in a
+        // 112-byte stream.
+        let len8 = DEFAULT_MAX_RECORD_BYTES.to_le_bytes();
         let mut bytes = len8.to_vec();
         bytes.extend_from_slice(&masked_crc32c(&len8).to_le_bytes());
         bytes.resize(112, 7);
@@ -1021,5 +1308,278 @@ mod tests {
             }
         }
         assert_eq!(n, 10);
+    }
+
+    /// Framed bytes of `records`, and where each starts.
+    fn framed(records: &[Vec<u8>]) -> (Vec<u8>, Vec<usize>) {
+        let mut starts = Vec::new();
+        let mut at = 0;
+        for r in records {
+            starts.push(at);
+            at += r.len() + 16;
+        }
+        (encoded_vec(records, Compression::None), starts)
+    }
+
+    /// Records of seeded random lengths (`lo..hi` bytes, a different content each).
+    fn seeded_records(seed: u64, n: usize, lo: usize, hi: usize) -> Vec<Vec<u8>> {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::ChaCha12Rng::seed_from_u64(seed);
+        (0..n)
+            .map(|i| {
+                let len = rng.random_range(lo..hi);
+                let mut r = format!("record {i} ").into_bytes();
+                r.resize(len.max(r.len()), b'a' + (i % 26) as u8);
+                r
+            })
+            .collect()
+    }
+
+    /// What the skip policy made of damaged `bytes` (plain, CRCs checked): which of `written`
+    /// came through (they must come through whole and in order), the recoveries, and the
+    /// framed bytes of the records lost.
+    fn account(written: &[Vec<u8>], bytes: Vec<u8>) -> (Vec<usize>, Vec<Recovery>, u64) {
+        let (got, losses) = read_skipping(bytes, Compression::None);
+        let mut kept = Vec::new();
+        let mut i = 0;
+        for g in &got {
+            while i < written.len() && written[i] != *g {
+                i += 1;
+            }
+            assert!(i < written.len(), "a record that was not written came out");
+            kept.push(i);
+            i += 1;
+        }
+        let lost_bytes = (0..written.len())
+            .filter(|i| !kept.contains(i))
+            .map(|i| written[i].len() as u64 + 16)
+            .sum();
+        (kept, losses, lost_bytes)
+    }
+
+    fn counted(losses: &[Recovery]) -> (u64, u64) {
+        (
+            losses.iter().map(|l| l.records).sum(),
+            losses.iter().map(|l| l.bytes).sum(),
+        )
+    }
+
+    #[test]
+    fn a_zeroed_page_reports_every_byte_it_cost() {
+        for seed in 0..20 {
+            let recs = seeded_records(seed, 300, 150, 260);
+            let (mut bytes, starts) = framed(&recs);
+            // A 4 KiB page of the file, zeroed (as a torn write of a page leaves it).
+            let page = 4096 * (1 + seed as usize % (bytes.len() / 4096 - 2));
+            bytes[page..page + 4096].fill(0);
+            // Starting in a record's data, it costs that record and the next, whose header
+            // it holds; starting in a header, that record.
+            let first = starts.partition_point(|&s| s <= page) - 1;
+            let countable = if page >= starts[first] + 12 { 2 } else { 1 };
+            let (kept, losses, lost_bytes) = account(&recs, bytes);
+            let lost = (recs.len() - kept.len()) as u64;
+            let (records, skipped_bytes) = counted(&losses);
+            assert!(lost >= 16, "seed {seed}: {lost}");
+            // Every byte of every record lost is in the bytes reported, and nothing else.
+            assert_eq!(skipped_bytes, lost_bytes, "seed {seed}: {losses:?}");
+            // Those inside, whose headers are zeros, cannot be counted.
+            assert_eq!(records, countable, "seed {seed}: {records} of {lost}");
+            assert!(losses.iter().all(|l| !l.rest_lost), "seed {seed}");
+            assert!(
+                losses
+                    .iter()
+                    .any(|l| l.note.contains("more if the headers")),
+                "seed {seed}: {losses:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_write_cut_short_then_appended_to_costs_the_cut_record() {
+        // Record 10 written in part (its header and some of its data), then more records
+        // appended: its length runs past the end of the file, or (followed by enough records)
+        // into them.
+        for (after, cut_at) in [(20, 100), (400, 100), (20, 5), (400, 3000)] {
+            let recs = seeded_records(7, 10 + 1 + after, 20, 40);
+            let mut big = recs.clone();
+            big[10] = vec![b'x'; 5000];
+            let (bytes, starts) = framed(&big);
+            let mut damaged = bytes[..starts[10] + 12 + cut_at].to_vec();
+            damaged.extend_from_slice(&bytes[starts[11]..]);
+            let (kept, losses, lost_bytes) = account(&big, damaged);
+            let want: Vec<usize> = (0..big.len()).filter(|&i| i != 10).collect();
+            assert_eq!(kept, want, "after {after}, cut at {cut_at}: {losses:?}");
+            assert_eq!(counted(&losses), (1, 12 + cut_at as u64), "{lost_bytes}");
+            assert!(losses.iter().all(|l| !l.rest_lost));
+        }
+        // Two records cut short in a row: the second's header checks out but its record
+        // cannot be read, and is counted too.
+        let recs = seeded_records(8, 40, 20, 40);
+        let mut big = recs.clone();
+        big[10] = vec![b'x'; 5000];
+        big[11] = vec![b'y'; 5000];
+        let (bytes, starts) = framed(&big);
+        let mut damaged = bytes[..starts[10] + 12 + 50].to_vec();
+        damaged.extend_from_slice(&bytes[starts[11]..starts[11] + 12 + 50]);
+        damaged.extend_from_slice(&bytes[starts[12]..]);
+        let (kept, losses, _) = account(&big, damaged);
+        assert_eq!(
+            kept,
+            (0..40).filter(|&i| i != 10 && i != 11).collect::<Vec<_>>()
+        );
+        assert_eq!(counted(&losses), (2, 2 * (12 + 50)));
+    }
+
+    #[test]
+    fn a_header_with_a_valid_crc_and_a_wrong_length_costs_its_record() {
+        let recs = seeded_records(9, 60, 20, 40);
+        let (bytes, starts) = framed(&recs);
+        let at = starts[3];
+        let true_len = recs[3].len() as u64;
+        // Longer (into the next records, or past the end of the file) and shorter.
+        for len in [true_len + 1, true_len + 500, 100_000, true_len - 5, 0] {
+            let mut damaged = bytes.clone();
+            let len8 = len.to_le_bytes();
+            damaged[at..at + 8].copy_from_slice(&len8);
+            damaged[at + 8..at + 12].copy_from_slice(&masked_crc32c(&len8).to_le_bytes());
+            let (kept, losses, lost_bytes) = account(&recs, damaged);
+            let want: Vec<usize> = (0..recs.len()).filter(|&i| i != 3).collect();
+            assert_eq!(kept, want, "length {len}: {losses:?}");
+            let (records, skipped_bytes) = counted(&losses);
+            assert_eq!(skipped_bytes, lost_bytes, "length {len}");
+            // A length short of the record's end cannot be told from damage running on
+            // into the next header: then one more is counted.
+            let most = if len < true_len { 2 } else { 1 };
+            assert!((1..=most).contains(&records), "length {len}: {records}");
+        }
+    }
+
+    #[test]
+    fn seeded_damage_matrix_accounts_for_every_byte_lost() {
+        use rand::{RngExt, SeedableRng};
+        for seed in 0..200u64 {
+            let mut rng = rand::rngs::ChaCha12Rng::seed_from_u64(seed);
+            let recs = seeded_records(seed, 120, 1, 300);
+            let (mut bytes, starts) = framed(&recs);
+            let what = rng.random_range(0..4);
+            match what {
+                // Bytes flipped anywhere.
+                0 => {
+                    for _ in 0..rng.random_range(1..6) {
+                        let i = rng.random_range(0..bytes.len());
+                        bytes[i] ^= rng.random_range(1..=255u8);
+                    }
+                }
+                // A run zeroed.
+                1 => {
+                    let n = rng.random_range(1..3000);
+                    let i = rng.random_range(0..bytes.len() - n);
+                    bytes[i..i + n].fill(0);
+                }
+                // A record's length rewritten with a valid CRC.
+                2 => {
+                    let r = rng.random_range(0..recs.len() - 1);
+                    let len8 = rng.random_range(0..20_000u64).to_le_bytes();
+                    bytes[starts[r]..starts[r] + 8].copy_from_slice(&len8);
+                    bytes[starts[r] + 8..starts[r] + 12]
+                        .copy_from_slice(&masked_crc32c(&len8).to_le_bytes());
+                }
+                // A run of bytes cut out of the middle.
+                _ => {
+                    let n = rng.random_range(1..2000);
+                    let i = rng.random_range(0..bytes.len() - n);
+                    bytes.drain(i..i + n);
+                }
+            }
+            let (kept, losses, lost_bytes) = account(&recs, bytes);
+            let lost = (recs.len() - kept.len()) as u64;
+            let (records, skipped_bytes) = counted(&losses);
+            assert!(losses.iter().all(|l| !l.rest_lost), "seed {seed}");
+            assert_eq!(lost == 0, losses.is_empty(), "seed {seed}: {losses:?}");
+            assert!(records >= u64::from(lost > 0), "seed {seed}");
+            if what == 3 {
+                // Bytes cut out are lost without being seen: what is reported is what
+                // remained of the records they cut into.
+                assert!(skipped_bytes <= lost_bytes, "seed {seed}");
+            } else {
+                assert_eq!(
+                    skipped_bytes, lost_bytes,
+                    "seed {seed} ({what}): {losses:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_compressed_stream_holds_at_most_max_record_bytes_and_what_arrived() {
+        // A header claiming 2^31 - 1 bytes (its length CRC valid) before 8 MiB of zeros,
+        // which GZIP shrinks to a few KiB.
+        let len8 = ((1u64 << 31) - 1).to_le_bytes();
+        let mut w = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        io::Write::write_all(&mut w, &len8).unwrap();
+        io::Write::write_all(&mut w, &masked_crc32c(&len8).to_le_bytes()).unwrap();
+        let zeros = vec![0u8; 1 << 20];
+        for _ in 0..8 {
+            io::Write::write_all(&mut w, &zeros).unwrap();
+        }
+        let gz = w.finish().unwrap();
+        assert!(gz.len() < 1 << 20);
+        // Over the limit: refused at the header, nothing read.
+        let mut r = RecordReader::new(
+            "big.gz",
+            io::Cursor::new(gz.clone()),
+            Compression::Gzip,
+            true,
+        );
+        let err = r.next_record().unwrap_err().to_string();
+        assert!(
+            err.contains("big.gz") && err.contains("record 0") && err.contains("max_record_bytes"),
+            "{err}"
+        );
+        assert!(r.buf.capacity() <= 2 * CHUNK, "{}", r.buf.capacity());
+        // Under a larger limit: the buffer holds what arrived, no more than twice over.
+        let mut r = RecordReader::new("big.gz", io::Cursor::new(gz), Compression::Gzip, true);
+        r.set_max_record_bytes(1 << 32);
+        let err = r.next_record().unwrap_err().to_string();
+        assert!(err.contains("truncated record"), "{err}");
+        let arrived = 12 + (8 << 20);
+        assert_eq!(r.buf.len() + r.spilled, arrived);
+        let held = r.buf.capacity() + r.spill.iter().map(Vec::capacity).sum::<usize>();
+        assert!(held <= arrived + 2 * CHUNK, "{held}");
+        // Under the skip policy: one record lost, the bytes that arrived passed over.
+        let l = r.recover().unwrap();
+        assert_eq!(
+            (l.records, l.bytes, l.rest_lost),
+            (1, arrived as u64, false)
+        );
+    }
+
+    #[test]
+    fn a_record_over_max_record_bytes_is_a_located_error_and_skipped_past() {
+        let recs = numbered(20);
+        let mut big = recs.clone();
+        big[5] = vec![b'z'; 3000];
+        let bytes = encoded_vec(&big, Compression::None);
+        let mut r = RecordReader::new("f", io::Cursor::new(bytes), Compression::None, true);
+        r.set_max_record_bytes(1000);
+        let mut got = Vec::new();
+        loop {
+            match r.next_record() {
+                Ok(Some((d, _))) => got.push(d.to_vec()),
+                Ok(None) => break,
+                Err(e) => {
+                    let m = e.to_string();
+                    assert!(
+                        m.contains("record 5") && m.contains("max_record_bytes (1000)"),
+                        "{m}"
+                    );
+                    let l = r.recover().unwrap();
+                    assert_eq!((l.records, l.bytes), (1, 3016));
+                }
+            }
+        }
+        let mut want = recs.clone();
+        want.remove(5);
+        assert_eq!(got, want);
     }
 }

@@ -49,6 +49,8 @@ pub struct PyIter {
     /// Whether the run handed out its last element and said so: its state is then the start
     /// of the next iteration.
     finished: bool,
+    /// The process that started the run: a `fork()`ed child has none of its threads.
+    pid: u32,
 }
 
 impl PyIter {
@@ -62,7 +64,42 @@ impl PyIter {
             run: run.saved,
             ended_at: None,
             finished: false,
+            pid: std::process::id(),
         }
+    }
+
+    /// An error in a `fork()`ed child: the pipeline's threads stayed in the parent, and the
+    /// locks they held at the fork may stay locked, so nothing of the run can be used here.
+    fn check_process(&self, py: Python<'_>) -> PyResult<()> {
+        let here = std::process::id();
+        if here == self.pid {
+            return Ok(());
+        }
+        Err(to_pyerr(
+            py,
+            stoker_core::Error::invalid(
+                "iterator",
+                format!(
+                    "this iterator was started in process {} and this is a fork()ed child \
+                     ({here}): the pipeline's threads are not in this process, so it cannot go \
+                     on here; start a new iteration in the child (iter(ds), or \
+                     ds.iterator(state=...) from a state the parent saved)",
+                    self.pid
+                ),
+            ),
+        ))
+    }
+
+    /// In a `fork()`ed child, lets go of the run without stopping or joining threads that do
+    /// not exist here (joining them would wait forever).
+    fn forget_if_forked(&mut self) -> bool {
+        if std::process::id() == self.pid {
+            return false;
+        }
+        if let Some(d) = self.driver.take() {
+            std::mem::forget(d);
+        }
+        true
     }
 
     /// Keeps the driver's state before it goes.
@@ -135,6 +172,7 @@ impl PyIter {
 
     /// `(names, arrays)` of the next element; `None` at the end.
     fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        self.check_process(py)?;
         loop {
             let Some(driver) = self.driver.as_mut() else {
                 return Ok(None);
@@ -169,6 +207,7 @@ impl PyIter {
     /// state [`Plan::iterate`](crate::plan::PyPlan) resumes from exactly. After the end of
     /// the iteration, the start of the next one.
     fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        self.check_process(py)?;
         if self.finished {
             return Ok(PyBytes::new(py, &self.pipeline.save_ended(&self.run)));
         }
@@ -191,12 +230,18 @@ impl PyIter {
                 ))
             }
         };
-        Ok(PyBytes::new(py, &self.pipeline.save(&self.run, Some(&state))))
+        Ok(PyBytes::new(
+            py,
+            &self.pipeline.save(&self.run, Some(&state)),
+        ))
     }
 
     /// Stops the pipeline now and joins its threads (see the module docs for how long it
     /// waits). Waiting must not hold the GIL: a worker may need it to finish a Python call.
     fn close(&mut self, py: Python<'_>) -> PyResult<()> {
+        if self.forget_if_forked() {
+            return Ok(());
+        }
         if self.ended_at.is_none() {
             self.keep_state();
         }
@@ -214,6 +259,9 @@ impl PyIter {
 
 impl Drop for PyIter {
     fn drop(&mut self) {
+        if self.forget_if_forked() {
+            return;
+        }
         if let Some(d) = self.driver.take() {
             Python::attach(|py| {
                 if let Err(e) = PyIter::stop(py, &self.stages, d, CLOSE_WAIT) {

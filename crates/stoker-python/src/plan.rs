@@ -10,8 +10,8 @@ use stoker::datasets::{
     from_generator::FromGenerator, from_tensor_slices::FromTensorSlices,
     global_shuffle::GlobalShuffle, group_by_window::GroupByWindow, interleave::Interleave,
     options::WithOptions, range::Range, repeat::Repeat, sample_from_datasets::SampleFromDatasets,
-    scan::Scan, shard::Shard, skip::Skip, take::Take, text_line::TextLine, unbatch::Unbatch,
-    window::Window, zip::Zip,
+    scan::Scan, shard::Shard, skip::Skip, take::Take, text_line::TextLine, tfrecord::TfRecord,
+    unbatch::Unbatch, window::Window, zip::Zip,
 };
 use stoker::plan::{Plan, Step};
 use stoker::sources::{Opener, TfRecordOpener};
@@ -161,22 +161,32 @@ impl PyPlan {
         compression_type: &str,
         verify_crc: bool,
         num_parallel_reads: i64,
+        max_record_bytes: u64,
     ) -> PyResult<PyPlan> {
         let compression = Compression::parse(compression_type).py(py)?;
-        Ok(PyPlan::wrap(
-            Plan::tfrecord(patterns, compression, verify_crc, num_parallel_reads).py(py)?,
-        ))
+        let step = TfRecord::new(patterns, compression, verify_crc, num_parallel_reads)
+            .py(py)?
+            .with_max_record_bytes(max_record_bytes);
+        Ok(PyPlan::wrap(Plan::new(step).py(py)?))
     }
 
+    /// Lines of text files; with `csv` (field delimiter, quoting), CSV records as
+    /// `CsvDataset` splits them.
     #[staticmethod]
+    #[pyo3(signature = (patterns, compression_type, num_parallel_reads, csv=None))]
     fn text_line(
         py: Python<'_>,
         patterns: Vec<String>,
         compression_type: &str,
         num_parallel_reads: i64,
+        csv: Option<(String, bool)>,
     ) -> PyResult<PyPlan> {
         let compression = Compression::parse(compression_type).py(py)?;
-        let step = TextLine::new(patterns, compression, num_parallel_reads).py(py)?;
+        let mut step = TextLine::new(patterns, compression, num_parallel_reads).py(py)?;
+        if let Some((delim, quote)) = csv {
+            let delim = stoker::datasets::text_line::csv_delim(&delim).py(py)?;
+            step = step.csv_records(delim, quote);
+        }
         Ok(PyPlan::wrap(Plan::new(step).py(py)?))
     }
 
@@ -202,6 +212,7 @@ impl PyPlan {
     }
 
     /// Interleaves TFRecord files named by this dataset's elements.
+    #[allow(clippy::too_many_arguments)]
     fn interleave_tfrecord(
         &self,
         py: Python<'_>,
@@ -210,10 +221,12 @@ impl PyPlan {
         cycle_length: Option<usize>,
         block_length: usize,
         num_parallel_calls: Option<i64>,
+        max_record_bytes: u64,
     ) -> PyResult<PyPlan> {
         let opener: Arc<dyn Opener> = Arc::new(TfRecordOpener {
             compression: Compression::parse(compression_type).py(py)?,
             verify_crc,
+            max_record_bytes,
         });
         self.then(
             py,

@@ -35,11 +35,7 @@ static EXITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::n
 
 /// Calls `f` on this thread as a Python call made for `stage` (see [`interrupt_calls`]); once
 /// the interpreter is exiting, raises `KeyboardInterrupt` instead of calling it.
-fn tracked<T>(
-    _py: Python<'_>,
-    stage: &StageStats,
-    f: impl FnOnce() -> PyResult<T>,
-) -> PyResult<T> {
+fn tracked<T>(_py: Python<'_>, stage: &StageStats, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
     // The GIL is held: `quiesce` sets the flag holding it too, so no call starts after it.
     if EXITING.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(pyo3::exceptions::PyKeyboardInterrupt::new_err(

@@ -162,3 +162,24 @@ def test_compare_before_and_after_more_dataloader_workers(tmp_path):
         assert doc["summary"] == c.summary
         r = subprocess.run([stoker_bin, "analyze", "--compare", str(resnet(0))], capture_output=True, text=True)
         assert r.returncode == 2 and "two traces" in r.stderr
+
+
+def test_absurd_values_are_left_out_with_a_warning(tmp_path):
+    events = [{"ph": "M", "name": "process_name", "pid": "GPU 0", "args": {"name": "GPU 0"}}]
+    for k in range(3):
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "pid": "host", "tid": 1,
+                       "ts": k * 1000, "dur": 1000})
+        events.append({"ph": "X", "cat": "kernel", "name": "sgemm", "pid": "GPU 0", "tid": "stream 7",
+                       "ts": k * 1000 + 400, "dur": 300, "args": {"device": 0, "stream": 7}})
+    clean = tmp_path / "clean.json"
+    clean.write_text(json.dumps(events))
+    evil = tmp_path / "evil.json"
+    evil.write_text(json.dumps(events + [{"ph": "X", "cat": "kernel", "name": "evil", "pid": "GPU 0",
+                                          "tid": "stream 7", "ts": 1500, "dur": 1e308}]))
+    a, b = sk.analyze(clean), sk.analyze(evil)
+    assert a.warnings == []
+    (w,) = b.warnings
+    assert w.startswith("events left out (a duration over a day") and ": 1 (the first: 'evil'" in w
+    assert f"warning: {w}" in str(b)
+    assert (b.step_ms, len(b.steps), b.busy_percent) == (a.step_ms, len(a.steps), a.busy_percent)
+    assert [k["name"] for k in b.raw["top_kernels"]] == ["sgemm"]

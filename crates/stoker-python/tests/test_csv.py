@@ -90,3 +90,61 @@ def test_ops_with_other_delimiters_on_one_thread_each_parse_their_own():
     ds = ds.map(sk.ops.decode_csv("b", ["", 0], names=["b0", "b1"], field_delim=";")).ignore_errors()
     got = [tuple(plain(e[k]) for k in ("a0", "a1", "b0", "b1")) for e in ds]
     assert got == [("y", 2, "q", 8), ('z",w', 3, "r", 9)]
+
+
+QUOTED = (
+    b'id,text,n\r\n'
+    b'1,"two\nlines",10\n'
+    b'2,"crlf\r\ninside ""quoted""",20\r\n'
+    b'3,plain,30\r'
+    b'4,"a,b",40\n'
+    b'5,"",50\n'
+)
+
+
+@pytest.mark.parametrize("compression", [None, "GZIP"])
+@pytest.mark.parametrize("header", [False, True])
+def test_a_line_break_inside_quotes_is_part_of_the_field_as_in_tf(tmp_path, compression, header):
+    """tf.data's CsvDataset reads records, not lines: a quoted field may hold line breaks
+    (`\\n`, `\\r\\n`, kept as they are), and `\\r\\n` or `\\r` alone ends a record."""
+    tf = pytest.importorskip("tensorflow")
+    import gzip
+
+    data = QUOTED if header else QUOTED.split(b"\r\n", 1)[1]
+    f = tmp_path / "q.csv"
+    f.write_bytes(gzip.compress(data) if compression else data)
+    tf_ds = tf.data.experimental.CsvDataset(str(f), [0, "", 0], header=header, compression_type=compression or "")
+    want = [[plain(x.numpy()) for x in r] for r in tf_ds]
+    assert len(want) == 5 and want[1][1] == 'crlf\r\ninside "quoted"'
+    got = rows(sk.CsvDataset(str(f), [0, "", 0], header=header, compression_type=compression))
+    assert got == want
+
+
+def test_quoting_off_and_bad_quotes_as_in_tf(tmp_path):
+    tf = pytest.importorskip("tensorflow")
+    f = tmp_path / "q.csv"
+    f.write_bytes(b'a,"x\ny",1\n')
+    # Without quote handling a quote is a byte like another, and every line break ends a record.
+    tf_rows = []
+    for r in tf.data.experimental.CsvDataset(str(f), ["", "-"], use_quote_delim=False):
+        tf_rows.append([plain(x.numpy()) for x in r])
+    assert tf_rows == [["a", '"x'], ['y"', "1"]]
+    assert rows(sk.CsvDataset(str(f), ["", "-"], use_quote_delim=False)) == tf_rows
+    # A file that ends inside a quoted field: an error in both (skipped under ignore_errors).
+    f.write_bytes(b'a,1\nb,"open\nc,3\n')
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        list(tf.data.experimental.CsvDataset(str(f), ["", 0]))
+    with pytest.raises(sk.InvalidRecordError, match=r"q\.csv.*line 2.*inside the quoted field"):
+        list(sk.CsvDataset(str(f), ["", 0]))
+    skipped = sk.CsvDataset(str(f), ["", 0]).ignore_errors()
+    assert rows(skipped) == [["a", 1]]
+    # Where the open record would end cannot be known: the rest of the file is counted lost.
+    assert sum(s["rest_lost"] for s in skipped.stats()) == 1
+
+
+def test_a_csv_error_names_the_line_its_record_starts_on(tmp_path):
+    f = tmp_path / "l.csv"
+    f.write_bytes(b'1,"a\nb"\n2,"c\nd\ne"\nx,"f"\n')
+    with pytest.raises(sk.InvalidRecordError, match=r"line 6: column 1") as e:
+        list(sk.CsvDataset(str(f), [0, ""]))
+    assert e.value.record == 5

@@ -8,12 +8,14 @@ so that a regression fails the test instead of stalling the suite.
 from __future__ import annotations
 
 import json
+import os
 import random
 import struct
 import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 import stoker as sk
 
@@ -154,7 +156,8 @@ def test_a_huge_claimed_length_costs_no_memory(tmp_path, verify_crc):
         """,
         timeout=30,
     )
-    assert out["err"] and "truncated record" in out["err"], out
+    # Above max_record_bytes (1 GiB by default): refused at the header.
+    assert out["err"] and "more than max_record_bytes" in out["err"], out
     assert out["s"] < 1.0 and out["rss_mb"] < 200, out
 
 
@@ -173,6 +176,147 @@ def test_a_damaged_length_costs_one_record_not_the_rest_of_the_file(tmp_path):
     n, rest, why = skipped(ds)
     assert (n, rest) == (1, 0)
     assert "length CRC" in why and f"next intact record header, at byte {per * 21}" in why
+
+
+def _framed_starts(recs: list[bytes]) -> list[int]:
+    starts, at = [], 0
+    for r in recs:
+        starts.append(at)
+        at += 12 + len(r) + 4
+    return starts
+
+
+def _masked_crc(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    crc ^= 0xFFFFFFFF
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _skip_stats(ds: sk.Dataset) -> tuple[int, int, int]:
+    st = ds.stats()
+    return tuple(sum(s[k] for s in st) for k in ("skipped", "skipped_bytes", "rest_lost"))  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_zeroed_page_reports_the_bytes_it_cost(tmp_path, seed):
+    """A 4 KiB page of a TFRecord file zeroed: the records whose headers lay in it cannot be
+    counted, so the bytes passed over are reported, and they are exactly the lost records'."""
+    rng = random.Random(seed)
+    recs = [b"%d:" % i + rng.randbytes(rng.randrange(150, 260)) for i in range(300)]
+    f = tmp_path / "z.tfrecord"
+    with sk.io.TFRecordWriter(str(f)) as w:
+        for r in recs:
+            w.write(r)
+    data = bytearray(f.read_bytes())
+    page = 4096 * rng.randrange(1, len(data) // 4096 - 1)
+    data[page : page + 4096] = bytes(4096)
+    f.write_bytes(bytes(data))
+    ds = sk.TFRecordDataset(str(f)).ignore_errors()
+    kept = list(ds)
+    assert _is_subsequence(kept, recs)
+    lost = [r for r in recs if r not in set(kept)]
+    n, nbytes, rest = _skip_stats(ds)
+    assert len(lost) >= 16 and 1 <= n <= 2 and rest == 0
+    assert nbytes == sum(12 + len(r) + 4 for r in lost)
+    first = _framed_starts(recs)[recs.index(lost[0])]
+    assert f"bytes {first} to {first + nbytes}" in skipped(ds)[2]
+
+
+@pytest.mark.parametrize("appended", [20, 400])
+def test_a_write_cut_short_then_appended_to_costs_only_the_cut_record(tmp_path, appended):
+    """A record written in part (a crash mid-write), then more records appended: they are
+    read, and the cut record is the one counted."""
+    recs = [b"record %d" % i for i in range(10)] + [b"x" * 5000] + [b"after %d" % i for i in range(appended)]
+    f = tmp_path / "cut.tfrecord"
+    with sk.io.TFRecordWriter(str(f)) as w:
+        for r in recs:
+            w.write(r)
+    data = f.read_bytes()
+    starts = _framed_starts(recs)
+    f.write_bytes(data[: starts[10] + 12 + 100] + data[starts[11] :])
+    ds = sk.TFRecordDataset(str(f)).ignore_errors()
+    assert list(ds) == recs[:10] + recs[11:]
+    assert _skip_stats(ds) == (1, 12 + 100, 0)
+
+
+@pytest.mark.parametrize("delta", [1, 700, 1 << 20, -3])
+def test_a_valid_crc_with_a_wrong_length_costs_its_record(tmp_path, delta):
+    recs = [b"record %03d" % i for i in range(60)]
+    f = tmp_path / "len.tfrecord"
+    with sk.io.TFRecordWriter(str(f)) as w:
+        for r in recs:
+            w.write(r)
+    data = bytearray(f.read_bytes())
+    at = _framed_starts(recs)[3]
+    length = struct.pack("<Q", len(recs[3]) + delta)
+    data[at : at + 12] = length + struct.pack("<I", _masked_crc(length))
+    f.write_bytes(bytes(data))
+    ds = sk.TFRecordDataset(str(f)).ignore_errors()
+    assert list(ds) == recs[:3] + recs[4:]
+    n, nbytes, rest = _skip_stats(ds)
+    # A length short of the record's end looks like damage running on into the next header.
+    assert (n in (1, 2) if delta < 0 else n == 1) and nbytes == 12 + len(recs[3]) + 4 and rest == 0
+
+
+def _gzip_claiming(path, claimed: int, zeros_mb: int) -> None:
+    """A GZIP TFRecord file: a header claiming `claimed` bytes (its length CRC valid), then
+    `zeros_mb` MiB of zeros, which inflate from a few hundred KiB."""
+    import zlib
+
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)
+    length = struct.pack("<Q", claimed)
+    with open(path, "wb") as out:
+        out.write(z.compress(length + struct.pack("<I", _masked_crc(length))))
+        chunk = bytes(1 << 20)
+        for _ in range(zeros_mb):
+            out.write(z.compress(chunk))
+        out.write(z.flush())
+
+
+@pytest.mark.parametrize(
+    ("claimed", "max_record_bytes", "zeros_mb", "rss_limit_mb"),
+    [
+        # Above the default limit: refused at the header, before anything is inflated.
+        ((1 << 31) - 1, None, 600, 100),
+        # Under a raised limit: what arrived is held once, then passed over.
+        ((1 << 31) - 1, 1 << 32, 200, 60 + 200 * 1.2),
+    ],
+)
+def test_a_damaged_length_in_a_gzip_stream_costs_at_most_what_arrived(
+    tmp_path, claimed, max_record_bytes, zeros_mb, rss_limit_mb
+):
+    f = tmp_path / "bomb.gz"
+    _gzip_claiming(f, claimed, zeros_mb)
+    assert f.stat().st_size < (1 << 20)
+    extra = "" if max_record_bytes is None else f", max_record_bytes={max_record_bytes}"
+    out = run_py(
+        f"""
+        import json, stoker as sk
+        ds = sk.TFRecordDataset({str(f)!r}, compression_type="GZIP"{extra})
+        try:
+            list(ds)
+            err = None
+        except sk.CorruptRecordError as e:
+            err = [str(e), e.file, e.record, e.offset]
+        skip = sk.TFRecordDataset({str(f)!r}, compression_type="GZIP"{extra}).ignore_errors()
+        n = len(list(skip))
+        st = skip.stats()
+        print(json.dumps({{"err": err, "n": n, "skipped": sum(s["skipped"] for s in st)}}))
+        """,
+        timeout=120,
+    )
+    msg, file, record, offset = out["err"]
+    assert (file, record, offset) == (str(f), 0, 0)
+    if max_record_bytes is None:
+        assert "more than max_record_bytes (1073741824)" in msg, msg
+    else:
+        assert "truncated record" in msg, msg
+    assert out["n"] == 0 and out["skipped"] == 1
+    assert out["rss_mb"] < rss_limit_mb, out
 
 
 def _records(rng: random.Random, n: int) -> list[bytes]:
@@ -429,7 +573,7 @@ def test_damage_in_a_disk_cache_names_the_element(tmp_path):
 
 @pytest.mark.parametrize("kind", ["tfrecord", "text", "empty", "cache_of_no_stoker"])
 def test_a_disk_cache_never_replaces_a_file_it_did_not_write(tmp_path, kind):
-    # cache(p) where p names a user's file (a typo, a reused name) replaced that file.
+    # cache(p) where p names a user's file (a typo, a reused name) must leave that file alone.
     path = tmp_path / "data"
     if kind == "tfrecord":
         with sk.io.TFRecordWriter(str(path)) as w:
@@ -453,6 +597,14 @@ def test_a_disk_cache_never_replaces_a_file_it_did_not_write(tmp_path, kind):
 
 
 PARSE_S = sk.ops.parse_example({"s": sk.FixedLenFeature([], sk.int64)})
+
+
+def PARSE_ONE(record: bytes):  # noqa: N802
+    """The Example's "s", or None for a record that is not an Example."""
+    try:
+        return {"s": sk.io.parse_example_proto(bytes(record))["s"][1][0]}
+    except Exception:
+        return None
 
 
 def _example_file(path, values: list) -> str:
@@ -607,3 +759,233 @@ def test_a_tiny_file_claiming_a_huge_image_costs_no_memory(tmp_path):
     for where, err in out["errors"].items():
         assert err and "too few for that" in err, (where, err)
     assert out["rss_mb"] < 200, out
+
+
+def _cut_gzip(path, data: bytes) -> None:
+    import gzip
+
+    gz = gzip.compress(data)
+    path.write_bytes(gz[: len(gz) // 2])
+
+
+@pytest.mark.parametrize("source", ["text", "csv", "fixed"])
+def test_a_cut_gzip_text_csv_or_fixed_length_file_is_a_counted_rest_lost(tmp_path, source):
+    """As for TFRecord files: every whole line (record) before the damage, then a located
+    CorruptRecordError, or under ignore_errors() the rest of the file counted in rest_lost."""
+    f = tmp_path / "cut.gz"
+    if source == "fixed":
+        _cut_gzip(f, b"".join(struct.pack("<I", i) for i in range(50_000)))
+        make = lambda: sk.FixedLengthRecordDataset(str(f), 4, compression_type="GZIP")  # noqa: E731
+        want = [struct.pack("<I", i) for i in range(50_000)]
+    else:
+        _cut_gzip(f, b"".join(b"%d,line %d\n" % (i, i) for i in range(50_000)))
+        if source == "text":
+            make = lambda: sk.TextLineDataset(str(f), compression_type="GZIP")  # noqa: E731
+            want = [b"%d,line %d" % (i, i) for i in range(50_000)]
+        else:
+            make = lambda: sk.CsvDataset(str(f), [0, ""], compression_type="GZIP")  # noqa: E731
+            want = [(i, b"line %d" % i) for i in range(50_000)]
+
+    def norm(x):
+        return tuple(int(v) if isinstance(v, np.ndarray) else v for v in x) if isinstance(x, tuple) else x
+
+    got = []
+    with pytest.raises(sk.CorruptRecordError, match="compressed stream is damaged") as e:
+        for x in make():
+            got.append(norm(x))
+    assert 0 < len(got) < 50_000 and got == want[: len(got)]
+    assert e.value.file == str(f) and e.value.record == len(got)
+    ds = make().ignore_errors()
+    assert [norm(x) for x in ds] == got
+    n, rest, why = skipped(ds)
+    assert (n, rest) == (0, 1) and "the rest of the file after byte" in why
+
+
+def test_temporary_files_left_by_a_killed_cache_pass_are_cleaned(tmp_path):
+    """`kill -9` during a disk cache's first pass leaves its temporary file; the next time the
+    cache is opened, the files of processes that are gone (and unwritten for ten minutes, as a
+    directory may be shared with other machines) are removed, and only those."""
+    import os
+    import signal
+    import time
+
+    path = tmp_path / "c.cache"
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                f"""
+                import time, stoker as sk
+                def slow(x):
+                    time.sleep(0.01)
+                    return x
+                for i, _ in enumerate(sk.Dataset.range(10**6).map(slow).cache({str(path)!r})):
+                    if i == 5:
+                        print("writing", flush=True)
+                """
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "writing"
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=10)
+    finally:
+        child.kill()
+    (left,) = [p for p in tmp_path.iterdir() if p.name.startswith("c.cache.tmp-")]
+    assert left.name.startswith(f"c.cache.tmp-{child.pid}-")
+    old = time.time() - 3600
+    os.utime(left, (old, old))
+    # Files that are not that pass's: a live process's (ours), another cache's, another name.
+    mine = tmp_path / f"c.cache.tmp-{os.getpid()}-0-0badcafe"
+    other = tmp_path / f"d.cache.tmp-{child.pid}-0-0badcafe"
+    notes = tmp_path / "c.cache.tmp-notes"
+    for f in (mine, other, notes):
+        f.write_bytes(b"keep")
+        os.utime(f, (old, old))
+    assert [int(v) for v in sk.Dataset.range(3).cache(str(path))] == [0, 1, 2]
+    assert not left.exists()
+    assert all(f.read_bytes() == b"keep" for f in (mine, other, notes))
+
+
+MATRIX_KINDS = ["bytes flipped", "run zeroed", "length rewritten with a valid CRC", "page zeroed"]
+
+
+def test_seeded_damage_matrix_every_lost_byte_is_reported(tmp_path):
+    """400 seeded damaged plain TFRecord files (RELIABILITY.md's table): records come out whole
+    and in order, `skipped` never counts more than was lost nor nothing when something was,
+    `skipped_bytes` is exactly the bytes of the records lost, and a length rewritten with a
+    valid CRC costs its one record."""
+    counts: dict[str, list[int]] = {k: [0, 0] for k in MATRIX_KINDS}
+    for seed in range(400):
+        rng = random.Random(seed)
+        recs = [b"%d:" % i + rng.randbytes(rng.randrange(0, 300)) for i in range(120)]
+        f = str(tmp_path / f"m{seed}.tfrecord")
+        with sk.io.TFRecordWriter(f) as w:
+            for r in recs:
+                w.write(r)
+        data = bytearray(open(f, "rb").read())
+        starts = _framed_starts(recs)
+        kind = MATRIX_KINDS[seed % 4]
+        if kind == "bytes flipped":
+            for _ in range(rng.randrange(1, 6)):
+                data[rng.randrange(len(data))] ^= rng.randrange(1, 256)
+        elif kind == "run zeroed":
+            n = rng.randrange(1, 3000)
+            i = rng.randrange(len(data) - n)
+            data[i : i + n] = bytes(n)
+        elif kind == "page zeroed":
+            p = 4096 * rng.randrange(1, len(data) // 4096)
+            data[p : p + 4096] = bytes(min(4096, len(data) - p))
+        else:
+            r = rng.randrange(len(recs) - 1)
+            length = struct.pack("<Q", rng.randrange(0, 20000))
+            data[starts[r] : starts[r] + 12] = length + struct.pack("<I", _masked_crc(length))
+        open(f, "wb").write(bytes(data))
+        ds = sk.TFRecordDataset(f).ignore_errors()
+        kept = list(ds)
+        n, nbytes, rest = _skip_stats(ds)
+        kept_set = set(kept)
+        lost = [r for r in recs if r not in kept_set]
+        where = f"seed {seed} ({kind})"
+        assert kept == [r for r in recs if r in kept_set], where
+        assert rest == 0 and n <= len(lost) and (n > 0) == (len(lost) > 0), where
+        assert nbytes == sum(12 + len(r) + 4 for r in lost), where
+        if kind == "length rewritten with a valid CRC":
+            assert len(lost) == n == 1, where
+        counts[kind][0] += len(lost)
+        counts[kind][1] += n
+    assert counts == {
+        "bytes flipped": [313, 313],
+        "run zeroed": [912, 191],
+        "length rewritten with a valid CRC": [100, 100],
+        "page zeroed": [2538, 195],
+    }
+
+
+def test_max_record_bytes_refuses_a_larger_record_by_name_and_is_kept_in_specs(tmp_path):
+    f = str(tmp_path / "a.tfrecord")
+    with sk.io.TFRecordWriter(f) as w:
+        for r in (b"first", b"x" * 2000, b"last"):
+            w.write(r)
+    assert list(sk.TFRecordDataset(f)) == [b"first", b"x" * 2000, b"last"]
+    small = sk.TFRecordDataset(f, max_record_bytes=1000)
+    nested = sk.TFRecordDataset(sk.Dataset.from_tensor_slices([f]), max_record_bytes=1000)
+    for ds in (small, nested):
+        ds.save_spec(tmp_path / "s.json")
+        for d in (ds, sk.Dataset.load_spec(tmp_path / "s.json")):
+            too_large = r"holds 2000 bytes, more than max_record_bytes \(1000\)"
+            with pytest.raises(sk.CorruptRecordError, match=too_large) as e:
+                list(d)
+            assert (e.value.file, e.value.record, e.value.offset) == (f, 1, 12 + 5 + 4)
+            skip = d.ignore_errors()
+            assert list(skip) == [b"first", b"last"]
+            assert _skip_stats(skip) == (1, 12 + 2000 + 4, 0)
+    with pytest.raises(sk.InvalidArgumentError, match="max_record_bytes"):
+        sk.TFRecordDataset(f, max_record_bytes=0)
+
+
+def _with_damaged_records(path, n: int, damaged: set, bad_examples: set = frozenset()) -> str:
+    """`n` Examples {"s": i} in a TFRecord file; the data of the records in `damaged` changed
+    after their CRCs were made (a CRC mismatch); those in `bad_examples` not Examples."""
+    with sk.io.TFRecordWriter(str(path)) as w:
+        for i in range(n):
+            w.write(b"\xff\xfe not an example" if i in bad_examples else sk.io.serialize_example({"s": i}))
+    data = bytearray(path.read_bytes())
+    for k, at in enumerate(_record_starts(bytes(data))):
+        if k in damaged:
+            data[at + 12 + 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return str(path)
+
+
+@pytest.mark.parametrize("indexed", [False, True])
+def test_resume_and_global_shuffle_skip_what_the_skip_policy_skips(tmp_path, indexed):
+    # A skipped record shifts positions: a restored shuffle must not find its buffer by record
+    # position, and a global shuffle must skip what it reaches.
+    f = _with_damaged_records(tmp_path / "d.tfrecord", 60, damaged={13, 41}, bad_examples={7})
+    if indexed:
+        subprocess.run([os.environ["STOKER_BIN"], "index", f], check=True, capture_output=True)
+
+    def shuffled() -> sk.Dataset:
+        return sk.TFRecordDataset(f).shuffle(8, seed=1).map(PARSE_S).ignore_errors()
+
+    full = [int(e["s"]) for e in shuffled()]
+    assert sorted(full) == sorted(set(range(60)) - {7, 13, 41})
+    for k in range(0, len(full) + 1, 4):
+        it = shuffled().iterator()
+        head = [int(next(it)["s"]) for _ in range(k)]
+        again = shuffled()
+        rest = [int(e["s"]) for e in again.iterator(state=it.state())]
+        assert head + rest == full, k
+    # skip(n) counts elements, not records.
+    assert [int(e["s"]) for e in sk.TFRecordDataset(f).map(PARSE_S).skip(20).ignore_errors()] == [
+        i for i in range(60) if i not in {7, 13, 41}
+    ][20:]
+
+    def global_() -> sk.Dataset:
+        return sk.TFRecordDataset(f).global_shuffle(seed=3).map(PARSE_S).ignore_errors()
+
+    g = global_()
+    everything = [int(e["s"]) for e in g]
+    assert sorted(everything) == sorted(set(range(60)) - {7, 13, 41})
+    assert sum(s["skipped"] for s in g.stats()) == 3
+    # Parsed before the shuffle: the map's skip happens in the shuffle's reads too.
+    parsed = sk.TFRecordDataset(f).map(PARSE_S).global_shuffle(seed=3).ignore_errors()
+    assert sorted(int(e["s"]) for e in parsed) == sorted(everything)
+    # Resumed part way: the rest, and each damaged record counted once over the two runs
+    # (the first run's reads ran ahead of what it handed out).
+    for cut in (5, 30, 56):
+        first = sk.TFRecordDataset(f).global_shuffle(seed=3).ignore_errors()
+        it = first.iterator()
+        head = [next(it) for _ in range(cut)]
+        resumed = sk.TFRecordDataset(f).global_shuffle(seed=3).ignore_errors()
+        rest = list(resumed.iterator(state=it.state()))
+        assert [int(e["s"]) for e in map(PARSE_ONE, head + rest) if e is not None] == [
+            v for v in everything
+        ], cut
+        counted = sum(s["skipped"] for s in first.stats()) + sum(s["skipped"] for s in resumed.stats())
+        assert counted == 2, cut

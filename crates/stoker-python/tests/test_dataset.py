@@ -28,7 +28,7 @@ def test_structures_dict_tuple_single():
     strings = list(sk.Dataset.from_tensor_slices(np.array([b"ab", b"c"], dtype=object)))
     assert strings == [b"ab", b"c"]
     spec = sk.Dataset.from_tensor_slices({"x": x, "y": y}).batch(4, drop_remainder=True).element_spec
-    assert spec["x"] == sk.TensorSpec("x", "int32", (4, 2)) and spec["y"].shape == (4,)
+    assert spec["x"] == sk.TensorSpec((4, 2), sk.int32, name="x") and spec["y"].shape == (4,)
 
 
 def test_dtypes_round_trip():

@@ -225,8 +225,8 @@ def test_py_dataset_hands_out_each_epoch_of_the_pipeline_in_order():
 
 
 def test_jax_processes_without_seeds_share_process_zeros_seeds(tmp_path):
-    # Two JAX processes (CPU, gloo collectives): the shuffle has no seed, so each process
-    # drew its own and they split two different orders. Process 0's seed root is sent.
+    # Two JAX processes (CPU, gloo collectives), a shuffle without a seed: process 0's seed
+    # root is sent, so the processes split one order.
     script = tmp_path / "jax_mp.py"
     script.write_text(
         textwrap.dedent(

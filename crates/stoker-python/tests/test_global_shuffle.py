@@ -101,3 +101,23 @@ def test_stoker_index_writes_dali_style_indexes_that_global_shuffle_reads(files)
     assert values(sk.TFRecordDataset(files).map(S_ONLY).global_shuffle(seed=3)) == want
     bad = subprocess.run([cli, "index", files[0] + ".idx"], capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "only uncompressed TFRecord files" in bad.stderr
+
+
+@pytest.mark.parametrize("lines_kept", [500, 0])
+def test_a_short_or_empty_index_newer_than_its_file_is_refused_not_trusted(tmp_path, lines_kept):
+    f = str(tmp_path / "d.tfrecord")
+    with sk.io.TFRecordWriter(f) as w:
+        for i in range(1000):
+            w.write(b"record %d" % i)
+    starts = [sum(12 + len(b"record %d" % j) + 4 for j in range(i)) for i in range(1000)]
+    idx = Path(f + ".idx")
+    text = "".join(f"{o} {12 + len(b'record %d' % i) + 4}\n" for i, o in enumerate(starts[:lines_kept]))
+    idx.write_text(text)
+    os.utime(f, (1, 1))  # the index is newer than its file
+    with pytest.raises(sk.InvalidArgumentError, match=r"d\.tfrecord\.idx does not match .*stoker index"):
+        list(sk.TFRecordDataset(f).global_shuffle(seed=1))
+    assert idx.read_text() == text  # not stoker's to replace
+    # An index older than its file is not used: the file is scanned.
+    os.utime(idx, (0, 0))
+    got = sorted(sk.TFRecordDataset(f).global_shuffle(seed=1))
+    assert got == sorted(b"record %d" % i for i in range(1000))

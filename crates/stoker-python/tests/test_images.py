@@ -137,7 +137,7 @@ def test_bad_images_are_located_errors_or_counted_skips(tmp_path, golden):
 
 def test_decode_image_schema():
     ds = sk.Dataset.from_tensor_slices(np.array([b"x"], dtype=object)).map(sk.ops.decode_image("value", 3))
-    assert ds.element_spec == sk.TensorSpec("value", "uint8", (None, None, 3))
+    assert ds.element_spec == sk.TensorSpec((None, None, 3), sk.uint8, name="value")
     with pytest.raises(sk.SchemaError, match="before batching"):
         sk.Dataset.from_tensor_slices(np.array([b"x"], dtype=object)).batch(1).map(sk.ops.decode_image("value"))
     with pytest.raises(sk.SchemaError, match="channels"):
@@ -829,8 +829,8 @@ def _rejected_jpegs(good: bytes) -> list[bytes]:
 @pytest.mark.parametrize("path", ["whole", "crop_or_pad", "resized_crop"])
 @pytest.mark.parametrize("workers", [None, 2])
 def test_a_rejected_jpeg_does_not_cost_the_good_ones_after_it(golden, path, workers):
-    # libjpeg left its decompressor broken after rejecting a header: every later file on that
-    # worker thread failed ("Bogus marker length") and ignore_errors() dropped them all.
+    # libjpeg leaves a decompressor that rejected a header broken ("Bogus marker length" for
+    # every later file on that thread): the good files after a bad one must still decode.
     good = (golden / "images" / "rgb.jpg").read_bytes()
     files = []
     for bad in _rejected_jpegs(good):
@@ -848,6 +848,69 @@ def test_a_rejected_jpeg_does_not_cost_the_good_ones_after_it(golden, path, work
     out = list(ds)
     assert len(out) == 16, f"{len(out)} of 16 good images kept"
     assert sum(s["skipped"] for s in ds.stats()) == 4
+
+
+FORMAT_FILES = [
+    "cmyk.jpg",
+    "cmyk_noadobe.jpg",
+    "rgb24.bmp",
+    "rgba32.bmp",
+    "grey8.bmp",
+    "pal8.bmp",
+    "topdown.bmp",
+    "still.gif",
+    "anim.gif",
+    "transparent.gif",
+]
+
+
+@pytest.mark.parametrize("name", FORMAT_FILES)
+@pytest.mark.parametrize("channels", [0, 1, 3, 4])
+def test_cmyk_jpeg_bmp_and_gif_decode_as_tf(golden, name, channels):
+    """CMYK JPEGs, BMPs and GIFs against TensorFlow's decode_image(expand_animations=False)
+    (tests/golden/image_formats_expected.npz, made by make_image_formats_golden.py)."""
+    g = np.load(golden / "image_formats_expected.npz")
+    key = f"{name}/channels={channels}"
+    data = (golden / "images" / name).read_bytes()
+    if key in set(g["errors"]):
+        if name.endswith(".jpg") and channels == 4:
+            # TF's decode_image has no RGBA JPEG; stoker's (any JPEG) adds alpha 255.
+            rgba = decode(data, 4)
+            np.testing.assert_array_equal(rgba[..., :3], g[f"{name}/channels=3"])
+            assert (rgba[..., 3] == 255).all()
+            return
+        with pytest.raises(sk.InvalidRecordError, match="channels|1 channel"):
+            decode(data, channels)
+        return
+    want, got = g[key], decode(data, channels)
+    assert got.dtype == np.uint8 and got.shape == want.shape
+    if name.endswith(".jpg") and sk.JPEG_BACKEND != "libjpeg-turbo":
+        # zune-jpeg's IDCT and upsampling are its own: within a few levels.
+        assert np.abs(got.astype(int) - want.astype(int)).mean() < 3
+    else:
+        np.testing.assert_array_equal(got, want)
+    if not name.endswith(".jpg") and channels == 0 and name != "topdown.bmp":
+        np.testing.assert_array_equal(decode(data, 0, "uint16"), g[f"{name}/uint16/channels=0"])
+
+
+def test_a_gif_s_frames_as_4d_are_refused_by_name():
+    with pytest.raises(sk.InvalidArgumentError, match="expand_animations"):
+        sk.ops.decode_image("x", 3, expand_animations=True)
+
+
+def test_damaged_gif_and_bmp_are_located_errors_or_counted_skips(tmp_path, golden):
+    f = str(tmp_path / "imgs.tfrecord")
+    gif, bmp = (golden / "images" / "still.gif").read_bytes(), (golden / "images" / "rgb24.bmp").read_bytes()
+    with sk.io.TFRecordWriter(f) as w:
+        for data in (gif, gif[: len(gif) // 2], bmp, bmp[:-3], gif):
+            w.write(data)
+    ds = sk.TFRecordDataset(f).map(sk.ops.decode_image("record", 3))
+    with pytest.raises(sk.InvalidRecordError, match="GIF") as e:
+        list(ds)
+    assert (e.value.file, e.value.record) == (f, 1)
+    skipping = ds.ignore_errors()
+    assert [img.shape for img in skipping] == [(24, 30, 3)] * 3
+    assert sum(s["skipped"] for s in skipping.stats()) == 2
 
 
 def _png_damaged_before_its_crcs(png: bytes, rng: np.random.Generator) -> bytes:
@@ -870,8 +933,8 @@ def _png_damaged_before_its_crcs(png: bytes, rng: np.random.Generator) -> bytes:
 
 @pytest.mark.parametrize("stored,channels", [(3, 0), (3, 3), (1, 3), (4, 3), (4, 0)])
 def test_a_png_damaged_before_its_crcs_fails_alike_whole_and_in_every_fused_decode(stored, channels):
-    # The fused crop decodes stopped at the crop and returned wrong pixels silently where the
-    # whole decode failed: now every path checks the zlib stream's Adler-32.
+    # Every path checks the zlib stream's Adler-32: the fused crop decodes, which unfilter only
+    # down to the crop, fail where the whole decode fails, never with wrong pixels.
     rng = np.random.default_rng(100 + 10 * stored + channels)
     img = (np.cumsum(rng.integers(0, 5, (120, 160, stored)), axis=1) % 256).astype(np.uint8)
     png = sk.io.encode_png(img)
@@ -885,7 +948,7 @@ def test_a_png_damaged_before_its_crcs_fails_alike_whole_and_in_every_fused_deco
         data = _png_damaged_before_its_crcs(png, rng)
         ds = sk.Dataset.from_tensor_slices({"f": np.array([data], dtype=object)})
 
-        def outcome(ops):
+        def outcome(ops, ds=ds):
             try:
                 return list(ds.map([sk.ops.decode_image("f", channels), *ops]))[0]["f"]
             except sk.InvalidRecordError:
@@ -904,3 +967,14 @@ def test_a_png_damaged_before_its_crcs_fails_alike_whole_and_in_every_fused_deco
                 want = crop.astype(np.float32) / np.float32(255) if "rescale" in name else crop
                 np.testing.assert_array_equal(fused, want)
     assert failed >= 20, f"only {failed} of 40 damaged files failed"
+
+
+@pytest.mark.parametrize("name", ["cmyk.jpg", "still.gif", "rgb24.bmp", "rgba32.bmp"])
+def test_fused_crops_of_the_new_formats_equal_the_whole_decode(golden, name):
+    data = (golden / "images" / name).read_bytes()
+    whole = decode(data, 3)
+    ds = sk.Dataset.from_tensor_slices({"f": np.array([data], dtype=object)})
+    fused = list(ds.map([sk.ops.decode_image("f", 3), sk.ops.resize_with_crop_or_pad("f", 16, 20)]))
+    np.testing.assert_array_equal(fused[0]["f"], whole[4:20, 5:25])
+    crops = list(ds.map([sk.ops.decode_image("f", 3), sk.ops.random_resized_crop("f", (8, 8), seed=1)]))
+    assert crops[0]["f"].shape == (8, 8, 3)

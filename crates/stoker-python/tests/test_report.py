@@ -42,7 +42,8 @@ def slow(x):
 
 
 def test_report_of_a_pipeline_and_a_training_loop(tmp_path):
-    ds = sk.Dataset.range(10_000).with_options(threads=2).map(slow).batch(4)
+    # Enough elements that the 0.6 s run never ends with the dataset (a verdict needs 0.3 s).
+    ds = sk.Dataset.range(100_000).with_options(threads=2).map(slow).batch(4)
     timer = sk.timed(ds.take(30), warmup=2)
     for _ in timer:
         pass

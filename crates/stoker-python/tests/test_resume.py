@@ -331,8 +331,8 @@ else:
 
 
 def test_steps_without_seeds_resume_exactly_in_a_new_process_in_every_later_epoch(tmp_path):
-    # An unseeded shuffle resumed its current epoch, but the epochs after it (and a state
-    # saved before the first element) drew new seeds in the new process.
+    # Steps without seeds: the epoch saved in, the epochs after it and a state saved before
+    # the first element all draw the saved run's seeds in the new process.
     script = tmp_path / "unseeded.py"
     script.write_text(UNSEEDED_SCRIPT)
     state = str(tmp_path / "state.pkl")

@@ -79,9 +79,14 @@ def test_errors_name_the_file_and_argument(tmp_path):
     damaged = tmp_path / "d.txt.gz"
     data = gzip.compress(b"a\nb\n" * 10_000)
     damaged.write_bytes(data[: len(data) // 2])
-    truncated = r"line \d+ \(byte \d+ of the data\): the file ends inside the GZIP stream.*d.txt.gz"
-    with pytest.raises(OSError, match=truncated):
+    # A compressed stream cut short: a located CorruptRecordError, as for TFRecord files.
+    truncated = (
+        r"d.txt.gz, record \d+ at byte offset \d+: line \d+: "
+        r"the compressed stream is damaged: the file ends inside the GZIP stream"
+    )
+    with pytest.raises(sk.CorruptRecordError, match=truncated) as e:
         list(sk.TextLineDataset(str(damaged), compression_type="GZIP"))
+    assert e.value.file == str(damaged) and e.value.offset == 2 * e.value.record
     with pytest.raises(sk.InvalidArgumentError, match="compression_type"):
         sk.TextLineDataset(str(damaged), compression_type="BZ2")
     with pytest.raises(sk.InvalidArgumentError, match="record_bytes"):

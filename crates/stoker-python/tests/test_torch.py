@@ -202,7 +202,7 @@ def _run(tmp_path: Path, name: str, code: str, *args: str) -> None:
 
 def test_a_checkpoint_at_an_epochs_end_resumes_at_the_next_epoch_in_a_new_process(tmp_path):
     # The README's PyTorch example saves state_dict() after each epoch: restored in a new
-    # process with set_epoch(1), epoch 1 came out empty.
+    # process (with set_epoch(1) or without), it goes on with epoch 1.
     code = """
         import pickle, sys
         import numpy as np, stoker as sk
@@ -240,8 +240,8 @@ def test_a_checkpoint_at_an_epochs_end_resumes_at_the_next_epoch_in_a_new_proces
 
 
 def test_distributed_ranks_without_seeds_share_rank_zeros_seeds(tmp_path):
-    # Each rank drew its own seed for an unseeded shuffle: a quarter of the elements went to
-    # both ranks and a quarter to neither. Now rank 0's drawn seeds reach every rank.
+    # An unseeded shuffle and random op: rank 0's drawn seeds reach every rank, so the ranks
+    # split one order, every element once.
     script = tmp_path / "ddp_unseeded.py"
     script.write_text(
         textwrap.dedent(

@@ -116,6 +116,7 @@ pub fn iterate_at(
 }
 
 fn start(path: &str, schema: &Schema, mut make_input: MakeIter) -> Result<BoxIter> {
+    clean_stale_temps(path);
     if Path::new(path).is_file() {
         if let Some(done) = Completion::of_file(path)? {
             return Ok(Box::new(Reader::open(path, schema, done)?));
@@ -174,6 +175,91 @@ fn temporary_name(path: &str) -> String {
     format!("{path}.tmp-{}-{pass}-{nanos:08x}", std::process::id())
 }
 
+/// How long a temporary file of a process that is gone must have been left unwritten before
+/// it is removed: a directory shared between machines may hold a temporary file whose process
+/// runs on another one (its pid means nothing here), and a writer flushes its buffer as it
+/// fills.
+const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+
+/// Removes what passes that were killed left of their temporary files for the cache at
+/// `path`: the files named as [`temporary_name`] names them, whose process is not alive on
+/// this machine and which have not been written to for [`STALE_AFTER`]. Nothing else is
+/// touched: not another name's files, not a live process's, not a file of another pattern.
+/// Failures are ignored (the files stay, as before).
+fn clean_stale_temps(path: &str) {
+    let p = Path::new(path);
+    let (Some(dir), Some(name)) = (p.parent(), p.file_name().and_then(|n| n.to_str())) else {
+        return;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!("{name}.tmp-");
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(pid) = file_name
+            .to_str()
+            .and_then(|n| n.strip_prefix(&prefix))
+            .and_then(temporary_pid)
+        else {
+            continue;
+        };
+        if process_alive(pid) {
+            continue;
+        }
+        // Not following a link: only a file that is itself there.
+        let Ok(meta) = entry.metadata() else {
+            continue;
+        };
+        let idle = meta.modified().ok().and_then(|m| m.elapsed().ok());
+        if meta.is_file() && idle.is_some_and(|d| d >= STALE_AFTER) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// The process id in the part of a temporary name after `<name>.tmp-` (`<pid>-<pass>-<8 hex
+/// digits>`, as [`temporary_name`] writes it), or `None` if it is not one.
+fn temporary_pid(rest: &str) -> Option<u32> {
+    let mut parts = rest.split('-');
+    let (pid, pass, nanos) = (parts.next()?, parts.next()?, parts.next()?);
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let hex = nanos.len() == 8
+        && nanos
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if parts.next().is_some() || !digits(pid) || !digits(pass) || !hex {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Whether process `pid` is alive on this machine (or might be: where that cannot be told,
+/// yes).
+#[cfg(unix)]
+fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return true;
+    };
+    if pid <= 0 {
+        return true;
+    }
+    // SAFETY: signal 0 is not sent: kill only checks that the process exists (and that we
+    // may signal it); it touches no memory of ours.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+#[cfg(not(unix))]
+fn process_alive(_pid: u32) -> bool {
+    true
+}
+
 struct Reader {
     path: String,
     records: RecordReader,
@@ -186,6 +272,9 @@ struct Reader {
 impl Reader {
     fn open(path: &str, schema: &Schema, done: Completion) -> Result<Reader> {
         let mut records = RecordReader::open(path, Compression::None, true)?;
+        // An element may be larger than any record a TFRecord file is allowed; the file is
+        // plain, so each length is still checked against its size before anything is read.
+        records.set_max_record_bytes(u64::MAX);
         let bad = |why: String| {
             Error::invalid(
                 "cache",
@@ -391,5 +480,69 @@ impl Drop for Writer {
             // An unfinished pass: its partial file must not be taken for a cache.
             let _ = std::fs::remove_file(&self.tmp);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn aged(path: &Path, secs: u64) {
+        let t = std::time::SystemTime::now() - std::time::Duration::from_secs(secs);
+        File::options()
+            .append(true)
+            .open(path)
+            .unwrap()
+            .set_modified(t)
+            .unwrap();
+    }
+
+    #[test]
+    fn temporary_files_of_dead_processes_are_removed_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("c.cache");
+        let cache = cache.to_str().unwrap();
+        // A process that has exited: its pid is not alive.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        assert!(!process_alive(dead));
+        assert!(process_alive(std::process::id()));
+        let ours = temporary_name(cache);
+        assert_eq!(
+            temporary_pid(ours.strip_prefix(&format!("{cache}.tmp-")).unwrap()),
+            Some(std::process::id())
+        );
+        let stale = format!("{cache}.tmp-{dead}-3-0badcafe");
+        let recent = format!("{cache}.tmp-{dead}-4-0badcaf0");
+        let keep = [
+            // A live process's (this one's), however old.
+            format!("{cache}.tmp-{}-0-00000001", std::process::id()),
+            // Another cache's, and names of other patterns.
+            format!("{}/other.cache.tmp-{dead}-0-0badcafe", dir.path().display()),
+            format!("{cache}.tmp-{dead}-0-0badcafe-mine"),
+            format!("{cache}.tmp-{dead}-x-0badcafe"),
+            format!("{cache}.tmp-{dead}-0-0BADCAFE"),
+            format!("{cache}.tmp-notes"),
+            format!("{cache}.tmp"),
+            cache.to_string(),
+        ];
+        for f in keep.iter().chain([&stale, &recent]) {
+            std::fs::write(f, b"x").unwrap();
+            aged(Path::new(f), 3600);
+        }
+        std::fs::write(&recent, b"x").unwrap();
+        // A directory of the pattern is not a file to remove.
+        let as_dir = format!("{cache}.tmp-{dead}-5-0badcafe");
+        std::fs::create_dir(&as_dir).unwrap();
+        clean_stale_temps(cache);
+        assert!(!Path::new(&stale).exists());
+        assert!(Path::new(&recent).exists(), "written to within STALE_AFTER");
+        assert!(Path::new(&as_dir).is_dir());
+        for f in &keep {
+            assert!(Path::new(f).exists(), "{f} removed");
+        }
+        // A cache name without a directory part looks in the current one (no panic).
+        clean_stale_temps("no-such-cache-here");
     }
 }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use stoker_core::exec::prefetch::Prefetch;
 use stoker_core::exec::state::{put_varint, take_varint};
 use stoker_core::exec::{BoxIter, Fused, State};
-use stoker_core::stats::StageSnapshot;
 use stoker_core::seed::random_u64;
+use stoker_core::stats::StageSnapshot;
 use stoker_core::{Error, Result, Seed, Seeds, StatsRegistry};
 
 use crate::build::{iterate_at, iteration_epoch, BuildCtx, Resources};

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use stoker_core::element::{names, Element, FieldSpec, Names, Schema};
 use stoker_core::exec::{BoxIter, ElementIter, State};
 use stoker_core::{DType, Error, ErrorPolicy, Result, StageStats, Tensor};
+use stoker_formats::tfrecord_reader::DEFAULT_MAX_RECORD_BYTES;
 use stoker_formats::{Compression, TfRecordIter};
 
 use crate::build::BuildCtx;
@@ -86,6 +87,8 @@ pub fn file_name_of(step: &str, element: &Element) -> Result<String> {
 pub struct TfRecordOpener {
     pub compression: Compression,
     pub verify_crc: bool,
+    /// The largest record read (see `RecordReader::set_max_record_bytes`).
+    pub max_record_bytes: u64,
 }
 
 impl TfRecordOpener {
@@ -97,9 +100,10 @@ impl TfRecordOpener {
         at: Option<&State>,
     ) -> Result<BoxIter> {
         let (c, crc, st) = (self.compression, self.verify_crc, Arc::clone(stats));
+        let max = self.max_record_bytes;
         Ok(Box::new(match at {
-            None => TfRecordIter::open(path, c, crc, policy, st)?,
-            Some(state) => TfRecordIter::open_at(path, c, crc, policy, st, state)?,
+            None => TfRecordIter::open(path, c, crc, max, policy, st)?,
+            Some(state) => TfRecordIter::open_at(path, c, crc, max, policy, st, state)?,
         }))
     }
 }
@@ -134,11 +138,15 @@ impl Opener for TfRecordOpener {
     }
 
     fn spec(&self) -> Result<serde_json::Value> {
-        Ok(serde_json::json!({
+        let mut spec = serde_json::json!({
             "source": "tfrecord",
             "compression_type": self.compression.name(),
             "verify_crc": self.verify_crc,
-        }))
+        });
+        if self.max_record_bytes != DEFAULT_MAX_RECORD_BYTES {
+            spec["max_record_bytes"] = self.max_record_bytes.into();
+        }
+        Ok(spec)
     }
 }
 

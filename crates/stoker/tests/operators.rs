@@ -200,6 +200,7 @@ fn interleave_over_files_keeps_tf_order() {
         opener: Arc::new(TfRecordOpener {
             compression: Compression::None,
             verify_crc: true,
+            max_record_bytes: stoker_formats::tfrecord_reader::DEFAULT_MAX_RECORD_BYTES,
         }),
         cycle_length: Some(2),
         block_length: 2,

@@ -95,7 +95,15 @@ impl ParallelMap {
                             }
                             let t = Instant::now();
                             let out = catch_panic(&st.name, || {
-                                apply_chain(&ops, element, policy, &st, (index, epoch), None, &seeds)
+                                apply_chain(
+                                    &ops,
+                                    element,
+                                    policy,
+                                    &st,
+                                    (index, epoch),
+                                    None,
+                                    &seeds,
+                                )
                             });
                             st.add_busy(t.elapsed());
                             trace::span(st.trace_name(), trace::Category::Stage, t, Some(index));

@@ -336,7 +336,15 @@ impl ParallelMapBatch {
                             let slots = pending.row_slots(row);
                             let out = catch_panic(&st.name, || {
                                 let position = (index, epoch);
-                                apply_chain(&ops, element, policy, &st, position, slots.as_ref(), &seeds)
+                                apply_chain(
+                                    &ops,
+                                    element,
+                                    policy,
+                                    &st,
+                                    position,
+                                    slots.as_ref(),
+                                    &seeds,
+                                )
                             });
                             st.add_busy(t.elapsed());
                             trace::span(st.trace_name(), trace::Category::Stage, t, Some(index));
@@ -464,7 +472,11 @@ mod tests {
             if x % 2 == 0 {
                 std::thread::sleep(std::time::Duration::from_micros(300));
             }
-            let mut v = vec![x, x * x, (ctx.element_seed(crate::seed::Seed::given(7)) % 1000) as i64];
+            let mut v = vec![
+                x,
+                x * x,
+                (ctx.element_seed(crate::seed::Seed::given(7)) % 1000) as i64,
+            ];
             if Some(x) == self.long_at {
                 v.push(0);
             }
@@ -572,7 +584,14 @@ mod tests {
         rows: Schema,
         batch_stats: Arc<StageStats>,
     ) -> BoxIter {
-        let map = MapIter::new(ints(0..n), ops, ErrorPolicy::Raise, stats(), 3, Arc::default());
+        let map = MapIter::new(
+            ints(0..n),
+            ops,
+            ErrorPolicy::Raise,
+            stats(),
+            3,
+            Arc::default(),
+        );
         let map = crate::stats::Metered::wrap(Box::new(map), stats());
         Box::new(BatchIter::new(map, size, drop_remainder, rows, batch_stats))
     }

@@ -49,6 +49,8 @@ struct Frame {
     arithmetic: bool,
     lossless: bool,
     scan: usize,
+    /// An Adobe APP14 segment came before the scan (libjpeg's `saw_Adobe_marker`).
+    adobe: bool,
 }
 
 /// Walks the image data from `at` (the first scan's data) to the end-of-image marker: inside
@@ -98,6 +100,7 @@ fn frame(data: &[u8]) -> Option<Frame> {
     }
     let mut at = 2;
     let mut frame = None;
+    let mut adobe = false;
     loop {
         while data.get(at) == Some(&0xFF) && data.get(at + 1) == Some(&0xFF) {
             at += 1; // fill bytes
@@ -112,8 +115,11 @@ fn frame(data: &[u8]) -> Option<Frame> {
             0xDA => {
                 let mut f: Frame = frame?;
                 f.scan = at + 2 + len;
+                f.adobe = adobe;
                 return Some(f);
             }
+            // As libjpeg reads it: "Adobe" and at least 12 bytes of data.
+            0xEE if body.len() >= 12 && body.starts_with(b"Adobe") => adobe = true,
             0xC0..=0xCF if !matches!(marker, 0xC4 | 0xC8 | 0xCC) => {
                 let n = usize::from(*body.get(5)?);
                 let sampling = (0..n)
@@ -129,6 +135,7 @@ fn frame(data: &[u8]) -> Option<Frame> {
                     arithmetic: marker >= 0xC9,
                     lossless: matches!(marker, 0xC3 | 0xC7 | 0xCB | 0xCF),
                     scan: 0,
+                    adobe: false,
                 });
             }
             0xD9 => return None,
@@ -228,6 +235,16 @@ pub(crate) fn decode(
     let (width, height, grey) = header(data)?;
     check_size(width, height, max_pixels)?;
     check_stream(data)?;
+    if let Some(adobe) = cmyk(data) {
+        return decode_cmyk(
+            data,
+            wanted,
+            [width, height],
+            scale_eighths.clamp(1, 8),
+            dct,
+            adobe,
+        );
+    }
     let channels = match (wanted, grey) {
         (_, true) | (1, _) => 1,
         (4, _) => 4,
@@ -239,6 +256,58 @@ pub(crate) fn decode(
         scale_eighths.clamp(1, 8),
         dct,
     )
+}
+
+/// For a JPEG of four components (CMYK, or YCCK, which libjpeg turns into CMYK): whether an
+/// Adobe marker says its inks are stored inverted. `None` for any other JPEG.
+fn cmyk(data: &[u8]) -> Option<bool> {
+    frame(data)
+        .filter(|f| f.sampling.len() == 4)
+        .map(|f| f.adobe)
+}
+
+/// A CMYK or YCCK JPEG decoded as TensorFlow's `decode_jpeg` does: libjpeg's CMYK samples
+/// turned into RGB by `r = k c / 255` (Adobe's inverted inks) or `r = (255 - k)(255 - c) /
+/// 255`, in integers; to one channel it cannot be (libjpeg converts CMYK to nothing but CMYK,
+/// and TensorFlow fails the same way), to four the alpha is 255.
+fn decode_cmyk(
+    data: &[u8],
+    wanted: u8,
+    [width, height]: [usize; 2],
+    k: u8,
+    dct: DctMethod,
+    adobe: bool,
+) -> Result<Decoded, String> {
+    if wanted == 1 {
+        return Err(
+            "JPEG: a CMYK JPEG cannot be decoded to 1 channel (as in TensorFlow): decode it to 3 \
+             and convert to grey"
+                .into(),
+        );
+    }
+    let ink = imp::decode_cmyk(data, [width, height], k, dct)?;
+    let channels = if wanted == 4 { 4 } else { 3 };
+    let mut pixels = stoker_core::storage::shared_pool().take(ink.height * ink.width * channels);
+    let src = ink.pixels.as_bytes().chunks_exact(4);
+    for (d, s) in pixels.as_bytes_mut().chunks_exact_mut(channels).zip(src) {
+        let [c, m, y, k] = [s[0], s[1], s[2], s[3]].map(u32::from);
+        let rgb = if adobe {
+            [k * c / 255, k * m / 255, k * y / 255]
+        } else {
+            [c, m, y].map(|v| (255 - k) * (255 - v) / 255)
+        };
+        for (o, v) in d.iter_mut().zip(rgb) {
+            *o = v as u8;
+        }
+        if channels == 4 {
+            d[3] = 255;
+        }
+    }
+    Ok(Decoded {
+        channels,
+        pixels,
+        ..ink
+    })
 }
 
 /// Decodes only what the box `[top, left, height, width]` (in the full image) needs, scaled
@@ -257,6 +326,24 @@ pub(crate) fn decode_region(
     let (width, height, grey) = header(data)?;
     check_size(width, height, max_pixels)?;
     check_stream(data)?;
+    if let Some(adobe) = cmyk(data) {
+        // Decoded whole (libjpeg-turbo crops CMYK as it crops any JPEG, but the conversion is
+        // TensorFlow's, on whole rows): the box scaled into it.
+        let k = scale_eighths.clamp(1, 8);
+        let img = decode_cmyk(data, wanted, [width, height], k, dct, adobe)?;
+        let (sy, sx) = (
+            img.height as f64 / height as f64,
+            img.width as f64 / width as f64,
+        );
+        let [top, left, bh, bw] = bx.map(|v| v as f64);
+        let inner = [
+            top * sy,
+            left * sx,
+            (bh * sy).min(img.height as f64 - top * sy),
+            (bw * sx).min(img.width as f64 - left * sx),
+        ];
+        return Ok((img, inner));
+    }
     let channels = match (wanted, grey) {
         (_, true) | (1, _) => 1,
         (4, _) => 4,
@@ -341,6 +428,72 @@ mod imp {
             channels,
             pixels,
         })
+    }
+
+    /// The CMYK samples of a CMYK or YCCK JPEG, as libjpeg gives them: a CMYK file's as
+    /// stored; a YCCK file's turned into CMYK with libjpeg's fixed-point YCC to RGB tables
+    /// (the inks are 255 minus red, green and blue; K as stored).
+    pub fn decode_cmyk(
+        data: &[u8],
+        [width, height]: [usize; 2],
+        _scale_eighths: u8,
+        _dct: DctMethod,
+    ) -> Result<Decoded, String> {
+        std::panic::catch_unwind(|| decode_cmyk_unguarded(data, width, height))
+            .unwrap_or_else(|_| Err("JPEG: the decoder (zune-jpeg) failed on damaged data".into()))
+    }
+
+    fn decode_cmyk_unguarded(data: &[u8], width: usize, height: usize) -> Result<Decoded, String> {
+        let mut probe = JpegDecoder::new_with_options(data, options());
+        probe.decode_headers().map_err(|e| format!("JPEG: {e:?}"))?;
+        // The stored components, untouched: zune-jpeg copies them when asked for the input's
+        // own colour space.
+        let space = match probe.get_input_colorspace() {
+            Some(ColorSpace::YCCK) => ColorSpace::YCCK,
+            _ => ColorSpace::CMYK,
+        };
+        let mut decoder =
+            JpegDecoder::new_with_options(data, options().jpeg_set_out_colorspace(space));
+        decoder
+            .decode_headers()
+            .map_err(|e| format!("JPEG: {e:?}"))?;
+        if decoder.get_output_colorspace() != Some(space)
+            || decoder.output_buffer_size() != Some(height * width * 4)
+        {
+            return Err(format!(
+                "JPEG: cannot decode this file's colour space ({:?}) to CMYK",
+                decoder.get_input_colorspace()
+            ));
+        }
+        let mut pixels = shared_pool().take(height * width * 4);
+        decoder
+            .decode_into(pixels.as_bytes_mut())
+            .map_err(|e| format!("JPEG: {e:?}"))?;
+        if space == ColorSpace::YCCK {
+            for p in pixels.as_bytes_mut().chunks_exact_mut(4) {
+                let rgb = ycc_to_rgb(p[0], p[1], p[2]);
+                for (o, v) in p.iter_mut().zip(rgb) {
+                    *o = 255 - v;
+                }
+            }
+        }
+        Ok(Decoded {
+            height,
+            width,
+            channels: 4,
+            pixels,
+        })
+    }
+
+    /// libjpeg's YCbCr to RGB (`jdcolor.c`): 16-bit fixed point, rounded, clamped.
+    fn ycc_to_rgb(y: u8, cb: u8, cr: u8) -> [u8; 3] {
+        const ONE_HALF: i32 = 1 << 15;
+        let fix = |v: f64| (v * 65536.0 + 0.5) as i32;
+        let (y, cb, cr) = (i32::from(y), i32::from(cb) - 128, i32::from(cr) - 128);
+        let r = y + ((fix(1.40200) * cr + ONE_HALF) >> 16);
+        let g = y + ((-fix(0.34414) * cb - fix(0.71414) * cr + ONE_HALF) >> 16);
+        let b = y + ((fix(1.77200) * cb + ONE_HALF) >> 16);
+        [r, g, b].map(|v| v.clamp(0, 255) as u8)
     }
 
     /// zune-jpeg decodes whole images: the box stays where it is.
@@ -578,6 +731,33 @@ mod imp {
         })
     }
 
+    /// The CMYK samples of a CMYK or YCCK JPEG, as libjpeg gives them (it turns YCCK into
+    /// CMYK), at scale k/8.
+    pub fn decode_cmyk(
+        data: &[u8],
+        [width, height]: [usize; 2],
+        scale_eighths: u8,
+        dct: DctMethod,
+    ) -> Result<Decoded, String> {
+        let k = usize::from(scale_eighths);
+        with_decompressor(|d| {
+            d.read_header(data)?;
+            set_scale(d, k)?;
+            set_dct(d, dct);
+            let (w, h) = (scaled(width, k), scaled(height, k));
+            let pitch = libc::c_int::try_from(w * 4).map_err(|_| "JPEG: too wide")?;
+            let mut pixels = shared_pool().take(h * w * 4);
+            let format = raw::TJPF_TJPF_CMYK as libc::c_int;
+            d.decompress(data, pixels.as_bytes_mut(), pitch, format)?;
+            Ok(Decoded {
+                height: h,
+                width: w,
+                channels: 4,
+                pixels,
+            })
+        })
+    }
+
     /// The whole image at scale k/8, and the box mapped into it.
     fn whole(
         data: &[u8],
@@ -788,4 +968,72 @@ mod tests {
             .unwrap_err();
         assert!(err.contains("too few"), "{err}");
     }
+}
+
+#[cfg(test)]
+mod cmyk_tests {
+    use super::*;
+
+    const CMYK: &[u8] = include_bytes!("../../../../tests/golden/images/cmyk.jpg");
+    const CMYK_NO_ADOBE: &[u8] = include_bytes!("../../../../tests/golden/images/cmyk_noadobe.jpg");
+    /// TensorFlow's `decode_image(channels=3)` of each (tests/golden/make_image_formats_golden.py).
+    const CMYK_TF: &[u8] = include_bytes!("../../../../tests/golden/images/cmyk.expected.npy");
+    const CMYK_NO_ADOBE_TF: &[u8] =
+        include_bytes!("../../../../tests/golden/images/cmyk_noadobe.expected.npy");
+
+    /// The data of a version-1 `.npy` file.
+    fn npy_data(npy: &[u8]) -> &[u8] {
+        let header = usize::from(u16::from_le_bytes([npy[8], npy[9]]));
+        &npy[10 + header..]
+    }
+
+    #[test]
+    fn cmyk_jpegs_decode_to_tensorflows_rgb() {
+        for (file, tf, adobe) in [
+            (CMYK, CMYK_TF, true),
+            (CMYK_NO_ADOBE, CMYK_NO_ADOBE_TF, false),
+        ] {
+            assert_eq!(cmyk(file), Some(adobe));
+            let want = npy_data(tf);
+            // TensorFlow's default IDCT, the fast one.
+            let img = decode(file, 0, 1 << 20, 8, F).unwrap();
+            assert_eq!((img.height, img.width, img.channels), (24, 30, 3));
+            let got = img.pixels.as_bytes();
+            if cfg!(feature = "turbojpeg") {
+                assert_eq!(got, want, "adobe {adobe}");
+            } else {
+                // zune-jpeg's IDCT and upsampling are its own: close, not equal.
+                let diff: u64 = got
+                    .iter()
+                    .zip(want)
+                    .map(|(&a, &b)| u64::from(a.abs_diff(b)))
+                    .sum();
+                assert!(
+                    diff < 3 * got.len() as u64,
+                    "adobe {adobe}: mean {}",
+                    diff as f64 / got.len() as f64
+                );
+            }
+            let rgba = decode(file, 4, 1 << 20, 8, F).unwrap();
+            assert!(rgba
+                .pixels
+                .as_bytes()
+                .chunks_exact(4)
+                .zip(got.chunks_exact(3))
+                .all(|(a, b)| a[..3] == *b && a[3] == 255));
+            let e = decode(file, 1, 1 << 20, 8, F).map(|_| ()).unwrap_err();
+            assert!(e.contains("CMYK") && e.contains("1 channel"), "{e}");
+            // A region decode (the fused crops) gives the whole image's pixels.
+            let (img, bx) = decode_region(file, 3, 1 << 20, 8, [4, 5, 10, 12], F).unwrap();
+            assert_eq!((img.height, img.width), (24, 30));
+            assert_eq!(bx, [4.0, 5.0, 10.0, 12.0]);
+        }
+        // An RGB JPEG is not taken for CMYK.
+        assert_eq!(
+            cmyk(include_bytes!("../../../../tests/golden/images/rgb.jpg")),
+            None
+        );
+    }
+
+    const F: DctMethod = DctMethod::IntegerFast;
 }

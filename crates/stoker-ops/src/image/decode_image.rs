@@ -1,6 +1,10 @@
-//! `decode_image(field, channels)`: PNG or JPEG bytes → uint8 `[H, W, C]`, the format sniffed
-//! from the first bytes (like `tf.io.decode_image`).
+//! `decode_image(field, channels)`: PNG, JPEG, GIF or BMP bytes → uint8 `[H, W, C]`, the
+//! format sniffed from the first bytes (like `tf.io.decode_image`).
 //!
+//! - As TensorFlow decodes them: a CMYK (or YCCK) JPEG to RGB by TensorFlow's formula (see
+//!   `codecs::jpeg`; not to one channel); a GIF's first frame, as `[H, W, 3]` (TensorFlow's
+//!   `expand_animations=False`; channels 0 or 3); a BMP by TensorFlow's reader (`codecs::bmp`;
+//!   channels 0, 3 or 4).
 //! - `channels=0` keeps what the file stores (grey 1, grey+alpha 2, RGB 3, RGBA 4; palette PNGs
 //!   are expanded); 1, 3 or 4 converts (grey is replicated, alpha dropped or set to 255, colour
 //!   to grey by ITU-R 601 luma).
@@ -76,10 +80,9 @@ fn png_interlaced(data: &[u8]) -> bool {
 fn format_name(data: &[u8]) -> &'static str {
     match data {
         [] => "an empty file (0 bytes)",
-        [b'G', b'I', b'F', b'8', ..] => "GIF",
-        [b'B', b'M', ..] => "BMP",
+        [b'G', b'I', b'F', b'8', ..] => "a GIF that is neither GIF87a nor GIF89a",
         [b'R', b'I', b'F', b'F', _, _, _, _, b'W', b'E', b'B', b'P', ..] => "WebP",
-        _ => "neither PNG nor JPEG",
+        _ => "none of PNG, JPEG, GIF and BMP",
     }
 }
 
@@ -327,9 +330,13 @@ impl DecodeImage {
             }
         } else if data.starts_with(&[0xFF, 0xD8, 0xFF]) {
             crate::codecs::jpeg::decode(data, self.channels, self.max_pixels, 8, self.dct_method)?
+        } else if crate::codecs::gif::is_gif(data) {
+            crate::codecs::gif::decode_first_frame(data, self.channels, self.max_pixels)?
+        } else if crate::codecs::bmp::is_bmp(data) {
+            crate::codecs::bmp::decode(data, self.channels, self.max_pixels)?
         } else {
             return Err(format!(
-                "unsupported image format: {}; stoker decodes PNG and JPEG",
+                "unsupported image format: {}; stoker decodes PNG, JPEG, GIF and BMP",
                 format_name(data)
             ));
         };
@@ -653,18 +660,16 @@ mod tests {
         let data = png(8, 4, 2, &raw, 1000);
         let img = op(3).decode(&data).unwrap();
         assert_eq!(img.pixels.as_bytes(), &reference(&data)[..]);
-        // Row 2's filter type is unknown (CRCs intact): this decoder names the row; the png
-        // crate, which still takes the conversions, words it its own way.
+        // Row 2's filter type is unknown (CRCs intact): this decoder names the row, also where
+        // channels are converted (it decodes them as stored, then converts).
         let mut bad = raw.clone();
         bad[2 * (1 + 8 * 3)] = 9;
         let data = png(8, 4, 2, &bad, 1000);
-        let err = op(3).decode(&data).err().unwrap();
-        assert_eq!(err, "PNG: unknown filter type 9 in row 2");
-        let err = op(4).decode(&data).err().unwrap();
-        assert!(
-            err.starts_with("PNG: ") && !err.contains("in row 2"),
-            "{err}"
-        );
+        for channels in [3, 4, 1] {
+            let err = op(channels).decode(&data).err().unwrap();
+            assert_eq!(err, "PNG: unknown filter type 9 in row 2");
+        }
+        assert_eq!(op(4).decode(&png(8, 4, 2, &raw, 1000)).unwrap().channels, 4);
     }
 
     fn crc32(data: &[u8]) -> u32 {

@@ -4,18 +4,31 @@ from __future__ import annotations
 
 from typing import Any
 
-bool_ = "bool"
-uint8 = "uint8"
-uint16 = "uint16"
-int8 = "int8"
-int16 = "int16"
-int32 = "int32"
-int64 = "int64"
-float16 = "float16"
-bfloat16 = "bfloat16"
-float32 = "float32"
-float64 = "float64"
-string = "string"
+
+class DType(str):
+    """A stoker dtype: its name as a string (``sk.int32 == "int32"``), and recognisable as a
+    dtype where a value could be meant too (``CsvDataset``'s ``record_defaults``, where the
+    string ``"int32"`` is a default value and ``sk.int32`` a required int32 column)."""
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        return str(self)
+
+
+bool_ = DType("bool")
+uint8 = DType("uint8")
+uint16 = DType("uint16")
+int8 = DType("int8")
+int16 = DType("int16")
+int32 = DType("int32")
+int64 = DType("int64")
+float16 = DType("float16")
+bfloat16 = DType("bfloat16")
+float32 = DType("float32")
+float64 = DType("float64")
+string = DType("string")
 
 _ALIASES = {"bytes": string, "str": string, "object": string, "bool_": bool_}
 
@@ -23,12 +36,13 @@ _ALIASES = {"bytes": string, "str": string, "object": string, "bool_": bool_}
 def dtype_name(d: Any) -> str:
     """The stoker name of a dtype given as a string, a NumPy dtype/type, or a TF DType."""
     if isinstance(d, str):
-        return _ALIASES.get(d, d)
-    if d is bytes or d is str:
-        return string
-    name = getattr(d, "name", None)
-    if isinstance(name, str) and not isinstance(d, type):
-        return _ALIASES.get(name, name)
-    import numpy as np
+        name = str(d)
+    elif d is bytes or d is str:
+        name = string
+    elif isinstance(getattr(d, "name", None), str) and not isinstance(d, type):
+        name = d.name
+    else:
+        import numpy as np
 
-    return _ALIASES.get(np.dtype(d).name, np.dtype(d).name)
+        name = np.dtype(d).name
+    return str(_ALIASES.get(name, name))

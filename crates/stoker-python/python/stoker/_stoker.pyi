@@ -18,7 +18,9 @@ class Plan:
     @staticmethod
     def list_files(patterns: list[str], shuffle: bool, seed: int | None = None) -> Plan: ...
     @staticmethod
-    def tfrecord(patterns: list[str], compression_type: str, verify_crc: bool, num_parallel_reads: int) -> Plan: ...
+    def tfrecord(
+        patterns: list[str], compression_type: str, verify_crc: bool, num_parallel_reads: int, max_record_bytes: int
+    ) -> Plan: ...
     @staticmethod
     def load_spec(path: str) -> Plan: ...
     @staticmethod
@@ -26,7 +28,9 @@ class Plan:
     @staticmethod
     def zip(plans: Sequence[Plan], prefixes: list[str]) -> Plan: ...
     @staticmethod
-    def text_line(patterns: list[str], compression_type: str, num_parallel_reads: int) -> Plan: ...
+    def text_line(
+        patterns: list[str], compression_type: str, num_parallel_reads: int, csv: tuple[str, bool] | None = None
+    ) -> Plan: ...
     @staticmethod
     def fixed_length_record(
         patterns: list[str],
@@ -57,6 +61,7 @@ class Plan:
         cycle_length: int | None,
         block_length: int,
         num_parallel_calls: int | None,
+        max_record_bytes: int,
     ) -> Plan: ...
     def interleave(
         self,

@@ -84,24 +84,11 @@ def after_native_ops(template: Template, names: Sequence[str]) -> Template:
 
 class Dynamic:
     """The structure after a Python function: known once the function has run. ``derive``
-    makes it from other structures (a zip of such a dataset), once they are known; ``specs``
-    holds each field's dtype and rank as the function's first result had them."""
+    makes it from other structures (a zip of such a dataset), once they are known."""
 
-    def __init__(
-        self,
-        derive: Callable[[], Template | None] | None = None,
-        derive_specs: Callable[[], dict[str, tuple[str, int]] | None] | None = None,
-    ) -> None:
+    def __init__(self, derive: Callable[[], Template | None] | None = None) -> None:
         self._template: Template | None = None
         self._derive = derive
-        self._derive_specs = derive_specs
-        self.specs: dict[str, tuple[str, int]] | None = None
-
-    def known_specs(self) -> dict[str, tuple[str, int]] | None:
-        """Each field's dtype and rank, once known."""
-        if self.specs is None and self._derive_specs is not None:
-            self.specs = self._derive_specs()
-        return self.specs
 
     @property
     def template(self) -> Template | None:

@@ -44,6 +44,10 @@ class TraceAnalysis:
         """Per device, from the allocator's events (``profile_memory=True``): peak allocated
         and reserved bytes, when the peak was reached (``peak_at_ms``, ``peak_step``), and per
         step what was allocated at its start, its peak and its end."""
+        self.warnings: list[str] = raw.get("warnings", [])
+        """Values in the trace that cannot be true, left out of the analysis (a duration over a
+        day, a time beyond any clock's, a copy or an allocator total over a petabyte): per
+        kind, how many and the first. Also printed with the summary."""
 
     def to_dict(self) -> dict[str, Any]:
         return self.raw

@@ -6,15 +6,18 @@ import atexit
 import functools
 import json
 import os
+import threading
 import weakref
 from collections.abc import Iterator, Sequence
-from typing import Any, Callable, NamedTuple, Union
+from typing import Any, Callable, Union
 
 import numpy as np
 
 from . import _generator, _stoker
+from ._capture import bound_now
 from ._check import path as _path
 from ._check import whole as _whole
+from ._dtypes import dtype_name
 from ._structure import (
     Dynamic,
     Template,
@@ -39,12 +42,58 @@ UNKNOWN: int = -2
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-class TensorSpec(NamedTuple):
-    """What one field of every element looks like. ``None`` dimensions vary."""
+class TensorSpec:
+    """What one component of every element looks like, as ``tf.TensorSpec``:
+    ``TensorSpec(shape, dtype=float32, name=None)``. ``shape`` is a sequence of dimensions
+    (``None`` where it varies) or one int for a vector of that size; ``dtype`` a stoker, NumPy
+    or TensorFlow dtype, kept as its stoker name (``spec.dtype == sk.int64``). The specs
+    :attr:`Dataset.element_spec` gives are named after their fields. Specs compare equal
+    when shape, dtype and name are equal."""
 
-    name: str
-    dtype: str
-    shape: tuple[int | None, ...]
+    __slots__ = ("_shape", "_dtype", "_name")
+
+    def __init__(self, shape: Any, dtype: Any = "float32", name: str | None = None) -> None:
+        if isinstance(shape, (str, bytes)):
+            raise ArgumentTypeError(
+                f"TensorSpec(shape, dtype=float32, name=None) takes the shape first (as tf.TensorSpec), got {shape!r}"
+            )
+        if shape is None:
+            raise InvalidArgumentError("TensorSpec: a shape of unknown rank is not supported; give each dimension")
+        if hasattr(shape, "as_list"):  # tf.TensorShape
+            shape = shape.as_list()
+        dims = [shape] if isinstance(shape, (int, np.integer)) else list(shape)
+        whole = (int, np.integer)
+        if not all(d is None or (isinstance(d, whole) and not isinstance(d, bool) and d >= -1) for d in dims):
+            raise InvalidArgumentError(f"TensorSpec: shape must be whole numbers or None, got {shape!r}")
+        self._shape: tuple[int | None, ...] = tuple(None if d is None or d == -1 else int(d) for d in dims)
+        self._dtype = dtype_name(dtype)
+        if name is not None and not isinstance(name, str):
+            raise ArgumentTypeError(f"TensorSpec: name must be a string or None, got {name!r}")
+        self._name = name
+
+    @property
+    def shape(self) -> tuple[int | None, ...]:
+        return self._shape
+
+    @property
+    def dtype(self) -> str:
+        return self._dtype
+
+    @property
+    def name(self) -> str | None:
+        return self._name
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self._shape, self._dtype, self._name)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TensorSpec) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"TensorSpec(shape={self._shape}, dtype={self._dtype!r}, name={self._name!r})"
 
 
 def _paths(filenames: PathLike | Sequence[PathLike]) -> list[str]:
@@ -76,6 +125,27 @@ class Dataset:
     def __init__(self, plan: Any, structure: Template | Dynamic) -> None:
         self._plan = plan
         self._structure = structure
+        # The first element of a run of its own, where the engine cannot tell the structure
+        # before a Python function has run (see `element_spec`).
+        self._first: dict[str, tuple[str, int]] | None = None
+        # After a batch: (rows of a batch, rows of the pass's last batch, 0 if none), while
+        # the steps after it keep them; None where not known.
+        self._rows: tuple[int, int] | None = None
+
+    def _batched(self, source: Dataset, size: int, drop_remainder: bool) -> Dataset:
+        n = source.cardinality()
+        if drop_remainder or n == INFINITE:
+            self._rows = (size, 0)
+        elif n >= 0:
+            self._rows = (size, n % size)
+        return self
+
+    def _rows_of(self, source: Dataset, kept: bool = True) -> Dataset:
+        """This dataset with ``source``'s batch rows: where ``kept``, or where every batch of
+        ``source`` is whole (a step that picks some of the batches keeps that)."""
+        if source._rows is not None and (kept or source._rows[1] == 0):
+            self._rows = source._rows
+        return self
 
     # ---------------------------------------------------------------- sources
     @staticmethod
@@ -221,7 +291,7 @@ class Dataset:
             return dict(zip(keys, each)) if keys is not None else tuple(each)
 
         plan = _stoker.Plan.zip([d._plan for d in parts], prefixes)
-        return Dataset(plan, _lazy(derive, parts, prefixes))
+        return Dataset(plan, _lazy(derive))
 
     @staticmethod
     def sample_from_datasets(
@@ -301,7 +371,7 @@ class Dataset:
         ``seed`` the order is reproducible; each epoch gets a new order unless
         ``reshuffle_each_iteration=False``."""
         size = _whole("shuffle: buffer_size", buffer_size, 1)
-        return Dataset(self._plan.shuffle(size, seed, reshuffle_each_iteration), self._structure)
+        return Dataset(self._plan.shuffle(size, seed, reshuffle_each_iteration), self._structure)._rows_of(self)
 
     def global_shuffle(self, seed: int | None = None, reshuffle_each_iteration: bool = True) -> Dataset:
         """Every element exactly once per epoch, in a seeded pseudo-random order of the whole
@@ -313,7 +383,7 @@ class Dataset:
         pipeline starts), ``from_tensor_slices``, ``from_npz``, ``list_files``,
         ``image_folder`` or ``range``, and element-wise maps over them. Its resume state is
         its position and seed."""
-        return Dataset(self._plan.global_shuffle(seed, bool(reshuffle_each_iteration)), self._structure)
+        return Dataset(self._plan.global_shuffle(seed, bool(reshuffle_each_iteration)), self._structure)._rows_of(self)
 
     def map(
         self,
@@ -328,6 +398,14 @@ class Dataset:
         GIL only while it runs. ``num_parallel_calls`` (an int or ``AUTOTUNE``) runs it on
         several threads; results stay in order unless ``deterministic=False`` (``None``: the
         pipeline's option, see :class:`Options`, else in order).
+
+        A function returning a list returns a tuple of components (as in tf.data). Like
+        tf.data's tracing, the function captures the values its free variables (closure
+        variables and the module globals it reads) have when ``map`` is called, so that
+        ``ds.map(lambda x: f(x, i))`` in a loop keeps each turn's ``i``; objects are not
+        copied (a list's later changes are seen). The same holds for the functions of
+        ``filter``, ``interleave``, ``flat_map``, ``scan``, ``group_by_window`` and
+        ``bucket_by_sequence_length``.
         """
         det = None if deterministic is None else bool(deterministic)
         npc = _parallel_calls("map", num_parallel_calls)
@@ -335,24 +413,29 @@ class Dataset:
             isinstance(map_func, (list, tuple)) and all(isinstance(o, NativeOp) for o in map_func)
         ):
             ops = [map_func] if isinstance(map_func, NativeOp) else list(map_func)
+            if any(o.as_tuple is not None for o in ops[:-1]):
+                raise InvalidArgumentError("map: select(..., as_tuple=True) must be the last op of its map")
             plan = self._plan.map([o.spec for o in ops], npc, det)
             schema = plan.schema()
-            if schema is None:
-                structure: Template | Dynamic = Dynamic()
+            if ops and ops[-1].as_tuple is not None:
+                structure: Template | Dynamic = ops[-1].as_tuple
+            elif schema is None:
+                structure = Dynamic()
             else:
                 structure = after_native_ops(_known(self), [n for n, _, _ in schema])
-            return Dataset(plan, structure)
+            return Dataset(plan, structure)._rows_of(self)
         if not callable(map_func):
             raise ArgumentTypeError("map takes stoker.ops native ops (or a list of them) or a Python function")
         out = Dynamic()
-        adapter = _adapter(map_func, self._structure, out)
+        adapter = _adapter(bound_now(map_func), self._structure, out)
         return Dataset(self._plan.map([adapter], npc, det), out)
 
     def batch(self, batch_size: int, drop_remainder: bool = False) -> Dataset:
         """Stacks ``batch_size`` consecutive elements; the last batch may be smaller unless
         ``drop_remainder``. Written straight into pooled buffers."""
         size = _whole("batch: batch_size", batch_size, 1)
-        return Dataset(self._plan.batch(size, bool(drop_remainder)), self._structure)
+        batched = Dataset(self._plan.batch(size, bool(drop_remainder)), self._structure)
+        return batched._batched(self, size, drop_remainder)
 
     def padded_batch(
         self,
@@ -363,8 +446,10 @@ class Dataset:
     ) -> Dataset:
         """Like :meth:`batch` for elements of different shapes, as ``tf.data``'s
         ``padded_batch``: every numeric field is padded at the end of each axis to the largest
-        size in the batch, or to ``padded_shapes`` (in the element's structure: a dict of
-        shapes for dict elements, one shape for single values; ``None`` or -1 in a dimension
+        size in the batch, or to ``padded_shapes`` (in the element's structure, as tf.data
+        matches it: a dict of shapes for dict elements, a tuple of shapes for tuple elements,
+        one shape for single values; a shape is a list or tuple of dimensions, or one int for
+        a vector of that size; ``None`` or -1 in a dimension, or ``None`` for the whole shape,
         means "the batch's largest"). ``padding_values`` (default 0) is one number for every
         field or a number per field in the element's structure (a string field's, e.g. ``b""``,
         is accepted, as tf.data takes one for every component). A fixed padded size smaller
@@ -373,9 +458,7 @@ class Dataset:
         size = _whole("padded_batch: batch_size", batch_size, 1)
         shapes: dict[str, list[int | None]] = {}
         if padded_shapes is not None:
-            for name, shape in flatten(padded_shapes)[1]:
-                dims = [None if d is None or int(d) < 0 else int(d) for d in shape]
-                shapes[name] = dims
+            shapes = _padded_shapes(_known(self, learn=True), padded_shapes)
         values: dict[str, float] = {}
         default: float | None = None
         if isinstance(padding_values, (int, float, np.integer, np.floating)):
@@ -389,7 +472,8 @@ class Dataset:
                     continue
                 values[name] = float(v)
         padding = json.dumps({"shapes": shapes, "values": values, "default": default})
-        return Dataset(self._plan.padded_batch(size, bool(drop_remainder), padding), self._structure)
+        padded = Dataset(self._plan.padded_batch(size, bool(drop_remainder), padding), self._structure)
+        return padded._batched(self, size, drop_remainder)
 
     def unbatch(self) -> Dataset:
         """Splits each element along its first dimension into that many elements, as
@@ -422,12 +506,14 @@ class Dataset:
                 cycle,
                 block,
                 npc,
+                _max_record_bytes(kwargs.get("max_record_bytes", MAX_RECORD_BYTES)),
             )
             return Dataset(plan, "record")
+        map_func = bound_now(map_func)
         # The structure of the datasets opened: the first one's known (its own Python
         # function may not have run when it is opened, and the pipeline opens ahead).
         opened = _Opened()
-        out = Dynamic(opened.template, opened.specs)
+        out = Dynamic(opened.template)
         structure = self._structure
 
         def open_dataset(flat: dict[str, Any]) -> Any:
@@ -474,6 +560,7 @@ class Dataset:
             raise InvalidArgumentError(f"scan: scan_func must be callable, got {type(scan_func).__name__}")
         import copy
 
+        scan_func = bound_now(scan_func)
         structure = self._structure
         out = Dynamic()
 
@@ -483,11 +570,11 @@ class Dataset:
         def step(state: Any, flat: dict[str, Any]) -> tuple[Any, list[tuple[str, Any]]]:
             args = pack_element(structure, list(flat), list(flat.values()))
             result = scan_func(state, *args) if isinstance(args, tuple) else scan_func(state, args)
+            if isinstance(result, list):  # as tf.data: a returned list is a tuple
+                result = tuple(result)
             if not (isinstance(result, tuple) and len(result) == 2):
                 raise ArgumentTypeError(f"scan_func must return (new_state, output), got {type(result).__name__}")
             template, pairs = flatten(result[1])
-            if out.specs is None:
-                out.specs = {n: (_dtype_of(a), np.ndim(a)) for n, a in pairs}
             out.template = template
             return result[0], pairs
 
@@ -513,6 +600,9 @@ class Dataset:
         for name, f in (("key_func", key_func), ("reduce_func", reduce_func)):
             if not callable(f):
                 raise InvalidArgumentError(f"group_by_window: {name} must be callable, got {type(f).__name__}")
+        key_func, reduce_func = bound_now(key_func), bound_now(reduce_func)
+        if window_size_func is not None:
+            window_size_func = bound_now(window_size_func)
         if window_size is not None:
             fixed = _whole("group_by_window: window_size", window_size, 1)
 
@@ -526,7 +616,7 @@ class Dataset:
 
         structure = self._structure
         opened = _Opened()
-        out = Dynamic(opened.template, opened.specs)
+        out = Dynamic(opened.template)
 
         def key(flat: dict[str, Any]) -> int:
             args = pack_element(structure, list(flat), list(flat.values()))
@@ -577,6 +667,7 @@ class Dataset:
             raise InvalidArgumentError(f"bucket_by_sequence_length: bucket_boundaries must increase, got {bounds}")
         lows = [-(2**31)] + bounds
         highs = bounds + [2**31 - 1]
+        element_length_func = bound_now(element_length_func)
 
         def bucket(*args: Any) -> int:
             n = int(element_length_func(*args))
@@ -597,9 +688,11 @@ class Dataset:
                         "shorter than max(bucket_boundaries)"
                     )
                 filler = bounds[i] - 1
-            shapes = padded_shapes if padded_shapes is not None else _unknown_dims(window)
+            shapes = padded_shapes
             if filler is not None:
-                shapes = _fill_dims(shapes, filler)
+                # Fixed sizes need the structure: learnt from the window only then (a window
+                # after a Python function has to run for it).
+                shapes = _fill_dims(shapes if shapes is not None else _unknown_dims(window), filler)
             return window.padded_batch(sizes[i], shapes, padding_values, drop_remainder=drop_remainder)
 
         return self.group_by_window(bucket, batching, window_size_func=lambda b: sizes[int(b)])
@@ -622,6 +715,7 @@ class Dataset:
 
     def filter(self, predicate: Callable[..., Any]) -> Dataset:
         """Keeps the elements for which the Python ``predicate`` is true."""
+        predicate = bound_now(predicate)
         structure = self._structure
 
         def test(flat: dict[str, Any]) -> Any:
@@ -634,10 +728,12 @@ class Dataset:
     def concatenate(self, dataset: Dataset) -> Dataset:
         """This dataset's elements, then ``dataset``'s (tf.data's ``concatenate``). Both must
         have the same structure, dtypes and ranks; a dimension they disagree on is unknown in
-        the result's ``element_spec``. ``dataset`` starts when this one ends."""
+        the result's ``element_spec``. ``dataset`` starts when this one ends. A structure that
+        a Python function gives and that is not known yet is learnt as ``element_spec``
+        learns it (a run up to the first element)."""
         if not isinstance(dataset, Dataset):
             raise InvalidArgumentError(f"concatenate: dataset must be a stoker.Dataset, got {type(dataset).__name__}")
-        mine, theirs = _known(self), _known(dataset)
+        mine, theirs = _known(self, learn=True), _known(dataset, learn=True)
         if _normalized(mine) != _normalized(theirs):
             raise InvalidArgumentError(
                 f"concatenate: the datasets' structures differ: {mine!r} and {theirs!r}"
@@ -649,32 +745,33 @@ class Dataset:
         n = _whole("take: count", count, -1, " (-1: all)")
         if n == -1:
             return self
-        return Dataset(self._plan.take(n), self._structure)
+        whole = 0 <= self.cardinality() <= n
+        return Dataset(self._plan.take(n), self._structure)._rows_of(self, whole)
 
     def skip(self, count: int) -> Dataset:
         """All but the first ``count`` elements (none if ``count`` is -1)."""
         n = _whole("skip: count", count, -1, " (-1: all)")
         if n == -1:
             return Dataset(self._plan.take(0), self._structure)
-        return Dataset(self._plan.skip(n), self._structure)
+        return Dataset(self._plan.skip(n), self._structure)._rows_of(self, False)
 
     def repeat(self, count: int | None = None) -> Dataset:
         """Repeats ``count`` times, or forever (``None`` or -1)."""
         c = None if count is None else _whole("repeat: count", count, -1, " (-1: forever)")
-        return Dataset(self._plan.repeat(None if c == -1 else c), self._structure)
+        return Dataset(self._plan.repeat(None if c == -1 else c), self._structure)._rows_of(self)
 
     def cache(self, filename: PathLike = "") -> Dataset:
         """Caches elements in memory (``filename=""``) or in a file. The first complete pass
         fills the cache; later passes are served from it — from memory without copying, as
         read-only arrays."""
         name = _path(filename)
-        return Dataset(self._plan.cache(name or None), self._structure)
+        return Dataset(self._plan.cache(name or None), self._structure)._rows_of(self)
 
     def prefetch(self, buffer_size: int) -> Dataset:
         """Runs the pipeline ahead on a thread into a buffer of ``buffer_size`` elements
         (``AUTOTUNE``: stoker chooses)."""
         size = _whole("prefetch: buffer_size", buffer_size, AUTOTUNE, " (AUTOTUNE)")
-        return Dataset(self._plan.prefetch(size), self._structure)
+        return Dataset(self._plan.prefetch(size), self._structure)._rows_of(self)
 
     def shard(self, num_shards: int, index: int) -> Dataset:
         """Every ``num_shards``-th element, starting at ``index``."""
@@ -682,7 +779,7 @@ class Dataset:
         i = _whole("shard: index", index, 0)
         if i >= n:
             raise InvalidArgumentError(f"shard: index must be in 0..num_shards={n}, got {i}")
-        return Dataset(self._plan.shard(n, i), self._structure)
+        return Dataset(self._plan.shard(n, i), self._structure)._rows_of(self, False)
 
     def enumerate(self, start: int = 0) -> Dataset:
         """``(index, element)`` pairs."""
@@ -692,7 +789,7 @@ class Dataset:
             t = _known_or_none(self)
             return None if t is None else ("0", prefixed(t, "1/"))
 
-        return Dataset(self._plan.enumerate(first, "0", "1/"), _lazy(derive, [self], ["1/"], {"0": ("int64", 0)}))
+        return Dataset(self._plan.enumerate(first, "0", "1/"), _lazy(derive))
 
     def with_options(
         self,
@@ -732,7 +829,9 @@ class Dataset:
             threads = _whole("with_options: threads", threads, 1)
         opts = None if optimizations is None else {str(k): bool(v) for k, v in optimizations.items()}
         det = None if deterministic is None else bool(deterministic)
-        return Dataset(self._plan.with_options(on_bad_record, threads, opts, det), self._structure)
+        out = Dataset(self._plan.with_options(on_bad_record, threads, opts, det), self._structure)
+        # Records skipped before a batch change its last batch's rows.
+        return out._rows_of(self, out.cardinality() == self.cardinality())
 
     def ignore_errors(self) -> Dataset:
         """Skips bad records (``with_options(on_bad_record="skip")``); they are counted in
@@ -782,27 +881,20 @@ class Dataset:
         """The pipeline as a ``tf.data.Dataset`` (``from_generator`` with the signature of
         :attr:`element_spec`), so that ``model.fit(ds.to_tf())`` and TensorFlow code take it
         unchanged. Each pass over it is the pipeline's next epoch; its cardinality is the
-        pipeline's. ``output_signature`` (``tf.TensorSpec`` s in the element's structure) is
-        needed only where the structure is not known yet (after a Python function that has
-        not run)."""
+        pipeline's. The signature is :attr:`element_spec`'s (after a Python function, learnt by
+        a run up to the first element); ``output_signature`` (``tf.TensorSpec`` s in the
+        element's structure) sets it instead, e.g. for fixed dimensions where that spec has
+        ``None``."""
         import tensorflow as tf  # noqa: PLC0415 - TensorFlow only for this bridge
 
         if output_signature is None:
             spec = self.element_spec
             if spec is None:
                 raise InvalidArgumentError(
-                    "to_tf: the structure of this dataset is only known after its Python function has "
-                    "run; pass output_signature="
+                    "to_tf: a run of this dataset handed out no element, so its structure is not known "
+                    "(it comes from a Python function); pass output_signature="
                 )
-
-            def tf_spec(s: Any) -> Any:
-                if isinstance(s, TensorSpec):
-                    return tf.TensorSpec(s.shape, tf.string if s.dtype == "string" else tf.as_dtype(s.dtype))
-                if isinstance(s, dict):
-                    return {k: tf_spec(v) for k, v in s.items()}
-                return type(s)(tf_spec(v) for v in s)
-
-            output_signature = tf_spec(spec)
+            output_signature = tf_signature(spec)
         ds = tf.data.Dataset.from_generator(lambda: iter(self), output_signature=output_signature)
         n = self.cardinality()
         return ds.apply(tf.data.experimental.assert_cardinality(n)) if n >= 0 or n == INFINITE else ds
@@ -813,26 +905,48 @@ class Dataset:
 
     @property
     def element_spec(self) -> Any:
-        """The structure of ``TensorSpec`` s every element has (``None`` before a Python
-        function has run, when it is not known)."""
+        """The structure of ``TensorSpec`` s every element has. After a Python function
+        (``map``, ``interleave``, ``scan``, ...) the engine does not know it before the
+        function has run: then the pipeline is run once, alone, up to its first element (a
+        fresh run that is no epoch of this dataset's, and whose counters are its own), and the
+        spec is that element's dtypes and ranks, its dimensions ``None``. ``None`` if that
+        run hands out no element."""
+        return self._element_spec(learn=True)
+
+    def _element_spec(self, learn: bool) -> Any:
         schema = self._plan.schema()
         if schema is None:
-            # After a Python function that has run: the dtypes and ranks of its first result.
-            seen = _specs_or_none(self)
-            if seen is None:
+            first = self._first_element() if learn else self._first
+            if not first:
                 return None
-            schema = [(n, d, [None] * rank) for n, (d, rank) in seen.items()]
-        specs = {n: TensorSpec(n, d, tuple(s)) for n, d, s in schema}
+            schema = [(n, dtype, [None] * rank) for n, (dtype, rank) in first.items()]
+        specs = {n: TensorSpec(tuple(s), d, n) for n, d, s in schema}
         structure = known_template(self._structure)
         if structure is None:
             return specs
         return pack_element(structure, list(specs), list(specs.values()))
 
+    def _first_element(self) -> dict[str, tuple[str, int]]:
+        """The dtype and rank of each field of this pipeline's first element, from a run of
+        its own (made once; it also runs the Python functions whose results give the
+        structure); ``{}`` if that run hands out nothing."""
+        if self._first is None:
+            it = self._plan.take(1).iterate()
+            try:
+                item = next(it, None)
+            finally:
+                it.close()
+            names, arrays = item if item is not None else ((), [])
+            self._first = {n: (_dtype_of(a), np.ndim(a)) for n, a in zip(names, arrays)}
+        return self._first
+
     def stats(self) -> Stats:
         """Per-stage counters, accumulated over every iteration: elements, busy time, time
         waiting for input, time blocked on a full buffer, buffer fill, Python time, skipped
-        bad records (``skipped``; ``rest_lost``: files whose rest was lost to damage in a
-        compressed stream; ``last_skip_reason``), and damaged input used anyway (``warnings``,
+        bad records (``skipped``: the records known lost; ``skipped_bytes``: bytes of record
+        files passed over after damage, where records whose headers were destroyed lie
+        uncounted; ``rest_lost``: files whose rest was lost to damage in a compressed stream;
+        ``last_skip_reason``), and damaged input used anyway (``warnings``,
         ``last_warning``: a JPEG libjpeg recovered)."""
         return Stats(self._plan.stats())
 
@@ -927,7 +1041,19 @@ class Dataset:
         return self._plan.spec()
 
     def __repr__(self) -> str:
-        return f"<stoker.Dataset element_spec={self.element_spec!r}>"
+        # Not learnt here: printing a dataset must not run it.
+        return f"<stoker.Dataset element_spec={self._element_spec(learn=False)!r}>"
+
+
+def tf_signature(spec: Any) -> Any:
+    """``tf.TensorSpec`` s for a structure of stoker ``TensorSpec`` s (the element's)."""
+    import tensorflow as tf  # noqa: PLC0415 - TensorFlow only for its bridges
+
+    if isinstance(spec, TensorSpec):
+        return tf.TensorSpec(spec.shape, tf.string if spec.dtype == "string" else tf.as_dtype(spec.dtype))
+    if isinstance(spec, dict):
+        return {k: tf_signature(v) for k, v in spec.items()}
+    return tuple(tf_signature(v) for v in spec)
 
 
 def _parallel_calls(op: str, value: int | None, name: str = "num_parallel_calls") -> int | None:
@@ -986,10 +1112,17 @@ _live: weakref.WeakSet[DatasetIterator] = weakref.WeakSet()
 @atexit.register
 def _close_live() -> None:
     for it in list(_live):
+        # One a fork()ed child inherited belongs to the parent's threads; one that another
+        # (daemon) thread is inside `next()` of cannot be closed under it, and exiting must not
+        # wait for that call.
+        if it._pid != os.getpid() or not it._lock.acquire(timeout=1.0):
+            continue
         try:
-            it.close()
+            it._it.close()
         except BaseException:  # exiting anyway: the others are still closed
             pass
+        finally:
+            it._lock.release()
     # Threads left to finish a Python call on their own (a closed pipeline's stuck stage) must
     # be out of Python before it finalizes: one coming back into it then aborts the process.
     _stoker.quiesce(2.0)
@@ -1012,23 +1145,46 @@ class DatasetIterator(Iterator[Any]):
     ``deterministic=False`` hands out elements in no fixed order and cannot save a state.
     A memory ``cache`` that a restore in a new process finds empty is filled again by
     running its input again (exact when that input is seeded).
+
+    Several threads may call ``next()`` on one iterator: each element goes to exactly one
+    of them (the calls take turns; the pipeline itself runs on its own threads).
     """
 
     def __init__(self, dataset: Dataset, state: bytes | None = None, epoch: int | None = None) -> None:
         self._dataset = dataset
         self._it = dataset._plan.iterate(state) if epoch is None else dataset._plan.iterate(state, epoch)
+        # The engine's iterator takes one call at a time. A thread waiting here releases the
+        # GIL, and the thread inside `next()` waits for the pipeline without it, so the
+        # pipeline's own Python calls go on meanwhile.
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
         _live.add(self)
+
+    def _check_process(self) -> None:
+        """A ``fork()``ed child cannot go on with an iteration its parent started: the
+        pipeline's threads stayed in the parent (and may have held the engine's locks)."""
+        if os.getpid() != self._pid:
+            raise InvalidArgumentError(
+                f"iterator: this iterator was started in process {self._pid} and this is a fork()ed child "
+                f"({os.getpid()}): the pipeline's threads are not in this process, so it cannot go on here; "
+                "start a new iteration in the child (iter(ds), or ds.iterator(state=...) from a state the "
+                "parent saved)"
+            )
 
     def __iter__(self) -> DatasetIterator:
         return self
 
     def __next__(self) -> Any:
-        names, arrays = next(self._it)
+        self._check_process()
+        with self._lock:
+            names, arrays = next(self._it)
         return pack_element(self._dataset._structure, names, arrays)
 
     def state(self) -> bytes:
         """Where the iteration stands after the last element handed out, as bytes."""
-        return bytes(self._it.state())
+        self._check_process()
+        with self._lock:
+            return bytes(self._it.state())
 
     def state_dict(self) -> dict[str, Any]:
         """``{"stoker_iterator_state": state()}``, for PyTorch-style checkpointing code."""
@@ -1036,14 +1192,21 @@ class DatasetIterator(Iterator[Any]):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Goes on from a ``state_dict()`` (of this pipeline), dropping the current position."""
+        self._check_process()
         state = _state_bytes(state_dict)
         it = self._dataset._plan.iterate(state)
-        self._it.close()
-        self._it = it
+        with self._lock:
+            self._it.close()
+            self._it = it
 
     def close(self) -> None:
-        """Stops the pipeline's threads now (the position stays readable by ``state()``)."""
-        self._it.close()
+        """Stops the pipeline's threads now (the position stays readable by ``state()``).
+        Called while another thread is in ``next()``, it waits for that call to return. In a
+        ``fork()``ed child it lets go of the parent's iteration without touching it."""
+        if os.getpid() != self._pid:
+            return
+        with self._lock:
+            self._it.close()
 
 
 class _Settings:
@@ -1166,12 +1329,6 @@ class _Opened:
         ds = self._first_known()
         return _known_or_none(ds) if ds is not None else None
 
-    def specs(self) -> dict[str, tuple[str, int]] | None:
-        ds = self._first_known()
-        if ds is not None:
-            return _specs_or_none(ds)
-        return next((x for x in map(_specs_or_none, list(self._waiting)) if x is not None), None)
-
 
 def _unknown_dims(ds: Dataset) -> Any:
     """The padded shapes of ``ds``'s elements as its spec has them (``None`` where unknown),
@@ -1184,6 +1341,49 @@ def _unknown_dims(ds: Dataset) -> Any:
         return tuple(walk(v) for v in spec)
 
     return walk(ds.element_spec)
+
+
+def _padded_shapes(template: Template, shapes: Any, where: str = "padded_shapes") -> dict[str, list[int | None]]:
+    """``padded_shapes`` matched against the element's structure as tf.data matches it (its
+    structure down to the element's components, each a shape there), by field name; ``None``
+    (the batch's largest) is left out."""
+    if isinstance(template, str):
+        if shapes is None:
+            return {}
+        if hasattr(shapes, "as_list"):  # tf.TensorShape
+            shapes = shapes.as_list() if shapes.rank is not None else None
+            if shapes is None:
+                return {}
+        if isinstance(shapes, (int, np.integer)) and not isinstance(shapes, bool) and shapes >= 0:
+            shapes = [shapes]  # a vector of that size, as TensorShape(n)
+        elif isinstance(shapes, np.ndarray) and shapes.ndim == 1:
+            shapes = shapes.tolist()
+        if not isinstance(shapes, (list, tuple)) or not all(
+            d is None or (isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= -1) for d in shapes
+        ):
+            raise InvalidArgumentError(
+                f"padded_batch: {where} must be a shape (a list or tuple of whole numbers or None, or one int), "
+                f"got {shapes!r}"
+            )
+        return {template: [None if d is None or d == -1 else int(d) for d in shapes]}
+    if isinstance(template, dict):
+        if not isinstance(shapes, dict) or set(shapes) != set(template):
+            raise InvalidArgumentError(
+                f"padded_batch: {where} must be a dict with the element's keys {sorted(template)}, got {shapes!r}"
+            )
+        out: dict[str, list[int | None]] = {}
+        for k, t in template.items():
+            out.update(_padded_shapes(t, shapes[k], f"{where}[{k!r}]"))
+        return out
+    if not isinstance(shapes, tuple) or len(shapes) != len(template):
+        raise InvalidArgumentError(
+            f"padded_batch: {where} must be a tuple of {len(template)} shapes, one per component of the "
+            f"element, got {shapes!r}"
+        )
+    out = {}
+    for i, (t, sub) in enumerate(zip(template, shapes)):
+        out.update(_padded_shapes(t, sub, f"{where}[{i}]"))
+    return out
 
 
 def _fill_dims(shapes: Any, filler: int) -> Any:
@@ -1216,47 +1416,29 @@ def _known_or_none(ds: Dataset) -> Template | None:
         return None
 
 
-def _specs_or_none(ds: Dataset) -> dict[str, tuple[str, int]] | None:
-    """Each field's dtype and rank, from the schema or from a Python function's first result."""
-    schema = ds._plan.schema()
-    if schema is not None:
-        return {n: (d, len(shape)) for n, d, shape in schema}
-    s = ds._structure
-    return s.known_specs() if isinstance(s, Dynamic) else None
-
-
-def _lazy(
-    derive: Callable[[], Template | None],
-    parts: list[Dataset],
-    prefixes: list[str],
-    leading: dict[str, tuple[str, int]] | None = None,
-) -> Template | Dynamic:
-    """The structure ``derive`` makes of ``parts``'; known later when a part's Python function
-    has not run yet (its fields, behind ``prefixes``, after ``leading``)."""
+def _lazy(derive: Callable[[], Template | None]) -> Template | Dynamic:
+    """The structure ``derive`` makes of other datasets' structures; known later when one of
+    them comes from a Python function that has not run yet."""
     now = derive()
-    if now is not None:
-        return now
-
-    def specs() -> dict[str, tuple[str, int]] | None:
-        each = [_specs_or_none(d) for d in parts]
-        if any(e is None for e in each):
-            return None
-        merged = dict(leading or {})
-        for e, p in zip(each, prefixes):
-            merged.update({p + n: v for n, v in (e or {}).items()})
-        return merged
-
-    return Dynamic(derive, specs)
+    return now if now is not None else Dynamic(derive)
 
 
-def _known(ds: Dataset) -> Template:
+def _known(ds: Dataset, learn: bool = False) -> Template:
+    """The structure of ``ds``'s elements; where a Python function's result gives it and the
+    function has not run, with ``learn`` a run of ``ds`` up to its first element tells it (see
+    ``element_spec``), else it is an error."""
     s = ds._structure
     if isinstance(s, Dynamic):
+        if s.template is None and learn:
+            ds._first_element()
         if s.template is not None:
             return s.template
         schema = ds._plan.schema()
         if schema is None:
-            raise InvalidArgumentError("the structure of this dataset is only known after its Python function has run")
+            raise InvalidArgumentError(
+                "the structure of this dataset is only known after its Python function has run"
+                + (", and a run of it handed out no element" if learn else "")
+            )
         return {n: n for n, _, _ in schema}
     return s
 
@@ -1292,9 +1474,11 @@ def _adapter(
     def call(flat: dict[str, Any]) -> list[tuple[str, Any]]:
         args = pack_element(structure, list(flat), list(flat.values()))
         result = fn(*args) if isinstance(args, tuple) else fn(args)
+        if isinstance(result, list):
+            # tf.data takes a returned list as a tuple of components (`decode_csv` returns
+            # one), not as one tensor to stack; lists deeper in the result are stacked.
+            result = tuple(result)
         template, pairs = flatten(result)
-        if out.specs is None:
-            out.specs = {n: (_dtype_of(a), np.ndim(a)) for n, a in pairs}
         out.template = template
         return pairs
 
@@ -1333,9 +1517,12 @@ def TextLineDataset(
     """The lines of text files (paths or glob patterns, or a Dataset of file names), as
     tf.data's ``TextLineDataset``: scalar strings without the ``\\n`` and without any
     ``\\r``. ``compression_type``: None, ``"GZIP"`` or ``"ZLIB"``. ``num_parallel_reads``
-    reads that many files at once, a line from each in turn (tf.data's order). An I/O or
-    decompression error names the file, the line and its byte offset; each line remembers
-    its file and line, so a later op's error (``decode_csv``) names them too.
+    reads that many files at once, a line from each in turn (tf.data's order). An I/O error
+    names the file, the line and its byte offset; damage in a GZIP/ZLIB stream (a file cut
+    short, a bad block) is a ``CorruptRecordError`` after every whole line before it, and
+    under ``ignore_errors()`` the rest of the file is counted lost (``rest_lost`` in
+    ``stats()``), as for TFRecord files. Each line remembers its file and line, so a later
+    op's error (``decode_csv``) names them too.
     ``buffer_size`` is accepted for compatibility."""
     del buffer_size
     compression = _compression("TextLineDataset", compression_type)
@@ -1361,11 +1548,16 @@ def CsvDataset(
     exclude_cols: Sequence[int] | None = None,
 ) -> Dataset:
     """The records of CSV files as tuples of columns, as tf.data's
-    ``experimental.CsvDataset``: the lines of each file (its first skipped with ``header``)
+    ``experimental.CsvDataset``: the records of each file (its first skipped with ``header``)
     decoded by :func:`stoker.ops.decode_csv` natively (``record_defaults``, ``field_delim``,
-    ``use_quote_delim``, ``na_value`` as there). ``select_cols`` or ``exclude_cols`` (not
-    both) pick the record's columns. A bad field is an error naming the file, the line and
-    the column. ``buffer_size`` is accepted for compatibility."""
+    ``use_quote_delim``, ``na_value`` as there). A record ends at a line break (``\\n``,
+    ``\\r\\n`` or ``\\r``) outside a quoted field, as in TensorFlow: a quoted field may hold
+    line breaks, kept as they are; a file that ends inside a quoted field is an error (under
+    ``ignore_errors()``, a counted skip). ``select_cols`` or ``exclude_cols`` (not both) pick
+    the record's columns. A bad field is an error naming the file, the line the record starts
+    on and the column. Damage in a GZIP/ZLIB stream is a ``CorruptRecordError`` (under
+    ``ignore_errors()``, the rest of the file is counted in ``rest_lost``).
+    ``buffer_size`` is accepted for compatibility."""
     del buffer_size
     from .ops import decode_csv
 
@@ -1378,12 +1570,17 @@ def CsvDataset(
         cols = [c for c in range(len(defaults) + len(excluded)) if c not in excluded]
     compression = _compression("CsvDataset", compression_type)
     paths = _paths(filenames)
+
+    def records(files: list[str]) -> Dataset:
+        # Records as tf.data's CSV reader splits them: a quoted field may hold line breaks.
+        return Dataset(_stoker.Plan.text_line(files, compression, 1, (field_delim, use_quote_delim)), "line")
+
     if header:
         lines = Dataset.from_tensor_slices(np.array(paths, dtype=object)).flat_map(
-            lambda f: TextLineDataset(_path(f), compression).skip(1)
+            lambda f: records([_path(f)]).skip(1)
         )
     else:
-        lines = TextLineDataset(paths, compression)
+        lines = records(paths)
     names = [str(i) for i in range(len(defaults))]
     ds = lines.map(decode_csv("line", defaults, names, field_delim, use_quote_delim, na_value, cols))
     return Dataset(ds._plan, tuple(names))
@@ -1401,7 +1598,9 @@ def FixedLengthRecordDataset(
     """Fixed-size records of binary files, as tf.data's ``FixedLengthRecordDataset``: after
     ``header_bytes``, records of ``record_bytes`` up to the ``footer_bytes`` at the end of
     each file, as scalar strings (``decode_raw`` makes numbers of them). A file whose body is
-    not a whole number of records is an ``InvalidArgumentError`` naming it.
+    not a whole number of records is an ``InvalidArgumentError`` naming it. Damage in a
+    GZIP/ZLIB stream is a ``CorruptRecordError`` after every whole record before it (under
+    ``ignore_errors()``, the rest of the file is counted in ``rest_lost``).
     ``buffer_size`` is accepted for compatibility."""
     del buffer_size
     size = _whole("FixedLengthRecordDataset: record_bytes", record_bytes, 1)
@@ -1421,12 +1620,21 @@ def FixedLengthRecordDataset(
     return Dataset(plan, "record")
 
 
+#: The default of ``TFRecordDataset(max_record_bytes=...)``: 1 GiB.
+MAX_RECORD_BYTES = 1 << 30
+
+
+def _max_record_bytes(value: Any) -> int:
+    return _whole("TFRecordDataset: max_record_bytes", value, 1)
+
+
 def TFRecordDataset(
     filenames: PathLike | Sequence[PathLike] | Dataset,
     compression_type: str | None = None,
     buffer_size: int | None = None,
     num_parallel_reads: int | None = None,
     verify_crc: bool = True,
+    max_record_bytes: int = MAX_RECORD_BYTES,
 ) -> Dataset:
     """The records of TFRecord files (paths or glob patterns, or a Dataset of file names).
 
@@ -1434,15 +1642,21 @@ def TFRecordDataset(
     checked unless ``verify_crc=False``. ``num_parallel_reads`` (an int or ``AUTOTUNE``) reads
     that many files at once, interleaving their records in tf.data's deterministic order.
     ``buffer_size`` is accepted for compatibility (reads are buffered in 1 MiB chunks).
+    ``max_record_bytes`` (default 1 GiB) is the largest record read: a header claiming more
+    is a ``CorruptRecordError`` naming the file, the record and its offset (a damaged header,
+    or a record larger than allowed), so that a damaged length cannot make a compressed
+    stream inflate into memory without bound.
     """
     del buffer_size
+    max_bytes = _max_record_bytes(max_record_bytes)
     reads = 1 if num_parallel_reads is None else num_parallel_reads
     n = _parallel_calls("TFRecordDataset", reads, "num_parallel_reads")
     assert n is not None
     if isinstance(filenames, Dataset):
         cycle = None if n == AUTOTUNE else max(n, 1)  # None: as many as the CPU budget
         parallel = None if n == 1 else n
-        plan = filenames._plan.interleave_tfrecord(compression_type or "", verify_crc, cycle, 1, parallel)
+        plan = filenames._plan.interleave_tfrecord(compression_type or "", verify_crc, cycle, 1, parallel, max_bytes)
         return Dataset(plan, "record")
-    plan = _stoker.Plan.tfrecord(_paths(filenames), compression_type or "", verify_crc, n)
+    plan = _stoker.Plan.tfrecord(_paths(filenames), compression_type or "", verify_crc, n, max_bytes)
     return Dataset(plan, "record")
+

@@ -10,7 +10,9 @@
 Each array of a batch is built with ``jax.make_array_from_process_local_data`` from this
 process's NumPy batch, with ``sharding``: by default its first dimension is split over every
 device (``NamedSharding(Mesh(jax.devices(), ("data",)), PartitionSpec("data"))``), so the
-batch size must be a multiple of the number of local devices. Pass any other sharding (e.g.
+batch size must be a multiple of the number of local devices (checked when the iterator is
+made, where the pipeline tells the batches' rows: a ``batch(n, drop_remainder=True)``, or a
+``batch(n)`` of an input of known cardinality and its last batch). Pass any other sharding (e.g.
 replicated: ``PartitionSpec()``) to place every array so. Arrays without dimensions are
 replicated; strings (object arrays) stay NumPy arrays.
 
@@ -76,6 +78,31 @@ class BatchIterator(Feed):
         else:
             raise InvalidArgumentError(f"shard must be None or (index, count), got {shard!r}")
         super().__init__(dataset, *check_shard(rank, world))
+        self._check_rows(getattr(self, "_sharded", dataset))
+
+    def _check_rows(self, ds: Dataset) -> None:
+        """Refuses, before the first batch, batches the sharding cannot split: where the
+        pipeline tells their rows (a batch's size with ``drop_remainder``, or with the
+        cardinality of its input, the last batch's), rather than at the batch that fails."""
+        pieces = _pieces(self.sharding)
+        if pieces <= 1:
+            return
+        sizes: dict[int, str] = {}
+        if ds._rows is not None:
+            full, last = ds._rows
+            sizes[full] = "the batches have"
+            if last:
+                sizes.setdefault(last, "the last batch of each pass has")
+        for name, dtype, shape in ds._plan.schema() or []:
+            if shape and shape[0] is not None and dtype != "string":  # strings stay NumPy arrays
+                sizes.setdefault(shape[0], f"field '{name}' has")
+        for rows, what in sizes.items():
+            if rows % pieces:
+                raise InvalidArgumentError(
+                    f"iterator: {what} {rows} rows, which the sharding {self.sharding} cannot split evenly: "
+                    f"the batch size must be a multiple of the number of local devices it splits the first "
+                    f"dimension over ({pieces}): use batch(n, drop_remainder=True) with such an n"
+                )
 
     def __iter__(self) -> Iterator[Any]:
         return self._place(self._start())
@@ -128,6 +155,18 @@ class BatchIterator(Feed):
         if isinstance(mesh, Mesh):
             return NamedSharding(mesh, PartitionSpec())
         return jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+
+
+def _pieces(sharding: jax.sharding.Sharding) -> int:
+    """How many pieces a ``NamedSharding`` cuts this process's first dimension into (1 when
+    not cut, or for other shardings, which are not checked ahead)."""
+    if not isinstance(sharding, NamedSharding) or len(sharding.spec) == 0 or sharding.spec[0] is None:
+        return 1
+    first = sharding.spec[0]
+    axes = first if isinstance(first, tuple) else (first,)
+    pieces = int(np.prod([sharding.mesh.shape[a] for a in axes]))
+    processes = jax.process_count()
+    return pieces // processes if pieces % processes == 0 else pieces
 
 
 def iterator(

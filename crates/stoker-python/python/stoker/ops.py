@@ -22,16 +22,18 @@ import numpy as np
 
 from . import _expr
 from ._check import whole
-from ._dtypes import dtype_name
+from ._dtypes import DType, dtype_name
 from ._expr import Expr, ceil, exp, field, floor, log, maximum, minimum, sign, sqrt, square, tanh, where
 from .errors import ArgumentTypeError, InvalidArgumentError
 
 
 class NativeOp:
-    """A native op, described by its spec (what ``save_spec`` writes)."""
+    """A native op, described by its spec (what ``save_spec`` writes). ``as_tuple``: the
+    fields the elements are handed out as a tuple of, when this op ends its ``map``."""
 
-    def __init__(self, spec: dict[str, Any]) -> None:
+    def __init__(self, spec: dict[str, Any], as_tuple: tuple[str, ...] | None = None) -> None:
         self.spec = spec
+        self.as_tuple = as_tuple
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.spec.items() if k != "op")
@@ -109,13 +111,16 @@ _CSV_TYPES = ("int32", "int64", "float32", "float64", "string")
 def _csv_column(i: int, name: str, d: Any) -> dict[str, Any]:
     """A record default as ``tf.io.decode_csv`` takes it: a value (Python int → int32, float →
     float32, str/bytes → string, a NumPy scalar → its dtype) gives the column's type and
-    default; a dtype (NumPy's, or TensorFlow's) or an empty array makes the column required."""
+    default; a dtype (stoker's ``sk.int32``, NumPy's, or TensorFlow's) or an empty array makes
+    the column required."""
     import numpy as np
 
     col: dict[str, Any] = {"name": name}
     if isinstance(d, bool) or isinstance(d, np.bool_):
         raise InvalidArgumentError(f"decode_csv: record_defaults[{i}]: bool columns are not CSV types")
-    if isinstance(d, int):
+    if isinstance(d, DType):  # before str: stoker's dtypes are strings too
+        col.update(dtype=dtype_name(d))
+    elif isinstance(d, int):
         col.update(dtype="int32", default=d)
     elif isinstance(d, float):
         col.update(dtype="float32", default=d)
@@ -196,8 +201,18 @@ def decode_image(
     output: str | None = None,
     dtype: str = "uint8",
     dct_method: str = "",
+    expand_animations: bool = False,
 ) -> NativeOp:
-    """PNG or JPEG bytes → ``[H, W, C]`` (format sniffed, like ``tf.io.decode_image``).
+    """PNG, JPEG, GIF or BMP bytes → ``[H, W, C]`` (format sniffed, like ``tf.io.decode_image``).
+
+    As TensorFlow decodes them: a CMYK (or YCCK) JPEG becomes RGB by TensorFlow's own formula
+    (``channels`` 0, 3 or 4; not 1, which TensorFlow refuses too); a GIF gives its first frame,
+    ``[H, W, 3]``, as ``tf.io.decode_image(..., expand_animations=False)`` (``channels`` 0 or
+    3; the canvas is TensorFlow's: as large as the largest frame); a BMP (8, 24 or 32 bits,
+    uncompressed) is read as TensorFlow reads it (``channels`` 0, 3 or 4; an 8-bit BMP gives
+    one channel of its 8-bit values, the palette not applied, as in TensorFlow).
+    ``expand_animations=True`` (TensorFlow's default, a GIF's frames as ``[frames, H, W, 3]``)
+    is refused: stoker's decode gives one image.
 
     ``channels=0`` keeps what the file stores; 1, 3 or 4 converts. ``dtype="uint8"`` (16-bit
     PNG samples keep their high byte) or ``"uint16"`` (as ``tf.io.decode_image(dtype=tf.uint16)``:
@@ -218,6 +233,11 @@ def decode_image(
     if dct_method not in ("", "INTEGER_FAST", "INTEGER_ACCURATE"):
         raise InvalidArgumentError(
             f"dct_method={dct_method!r}: expected '', 'INTEGER_FAST' or 'INTEGER_ACCURATE' (as tf.io.decode_jpeg)"
+        )
+    if expand_animations:
+        raise InvalidArgumentError(
+            "decode_image: expand_animations=True (a GIF's frames as [frames, H, W, 3]) is not supported: "
+            "decode_image gives one image [H, W, C]; pass expand_animations=False for a GIF's first frame"
         )
     spec = {"op": "decode_image", "field": field, "channels": int(channels), "max_pixels": int(max_pixels)}
     if dtype != "uint8":
@@ -572,9 +592,14 @@ def chw_to_hwc(field: str, output: str | None = None) -> NativeOp:
     return _out({"op": "layout", "field": field, "to": "hwc"}, output)
 
 
-def select(fields: Sequence[str]) -> NativeOp:
-    """Keeps only ``fields``, in that order."""
-    return NativeOp({"op": "select", "fields": list(fields)})
+def select(fields: Sequence[str], as_tuple: bool = False) -> NativeOp:
+    """Keeps only ``fields``, in that order. With ``as_tuple`` the elements are handed out
+    as a tuple of those fields instead of a dict (``(image, label)`` for Keras' ``fit``);
+    it must then be the last op of its ``map``."""
+    if isinstance(fields, str) or not all(isinstance(f, str) for f in fields) or not list(fields):
+        raise InvalidArgumentError(f"select: fields must be a non-empty list of field names, got {fields!r}")
+    names = list(fields)
+    return NativeOp({"op": "select", "fields": names}, tuple(names) if as_tuple else None)
 
 
 __all__ = [

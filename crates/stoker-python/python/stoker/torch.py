@@ -49,8 +49,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
+import multiprocessing
 import os
 import queue
+import sys
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -390,24 +393,139 @@ def loader(
     return Loader(dataset, device, pin_memory, prefetch, non_blocking, shard)
 
 
-class IterableDataset(torch.utils.data.IterableDataset):  # type: ignore[misc, type-arg]
+class IterableDataset(torch.utils.data.IterableDataset, Feed):  # type: ignore[misc, type-arg]
     """For code that keeps a ``torch.utils.data.DataLoader``: use it with ``batch_size=None``
-    (stoker batches) and ``num_workers=0`` (stoker has its own threads; worker processes would
-    each run the whole pipeline). This is the slower path: the DataLoader adds its own collation
-    and pinning on the training thread; :func:`loader` is the fast one."""
+    (stoker batches; another ``batch_size`` would stack several of its batches into one, so it
+    is an error) and ``num_workers=0`` (stoker has its own threads) or 1 (the pipeline then
+    runs in the worker process; more workers would each run the whole pipeline, an error).
+    This is the slower path: the DataLoader adds its own collation and pinning on the
+    training thread; :func:`loader` is the fast one.
+
+    ``len``, ``set_epoch``, ``state_dict`` and ``load_state_dict`` work as for :func:`loader`.
+    Each iteration is the pipeline's next epoch, also in a worker process: the epoch count is
+    kept in memory shared with the worker, so ``set_epoch`` reaches a persistent worker too
+    (with a worker, the passes are epochs 0, 1, 2, ... in the order they run, unless
+    ``set_epoch`` says otherwise). With a worker, the position is in the worker's process:
+    ``state_dict()`` in the main process is then an error (torchdata's ``StatefulDataLoader``
+    asks the worker for it). A worker started with ``spawn`` or ``forkserver`` gets the
+    pipeline as its spec (see ``Dataset.spec``; in-memory arrays go in it): one with Python
+    functions has none and cannot be sent, an error that says so (use ``num_workers=0``)."""
 
     def __init__(self, dataset: Dataset) -> None:
-        super().__init__()
+        torch.utils.data.IterableDataset.__init__(self)
+        Feed.__init__(self, dataset)
         self.dataset = dataset
+        # [next epoch, 1 when a worker process iterated last], shared with the workers.
+        self._shared = multiprocessing.RawArray("q", [0, 0])
+
+    def set_epoch(self, epoch: int) -> None:
+        Feed.set_epoch(self, epoch)
+        self._shared[0] = epoch
+
+    def state_dict(self) -> dict[str, Any]:
+        if self._shared[1] and torch.utils.data.get_worker_info() is None:
+            raise InvalidArgumentError(
+                "state_dict: the pipeline ran in a DataLoader worker process, where its position is; "
+                "use num_workers=0, or torchdata's StatefulDataLoader, which asks the worker for it"
+            )
+        return Feed.state_dict(self)
 
     def __iter__(self) -> Iterator[Any]:
         info = torch.utils.data.get_worker_info()
         if info is not None and info.num_workers > 1:
             raise InvalidArgumentError(
-                "stoker.torch.IterableDataset runs its own threads: use DataLoader(num_workers=0)"
+                "stoker.torch.IterableDataset runs its own threads: use DataLoader(num_workers=0) "
+                "(or 1: the pipeline then runs in the worker process)"
             )
-        for batch in self.dataset:
-            yield to_torch(batch)
+        _check_unbatched(sys._getframe(1))
+        if info is None:
+            self._shared[1] = 0
+        else:
+            # The worker has a copy of this object, made when the DataLoader started it: the
+            # epoch comes from the memory it shares with the main process.
+            epoch = int(self._shared[0])
+            self._shared[0] = epoch + 1
+            self._shared[1] = 1
+            if self._state is None:
+                self._epoch = epoch
+        return self._batches(self._start())
 
-    def __len__(self) -> int:
-        return len(self.dataset)
+    def _batches(self, it: DatasetIterator) -> Iterator[Any]:
+        while True:
+            try:
+                out = to_torch(next(it))
+            except StopIteration:
+                self._finished(it)
+                return
+            self._handed_out(it.state())
+            yield out
+            del out
+
+    def __getstate__(self) -> dict[str, Any]:
+        # What a worker started with `spawn` or `forkserver` gets: the datasets as their
+        # specs, no running iteration.
+        # A dataset held under several names (`dataset`, and `Feed`'s own) is sent once.
+        state = dict(self.__dict__)
+        recipes: dict[int, _Recipe] = {}
+        for k, v in state.items():
+            if isinstance(v, Dataset):
+                if id(v) not in recipes:
+                    recipes[id(v)] = _Recipe(v)
+                state[k] = recipes[id(v)]
+            elif isinstance(v, DatasetIterator):
+                state[k] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        made: dict[int, Dataset] = {}
+        for k, v in state.items():
+            if isinstance(v, _Recipe):
+                if id(v) not in made:
+                    made[id(v)] = v.dataset()
+                state[k] = made[id(v)]
+        self.__dict__.update(state)
+
+
+def _check_unbatched(caller: Any) -> None:
+    """A DataLoader that collates (any ``batch_size`` but ``None``) would stack its
+    ``batch_size`` of stoker's batches into one, a leading dimension nobody asked for: its
+    fetcher, which asks for the iterator, says whether it collates."""
+    try:
+        from torch.utils.data._utils.fetch import _IterableDatasetFetcher
+    except ImportError:  # pragma: no cover - another PyTorch: the documented rule stands alone
+        return
+    if isinstance(caller.f_locals.get("self"), _IterableDatasetFetcher) and caller.f_locals.get("auto_collation"):
+        raise InvalidArgumentError(
+            "stoker.torch.IterableDataset hands out whole batches: give the DataLoader batch_size=None "
+            "(a batch_size would stack that many of them into one batch)"
+        )
+
+
+class _Recipe:
+    """A dataset sent to another process: its spec, structure and class names."""
+
+    def __init__(self, ds: Dataset) -> None:
+        from .errors import SpecError
+
+        try:
+            self.spec = json.dumps(ds.spec())
+        except SpecError as e:
+            raise InvalidArgumentError(
+                "stoker.torch.IterableDataset: a DataLoader worker started with spawn or forkserver gets the "
+                f"pipeline as its spec, and this one has none ({e}); use num_workers=0 (stoker runs its own "
+                "threads) or the fork start method"
+            ) from None
+        structure = ds._structure
+        if not isinstance(structure, (str, dict, tuple)):  # a window's datasets
+            raise InvalidArgumentError(
+                "stoker.torch.IterableDataset: this pipeline's elements hold datasets (window), which cannot be "
+                "sent to a DataLoader worker started with spawn or forkserver; use num_workers=0"
+            )
+        self.structure = structure
+        self.class_names = ds.class_names
+
+    def dataset(self) -> Dataset:
+        ds = Dataset(_stoker.Plan.from_spec_json(self.spec), self.structure)
+        if self.class_names is not None:
+            ds.class_names = self.class_names
+        return ds

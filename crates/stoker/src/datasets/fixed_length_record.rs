@@ -120,10 +120,12 @@ impl DatasetOp for FixedLengthRecord {
         at: Option<&State>,
     ) -> Result<BoxIter> {
         let (compression, framing) = (self.compression, self.framing);
+        let (policy, st) = (ctx.options.on_bad_record, Arc::clone(&stats));
         let open = move |path: &str, at: Option<&State>| -> Result<BoxIter> {
+            let on_damage = (policy, Arc::clone(&st));
             Ok(Box::new(match at {
-                None => FixedLengthIter::open(path, compression, framing)?,
-                Some(s) => FixedLengthIter::open_at(path, compression, framing, s)?,
+                None => FixedLengthIter::open(path, compression, framing, on_damage)?,
+                Some(s) => FixedLengthIter::open_at(path, compression, framing, on_damage, s)?,
             }))
         };
         let cycle = files_in_turn(self.num_parallel_reads, self.files.len(), ctx);

@@ -99,13 +99,7 @@ impl DatasetOp for GlobalShuffle {
             .input
             .step()
             .random_access(&self.input, &one_thread)?
-            .ok_or_else(|| {
-                Error::invalid(
-                    Self::KIND,
-                    "its input has no random access under on_bad_record=skip (an op may \
-                     drop elements)",
-                )
-            })?;
+            .ok_or_else(|| Error::invalid(Self::KIND, "its input has no random access"))?;
         let epoch = if self.reshuffle_each_iteration {
             ctx.epoch
         } else {
@@ -114,6 +108,11 @@ impl DatasetOp for GlobalShuffle {
         let (position, seed) = match at {
             Some(s) => (s.int(Self::KIND, 0)?, s.int(Self::KIND, 1)?),
             None => (0, epoch_seed(ctx.seed(self.seed), epoch)),
+        };
+        // The positions the saved run had read ahead: what they held was counted there.
+        let counted = match at {
+            Some(s) if s.ints.len() > 2 => s.int(Self::KIND, 2)?,
+            _ => position,
         };
         let order = IndexShuffle::new(access.count()?, seed);
         if position > order.len() {
@@ -125,6 +124,7 @@ impl DatasetOp for GlobalShuffle {
             seed,
             handed_out: position,
             fetched: position,
+            counted,
             ready: VecDeque::new(),
         };
         Ok(Metered::wrap(Box::new(it), stats))
@@ -154,28 +154,46 @@ struct GlobalShuffleIter {
     access: Box<dyn RandomAccess>,
     order: IndexShuffle,
     seed: u64,
+    /// Positions of the order passed: handed out, or skipped as bad (the skip policy).
     handed_out: u64,
-    /// Positions read so far (`ready` holds those not handed out yet).
+    /// Positions read so far (`ready` holds those not passed yet).
     fetched: u64,
-    ready: VecDeque<Element>,
+    /// Positions whose reads were counted in the stats already (read ahead by the run a
+    /// restore goes on from): read again without counting.
+    counted: u64,
+    /// What each position read holds: `None` where its element was bad and skipped (counted
+    /// by the stage that found it).
+    ready: VecDeque<Option<Element>>,
 }
 
 impl ElementIter for GlobalShuffleIter {
     fn next(&mut self) -> Result<Option<Element>> {
-        if self.ready.is_empty() {
-            let end = (self.fetched + CHUNK).min(self.order.len());
-            let wanted: Vec<u64> = (self.fetched..end).map(|i| self.order.at(i)).collect();
-            self.ready.extend(self.access.get(&wanted)?);
-            self.fetched = end;
-        }
-        let e = self.ready.pop_front();
-        if e.is_some() {
+        loop {
+            if self.ready.is_empty() {
+                if self.fetched == self.order.len() {
+                    return Ok(None);
+                }
+                let mut end = (self.fetched + CHUNK).min(self.order.len());
+                let count = self.fetched >= self.counted;
+                if !count {
+                    end = end.min(self.counted);
+                }
+                let wanted: Vec<u64> = (self.fetched..end).map(|i| self.order.at(i)).collect();
+                self.ready.extend(self.access.get_or_skip(&wanted, count)?);
+                self.fetched = end;
+            }
+            let Some(e) = self.ready.pop_front() else {
+                continue;
+            };
             self.handed_out += 1;
+            if e.is_some() {
+                return Ok(e);
+            }
         }
-        Ok(e)
     }
 
     fn state(&self) -> Result<State> {
-        Ok(State::leaf(vec![self.handed_out, self.seed]))
+        let counted = self.fetched.max(self.counted);
+        Ok(State::leaf(vec![self.handed_out, self.seed, counted]))
     }
 }

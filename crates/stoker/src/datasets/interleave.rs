@@ -50,6 +50,8 @@ struct DatasetSpec {
     compression_type: String,
     #[serde(default = "yes")]
     verify_crc: bool,
+    #[serde(default = "super::tfrecord::default_max_record_bytes")]
+    max_record_bytes: u64,
 }
 
 fn yes() -> bool {
@@ -146,6 +148,7 @@ impl DatasetOp for Interleave {
             opener: Arc::new(TfRecordOpener {
                 compression: Compression::parse(&d.compression_type)?,
                 verify_crc: d.verify_crc,
+                max_record_bytes: d.max_record_bytes,
             }),
             cycle_length: s.cycle_length,
             block_length: s.block_length,

@@ -173,10 +173,6 @@ impl DatasetOp for Map {
     }
 
     fn random_access(&self, node: &Plan, ctx: &BuildCtx) -> Result<Option<Box<dyn RandomAccess>>> {
-        // Under the skip policy an op may drop an element: positions would shift.
-        if ctx.options.on_bad_record != ErrorPolicy::Raise {
-            return Ok(None);
-        }
         let Some(input) = self.input.step().random_access(&self.input, ctx)? else {
             return Ok(None);
         };
@@ -186,6 +182,7 @@ impl DatasetOp for Map {
             epoch: ctx.epoch,
             stats: crate::build::stage_stats(node, ctx),
             seeds: Arc::clone(&ctx.seeds),
+            policy: ctx.options.on_bad_record,
         })))
     }
 
@@ -282,6 +279,8 @@ struct MapAccess {
     epoch: u64,
     stats: Arc<StageStats>,
     seeds: Arc<stoker_core::Seeds>,
+    /// Under the skip policy an op may drop an element (`get_or_skip` says where).
+    policy: ErrorPolicy,
 }
 
 impl RandomAccess for MapAccess {
@@ -296,6 +295,25 @@ impl RandomAccess for MapAccess {
     fn get(&self, positions: &[u64]) -> Result<Vec<Element>> {
         let elements = self.input.get(positions)?;
         self.apply(elements, positions.iter().copied())
+    }
+
+    fn get_or_skip(&self, positions: &[u64], count: bool) -> Result<Vec<Option<Element>>> {
+        let elements = self.input.get_or_skip(positions, count)?;
+        // What was counted already is counted into counters of no stage.
+        let uncounted = (!count).then(|| StageStats::new("uncounted", "map"));
+        let stats = uncounted.as_ref().unwrap_or(&self.stats);
+        elements
+            .into_iter()
+            .zip(positions)
+            .map(|(e, &p)| match e {
+                Some(e) => self.apply_one(e, p, self.policy, stats),
+                None => Ok(None),
+            })
+            .collect()
+    }
+
+    fn may_skip(&self) -> bool {
+        self.policy == ErrorPolicy::Skip || self.input.may_skip()
     }
 
     fn state_at(&self, upto: u64) -> Result<State> {
@@ -329,19 +347,33 @@ impl MapAccess {
             .into_iter()
             .zip(positions)
             .map(|(e, p)| {
-                let out = apply_chain(
-                    &self.ops,
-                    e,
-                    ErrorPolicy::Raise,
-                    &self.stats,
-                    (p, self.epoch),
-                    None,
-                    &self.seeds,
-                )?;
-                out.ok_or_else(|| {
-                    stoker_core::Error::internal("an op dropped an element under the raise policy")
-                })
+                self.apply_one(e, p, ErrorPolicy::Raise, &self.stats)?
+                    .ok_or_else(|| {
+                        stoker_core::Error::internal(
+                            "an op dropped an element under the raise policy",
+                        )
+                    })
             })
             .collect()
+    }
+
+    /// The element `e`, at position `p`, mapped under `policy` (`None`: an op skipped it),
+    /// what it finds counted in `stats`.
+    fn apply_one(
+        &self,
+        e: Element,
+        p: u64,
+        policy: ErrorPolicy,
+        stats: &StageStats,
+    ) -> Result<Option<Element>> {
+        apply_chain(
+            &self.ops,
+            e,
+            policy,
+            stats,
+            (p, self.epoch),
+            None,
+            &self.seeds,
+        )
     }
 }

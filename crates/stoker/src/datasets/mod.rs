@@ -222,6 +222,21 @@ pub trait RandomAccess: Send + Sync + 'static {
     }
     /// The elements at `positions`, in that order.
     fn get(&self, positions: &[u64]) -> Result<Vec<Element>>;
+    /// Like [`get`](RandomAccess::get), where bad elements are skipped (the pipeline's
+    /// `on_bad_record=skip`): `None` at a position whose element is bad (a damaged record, an
+    /// op that failed on it), so that the positions stay those of the pass. With `count`, what
+    /// reading them finds (skips, warnings) is counted in the stages' stats; without, it was
+    /// counted already (by the run a restore goes on from).
+    fn get_or_skip(&self, positions: &[u64], count: bool) -> Result<Vec<Option<Element>>> {
+        let _ = count;
+        Ok(self.get(positions)?.into_iter().map(Some).collect())
+    }
+    /// Whether [`get_or_skip`](RandomAccess::get_or_skip) may skip positions. A pass run in
+    /// order skips them too, and then hands out fewer elements before a position than there
+    /// are positions: what a restored shuffle buffer holds cannot be found by position.
+    fn may_skip(&self) -> bool {
+        false
+    }
     /// The state of the step's iterator after the first `upto` elements of the pass.
     fn state_at(&self, upto: u64) -> Result<State>;
     /// A reader of the elements at `positions` (any of them, any time after, on any thread)

@@ -102,7 +102,10 @@ impl DatasetOp for Shuffle {
             return Ok(Metered::wrap(Box::new(it), stats));
         };
         // Random access is set up only for a restore: it may scan files for their index.
-        let it = match self.input.step().random_access(&self.input, ctx)? {
+        // Where the input may skip bad elements, positions are not element counts: the
+        // buffer is found by running the input again instead.
+        let access = self.input.step().random_access(&self.input, ctx)?;
+        let it = match access.filter(|a| !a.may_skip()) {
             // The buffer's elements are read where they are (on a thread of their own, when
             // the budget has a second thread), and the input starts after the elements taken.
             // Where they are is found (indexes read) while the buffer's decisions are

@@ -35,6 +35,10 @@ impl Skip {
         let Some(access) = self.input.step().random_access(&self.input, ctx)? else {
             return Ok(None);
         };
+        // Bad elements skipped on the way make positions differ from elements counted.
+        if access.may_skip() {
+            return Ok(None);
+        }
         let upto = self.count.min(access.count()?);
         access.state_at(upto).map(Some)
     }

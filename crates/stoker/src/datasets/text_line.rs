@@ -1,6 +1,8 @@
 //! `TextLineDataset`: the lines of text files (plain, GZIP or ZLIB) in field `line`, as
 //! tf.data's (see `stoker_formats::text_line` for what a line is). Files are read
-//! `num_parallel_reads` at a time, a line from each in turn, in tf.data's order.
+//! `num_parallel_reads` at a time, a line from each in turn, in tf.data's order. With `csv`,
+//! the elements are CSV records as `CsvDataset` splits them (a quoted field may hold line
+//! breaks).
 
 use std::sync::Arc;
 
@@ -8,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use stoker_core::element::{FieldSpec, Schema};
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::{DType, Result, StageStats};
-use stoker_formats::text_line::TextLineIter;
+use stoker_formats::text_line::{Split, TextLineIter};
 use stoker_formats::Compression;
 
 use super::{Cardinality, DatasetOp, Strings};
@@ -24,6 +26,7 @@ pub struct TextLine {
     pub files: Vec<String>,
     pub compression: Compression,
     pub num_parallel_reads: i64,
+    pub split: Split,
 }
 
 impl TextLine {
@@ -39,8 +42,24 @@ impl TextLine {
             files,
             compression,
             num_parallel_reads,
+            split: Split::Lines,
         })
     }
+
+    /// Splits the files into CSV records (fields separated by `delim`; quoted fields when
+    /// `quote`), as tf.data's `CsvDataset` reads them.
+    pub fn csv_records(mut self, delim: u8, quote: bool) -> TextLine {
+        self.split = Split::Csv { delim, quote };
+        self
+    }
+}
+
+/// `CsvDataset`'s record splitting, in a spec.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CsvSpec {
+    field_delim: String,
+    use_quote_delim: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -51,6 +70,8 @@ pub struct Spec {
     compression_type: String,
     #[serde(default = "one")]
     num_parallel_reads: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    csv: Option<CsvSpec>,
 }
 
 fn one() -> i64 {
@@ -104,11 +125,13 @@ impl DatasetOp for TextLine {
         stats: Arc<StageStats>,
         at: Option<&State>,
     ) -> Result<BoxIter> {
-        let compression = self.compression;
+        let (compression, split) = (self.compression, self.split);
+        let (policy, st) = (ctx.options.on_bad_record, Arc::clone(&stats));
         let open = move |path: &str, at: Option<&State>| -> Result<BoxIter> {
+            let st = Arc::clone(&st);
             Ok(Box::new(match at {
-                None => TextLineIter::open(path, compression)?,
-                Some(s) => TextLineIter::open_at(path, compression, s)?,
+                None => TextLineIter::open(path, compression, split, policy, st)?,
+                Some(s) => TextLineIter::open_at(path, compression, split, policy, st, s)?,
             }))
         };
         let cycle = files_in_turn(self.num_parallel_reads, self.files.len(), ctx);
@@ -120,6 +143,13 @@ impl DatasetOp for TextLine {
             files: Strings::Many(self.patterns.iter().map(|p| ctx.save_path(p)).collect()),
             compression_type: self.compression.name().to_string(),
             num_parallel_reads: self.num_parallel_reads,
+            csv: match self.split {
+                Split::Lines => None,
+                Split::Csv { delim, quote } => Some(CsvSpec {
+                    field_delim: char::from(delim).to_string(),
+                    use_quote_delim: quote,
+                }),
+            },
         }))
     }
 
@@ -130,10 +160,25 @@ impl DatasetOp for TextLine {
             .iter()
             .map(|p| ctx.load_path(p))
             .collect();
-        TextLine::new(
+        let lines = TextLine::new(
             patterns,
             Compression::parse(&s.compression_type)?,
             s.num_parallel_reads,
-        )
+        )?;
+        Ok(match s.csv {
+            None => lines,
+            Some(c) => lines.csv_records(csv_delim(&c.field_delim)?, c.use_quote_delim),
+        })
+    }
+}
+
+/// A CSV field delimiter: one byte, as in tf.data.
+pub fn csv_delim(delim: &str) -> Result<u8> {
+    match delim.as_bytes() {
+        [b] => Ok(*b),
+        _ => Err(stoker_core::Error::invalid(
+            "CsvDataset",
+            format!("field_delim must be one byte, got {delim:?}"),
+        )),
     }
 }

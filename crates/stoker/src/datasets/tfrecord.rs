@@ -7,8 +7,9 @@ use stoker_core::element::{Element, FieldSpec, Schema};
 use stoker_core::exec::shuffle::ReadBuffer;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::Origin;
-use stoker_core::{DType, Result, StageStats};
+use stoker_core::{DType, ErrorPolicy, Result, StageStats};
 use stoker_formats::tfrecord_index::RecordFile;
+use stoker_formats::tfrecord_reader::DEFAULT_MAX_RECORD_BYTES;
 use stoker_formats::Compression;
 
 use super::{Cardinality, DatasetOp, RandomAccess, Strings};
@@ -25,6 +26,8 @@ pub struct TfRecord {
     pub compression: Compression,
     pub verify_crc: bool,
     pub num_parallel_reads: i64,
+    /// The largest record read (see `RecordReader::set_max_record_bytes`).
+    pub max_record_bytes: u64,
 }
 
 impl TfRecord {
@@ -42,7 +45,14 @@ impl TfRecord {
             compression,
             verify_crc,
             num_parallel_reads,
+            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
         })
+    }
+
+    /// Reads records up to `max` bytes (a larger one is an error naming it).
+    pub fn with_max_record_bytes(mut self, max: u64) -> TfRecord {
+        self.max_record_bytes = max;
+        self
     }
 }
 
@@ -63,6 +73,19 @@ pub struct Spec {
     verify_crc: bool,
     #[serde(default = "one")]
     num_parallel_reads: i64,
+    #[serde(
+        default = "default_max_record_bytes",
+        skip_serializing_if = "is_default_max_record_bytes"
+    )]
+    max_record_bytes: u64,
+}
+
+pub(crate) fn default_max_record_bytes() -> u64 {
+    DEFAULT_MAX_RECORD_BYTES
+}
+
+fn is_default_max_record_bytes(max: &u64) -> bool {
+    *max == DEFAULT_MAX_RECORD_BYTES
 }
 
 fn yes() -> bool {
@@ -124,6 +147,7 @@ impl DatasetOp for TfRecord {
         let opener = TfRecordOpener {
             compression: self.compression,
             verify_crc: self.verify_crc,
+            max_record_bytes: self.max_record_bytes,
         };
         let st = Arc::clone(&stats);
         let open = move |path: &str, at: Option<&State>| opener.open_path(path, policy, &st, at);
@@ -135,17 +159,17 @@ impl DatasetOp for TfRecord {
         self.compression == Compression::None
     }
 
-    fn random_access(&self, _: &Plan, ctx: &BuildCtx) -> Result<Option<Box<dyn RandomAccess>>> {
+    fn random_access(&self, node: &Plan, ctx: &BuildCtx) -> Result<Option<Box<dyn RandomAccess>>> {
         if !self.supports_random_access() {
             return Ok(None);
         }
         let cycle = self.cycle_length(ctx);
-        Ok(Some(Box::new(RecordAccess::open(
-            &self.files,
-            cycle,
-            self.verify_crc,
-            ctx.options.threads(),
-        )?)))
+        let mut access =
+            RecordAccess::open(&self.files, cycle, self.verify_crc, ctx.options.threads())?;
+        if ctx.options.on_bad_record == ErrorPolicy::Skip {
+            access.skip_into = Some(crate::build::stage_stats(node, ctx));
+        }
+        Ok(Some(Box::new(access)))
     }
 
     fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Spec>> {
@@ -154,6 +178,7 @@ impl DatasetOp for TfRecord {
             compression_type: self.compression.name().to_string(),
             verify_crc: self.verify_crc,
             num_parallel_reads: self.num_parallel_reads,
+            max_record_bytes: self.max_record_bytes,
         }))
     }
 
@@ -170,6 +195,7 @@ impl DatasetOp for TfRecord {
             s.verify_crc,
             s.num_parallel_reads,
         )
+        .map(|t| t.with_max_record_bytes(s.max_record_bytes))
     }
 }
 
@@ -192,6 +218,9 @@ struct RecordAccess {
     counts: OnceLock<Vec<u64>>,
     /// Position in the pass → (file, record), once `count` was asked.
     order: OnceLock<Vec<(u32, u32)>>,
+    /// Under the skip policy, the stage's counters: a damaged record is skipped and counted
+    /// there (by `get_or_skip`).
+    skip_into: Option<Arc<StageStats>>,
 }
 
 impl RecordAccess {
@@ -212,6 +241,7 @@ impl RecordAccess {
             threads: threads.max(1),
             counts: OnceLock::new(),
             order: OnceLock::new(),
+            skip_into: None,
         })
     }
 
@@ -268,8 +298,15 @@ impl RecordAccess {
         Ok((out, Some(turns)))
     }
 
-    /// The `n` elements at `located`.
-    fn read(&self, n: usize, located: Located) -> Result<Vec<Element>> {
+    /// The `n` elements at `located`: under the skip policy (`skip`), `None` for a damaged
+    /// record, counted when `count`.
+    fn read(
+        &self,
+        n: usize,
+        located: Located,
+        skip: bool,
+        count: bool,
+    ) -> Result<Vec<Option<Element>>> {
         let mut wanted: Vec<(u32, u32, usize)> = located
             .into_iter()
             .zip(0..)
@@ -283,18 +320,39 @@ impl RecordAccess {
             let file = &self.files[group[0].0 as usize];
             let records: Vec<usize> = group.iter().map(|&(_, r, _)| r as usize).collect();
             let path: Arc<str> = Arc::from(file.path());
-            let data = file.read_many(&records)?;
+            let data: Vec<Option<(bytes::Bytes, u64)>> = match file.read_many(&records) {
+                Ok(data) => data.into_iter().map(Some).collect(),
+                Err(e @ stoker_core::Error::CorruptRecord { .. }) => match &self.skip_into {
+                    // One by one: the damaged records skipped and counted, the others read.
+                    Some(stats) if skip => records
+                        .iter()
+                        .map(|&r| match file.read_many(&[r]) {
+                            Ok(mut one) => Ok(one.pop()),
+                            Err(e @ stoker_core::Error::CorruptRecord { .. }) => {
+                                if count {
+                                    stats.add_skip(e.to_string());
+                                }
+                                Ok(None)
+                            }
+                            Err(e) => Err(e),
+                        })
+                        .collect::<Result<_>>()?,
+                    _ => return Err(e),
+                },
+                Err(e) => return Err(e),
+            };
             Ok(data
                 .into_iter()
                 .zip(group.iter())
-                .map(|((data, offset), &(_, r, k))| {
+                .filter_map(|(read, &(_, r, k))| {
+                    let (data, offset) = read?;
                     let origin = Origin {
                         file: Arc::clone(&path),
                         record: u64::from(r),
                         offset,
                     };
                     let t = stoker_core::Tensor::scalar_bytes(data, Some(origin));
-                    (k, Element::new(self.names.clone(), vec![t]))
+                    Some((k, Element::new(self.names.clone(), vec![t])))
                 })
                 .collect::<Vec<_>>())
         })?;
@@ -302,7 +360,25 @@ impl RecordAccess {
         for (k, e) in read.into_iter().flatten() {
             out[k] = Some(e);
         }
-        Ok(out.into_iter().flatten().collect())
+        Ok(out)
+    }
+
+    /// (file, record) of each of `positions`.
+    fn locate(&self, positions: &[u64]) -> Result<Located> {
+        match self.order.get() {
+            Some(order) => positions
+                .iter()
+                .map(|&p| {
+                    order.get(p as usize).copied().ok_or_else(|| {
+                        stoker_core::Error::invalid(
+                            "tfrecord",
+                            format!("no record at position {p}"),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>>>(),
+            None => Ok(self.walk(positions, None)?.0),
+        }
     }
 
     /// The interleave's state at `turns`.
@@ -321,21 +397,16 @@ impl RandomAccess for RecordAccess {
     }
 
     fn get(&self, positions: &[u64]) -> Result<Vec<Element>> {
-        let located = match self.order.get() {
-            Some(order) => positions
-                .iter()
-                .map(|&p| {
-                    order.get(p as usize).copied().ok_or_else(|| {
-                        stoker_core::Error::invalid(
-                            "tfrecord",
-                            format!("no record at position {p}"),
-                        )
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?,
-            None => self.walk(positions, None)?.0,
-        };
-        self.read(positions.len(), located)
+        let read = self.read(positions.len(), self.locate(positions)?, false, true)?;
+        Ok(read.into_iter().flatten().collect())
+    }
+
+    fn get_or_skip(&self, positions: &[u64], count: bool) -> Result<Vec<Option<Element>>> {
+        self.read(positions.len(), self.locate(positions)?, true, count)
+    }
+
+    fn may_skip(&self) -> bool {
+        self.skip_into.is_some()
     }
 
     fn state_at(&self, upto: u64) -> Result<State> {
@@ -360,7 +431,9 @@ impl RandomAccess for RecordAccess {
             None => self.state_at(upto)?,
         };
         let reader: ReadBuffer = Box::new(move |which: &[usize]| {
-            self.read(which.len(), which.iter().map(|&k| located[k]).collect())
+            let located = which.iter().map(|&k| located[k]).collect();
+            let read = self.read(which.len(), located, false, true)?;
+            Ok(read.into_iter().flatten().collect())
         });
         Ok((reader, state))
     }
