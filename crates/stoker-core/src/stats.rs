@@ -40,6 +40,9 @@ pub struct StageStats {
     in_place_bytes: AtomicU64,
     last_skip: Mutex<Option<String>>,
     last_warning: Mutex<Option<String>>,
+    /// The stage its losses and warnings are counted in too: a dataset an `interleave`'s
+    /// function opened has counters of its own, its losses are the interleave's.
+    losses_to: Option<Arc<StageStats>>,
 }
 
 /// A copy of a stage's counters at one moment.
@@ -154,24 +157,35 @@ impl StageStats {
     /// Counts `records` skipped bad records, and a file whose rest was lost if `rest_lost`,
     /// and keeps the reason.
     pub fn add_loss(&self, records: u64, rest_lost: bool, reason: impl Into<String>) {
+        let reason = reason.into();
+        if let Some(to) = &self.losses_to {
+            to.add_loss(records, rest_lost, reason.clone());
+        }
         self.skipped.fetch_add(records, Relaxed);
         self.rest_lost.fetch_add(u64::from(rest_lost), Relaxed);
         if let Ok(mut last) = self.last_skip.lock() {
-            *last = Some(reason.into());
+            *last = Some(reason);
         }
     }
 
     /// Counts bytes of a record file passed over after damage (see
     /// [`StageSnapshot::skipped_bytes`]).
     pub fn add_skipped_bytes(&self, bytes: u64) {
+        if let Some(to) = &self.losses_to {
+            to.add_skipped_bytes(bytes);
+        }
         self.skipped_bytes.fetch_add(bytes, Relaxed);
     }
 
     /// Counts input that was used though damaged (its decoder recovered), with its message.
     pub fn add_warning(&self, message: impl Into<String>) {
+        let message = message.into();
+        if let Some(to) = &self.losses_to {
+            to.add_warning(message.clone());
+        }
         self.warnings.fetch_add(1, Relaxed);
         if let Ok(mut last) = self.last_warning.lock() {
-            *last = Some(message.into());
+            *last = Some(message);
         }
     }
 
@@ -275,11 +289,23 @@ impl StageStats {
 #[derive(Debug, Default)]
 pub struct StatsRegistry {
     stages: Mutex<Vec<(u64, Arc<StageStats>)>>,
+    /// Where its stages' losses and warnings are counted too (see [`StatsRegistry::under`]).
+    losses_to: Option<Arc<StageStats>>,
 }
 
 impl StatsRegistry {
     pub fn new() -> Arc<StatsRegistry> {
         Arc::new(StatsRegistry::default())
+    }
+
+    /// The counters of a pipeline run inside stage `stage` (a dataset an `interleave`'s
+    /// function opened): kept apart, but every loss and warning is counted in `stage` too,
+    /// so that the outer pipeline's stats account for it.
+    pub fn under(stage: &Arc<StageStats>) -> Arc<StatsRegistry> {
+        Arc::new(StatsRegistry {
+            stages: Mutex::default(),
+            losses_to: Some(Arc::clone(stage)),
+        })
     }
 
     /// The stats of stage `key`, created on first use so that counters add up across epochs.
@@ -288,7 +314,9 @@ impl StatsRegistry {
         if let Some((_, s)) = stages.iter().find(|(k, _)| *k == key) {
             return Arc::clone(s);
         }
-        let s = Arc::new(StageStats::new(name, kind));
+        let mut stage = StageStats::new(name, kind);
+        stage.losses_to = self.losses_to.clone();
+        let s = Arc::new(stage);
         stages.push((key, Arc::clone(&s)));
         s
     }

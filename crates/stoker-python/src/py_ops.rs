@@ -270,9 +270,10 @@ impl Opener for PyOpener {
             stats.add_python(t.elapsed());
             r.map_err(from_pyerr)
         })?;
-        // Each opened dataset gets its own stats, so that the pipeline's list stays short.
+        // Each opened dataset gets its own stats, so that the pipeline's list stays short;
+        // its losses are counted in the interleave's stage too.
         let child = BuildCtx {
-            stats: StatsRegistry::new(),
+            stats: StatsRegistry::under(stats),
             ..ctx.clone()
         };
         stoker::build::iterate_at(&plan, &child, at)

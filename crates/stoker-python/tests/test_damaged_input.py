@@ -989,3 +989,28 @@ def test_resume_and_global_shuffle_skip_what_the_skip_policy_skips(tmp_path, ind
         ], cut
         counted = sum(s["skipped"] for s in first.stats()) + sum(s["skipped"] for s in resumed.stats())
         assert counted == 2, cut
+
+
+@pytest.mark.parametrize("how", ["interleave", "interleave_parallel", "flat_map"])
+def test_skips_inside_datasets_a_function_opens_are_counted_in_the_pipeline(tmp_path, how):
+    # The datasets an interleave's (or flat_map's) Python function opens keep counters of
+    # their own: their losses must reach the pipeline's stats.
+    files = [
+        _with_damaged_records(tmp_path / f"d{k}.tfrecord", 20, damaged={3 + k}, bad_examples={11})
+        for k in range(2)
+    ]
+    names = sk.Dataset.from_tensor_slices(np.array(files, dtype=object))
+
+    def open_file(f):
+        return sk.TFRecordDataset(f).map(PARSE_S)
+
+    if how == "flat_map":
+        ds = names.flat_map(open_file)
+    else:
+        ds = names.interleave(open_file, cycle_length=2, num_parallel_calls=2 if how.endswith("parallel") else None)
+    ds = ds.ignore_errors()
+    assert len(list(ds)) == 2 * (20 - 2)
+    stats = ds.stats()
+    assert sum(s["skipped"] for s in stats) == 4
+    reasons = " | ".join(s["last_skip_reason"] for s in stats if s["last_skip_reason"])
+    assert "d0.tfrecord" in reasons or "d1.tfrecord" in reasons, reasons

@@ -85,9 +85,9 @@ impl DatasetOp for GroupByWindow {
             stats: Arc::clone(&stats),
             schema: self.input.schema().clone(),
             // The datasets reduced from windows get stats of their own, so that the
-            // pipeline's list stays short.
+            // pipeline's list stays short; their losses are counted here too.
             child: BuildCtx {
-                stats: StatsRegistry::new(),
+                stats: StatsRegistry::under(&stats),
                 ..ctx.clone()
             },
             groups: BTreeMap::new(),
