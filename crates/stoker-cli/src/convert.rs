@@ -25,9 +25,10 @@ pub struct Args {
     /// none, gzip or zlib (compressed shards have no record index: no random access).
     #[arg(long, default_value = "none")]
     compression: String,
-    /// How uint8 [H, W, C] image fields are stored: raw, png or jpeg.
-    #[arg(long, default_value = "raw")]
-    images: String,
+    /// How uint8 [H, W, C] image fields are stored: raw (the default: uncompressed, said up
+    /// front with what it costs), png or jpeg.
+    #[arg(long)]
+    images: Option<String>,
     /// Resize image fields whose shorter side is longer than this so that it is this long
     /// (antialiased bilinear, aspect kept), before storing them.
     #[arg(long)]
@@ -70,12 +71,17 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let options = ConvertOptions {
         num_shards: args.shards,
         compression: args.compression.to_ascii_uppercase(),
-        images: Images::parse(&args.images)?,
+        images: Images::parse(args.images.as_deref().unwrap_or("raw"))?,
         jpeg_quality: args.jpeg_quality,
         resize: args.resize,
         epochs: args.epochs,
     };
     let conv = Arc::new(Conversion::new(&plan, options)?);
+    if args.images.is_none() {
+        if let Some(note) = conv.raw_images_note() {
+            eprintln!("stoker convert: {note}");
+        }
+    }
     let workers = args
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -144,13 +150,16 @@ fn summary(m: &Manifest, dir: &Path, took: Duration) {
 /// `--ray`: the Python package drives the cluster.
 fn ray(args: &Args, spec: &str, out_dir: &Path, address: &str) -> anyhow::Result<ExitCode> {
     let python = std::env::var("STOKER_PYTHON").unwrap_or_else(|_| "python3".into());
+    check_python(&python)?;
     let mut cmd = std::process::Command::new(&python);
     cmd.args(["-m", "stoker.convert", spec])
         .arg(out_dir)
         .args(["--shards", &args.shards.to_string()])
-        .args(["--compression", &args.compression])
-        .args(["--images", &args.images])
-        .args(["--jpeg-quality", &args.jpeg_quality.to_string()])
+        .args(["--compression", &args.compression]);
+    if let Some(images) = &args.images {
+        cmd.args(["--images", images]);
+    }
+    cmd.args(["--jpeg-quality", &args.jpeg_quality.to_string()])
         .args(["--ray", address]);
     if let Some(n) = args.resize {
         cmd.args(["--resize", &n.to_string()]);
@@ -172,4 +181,32 @@ fn ray(args: &Args, spec: &str, out_dir: &Path, address: &str) -> anyhow::Result
         Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
         None => ExitCode::from(1),
     })
+}
+
+/// That `python` can run `stoker.convert` (with Ray): else an error that says which Python
+/// it tried and how to pick another.
+fn check_python(python: &str) -> anyhow::Result<()> {
+    let out = std::process::Command::new(python)
+        .args(["-c", "import stoker.convert, ray"])
+        .output()
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "--ray runs `{python} -m stoker.convert`, and `{python}` cannot be run ({e}); \
+                 set STOKER_PYTHON to a Python with stoker and Ray installed"
+            )
+        })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let why = stderr
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    anyhow::bail!(
+        "--ray runs `{python} -m stoker.convert`, but that Python cannot import stoker and Ray \
+         ({why}); install them into it (pip install ./crates/stoker-python \"ray>=2.9\") or set \
+         STOKER_PYTHON to a Python that has them"
+    )
 }

@@ -68,6 +68,12 @@ impl PyConversion {
         self.inner.source_elements
     }
 
+    /// What storing images raw costs, where this conversion does (else `None`).
+    #[getter]
+    fn raw_images_note(&self) -> Option<String> {
+        self.inner.raw_images_note()
+    }
+
     /// How many jobs make the conversion (one per shard, or one per epoch).
     #[getter]
     fn jobs(&self) -> usize {

@@ -363,6 +363,41 @@ def test_cli_convert_inspect_and_tf_spec(chess_files, tmp_path):
     assert r.returncode == 1 and "part-00001-of-00003.tfrecord" in r.stdout
 
 
+def test_convert_says_up_front_what_raw_images_cost_and_points_at_the_right_python(tmp_path):
+    exe = os.environ.get("STOKER_BIN", "stoker")
+    root = tmp_path / "folder"
+    sk.datasets.write_image_folder(str(root), n=6, num_classes=2, seed=4)
+    ds = sk.Dataset.image_folder(root).map(
+        [ops.read_file("filename", output="image"), ops.decode_image("image", channels=3),
+         ops.resize_with_crop_or_pad("image", 40, 50), ops.select(["image", "label"])])
+    spec = tmp_path / "images.json"
+    ds.save_spec(spec)
+    # Left to its default, raw: said before converting, with its size (6 x 40x50x3 bytes).
+    r = subprocess.run([exe, "convert", str(spec), str(tmp_path / "raw"), "--shards", "2", "--quiet"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    note = r.stderr.splitlines()[0]
+    assert "'image'" not in note and "image" in note and "stored raw" in note and "6000 bytes an element" in note
+    assert "--images png" in note
+    # Asked for: no note.
+    r = subprocess.run([exe, "convert", str(spec), str(tmp_path / "asked"), "--images", "raw", "--quiet"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "stored raw" not in r.stderr
+    with pytest.warns(UserWarning, match="stored raw"):
+        ds.convert(tmp_path / "py", num_shards=2, progress=False)
+    # TensorFlow names no compression "": "NONE" makes it log an error.
+    code = subprocess.run([exe, "convert", "--print-tf-spec", str(tmp_path / "raw")], capture_output=True,
+                          text=True).stdout
+    assert 'compression_type=""' in code and "NONE" not in code
+    # --ray with a Python that has no stoker: says which Python and how to choose another.
+    bare = tmp_path / "bare-python"
+    bare.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'stoker'\" >&2\nexit 1\n")
+    bare.chmod(0o755)
+    r = subprocess.run([exe, "convert", str(spec), str(tmp_path / "ray"), "--ray"], capture_output=True, text=True,
+                       env={**os.environ, "STOKER_PYTHON": str(bare)})
+    assert r.returncode != 0 and "STOKER_PYTHON" in r.stderr and str(bare) in r.stderr, r.stderr
+
+
 @pytest.fixture(scope="module")
 def ray_cluster():
     ray = pytest.importorskip("ray")

@@ -20,6 +20,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from typing import Any, TextIO
 
 from . import _stoker
@@ -34,7 +35,7 @@ def convert(
     out_dir: str | os.PathLike[str],
     num_shards: int = 8,
     compression: str | None = None,
-    images: str = "raw",
+    images: str | None = None,
     jpeg_quality: int = 90,
     resize: int | None = None,
     epochs: int | None = None,
@@ -58,7 +59,13 @@ def convert(
         raise InvalidArgumentError(f"convert: threads must be a positive int, got {threads!r}")
     comp = "" if compression is None or compression.upper() == "NONE" else compression.upper()
     out = _path(out_dir)
-    conv = _stoker.Conversion(dataset._plan, num_shards, comp, str(images), jpeg_quality, resize, epochs)
+    conv = _stoker.Conversion(dataset._plan, num_shards, comp, "raw" if images is None else str(images), jpeg_quality,
+                              resize, epochs)
+    note = conv.raw_images_note if images is None else None
+    if note is not None:
+        # Decoded images stored raw can take many times the disk of their files: said before
+        # the conversion starts (images="raw" says it is meant).
+        warnings.warn(f"stoker convert: {note}", stacklevel=3)
     bar = _Bar(conv.source_elements * (epochs or 1), num_shards * (epochs or 1), enabled=progress)
     if ray not in (None, False):
         manifest = _run_ray(conv, out, ray, bar)
@@ -223,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("out_dir")
     p.add_argument("--shards", type=int, default=8)
     p.add_argument("--compression", default="none")
-    p.add_argument("--images", default="raw")
+    p.add_argument("--images", default=None)
     p.add_argument("--jpeg-quality", type=int, default=90)
     p.add_argument("--resize", type=int)
     p.add_argument("--epochs", type=int)

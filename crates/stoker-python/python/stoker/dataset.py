@@ -985,7 +985,7 @@ class Dataset:
         out_dir: PathLike,
         num_shards: int = 8,
         compression: str | None = None,
-        images: str = "raw",
+        images: str | None = None,
         jpeg_quality: int = 90,
         resize: int | None = None,
         epochs: int | None = None,
@@ -1001,7 +1001,8 @@ class Dataset:
         back with :meth:`from_converted`, or with TensorFlow (``stoker.convert.tf_parse_code``).
 
         - ``compression``: None, ``"GZIP"`` or ``"ZLIB"`` (compressed shards have no index).
-        - ``images``: how uint8 ``[H, W, C]`` fields are stored: ``"raw"`` pixels, or
+        - ``images``: how uint8 ``[H, W, C]`` fields are stored: ``"raw"`` pixels (the
+          default; left unset, a warning says up front what raw images will take), or
           re-encoded as ``"png"`` or ``"jpeg"`` (at ``jpeg_quality``): resize them in the
           offline part first to decode less online.
         - ``resize``: image fields whose shorter side is longer are resized (antialiased

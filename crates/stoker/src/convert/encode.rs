@@ -114,7 +114,7 @@ pub fn stored_fields(
 }
 
 /// A uint8 `[H, W, C]` image with 1, 3 or 4 channels (what the resize takes).
-fn is_image(dtype: DType, shape: &[Option<usize>]) -> bool {
+pub(crate) fn is_image(dtype: DType, shape: &[Option<usize>]) -> bool {
     dtype == DType::U8 && matches!(shape, [_, _, Some(1 | 3 | 4)])
 }
 

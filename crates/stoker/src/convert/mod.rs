@@ -301,7 +301,11 @@ impl Manifest {
              return {{\n{fields}    }}\n\n\n\
              dataset = tf.data.TFRecordDataset(FILES, compression_type={:?}).map(parse)\n",
             show(dir),
-            self.options.compression,
+            // TensorFlow names no compression "" ("NONE" makes it log an error).
+            match self.options.compression.as_str() {
+                "NONE" => "",
+                other => other,
+            },
             files = files.concat(),
         )
     }
@@ -511,6 +515,41 @@ impl Conversion {
 
     pub fn offline_labels(&self) -> Vec<String> {
         self.chain.iter().map(Plan::label).collect()
+    }
+
+    /// What storing images raw costs, where the conversion does: decoded images are many
+    /// times larger than the JPEG or PNG files they came from, which the user should hear of
+    /// before the disk fills. `None` where no image field is stored raw.
+    pub fn raw_images_note(&self) -> Option<String> {
+        let raw: Vec<&StoredField> = (self.fields.iter())
+            .filter(|f| f.stored == Stored::Raw && encode::is_image(f.dtype, &f.shape))
+            .collect();
+        if raw.is_empty() {
+            return None;
+        }
+        let names: Vec<&str> = raw.iter().map(|f| f.name.as_str()).collect();
+        let each: Option<u64> = raw
+            .iter()
+            .map(|f| {
+                f.shape
+                    .iter()
+                    .try_fold(1u64, |n, d| d.map(|d| n * d as u64))
+            })
+            .sum();
+        let elements = self.source_elements * self.convert.epochs.unwrap_or(1);
+        let size = match each {
+            Some(b) => format!(
+                "{b} bytes an element, about {:.0} MB for {elements} elements",
+                (b * elements) as f64 / 1e6
+            ),
+            None => "their pixels' bytes each".to_string(),
+        };
+        Some(format!(
+            "the image fields {} are stored raw (uncompressed: {size}), often many times the \
+             size of the image files they were decoded from; --images png (lossless) or \
+             --images jpeg stores them encoded (images=\"png\" or \"jpeg\" in Python)",
+            names.join(", ")
+        ))
     }
 
     /// How many jobs make the conversion: one per shard, or one per epoch (which writes that
