@@ -877,10 +877,16 @@ impl RecordReader {
         let len = u64::from_le_bytes(len8);
         // The cheap bound first: most positions of damaged bytes fail it, and the CRC is not
         // computed. A length above any record's (stoker's or TensorFlow's, 2^31 - 1 bytes of
-        // a protocol buffer) is no header.
-        if len > self.max_record_bytes.max(1 << 31)
-            || masked_crc32c(&len8) != u32::from_le_bytes(crc4)
-        {
+        // a protocol buffer) is no header. A zero length (every position of a zeroed page)
+        // has one CRC, computed once.
+        static ZERO_LENGTH_CRC: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+        let crc = u32::from_le_bytes(crc4);
+        let intact = if len == 0 {
+            crc == *ZERO_LENGTH_CRC.get_or_init(|| masked_crc32c(&[0; 8]))
+        } else {
+            len <= self.max_record_bytes.max(1 << 31) && masked_crc32c(&len8) == crc
+        };
+        if !intact {
             return HeaderAt::Bad;
         }
         let fits = len <= self.max_record_bytes
