@@ -106,8 +106,11 @@ impl FixedLengthIter {
             None
         };
         let offset = framing.header_bytes + record * framing.record_bytes as u64;
-        let stream = ByteStream::open_at(path, compression, offset)?;
-        Ok(FixedLengthIter {
+        let stream = match compression {
+            Compression::None => ByteStream::open_at(path, compression, offset)?,
+            _ => ByteStream::open(path, compression)?,
+        };
+        let mut it = FixedLengthIter {
             stream: std::io::BufReader::with_capacity(256 << 10, stream),
             path: Arc::from(path),
             framing,
@@ -118,7 +121,42 @@ impl FixedLengthIter {
             policy,
             stats,
             ended: false,
-        })
+        };
+        if compression != Compression::None && offset > 0 {
+            it.pass_over(offset)?;
+        }
+        Ok(it)
+    }
+
+    /// Reads past the first `offset` bytes of a compressed stream (the header, and the
+    /// records before a restored position): damage there is met as reading records meets it.
+    fn pass_over(&mut self, offset: u64) -> Result<()> {
+        let n = offset as usize;
+        let mut passed = 0;
+        while passed < n && !self.ended {
+            let chunk = (n - passed).min(1 << 20);
+            self.ahead.clear();
+            if !self.fill(chunk)? {
+                break;
+            }
+            if self.ahead.len() < chunk {
+                let what = if self.record == 0 {
+                    format!(
+                        "the data ends within its {}-byte header",
+                        self.framing.header_bytes
+                    )
+                } else {
+                    format!("it holds fewer than the {offset} bytes the state was saved after")
+                };
+                return Err(Error::invalid(
+                    "FixedLengthRecordDataset",
+                    format!("{}: {what}", self.path),
+                ));
+            }
+            passed += chunk;
+        }
+        self.ahead.clear();
+        Ok(())
     }
 
     /// Fills `ahead` to `want` bytes, or to the end of the stream; false when the stream is

@@ -54,6 +54,29 @@ impl RecordIndex {
         IndexReader::scan(path)?.into_index()
     }
 
+    /// The intact records of `path`, found by reading the file through as the sequential
+    /// reader does under the skip policy (every CRC checked; where a record is damaged it
+    /// resyncs at the next intact header), and what each damaged span cost (the records known
+    /// lost there, the bytes passed over, and why).
+    pub fn scan_skipping(
+        path: &str,
+    ) -> Result<(RecordIndex, Vec<crate::tfrecord_reader::Recovery>)> {
+        let mut reader = crate::RecordReader::open(path, crate::Compression::None, true)?;
+        let mut index = RecordIndex::default();
+        let mut lost = Vec::new();
+        loop {
+            match reader.next_record() {
+                Ok(Some((data, origin))) => {
+                    index.offsets.push(origin.offset);
+                    index.sizes.push(data.len() as u64 + 16);
+                }
+                Ok(None) => return Ok((index, lost)),
+                Err(Error::CorruptRecord { .. }) => lost.push(reader.recover()?),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Reads an index file (`<offset> <size>` per line) of data file `data`.
     pub fn read(idx: &str, data: &str) -> Result<RecordIndex> {
         IndexReader::text(idx, data)?.into_index()
@@ -701,6 +724,30 @@ impl RecordFile {
     /// The file at `path` with its index (see [`IndexReader::of_file`]).
     pub fn open(path: &str, verify_crc: bool) -> Result<RecordFile> {
         RecordFile::with_index(path, IndexReader::of_file(path)?, verify_crc)
+    }
+
+    /// Like [`open`](RecordFile::open), for the skip policy: where the index cannot be read
+    /// (a record header damaged), the records whose framing is intact, found as the
+    /// sequential reader finds them, and what the damage cost (see
+    /// [`RecordIndex::scan_skipping`]).
+    pub fn open_skipping(
+        path: &str,
+        verify_crc: bool,
+    ) -> Result<(RecordFile, Vec<crate::tfrecord_reader::Recovery>)> {
+        let mut index = IndexReader::of_file(path)?;
+        match index.count() {
+            Ok(_) => Ok((RecordFile::with_index(path, index, verify_crc)?, Vec::new())),
+            Err(Error::CorruptRecord { .. }) => {
+                let (index, lost) = RecordIndex::scan_skipping(path)?;
+                let reader = IndexReader {
+                    count: Some(index.len()),
+                    index,
+                    source: Source::Done,
+                };
+                Ok((RecordFile::with_index(path, reader, verify_crc)?, lost))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     pub fn with_index(path: &str, index: IndexReader, verify_crc: bool) -> Result<RecordFile> {

@@ -386,11 +386,19 @@ impl RecordReader {
         max_record_bytes: u64,
     ) -> Result<RecordReader> {
         if compression != Compression::None {
-            let mut r = RecordReader::open(path, compression, false)?;
+            // Read as the run that reported the position read it (CRCs checked, damage passed
+            // over as the skip policy passes over it), so that the records are counted alike;
+            // what the damage cost was counted by that run.
+            let mut r = RecordReader::open(path, compression, verify_crc)?;
             r.max_record_bytes = max_record_bytes;
             while r.record < record {
-                if r.next_record()?.is_none() {
-                    break;
+                match r.next_record() {
+                    Ok(Some(_)) => {}
+                    Ok(None) => break,
+                    Err(Error::CorruptRecord { .. }) => {
+                        r.recover()?;
+                    }
+                    Err(e) => return Err(e),
                 }
             }
             if (r.record, r.offset) != (record, offset) {
@@ -401,7 +409,6 @@ impl RecordReader {
                     ),
                 ));
             }
-            r.verify_crc = verify_crc;
             return Ok(r);
         }
         use std::io::Seek;

@@ -148,3 +148,27 @@ def test_a_csv_error_names_the_line_its_record_starts_on(tmp_path):
     with pytest.raises(sk.InvalidRecordError, match=r"line 6: column 1") as e:
         list(sk.CsvDataset(str(f), [0, ""]))
     assert e.value.record == 5
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'1,y"6mo\n2,"ab"c\n5,"q"\n7,ok\n',
+        b'1,y"6mo\n7,ok\n',
+        b'2,"ab"c\nx\n5,"q"\n7,ok\n',
+        b'3,"a""b"\n4,"c" \n5,d\n',
+    ],
+)
+def test_quotes_tensorflow_refuses_are_errors_not_other_records(tmp_path, data):
+    tf = pytest.importorskip("tensorflow")
+    # A quote in an unquoted field, text after a closing quote: TensorFlow refuses the record;
+    # the CSV reader underneath would take it (`"ab"c` as `abc`) and drop what follows a line
+    # break it leaves open.
+    f = tmp_path / "q.csv"
+    f.write_bytes(data)
+    want = [(int(a.numpy()), b.numpy()) for a, b in tf.data.experimental.CsvDataset(
+        str(f), [tf.int64, tf.string]).ignore_errors()]
+    ds = sk.CsvDataset(str(f), [sk.int64, sk.string]).ignore_errors()
+    assert [(int(a), bytes(b)) for a, b in ds] == want
+    lost = len(data.decode().strip().split("\n")) - len(want)
+    assert sum(s["skipped"] + s["rest_lost"] for s in ds.stats()) >= (1 if lost else 0)

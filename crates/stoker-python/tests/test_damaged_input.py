@@ -961,6 +961,11 @@ def test_resume_and_global_shuffle_skip_what_the_skip_policy_skips(tmp_path, ind
         again = shuffled()
         rest = [int(e["s"]) for e in again.iterator(state=it.state())]
         assert head + rest == full, k
+        if k >= 48:
+            # Every bad record lies before where the shuffle's input stood: the saved run
+            # counted them, the restored one (which runs its input again to rebuild the
+            # buffer) does not count them again.
+            assert sum(s["skipped"] for s in again.stats()) == 0, k
     # skip(n) counts elements, not records.
     assert [int(e["s"]) for e in sk.TFRecordDataset(f).map(PARSE_S).skip(20).ignore_errors()] == [
         i for i in range(60) if i not in {7, 13, 41}
@@ -1014,3 +1019,87 @@ def test_skips_inside_datasets_a_function_opens_are_counted_in_the_pipeline(tmp_
     assert sum(s["skipped"] for s in stats) == 4
     reasons = " | ".join(s["last_skip_reason"] for s in stats if s["last_skip_reason"])
     assert "d0.tfrecord" in reasons or "d1.tfrecord" in reasons, reasons
+
+
+def test_damage_in_a_compressed_fixed_length_header_is_located_or_counted(tmp_path):
+    import gzip
+
+    data = bytearray(gzip.compress(b"H" * 7 + bytes(4000)))
+    data[0:4] = bytes(4)  # the GZIP header's magic gone
+    f = tmp_path / "f.gz"
+    f.write_bytes(bytes(data))
+    ds = sk.FixedLengthRecordDataset(str(f), 4, header_bytes=7, compression_type="GZIP")
+    with pytest.raises(sk.CorruptRecordError) as e:
+        list(ds)
+    assert e.value.file == str(f) and e.value.record == 0
+    skipping = ds.ignore_errors()
+    assert list(skipping) == []
+    assert sum(s["rest_lost"] for s in skipping.stats()) == 1
+    # A stream that ends inside the header: the file's error, named.
+    f.write_bytes(gzip.compress(b"H" * 5))
+    with pytest.raises(sk.InvalidArgumentError, match="within its 7-byte header"):
+        list(sk.FixedLengthRecordDataset(str(f), 4, header_bytes=7, compression_type="GZIP"))
+
+
+@pytest.mark.parametrize("damage", ["header_crc", "cut_in_the_middle", "zero_page"])
+def test_global_shuffle_under_skip_reads_past_damaged_record_headers(tmp_path, damage):
+    f = tmp_path / "g.tfrecord"
+    with sk.io.TFRecordWriter(str(f)) as w:
+        for i in range(300):
+            w.write(b"record %d " % i + bytes(40))
+    data = bytearray(f.read_bytes())
+    starts = _record_starts(bytes(data))
+    if damage == "header_crc":
+        data[starts[40] + 9] ^= 1  # the length's CRC
+    elif damage == "cut_in_the_middle":
+        data = data[: starts[100] + 20] + data[starts[103] :]
+    else:
+        data[4096:8192] = bytes(4096)
+    f.write_bytes(bytes(data))
+    plain = sk.TFRecordDataset(str(f)).ignore_errors()
+    want = sorted(bytes(r) for r in plain)
+    lost = sum(s["skipped"] for s in plain.stats())
+    assert 0 < len(want) < 300 and lost > 0
+    shuffled = sk.TFRecordDataset(str(f)).global_shuffle(seed=3).ignore_errors()
+    got = [bytes(r) for r in shuffled]
+    assert sorted(got) == want and got != want
+    assert sum(s["skipped"] for s in shuffled.stats()) == lost
+    # Resumed part way: the rest of the pass, the header damage counted by the first run only.
+    first = sk.TFRecordDataset(str(f)).global_shuffle(seed=3).ignore_errors()
+    it = first.iterator()
+    head = [bytes(next(it)) for _ in range(50)]
+    again = sk.TFRecordDataset(str(f)).global_shuffle(seed=3).ignore_errors()
+    assert head + [bytes(r) for r in again.iterator(state=it.state())] == got
+    assert sum(s["skipped"] for s in again.stats()) == 0
+    with pytest.raises(sk.CorruptRecordError):
+        list(sk.TFRecordDataset(str(f)).global_shuffle(seed=3))
+
+
+@pytest.mark.parametrize("compression", ["GZIP", "ZLIB"])
+def test_a_compressed_read_resumes_past_damage_it_skipped(tmp_path, compression):
+    # The restore passes over the records before its position again: it must pass over the
+    # damage among them as the saved run did (and not raise it).
+    good = tmp_path / "g.tfrecord"
+    with sk.io.TFRecordWriter(str(good)) as w:
+        for i in range(40):
+            w.write(sk.io.serialize_example({"s": i}))
+    data = bytearray(good.read_bytes())
+    starts = _record_starts(bytes(data))
+    data[starts[12] : starts[12] + 8] = (10**15).to_bytes(8, "little")  # a length, its CRC not made
+    plain = tmp_path / "d.tfrecord"
+    plain.write_bytes(bytes(data))
+    f = tmp_path / f"d.{compression.lower()}"
+    import gzip
+    import zlib
+
+    f.write_bytes(gzip.compress(bytes(data)) if compression == "GZIP" else zlib.compress(bytes(data)))
+
+    def ds() -> sk.Dataset:
+        return sk.TFRecordDataset(str(f), compression_type=compression).map(PARSE_S).ignore_errors()
+
+    full = [int(e["s"]) for e in ds()]
+    assert 12 not in full and full[:12] == list(range(12)) and len(full) >= 27
+    for k in range(len(full) + 1):
+        it = ds().iterator()
+        head = [int(next(it)["s"]) for _ in range(k)]
+        assert head + [int(e["s"]) for e in ds().iterator(state=it.state())] == full, k

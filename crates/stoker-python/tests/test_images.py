@@ -978,3 +978,19 @@ def test_fused_crops_of_the_new_formats_equal_the_whole_decode(golden, name):
     np.testing.assert_array_equal(fused[0]["f"], whole[4:20, 5:25])
     crops = list(ds.map([sk.ops.decode_image("f", 3), sk.ops.random_resized_crop("f", (8, 8), seed=1)]))
     assert crops[0]["f"].shape == (8, 8, 3)
+
+
+@pytest.mark.parametrize("channels", [3, 1])
+def test_a_png_holding_fewer_rows_than_its_header_claims_fails_on_every_path(channels):
+    import struct
+    import zlib
+
+    png = bytearray(sk.io.encode_png(np.zeros((100, 60, 3), np.uint8)))
+    png[20:24] = struct.pack(">I", 104)  # IHDR's height, its CRC made again
+    png[29:33] = struct.pack(">I", zlib.crc32(bytes(png[12:29])))
+    src = sk.Dataset.from_tensor_slices({"x": np.array([bytes(png)], dtype=object)})
+    decode = sk.ops.decode_image("x", channels=channels)
+    for ops in ([decode], [decode, sk.ops.resize_with_crop_or_pad("x", 50, 50)],
+                [decode, sk.ops.random_resized_crop("x", 16, seed=2)]):
+        with pytest.raises(sk.InvalidRecordError, match="image data ends at row 100"):
+            list(src.map(ops))

@@ -175,6 +175,8 @@ impl<'a> Png8<'a> {
         let mut inflater = fdeflate::Decompressor::new();
         let mut chunks = self.idat.iter().peekable();
         let mut input: &[u8] = &[];
+        // Bytes inflated in all: the stream must hold every row the header claims.
+        let mut total = 0usize;
         for y in 0..rows {
             while end - row < stride {
                 if inflated.len() - end < (16 << 10) {
@@ -194,6 +196,7 @@ impl<'a> Png8<'a> {
                     .map_err(|e| format!("PNG: {e:?}"))?;
                 input = &input[read..];
                 end += wrote;
+                total += wrote;
                 if read == 0 && wrote == 0 {
                     return Err(format!("PNG: image data ends at row {y}"));
                 }
@@ -220,6 +223,7 @@ impl<'a> Png8<'a> {
                 .map_err(|e| format!("PNG: damaged image data: {e:?}"))?;
             input = &input[read..];
             end += wrote;
+            total += wrote;
             if read == 0 && wrote == 0 {
                 break;
             }
@@ -227,15 +231,18 @@ impl<'a> Png8<'a> {
         if !inflater.is_done() {
             return Err("PNG: the image data ends before its zlib stream does".into());
         }
+        if total < stride * self.height {
+            return Err(format!("PNG: image data ends at row {}", total / stride));
+        }
         Ok(())
     }
 }
 
 /// Checks that the image data of the PNG `data` (its IDAT chunks, in order) is one whole zlib
-/// stream whose Adler-32 matches: what the png crate's decode does not always check (it stops
+/// stream whose Adler-32 matches, and says how many bytes it inflates to: what the png crate's decode does not always check (it stops
 /// once it has every row), while zlib checks it for libpng and TensorFlow. Inflates into a
 /// small buffer it keeps reusing.
-pub(crate) fn check_zlib_stream(data: &[u8]) -> Result<(), String> {
+pub(crate) fn check_zlib_stream(data: &[u8]) -> Result<usize, String> {
     let chunks = png_chunks(data)?;
     let mut idat = chunks
         .iter()
@@ -243,7 +250,7 @@ pub(crate) fn check_zlib_stream(data: &[u8]) -> Result<(), String> {
         .map(|&(_, body)| body)
         .peekable();
     let mut inflated = vec![0u8; WINDOW + (64 << 10)];
-    let mut end = 0;
+    let (mut end, mut total) = (0, 0);
     let mut inflater = fdeflate::Decompressor::new();
     let mut input: &[u8] = &[];
     while !inflater.is_done() {
@@ -264,6 +271,7 @@ pub(crate) fn check_zlib_stream(data: &[u8]) -> Result<(), String> {
             .map_err(|e| format!("PNG: damaged image data: {e:?}"))?;
         input = &input[read..];
         end += wrote;
+        total += wrote;
         if read == 0 && wrote == 0 {
             break;
         }
@@ -271,7 +279,7 @@ pub(crate) fn check_zlib_stream(data: &[u8]) -> Result<(), String> {
     if !inflater.is_done() {
         return Err("PNG: the image data ends before its zlib stream does".into());
     }
-    Ok(())
+    Ok(total)
 }
 
 /// Undoes PNG filter `filter` on the row `raw` (whole pixels of `bpp` bytes) into `cur`, given
@@ -583,7 +591,8 @@ pub(crate) mod tests {
         assert!(err.contains("ends at row 2"), "{err}");
         let err = img.decode().err().unwrap();
         assert!(err.contains("ends at row 2"), "{err}");
-        // ... but a window above the missing rows decodes.
-        assert!(img.window([0, 0, 2, 8], |_, _| {}).is_ok());
+        // ... and so does a window above the missing rows, as the whole decode does.
+        let err = img.window([0, 0, 2, 8], |_, _| {}).unwrap_err();
+        assert!(err.contains("ends at row 2"), "{err}");
     }
 }

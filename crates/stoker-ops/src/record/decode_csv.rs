@@ -218,6 +218,9 @@ impl DecodeCsv {
         ends: &mut Vec<usize>,
         row: &mut Vec<Parsed>,
     ) -> std::result::Result<(), String> {
+        if self.use_quote_delim {
+            check_quotes(line, self.field_delim.as_bytes()[0])?;
+        }
         self.split(reader, line, out, ends);
         let have = ends.len();
         match &self.select_cols {
@@ -368,5 +371,59 @@ impl Op for DecodeCsv {
 
     fn spec(&self) -> Result<serde_json::Value> {
         spec_json(OP, self)
+    }
+}
+
+/// Quoting as TensorFlow's `decode_csv` and `CsvDataset` require it (with quoting on): a
+/// field that starts with `"` ends at a `"` followed by the delimiter or the record's end, a
+/// `"` inside it doubled (`""`); a field that does not start with `"` holds none, nor a line
+/// break. The CSV reader takes more (it joins `"ab"c` to `abc`, and ends a record at a line
+/// break such a field leaves open): what it would take that TensorFlow refuses is an error.
+fn check_quotes(line: &[u8], delim: u8) -> std::result::Result<(), String> {
+    let mut at = 0;
+    let mut column = 0;
+    loop {
+        if line.get(at) == Some(&b'"') {
+            at += 1;
+            loop {
+                match line.get(at) {
+                    None => return Err(format!("column {column}: a quoted field is not closed")),
+                    Some(b'"') if line.get(at + 1) == Some(&b'"') => at += 2,
+                    Some(b'"') => {
+                        at += 1;
+                        break;
+                    }
+                    Some(_) => at += 1,
+                }
+            }
+            match line.get(at) {
+                None => return Ok(()),
+                Some(&b) if b == delim => {}
+                Some(_) => {
+                    return Err(format!(
+                        "column {column}: a quote inside a quoted field must be doubled (\"\")"
+                    ))
+                }
+            }
+        } else {
+            let end = line[at..]
+                .iter()
+                .position(|&b| b == delim)
+                .map_or(line.len(), |p| at + p);
+            if line[at..end]
+                .iter()
+                .any(|&b| matches!(b, b'"' | b'\n' | b'\r'))
+            {
+                return Err(format!(
+                    "column {column}: a field not in quotes cannot hold a quote or a line break"
+                ));
+            }
+            if end == line.len() {
+                return Ok(());
+            }
+            at = end;
+        }
+        at += 1; // the delimiter
+        column += 1;
     }
 }

@@ -115,6 +115,9 @@ impl DatasetOp for GlobalShuffle {
             _ => position,
         };
         let order = IndexShuffle::new(access.count()?, seed);
+        if at.is_none() {
+            access.count_unplaced_losses();
+        }
         if position > order.len() {
             return Err(stoker_core::exec::state::mismatch(Self::KIND));
         }

@@ -316,6 +316,10 @@ impl RandomAccess for MapAccess {
         self.policy == ErrorPolicy::Skip || self.input.may_skip()
     }
 
+    fn count_unplaced_losses(&self) {
+        self.input.count_unplaced_losses();
+    }
+
     fn state_at(&self, upto: u64) -> Result<State> {
         Ok(State::new(vec![upto], vec![self.input.state_at(upto)?]))
     }

@@ -7,7 +7,7 @@ use stoker_core::element::Schema;
 use stoker_core::exec::shuffle::{epoch_seed, ShuffleIter};
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
-use stoker_core::{Error, Result, Seed, StageStats};
+use stoker_core::{Error, Result, Seed, StageStats, StatsRegistry};
 
 use super::{same, Cardinality, DatasetOp, RandomAccess};
 use crate::build::{iterate, iterate_at, BuildCtx};
@@ -130,8 +130,20 @@ impl DatasetOp for Shuffle {
                     })
                 })?
             }
-            // The input runs again from the start of the pass (see `ShuffleIter::restore`).
-            None => ShuffleIter::restore(iterate(&self.input, ctx)?, cap, st, s)?,
+            // The input runs again from the start of the pass to find the buffer's elements,
+            // with counters of no stage (what it meets there, the saved run counted), then on
+            // from where the replay stopped with the pipeline's own.
+            None => ShuffleIter::restore_with(cap, st, s, |positions, taken| {
+                let uncounted = BuildCtx {
+                    stats: StatsRegistry::new(),
+                    ..ctx.clone()
+                };
+                let mut replay = iterate(&self.input, &uncounted)?;
+                let buffer = stoker_core::exec::state::replay(&mut replay, taken, positions)?;
+                let at = replay.state()?;
+                drop(replay);
+                Ok((buffer, iterate_at(&self.input, ctx, Some(&at))?))
+            })?,
         };
         Ok(Metered::wrap(Box::new(it), stats))
     }

@@ -164,12 +164,15 @@ impl DatasetOp for TfRecord {
             return Ok(None);
         }
         let cycle = self.cycle_length(ctx);
-        let mut access =
-            RecordAccess::open(&self.files, cycle, self.verify_crc, ctx.options.threads())?;
-        if ctx.options.on_bad_record == ErrorPolicy::Skip {
-            access.skip_into = Some(crate::build::stage_stats(node, ctx));
-        }
-        Ok(Some(Box::new(access)))
+        let skip_into = (ctx.options.on_bad_record == ErrorPolicy::Skip)
+            .then(|| crate::build::stage_stats(node, ctx));
+        Ok(Some(Box::new(RecordAccess::open(
+            &self.files,
+            cycle,
+            self.verify_crc,
+            ctx.options.threads(),
+            skip_into,
+        )?)))
     }
 
     fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Spec>> {
@@ -221,18 +224,31 @@ struct RecordAccess {
     /// Under the skip policy, the stage's counters: a damaged record is skipped and counted
     /// there (by `get_or_skip`).
     skip_into: Option<Arc<StageStats>>,
+    /// What damaged record headers cost (each file's), not counted yet.
+    unplaced: std::sync::Mutex<Vec<(String, stoker_formats::tfrecord_reader::Recovery)>>,
 }
 
 impl RecordAccess {
+    /// With `skip_into` (the skip policy), a file whose record headers are damaged is read
+    /// through its intact records, the damage counted there.
     fn open(
         paths: &[String],
         cycle: usize,
         verify_crc: bool,
         threads: usize,
+        skip_into: Option<Arc<StageStats>>,
     ) -> Result<RecordAccess> {
+        let mut unplaced = Vec::new();
         let files = paths
             .iter()
-            .map(|p| RecordFile::open(p, verify_crc))
+            .map(|p| match &skip_into {
+                None => RecordFile::open(p, verify_crc),
+                Some(_) => {
+                    let (file, lost) = RecordFile::open_skipping(p, verify_crc)?;
+                    unplaced.extend(lost.into_iter().map(|l| (p.clone(), l)));
+                    Ok(file)
+                }
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok(RecordAccess {
             files,
@@ -241,7 +257,8 @@ impl RecordAccess {
             threads: threads.max(1),
             counts: OnceLock::new(),
             order: OnceLock::new(),
-            skip_into: None,
+            skip_into,
+            unplaced: std::sync::Mutex::new(unplaced),
         })
     }
 
@@ -407,6 +424,17 @@ impl RandomAccess for RecordAccess {
 
     fn may_skip(&self) -> bool {
         self.skip_into.is_some()
+    }
+
+    fn count_unplaced_losses(&self) {
+        let Some(stats) = &self.skip_into else {
+            return;
+        };
+        let lost = std::mem::take(&mut *self.unplaced.lock().unwrap_or_else(|e| e.into_inner()));
+        for (path, l) in lost {
+            stats.add_loss(l.records, l.rest_lost, format!("{path}: {}", l.note));
+            stats.add_skipped_bytes(l.bytes);
+        }
     }
 
     fn state_at(&self, upto: u64) -> Result<State> {
