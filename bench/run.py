@@ -665,6 +665,43 @@ def allocator_section() -> list[str]:
     return L
 
 
+def decode_checks_section() -> list[str]:
+    """What this wave's decode changes cost or gain, from bench/ab_builds.py's runs of the build
+    before them against the build with them (bench/results/decode_ab_*.json)."""
+    paths = sorted(glob.glob(os.path.join(RESULTS, "decode_ab_*.json")))
+    if not paths:
+        return []
+    L = ["## Decoding as TensorFlow does, and checking every PNG stream", "",
+         "Two changes to decoding, measured with `bench/ab_builds.py` (the two builds alternating, the "
+         "stoker contender of the workload's table, medians over the rounds of each child's median "
+         "rate and its peak RSS): `decode_image` runs TensorFlow's default IDCT for JPEG (the fast "
+         "integer one, `dct_method=\"\"`; before it ran the accurate one, PIL's), which W3 decodes "
+         "with; and every PNG path inflates the image data to its end to check its zlib checksum, "
+         "which W2's fused crop decodes skipped below the crop before (they still unfilter only "
+         "down to the crop).", ""]
+    docs = []
+    for path in paths:
+        with open(path) as f:
+            docs.append(json.load(f))
+    for d in sorted(docs, key=lambda d: d["started"]):
+        a, b = list(d["builds"])
+        unit = "pairs/s" if d["workload"] == "w2" else "images/s"
+        built = ", ".join(f"`{k}`: the extension built at commit `{c}`" for k, c in d.get("commits", {}).items())
+        L += [f"Run {d['started']}–{d['ended'][-9:]} · `{d['command']}` · {d['workload'].upper()}, "
+              f"{d['rounds']} rounds × {d['runs_per_child']} timed epochs per child; {built}", "",
+              f"| cores | {a} {unit} | {b} {unit} | {b} ÷ {a} | peak RSS MiB ({a} / {b}) |",
+              "|---|---|---|---|---|"]
+        for cores, v in d["summary"].items():
+            r = v[f"{b}/{a}"]
+            L.append(f"| {cores} | {v[a]['ex_per_s']:,.1f} | {v[b]['ex_per_s']:,.1f} | {r['ex_per_s']:.3f} | "
+                     f"{v[a]['peak_rss_mib']:.0f} / {v[b]['peak_rss_mib']:.0f} |")
+        L.append("")
+    L += ["The W2 and W3 tables above ran before these changes (each names its commit): by the ratios "
+          "here, W2's stoker rows are now that much slower; W3's are unchanged within the noise (its "
+          "crops decode only their region, where the IDCT is a small part of the work).", ""]
+    return L
+
+
 def resume_section() -> list[str]:
     """Resume after preemption, stoker against tf.train.Checkpoint, from bench/resume.py's last run."""
     path = os.path.join(RESULTS, "resume.json")
@@ -867,6 +904,7 @@ def render(docs: list[dict], out_path: str) -> str:
     L += torch_section()
     L += analyze_section()
     L += allocator_section()
+    L += decode_checks_section()
     L += [METHOD]
     text = "\n".join(L).rstrip() + "\n"
     with open(out_path, "w") as f:
