@@ -6,6 +6,7 @@ use stoker_core::dtype::DType;
 use stoker_core::element::{names, Element, FieldSpec, Schema};
 use stoker_core::op::OpCtx;
 use stoker_core::options::ErrorPolicy;
+use stoker_core::seed::Seeds;
 use stoker_core::stats::StageStats;
 use stoker_core::tensor::Tensor;
 
@@ -30,6 +31,7 @@ pub fn apply(spec: &serde_json::Value, data: &[u8], element: u64) {
         element,
         epoch: 0,
         row: None,
+        seeds: Seeds::none(),
     };
     let input = Element::new(
         names(&["x"]),

@@ -1,19 +1,18 @@
 //! Seeds of the steps that draw random numbers (shuffles, random ops, mixes).
 //!
-//! A seed is either given by the user or drawn because none was. A drawn seed is only a
-//! placeholder in the plan: each run of a pipeline resolves it through its [`Seeds`], which
-//! give the k-th drawn seed of the plan (in the plan's order) a value made from one number,
-//! the run's *root*. The root is what a saved state records and what the ranks of a
-//! data-parallel job share, so that a pipeline without seeds resumes exactly in a new
-//! process and hands every rank the same order.
+//! A seed is either given by the user or drawn because none was. A drawn seed is drawn when
+//! the step is made, and the step keeps it: every dataset made from that step (a `take` and a
+//! `skip` of one shuffled dataset, say) draws from the same number, as in tf.data. What a
+//! process must hand on is the drawn seeds' values, in the plan's order: a saved state
+//! records them, so that a pipeline without seeds resumes exactly in a new process (whose
+//! steps drew other numbers), and the ranks of a data-parallel job take rank 0's (see
+//! [`Seeds`]).
 
 use std::collections::HashMap;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::exec::shuffle::epoch_seed;
-
-/// A fresh random number (from the OS's randomness): a drawn seed, or a root.
+/// A fresh random number (from the OS's randomness).
 pub fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     // std's hasher keys are drawn from the OS's randomness, fresh for every `RandomState`.
@@ -39,7 +38,7 @@ impl Seed {
         }
     }
 
-    /// A seed drawn because none was given: a random placeholder, unique to the step.
+    /// A seed drawn because none was given: a random number, unique to the step.
     pub fn drawn() -> Seed {
         Seed {
             value: random_u64(),
@@ -81,56 +80,71 @@ impl<'de> Deserialize<'de> for Seed {
     }
 }
 
-/// What the drawn seeds of one pipeline stand for in a run: the k-th drawn seed of the plan
-/// (in the order its steps and ops list them) is `mix(root, k)`. Two processes that build the
-/// same pipeline and use the same root resolve every drawn seed alike; a given seed is itself.
+/// What the drawn seeds of one pipeline stand for in a run: each its own number, unless
+/// values were taken from elsewhere (a saved state, rank 0): then the k-th drawn seed of the
+/// plan (in the order its steps and ops list them) stands for the k-th value. A given seed is
+/// itself.
 #[derive(Clone, Debug, Default)]
 pub struct Seeds {
-    root: u64,
-    by_placeholder: HashMap<u64, u64>,
+    taken: HashMap<u64, u64>,
 }
 
 impl Seeds {
-    /// The resolution of `drawn` (the plan's seeds, in the plan's order; given ones are
-    /// passed over) under `root`.
-    pub fn new(root: u64, drawn: impl IntoIterator<Item = Seed>) -> Seeds {
-        let mut by_placeholder = HashMap::new();
-        for seed in drawn.into_iter().filter(Seed::is_drawn) {
-            let k = by_placeholder.len() as u64;
-            // A step that appears twice in a plan (one dataset zipped with itself) keeps
-            // the value of its first place, as it keeps one seed.
-            by_placeholder
-                .entry(seed.value)
-                .or_insert_with(|| epoch_seed(root, k));
-        }
-        Seeds {
-            root,
-            by_placeholder,
-        }
+    /// The resolution of `plan_seeds` (the plan's seeds, in the plan's order), with `values`
+    /// for its drawn ones where given (see [`drawn_in_order`]).
+    pub fn new(plan_seeds: &[Seed], values: Option<&[u64]>) -> Seeds {
+        let Some(values) = values else {
+            return Seeds::default();
+        };
+        let taken = drawn_in_order(plan_seeds)
+            .into_iter()
+            .zip(values)
+            .map(|(placeholder, &v)| (placeholder, v))
+            .collect();
+        Seeds { taken }
     }
 
-    /// No drawn seeds listed, root 0: for steps that resolve none (a filter's predicate).
+    /// No values taken: every drawn seed is its own number.
     pub fn none() -> &'static Seeds {
         static NONE: std::sync::OnceLock<Seeds> = std::sync::OnceLock::new();
         NONE.get_or_init(Seeds::default)
     }
 
-    pub fn root(&self) -> u64 {
-        self.root
+    /// The number `seed` stands for in this run.
+    pub fn resolve(&self, seed: Seed) -> u64 {
+        if seed.drawn {
+            if let Some(&v) = self.taken.get(&seed.value) {
+                return v;
+            }
+        }
+        seed.value
     }
 
-    /// The number `seed` stands for in this run. A drawn seed the plan does not list (a
-    /// step made while the pipeline runs, inside an `interleave`'s function) gets one mixed
-    /// from the root and its placeholder: fixed for the run, new in each process.
-    pub fn resolve(&self, seed: Seed) -> u64 {
-        if !seed.drawn {
-            return seed.value;
-        }
-        match self.by_placeholder.get(&seed.value) {
-            Some(&v) => v,
-            None => epoch_seed(self.root ^ 0xA076_1D64_78BD_642F, seed.value),
-        }
+    /// The numbers the plan's drawn seeds stand for, in the plan's order: what a saved state
+    /// records and rank 0 hands the others.
+    pub fn values(&self, plan_seeds: &[Seed]) -> Vec<u64> {
+        drawn_in_order(plan_seeds)
+            .into_iter()
+            .map(|placeholder| self.resolve(Seed::from_drawn(placeholder)))
+            .collect()
     }
+}
+
+impl Seed {
+    fn from_drawn(value: u64) -> Seed {
+        Seed { value, drawn: true }
+    }
+}
+
+/// The distinct drawn seeds of `plan_seeds`, in order: a step that appears twice in a plan
+/// (one dataset zipped with itself) has one seed, in its first place.
+pub fn drawn_in_order(plan_seeds: &[Seed]) -> Vec<u64> {
+    let mut seen = std::collections::HashSet::new();
+    plan_seeds
+        .iter()
+        .filter(|s| s.drawn && seen.insert(s.value))
+        .map(|s| s.value)
+        .collect()
 }
 
 #[cfg(test)]
@@ -138,18 +152,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn drawn_seeds_resolve_by_their_place_under_the_root() {
+    fn drawn_seeds_are_their_own_until_values_are_taken_by_place() {
         let (a, b, given) = (Seed::drawn(), Seed::drawn(), Seed::given(7));
-        let one = Seeds::new(5, [a, given, b]);
-        // Other placeholders in the same places: the same values.
+        let mine = [a, given, b, a];
+        let own = Seeds::new(&mine, None);
+        assert_eq!(own.resolve(a), a.value);
+        assert_eq!(own.resolve(given), 7);
+        assert_eq!(own.values(&mine), vec![a.value, b.value]);
+        // Another process's plan, other draws in the same places: they take these values.
         let (c, d) = (Seed::drawn(), Seed::drawn());
-        let two = Seeds::new(5, [c, given, d]);
-        assert_eq!(one.resolve(a), two.resolve(c));
-        assert_eq!(one.resolve(b), two.resolve(d));
-        assert_ne!(one.resolve(a), one.resolve(b));
-        assert_eq!(one.resolve(given), 7);
-        // Another root, other values.
-        assert_ne!(Seeds::new(6, [a]).resolve(a), one.resolve(a));
+        let theirs = [c, given, d, c];
+        let taken = Seeds::new(&theirs, Some(&own.values(&mine)));
+        assert_eq!(taken.resolve(c), a.value);
+        assert_eq!(taken.resolve(d), b.value);
+        assert_eq!(taken.resolve(given), 7);
+        assert_eq!(taken.values(&theirs), own.values(&mine));
     }
 
     #[test]

@@ -684,15 +684,15 @@ impl PyPlan {
         stoker::spec::save(&self.plan, path).py(py)
     }
 
-    /// The number this pipeline's drawn seeds (of steps given no seed) are made from.
-    fn seed_root(&self, py: Python<'_>) -> PyResult<u64> {
-        Ok(self.pipeline(py)?.seed_root())
+    /// What this pipeline's drawn seeds (of the steps given no seed) stand for, in the
+    /// plan's order.
+    fn seed_values(&self, py: Python<'_>) -> PyResult<Vec<u64>> {
+        Ok(self.pipeline(py)?.seed_values())
     }
 
-    /// Makes the iterations started from now on resolve the drawn seeds from `root`.
-    fn set_seed_root(&self, py: Python<'_>, root: u64) -> PyResult<()> {
-        self.pipeline(py)?.set_seed_root(root);
-        Ok(())
+    /// Makes the iterations started from now on take `values` for the drawn seeds.
+    fn set_seed_values(&self, py: Python<'_>, values: Vec<u64>) -> PyResult<()> {
+        self.pipeline(py)?.set_seed_values(values).py(py)
     }
 
     /// The steps given no seed (their seeds are drawn), as `explain()` names them.

@@ -33,6 +33,26 @@ static CALLS: Mutex<Vec<(std::ffi::c_ulong, usize)>> = Mutex::new(Vec::new());
 /// after it (see [`quiesce`]).
 static EXITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Engine threads attached to the interpreter now (counted with the GIL held): one of them
+/// may give the GIL up inside a call and need it back (see [`quiesce`]).
+static ATTACHED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// `Python::attach` for the engine's threads: counted in [`ATTACHED`] from when the thread
+/// holds the GIL until it lets it go (also when it unwinds).
+fn engine_attach<T>(f: impl FnOnce(Python<'_>) -> T) -> T {
+    struct Attached;
+    impl Drop for Attached {
+        fn drop(&mut self) {
+            ATTACHED.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    Python::attach(|py| {
+        ATTACHED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let _attached = Attached;
+        f(py)
+    })
+}
+
 /// Calls `f` on this thread as a Python call made for `stage` (see [`interrupt_calls`]); once
 /// the interpreter is exiting, raises `KeyboardInterrupt` instead of calling it.
 fn tracked<T>(_py: Python<'_>, stage: &StageStats, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
@@ -57,10 +77,11 @@ fn tracked<T>(_py: Python<'_>, stage: &StageStats, f: impl FnOnce() -> PyResult<
 
 /// Called at interpreter exit, before Python finalizes: engine threads start no Python call
 /// from now on, and those in progress (of pipelines whose threads were left to finish on
-/// their own) are interrupted and waited for, up to `timeout` seconds. A thread still inside
-/// a call when Python finalizes would take the GIL back during finalization, which CPython
-/// answers by ending the thread under the call's feet and then aborting the process. Returns
-/// how many calls were still in progress at the end.
+/// their own) are interrupted and waited for, up to `timeout` seconds, until no engine thread
+/// is attached to the interpreter. A thread still attached when Python finalizes (inside a
+/// call that gave the GIL up, or after one, converting its result) would take the GIL back
+/// during finalization, which CPython answers by ending the thread under its feet and then
+/// aborting the process. Returns how many calls were still in progress at the end.
 #[pyfunction]
 pub fn quiesce(py: Python<'_>, timeout: f64) -> usize {
     EXITING.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -70,7 +91,8 @@ pub fn quiesce(py: Python<'_>, timeout: f64) -> usize {
             let list = CALLS.lock().unwrap_or_else(|e| e.into_inner());
             list.iter().map(|&(ident, _)| ident).collect()
         };
-        if calls.is_empty() || Instant::now() >= deadline {
+        let attached = ATTACHED.load(std::sync::atomic::Ordering::SeqCst);
+        if (calls.is_empty() && attached == 0) || Instant::now() >= deadline {
             return calls.len();
         }
         for ident in calls {
@@ -165,7 +187,7 @@ impl Op for PyFuncOp {
     }
 
     fn apply(&self, input: Element, ctx: &OpCtx<'_>) -> Result<Option<Element>> {
-        Python::attach(|py| {
+        engine_attach(|py| {
             let t = Instant::now();
             let r = element_to_dict(py, &input)
                 .and_then(|d| tracked(py, ctx.stats, || self.func.bind(py).call1((d,))))
@@ -218,7 +240,7 @@ impl Predicate for PyPredicate {
     }
 
     fn test(&self, element: &Element, ctx: &OpCtx<'_>) -> Result<bool> {
-        Python::attach(|py| {
+        engine_attach(|py| {
             let t = Instant::now();
             let r = element_to_dict(py, element)
                 .and_then(|d| tracked(py, ctx.stats, || self.func.bind(py).call1((d,))))
@@ -262,7 +284,7 @@ impl Opener for PyOpener {
         stats: &Arc<StageStats>,
         at: Option<&stoker_core::exec::State>,
     ) -> Result<BoxIter> {
-        let plan = Python::attach(|py| {
+        let plan = engine_attach(|py| {
             let t = Instant::now();
             let r = element_to_dict(py, element)
                 .and_then(|d| tracked(py, stats, || self.func.bind(py).call1((d,))))
@@ -324,7 +346,7 @@ impl PyGenerator {
 
 impl Generator for PyGenerator {
     fn start(&self, stats: &Arc<StageStats>) -> Result<BoxIter> {
-        let it = Python::attach(|py| {
+        let it = engine_attach(|py| {
             let t = Instant::now();
             let r = tracked(py, stats, || self.make.bind(py).call0()).map(Bound::unbind);
             stats.add_python(t.elapsed());
@@ -350,7 +372,7 @@ struct PyGeneratorIter {
 
 impl ElementIter for PyGeneratorIter {
     fn next(&mut self) -> Result<Option<Element>> {
-        Python::attach(|py| {
+        engine_attach(|py| {
             let t = Instant::now();
             let r = tracked(py, &self.stats, || {
                 match self.it.bind(py).call_method0("__next__") {
@@ -388,14 +410,14 @@ impl PyScanner {
 
 impl Scanner for PyScanner {
     fn start(&self, stats: &Arc<StageStats>) -> Result<Box<dyn ScanRun>> {
-        let state = Python::attach(|py| {
+        let state = engine_attach(|py| {
             tracked(py, stats, || self.init.bind(py).call0())
                 .map(Bound::unbind)
                 .map_err(from_pyerr)
         })?;
         Ok(Box::new(PyScanRun {
             state,
-            step: Python::attach(|py| self.step.clone_ref(py)),
+            step: engine_attach(|py| self.step.clone_ref(py)),
             stats: Arc::clone(stats),
             name: self.name.clone(),
         }))
@@ -415,7 +437,7 @@ struct PyScanRun {
 
 impl ScanRun for PyScanRun {
     fn step(&mut self, element: Element) -> Result<Element> {
-        Python::attach(|py| {
+        engine_attach(|py| {
             let t = Instant::now();
             let r = element_to_dict(py, &element)
                 .and_then(|d| {
@@ -457,7 +479,7 @@ impl PyGrouper {
     }
 
     fn call<T>(&self, stats: &StageStats, f: impl FnOnce(Python<'_>) -> PyResult<T>) -> Result<T> {
-        Python::attach(|py| {
+        engine_attach(|py| {
             let t = Instant::now();
             let r = tracked(py, stats, || f(py));
             stats.add_python(t.elapsed());

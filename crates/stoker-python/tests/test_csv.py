@@ -172,3 +172,31 @@ def test_quotes_tensorflow_refuses_are_errors_not_other_records(tmp_path, data):
     assert [(int(a), bytes(b)) for a, b in ds] == want
     lost = len(data.decode().strip().split("\n")) - len(want)
     assert sum(s["skipped"] + s["rest_lost"] for s in ds.stats()) >= (1 if lost else 0)
+
+
+@pytest.mark.parametrize("delim", [",", "\t", ";"])
+@pytest.mark.parametrize("quote", [True, False])
+def test_decode_csv_refuses_what_tensorflow_refuses(delim, quote):
+    tf = pytest.importorskip("tensorflow")
+    records = [
+        b'1,y"6mo', b'2,"ab"c', b'3,"a""b"', b'4,"x,y"', b"5,plain", b"6,two\nlines", b'7,"q\nr"',
+        b"8,ends\r", b'9,""',
+    ]
+    records = [r.replace(b",", delim.encode()) for r in records]
+    want = []
+    for r in records:
+        try:
+            a, b = tf.io.decode_csv(r, [0, ""], field_delim=delim, use_quote_delim=quote)
+            want.append((int(a.numpy()), b.numpy()))
+        except tf.errors.InvalidArgumentError:
+            want.append(None)
+    got = []
+    for r in records:
+        ds = sk.Dataset.from_tensor_slices(np.array([r], dtype=object)).map(
+            sk.ops.decode_csv("value", [0, ""], field_delim=delim, use_quote_delim=quote))
+        try:
+            (e,) = list(ds)
+            got.append((int(e["0"]), bytes(e["1"])))
+        except sk.InvalidRecordError:
+            got.append(None)
+    assert got == want

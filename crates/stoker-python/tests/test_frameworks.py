@@ -243,7 +243,7 @@ def test_jax_processes_without_seeds_share_process_zeros_seeds(tmp_path):
             ds = sk.Dataset.from_tensor_slices({"y": np.arange(96)}).shuffle(40).batch(4, drop_remainder=True)
             local = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
             it = stoker.jax.iterator(ds, sharding=local)
-            res = {"root": it._sharded._plan.seed_root(), "epochs": []}
+            res = {"seeds": it._sharded._plan.seed_values(), "epochs": []}
             for epoch in (0, 1):
                 it.set_epoch(epoch)
                 res["epochs"].append([np.asarray(b["y"]).tolist() for b in it])
@@ -265,7 +265,7 @@ def test_jax_processes_without_seeds_share_process_zeros_seeds(tmp_path):
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err[-3000:]
     results = [json.loads((tmp_path / f"out.{pid}").read_text()) for pid in range(2)]
-    assert results[0]["root"] == results[1]["root"]
+    assert results[0]["seeds"] == results[1]["seeds"]
     for epoch in (0, 1):
         seen = [y for r in results for b in r["epochs"][epoch] for y in b]
         assert sorted(seen) == list(range(96)), "an element twice, or never"

@@ -994,3 +994,26 @@ def test_a_png_holding_fewer_rows_than_its_header_claims_fails_on_every_path(cha
                 [decode, sk.ops.random_resized_crop("x", 16, seed=2)]):
         with pytest.raises(sk.InvalidRecordError, match="image data ends at row 100"):
             list(src.map(ops))
+
+
+@pytest.mark.parametrize("color", [2, 3])  # RGB (stoker's own inflate), palette (the png crate's)
+def test_a_png_whose_stream_inflates_past_its_rows_stops_there(color):
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    w, h = 4, 3
+    bpp = 3 if color == 2 else 1
+    rows = b"".join(b"\0" + bytes(w * bpp) for _ in range(h))
+    bomb = zlib.compress(rows + bytes(200 << 20), 9)  # 200 MB of zeros after the rows
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, color, 0, 0, 0))
+    if color == 3:
+        png += chunk(b"PLTE", bytes(3 * 4))
+    png += chunk(b"IDAT", bomb) + chunk(b"IEND", b"")
+    src = sk.Dataset.from_tensor_slices({"x": np.array([png], dtype=object)})
+    decode = sk.ops.decode_image("x", channels=3)
+    for ops in ([decode], [decode, sk.ops.resize_with_crop_or_pad("x", 2, 2)]):
+        with pytest.raises(sk.InvalidRecordError, match="more than the .* bytes its rows hold"):
+            list(src.map(ops))

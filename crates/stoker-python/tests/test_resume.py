@@ -340,3 +340,15 @@ def test_steps_without_seeds_resume_exactly_in_a_new_process_in_every_later_epoc
         r = subprocess.run([sys.executable, str(script), state, mode], capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.startswith("ok 270")
+
+
+def test_datasets_made_from_one_unseeded_shuffle_split_one_order():
+    # TensorFlow's image-loading tutorial splits train and validation this way: both halves
+    # must see the one order the shuffle drew, never an element in both.
+    ds = sk.Dataset.range(200).shuffle(200, reshuffle_each_iteration=False)
+    val, train = ds.take(50), ds.skip(50)
+    for epoch in range(3):
+        v = [int(x) for x in val.iterator(epoch=epoch)]
+        t = [int(x) for x in train.iterator(epoch=epoch)]
+        assert sorted(v + t) == list(range(200)), epoch
+    assert [int(x) for x in ds] == [int(x) for x in ds.take(50)] + [int(x) for x in ds.skip(50)]

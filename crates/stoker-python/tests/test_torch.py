@@ -260,7 +260,7 @@ def test_distributed_ranks_without_seeds_share_rank_zeros_seeds(tmp_path):
                 ds = sk.Dataset.from_tensor_slices({"y": np.arange(320), "img": images})
                 ds = ds.shuffle(100).map([sk.ops.random_flip_left_right("img")]).batch(8)
                 loader = skt.loader(ds, shard="auto")
-                res = {"root": loader._sharded._plan.seed_root(), "epochs": []}
+                res = {"seeds": loader._sharded._plan.seed_values(), "epochs": []}
                 for epoch in (0, 1):
                     loader.set_epoch(epoch)
                     res["epochs"].append([[b["y"].tolist(), b["img"].flatten(1).tolist()] for b in loader])
@@ -279,7 +279,7 @@ def test_distributed_ranks_without_seeds_share_rank_zeros_seeds(tmp_path):
     import json
 
     results = [json.loads((tmp_path / f"out.{r}").read_text()) for r in range(2)]
-    assert results[0]["root"] == results[1]["root"], "the ranks draw from different seeds"
+    assert results[0]["seeds"] == results[1]["seeds"], "the ranks draw from different seeds"
     flipped_by_element = {}
     for epoch in (0, 1):
         seen = [y for rank in results for ys, _ in rank["epochs"][epoch] for y in ys]

@@ -1,12 +1,11 @@
 //! A runnable pipeline: the optimised plan, its stats, and how to start it.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use stoker_core::exec::prefetch::Prefetch;
 use stoker_core::exec::state::{put_varint, take_varint};
 use stoker_core::exec::{BoxIter, Fused, State};
-use stoker_core::seed::random_u64;
+use stoker_core::seed::drawn_in_order;
 use stoker_core::stats::StageSnapshot;
 use stoker_core::{Error, Result, Seed, Seeds, StatsRegistry};
 
@@ -24,12 +23,12 @@ pub struct Pipeline {
     passes: Vec<(&'static str, usize)>,
     /// A hash of each step (pre-order), which a saved state carries (see [`Pipeline::save`]).
     step_hashes: Vec<u32>,
-    /// The seeds of its steps, in pre-order: a run resolves the drawn ones from the root.
+    /// The seeds of its steps, in pre-order.
     seeds: Vec<Seed>,
-    /// What the drawn seeds are made from (see [`stoker_core::seed`]): drawn with the
-    /// pipeline, recorded in every saved state, taken from a restored one, and shared by the
-    /// ranks of a data-parallel job.
-    seed_root: AtomicU64,
+    /// What its drawn seeds stand for, in the plan's order, where that was taken from
+    /// elsewhere (a restored state, rank 0 of a data-parallel job); else each its own number
+    /// (see [`stoker_core::seed`]).
+    seed_values: Mutex<Option<Vec<u64>>>,
 }
 
 /// A running iteration over a pipeline, on a driver thread.
@@ -40,19 +39,19 @@ pub struct Run {
 }
 
 /// A saved state: which iteration over the pipeline it is in (it picks the epochs), the
-/// thread budget its order was chosen for, the root of the drawn seeds, and the state of
+/// thread budget its order was chosen for, what the drawn seeds stood for, and the state of
 /// every step, or `None` at the start of the iteration (a state saved before its first
 /// element, or after the end of the one before).
 #[derive(Clone, Debug)]
 pub struct Saved {
     pub iteration: u64,
     pub order_budget: usize,
-    pub seed_root: u64,
+    pub seed_values: Vec<u64>,
     pub state: Option<State>,
 }
 
-/// The first bytes of a saved state, and the version of its layout: 2 added the seed root
-/// and the start of an iteration.
+/// The first bytes of a saved state, and the version of its layout: 2 added the drawn seeds'
+/// values and the start of an iteration.
 const STATE_MAGIC: &[u8; 4] = b"STKS";
 const STATE_VERSION: u64 = 2;
 
@@ -69,21 +68,41 @@ impl Pipeline {
                 .iter()
                 .flat_map(|p| p.step().seeds())
                 .collect(),
-            seed_root: AtomicU64::new(random_u64()),
+            seed_values: Mutex::new(None),
             plan: optimized,
             passes,
         })
     }
 
-    /// The number the drawn seeds of every run are made from.
-    pub fn seed_root(&self) -> u64 {
-        self.seed_root.load(Ordering::Relaxed)
+    fn taken_values(&self) -> Option<Vec<u64>> {
+        self.seed_values
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
-    /// Makes the runs started from now on resolve their drawn seeds from `root` (every rank
-    /// of a data-parallel job uses rank 0's).
-    pub fn set_seed_root(&self, root: u64) {
-        self.seed_root.store(root, Ordering::Relaxed);
+    /// What the plan's drawn seeds stand for, in the plan's order.
+    pub fn seed_values(&self) -> Vec<u64> {
+        Seeds::new(&self.seeds, self.taken_values().as_deref()).values(&self.seeds)
+    }
+
+    /// Makes the runs started from now on take `values` for the plan's drawn seeds, in the
+    /// plan's order (every rank of a data-parallel job takes rank 0's); an error if the plan
+    /// does not have that many.
+    pub fn set_seed_values(&self, values: Vec<u64>) -> Result<()> {
+        let n = drawn_in_order(&self.seeds).len();
+        if values.len() != n {
+            return Err(Error::invalid(
+                "seeds",
+                format!(
+                    "{} values for the {n} steps of this pipeline given no seed: they come from \
+                     another pipeline",
+                    values.len()
+                ),
+            ));
+        }
+        *self.seed_values.lock().unwrap_or_else(|e| e.into_inner()) = Some(values);
+        Ok(())
     }
 
     /// The steps with a drawn seed (no seed given), as `explain()` names them.
@@ -103,18 +122,18 @@ impl Pipeline {
             Arc::clone(&self.resources),
             iteration_epoch(iteration),
         );
-        ctx.seeds = Arc::new(Seeds::new(self.seed_root(), self.seeds.iter().copied()));
+        ctx.seeds = Arc::new(Seeds::new(&self.seeds, self.taken_values().as_deref()));
         ctx
     }
 
-    /// The context of a run restored from `saved`, as iteration `iteration`: its seed root
-    /// is taken for every later run too, so that the epochs after it draw as they would have.
-    fn restored_run(&self, saved: &Saved, iteration: u64) -> BuildCtx {
-        self.set_seed_root(saved.seed_root);
+    /// The context of a run restored from `saved`, as iteration `iteration`: its seeds' values
+    /// are taken for every later run too, so that the epochs after it draw as they would have.
+    fn restored_run(&self, saved: &Saved, iteration: u64) -> Result<BuildCtx> {
+        self.set_seed_values(saved.seed_values.clone())?;
         self.resources.resumed_iteration(iteration);
         let mut ctx = self.run(iteration);
         ctx.order_budget = saved.order_budget;
-        ctx
+        Ok(ctx)
     }
 
     /// A state at the start of iteration `iteration` (the next one when `None`): what a
@@ -123,7 +142,7 @@ impl Pipeline {
         let saved = Saved {
             iteration: iteration.unwrap_or_else(|| self.resources.peek_iteration()),
             order_budget: self.options.threads(),
-            seed_root: self.seed_root(),
+            seed_values: self.seed_values(),
             state: None,
         };
         self.save(&saved, None)
@@ -142,7 +161,7 @@ impl Pipeline {
     /// Iterates on the calling thread from a state saved by [`Pipeline::save`].
     pub fn iter_at(&self, saved: &[u8]) -> Result<BoxIter> {
         let saved = self.load(saved)?;
-        let ctx = self.restored_run(&saved, saved.iteration);
+        let ctx = self.restored_run(&saved, saved.iteration)?;
         Ok(Fused::wrap(iterate_at(
             &self.plan,
             &ctx,
@@ -182,7 +201,7 @@ impl Pipeline {
         let saved = saved.map(|bytes| self.load(bytes)).transpose()?;
         // A fresh cancel flag for this run: dropping the driver sets it.
         let ctx = match (&saved, iteration) {
-            (Some(s @ Saved { state: None, .. }), Some(i)) => self.restored_run(s, i),
+            (Some(s @ Saved { state: None, .. }), Some(i)) => self.restored_run(s, i)?,
             (Some(s), Some(i)) if i != s.iteration => {
                 return Err(Error::invalid(
                     "epoch",
@@ -193,7 +212,7 @@ impl Pipeline {
                     ),
                 ))
             }
-            (Some(s), _) => self.restored_run(s, s.iteration),
+            (Some(s), _) => self.restored_run(s, s.iteration)?,
             (None, Some(i)) => {
                 self.resources.resumed_iteration(i);
                 self.run(i)
@@ -219,7 +238,7 @@ impl Pipeline {
             saved: Saved {
                 iteration: ctx.epoch >> 32,
                 order_budget: ctx.order_budget,
-                seed_root: ctx.seeds.root(),
+                seed_values: ctx.seeds.values(&self.seeds),
                 state: None,
             },
         })
@@ -227,7 +246,7 @@ impl Pipeline {
 
     /// The state `state` of the run `run` (what a run's driver reports; `None`: the start of
     /// `run`'s iteration) as bytes: a version, a hash of every step (so that it is never
-    /// restored into another pipeline), the iteration, the order budget, the seed root, the
+    /// restored into another pipeline), the iteration, the order budget, the drawn seeds, the
     /// state, and a CRC32C of it all.
     pub fn save(&self, run: &Saved, state: Option<&State>) -> Vec<u8> {
         let mut out = STATE_MAGIC.to_vec();
@@ -238,7 +257,10 @@ impl Pipeline {
         }
         put_varint(&mut out, run.iteration);
         put_varint(&mut out, run.order_budget as u64);
-        out.extend_from_slice(&run.seed_root.to_le_bytes());
+        put_varint(&mut out, run.seed_values.len() as u64);
+        for v in &run.seed_values {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
         match state {
             Some(state) => {
                 out.push(1);
@@ -306,14 +328,22 @@ impl Pipeline {
         self.check_steps(&hashes)?;
         let iteration = take_varint(&mut data)?;
         let order_budget = take_varint(&mut data)?.clamp(1, 1 << 16) as usize;
-        let (seed_root, state) = if version == 1 {
-            // Before seed roots: the seeds drawn in this process.
-            (self.seed_root(), Some(State::decode(&mut data)?))
+        let (seed_values, state) = if version == 1 {
+            // Before the drawn seeds were recorded: those of this process.
+            (self.seed_values(), Some(State::decode(&mut data)?))
         } else {
-            let Some((root, rest)) = data.split_first_chunk::<8>() else {
-                return Err(bad("the state is damaged: it ends in its seed root".into()));
-            };
-            data = rest;
+            let n = take_varint(&mut data)?;
+            if n > (data.len() / 8) as u64 {
+                return Err(bad("the state is damaged: it ends in its seeds".into()));
+            }
+            let mut values = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                let Some((v, rest)) = data.split_first_chunk::<8>() else {
+                    return Err(bad("the state is damaged: it ends in its seeds".into()));
+                };
+                values.push(u64::from_le_bytes(*v));
+                data = rest;
+            }
             let state = match data.split_first() {
                 Some((0, rest)) => {
                     data = rest;
@@ -325,7 +355,7 @@ impl Pipeline {
                 }
                 _ => return Err(bad("the state is damaged: no step states".into())),
             };
-            (u64::from_le_bytes(*root), state)
+            (values, state)
         };
         if !data.is_empty() {
             return Err(bad("the state is damaged: bytes follow it".into()));
@@ -333,7 +363,7 @@ impl Pipeline {
         Ok(Saved {
             iteration,
             order_budget,
-            seed_root,
+            seed_values,
             state,
         })
     }

@@ -224,12 +224,18 @@ impl<'a> Png8<'a> {
             input = &input[read..];
             end += wrote;
             total += wrote;
+            if total > stride * self.height {
+                return Err(too_much(stride * self.height));
+            }
             if read == 0 && wrote == 0 {
                 break;
             }
         }
         if !inflater.is_done() {
             return Err("PNG: the image data ends before its zlib stream does".into());
+        }
+        if total > stride * self.height {
+            return Err(too_much(stride * self.height));
         }
         if total < stride * self.height {
             return Err(format!("PNG: image data ends at row {}", total / stride));
@@ -242,7 +248,9 @@ impl<'a> Png8<'a> {
 /// stream whose Adler-32 matches, and says how many bytes it inflates to: what the png crate's decode does not always check (it stops
 /// once it has every row), while zlib checks it for libpng and TensorFlow. Inflates into a
 /// small buffer it keeps reusing.
-pub(crate) fn check_zlib_stream(data: &[u8]) -> Result<usize, String> {
+/// It stops, an error, past `max_out` bytes: the rows hold no more, and a small file could
+/// otherwise make it inflate gigabytes.
+pub(crate) fn check_zlib_stream(data: &[u8], max_out: usize) -> Result<usize, String> {
     let chunks = png_chunks(data)?;
     let mut idat = chunks
         .iter()
@@ -272,6 +280,9 @@ pub(crate) fn check_zlib_stream(data: &[u8]) -> Result<usize, String> {
         input = &input[read..];
         end += wrote;
         total += wrote;
+        if total > max_out {
+            return Err(too_much(max_out));
+        }
         if read == 0 && wrote == 0 {
             break;
         }
@@ -280,6 +291,10 @@ pub(crate) fn check_zlib_stream(data: &[u8]) -> Result<usize, String> {
         return Err("PNG: the image data ends before its zlib stream does".into());
     }
     Ok(total)
+}
+
+fn too_much(rows: usize) -> String {
+    format!("PNG: the image data inflates to more than the {rows} bytes its rows hold")
 }
 
 /// Undoes PNG filter `filter` on the row `raw` (whole pixels of `bpp` bytes) into `cur`, given

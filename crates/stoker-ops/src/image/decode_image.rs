@@ -155,15 +155,18 @@ fn decode_png_depth(
     // The png crate checks the zlib stream's Adler-32 only while it still inflates rows, so
     // not always (and a top decode stops early): the stream is checked whole here, as zlib
     // checks it for libpng. Data damaged before its chunk's CRC was made shows only there.
-    let inflated = check_zlib_stream(data)?;
+    // An interlaced image's passes give each of their rows a filter byte: a little more.
+    let row = reader.info().raw_row_length();
+    let rows_hold = (row + 8).saturating_mul(reader.info().height as usize);
+    let inflated = check_zlib_stream(data, rows_hold)?;
     if top.is_some() {
         // Decoded only down to the rows asked for: the data must still hold every row the
         // header claims, as a whole decode requires.
-        let rows = reader.info().raw_row_length() * reader.info().height as usize;
+        let rows = row * reader.info().height as usize;
         if inflated < rows {
             return Err(format!(
                 "PNG: image data ends at row {}",
-                inflated / reader.info().raw_row_length().max(1)
+                inflated / row.max(1)
             ));
         }
     }

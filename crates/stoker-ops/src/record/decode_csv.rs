@@ -218,9 +218,7 @@ impl DecodeCsv {
         ends: &mut Vec<usize>,
         row: &mut Vec<Parsed>,
     ) -> std::result::Result<(), String> {
-        if self.use_quote_delim {
-            check_quotes(line, self.field_delim.as_bytes()[0])?;
-        }
+        check_quotes(line, self.field_delim.as_bytes()[0], self.use_quote_delim)?;
         self.split(reader, line, out, ends);
         let have = ends.len();
         match &self.select_cols {
@@ -374,16 +372,17 @@ impl Op for DecodeCsv {
     }
 }
 
-/// Quoting as TensorFlow's `decode_csv` and `CsvDataset` require it (with quoting on): a
-/// field that starts with `"` ends at a `"` followed by the delimiter or the record's end, a
-/// `"` inside it doubled (`""`); a field that does not start with `"` holds none, nor a line
-/// break. The CSV reader takes more (it joins `"ab"c` to `abc`, and ends a record at a line
-/// break such a field leaves open): what it would take that TensorFlow refuses is an error.
-fn check_quotes(line: &[u8], delim: u8) -> std::result::Result<(), String> {
+/// Quoting as TensorFlow's `decode_csv` and `CsvDataset` require it: with quoting on, a field
+/// that starts with `"` ends at a `"` followed by the delimiter or the record's end, a `"`
+/// inside it doubled (`""`), and a field that does not start with `"` holds none; with quoting
+/// on or off, a field not in quotes holds no line break (TensorFlow skips one where a field
+/// starts; here that is an error too). The CSV reader takes more (it joins `"ab"c` to `abc`,
+/// and ends a record at a line break): what it would take that TensorFlow refuses is an error.
+fn check_quotes(line: &[u8], delim: u8, quoting: bool) -> std::result::Result<(), String> {
     let mut at = 0;
     let mut column = 0;
     loop {
-        if line.get(at) == Some(&b'"') {
+        if quoting && line.get(at) == Some(&b'"') {
             at += 1;
             loop {
                 match line.get(at) {
@@ -412,7 +411,7 @@ fn check_quotes(line: &[u8], delim: u8) -> std::result::Result<(), String> {
                 .map_or(line.len(), |p| at + p);
             if line[at..end]
                 .iter()
-                .any(|&b| matches!(b, b'"' | b'\n' | b'\r'))
+                .any(|&b| (quoting && b == b'"') || matches!(b, b'\n' | b'\r'))
             {
                 return Err(format!(
                     "column {column}: a field not in quotes cannot hold a quote or a line break"

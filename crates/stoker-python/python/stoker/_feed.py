@@ -58,29 +58,29 @@ class Feed:
             self._share_seeds()
 
     def _share_seeds(self) -> None:
-        """Makes every rank draw the seeds of the steps given none (shuffles, random ops) from
-        rank 0's number, so that the ranks split one order of the data between them. Without
-        a way to send it (the framework's multi-process runtime not initialised), such steps
+        """Makes every rank take rank 0's drawn seeds for the steps given none (shuffles,
+        random ops), so that the ranks split one order of the data between them. Without a
+        way to send them (the framework's multi-process runtime not initialised), such steps
         are an error that names them."""
         plan = self._sharded._plan
         unseeded = plan.unseeded_steps()
         if not unseeded:
             return
-        root = self._broadcast_seed_root(plan.seed_root())
-        if root is None:
+        values = self._broadcast_seeds(plan.seed_values())
+        if values is None:
             raise InvalidArgumentError(
                 f"shard: rank {self.rank} of {self.world_size}: every rank must shuffle and augment alike, "
                 f"but these steps have no seed, so each process would draw its own: {', '.join(unseeded)}. "
                 f"Give each a seed (e.g. shuffle(n, seed=0)), or initialise {self._runtime} before making "
                 "the loader, so that rank 0's seeds are sent to every rank"
             )
-        plan.set_seed_root(root)
+        plan.set_seed_values(values)
 
-    #: The multi-process runtime that sends rank 0's seed root to the others, for messages.
+    #: The multi-process runtime that sends rank 0's seeds to the others, for messages.
     _runtime = "the framework's distributed runtime"
 
-    def _broadcast_seed_root(self, root: int) -> int | None:
-        """Rank 0's ``root``, sent to every rank; ``None`` where no runtime can send it."""
+    def _broadcast_seeds(self, values: list[int]) -> list[int] | None:
+        """Rank 0's ``values``, sent to every rank; ``None`` where no runtime can send them."""
         return None
 
     def __len__(self) -> int:

@@ -1108,6 +1108,8 @@ def _state_bytes(state: bytes | dict[str, Any] | None) -> bytes | None:
 # a pipeline thread inside a Python function then could not take the GIL back to finish it,
 # and CPython aborts the process.
 _live: weakref.WeakSet[DatasetIterator] = weakref.WeakSet()
+#: The process that imported stoker (a fork()ed child's engine threads are not its parent's).
+_IMPORT_PID = os.getpid()
 
 
 @atexit.register
@@ -1126,7 +1128,9 @@ def _close_live() -> None:
             it._lock.release()
     # Threads left to finish a Python call on their own (a closed pipeline's stuck stage) must
     # be out of Python before it finalizes: one coming back into it then aborts the process.
-    _stoker.quiesce(2.0)
+    # A fork()ed child has none of the engine's threads it inherited the record of.
+    if os.getpid() == _IMPORT_PID:
+        _stoker.quiesce(2.0)
 
 
 class DatasetIterator(Iterator[Any]):
@@ -1141,7 +1145,7 @@ class DatasetIterator(Iterator[Any]):
 
     Exactness needs the pipeline to be the same function of its epoch on every run: random
     ops and shuffles with a ``seed`` are; those without one are too, as a state holds the
-    number their seeds are drawn from (for every later epoch as well). Python functions
+    seeds they drew (for every later epoch as well). Python functions
     are re-run on the elements after the position, not before. A ``map`` with
     ``deterministic=False`` hands out elements in no fixed order and cannot save a state.
     A memory ``cache`` that a restore in a new process finds empty is filled again by

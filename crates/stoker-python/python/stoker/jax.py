@@ -140,15 +140,15 @@ class BatchIterator(Feed):
 
     _runtime = "JAX's multi-process runtime (jax.distributed.initialize)"
 
-    def _broadcast_seed_root(self, root: int) -> int | None:
+    def _broadcast_seeds(self, values: list[int]) -> list[int] | None:
         if jax.process_count() == 1:
             return None
         from jax.experimental import multihost_utils
 
-        # Two 32-bit halves: without jax_enable_x64 a 64-bit integer would be cut.
-        halves = np.array([root >> 32, root & 0xFFFFFFFF], dtype=np.uint32)
+        # Two 32-bit halves each: without jax_enable_x64 a 64-bit integer would be cut.
+        halves = np.array([[v >> 32, v & 0xFFFFFFFF] for v in values], dtype=np.uint32).reshape(-1, 2)
         sent = np.asarray(multihost_utils.broadcast_one_to_all(halves))
-        return (int(sent[0]) << 32) | int(sent[1])
+        return [(int(hi) << 32) | int(lo) for hi, lo in sent]
 
     def _replicated(self) -> jax.sharding.Sharding:
         mesh = getattr(self.sharding, "mesh", None)

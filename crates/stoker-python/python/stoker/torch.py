@@ -200,7 +200,7 @@ class Loader(Feed):
 
     _runtime = "torch.distributed (init_process_group)"
 
-    def _broadcast_seed_root(self, root: int) -> int | None:
+    def _broadcast_seeds(self, values: list[int]) -> list[int] | None:
         dist = torch.distributed
         if not (dist.is_available() and dist.is_initialized()):
             return None
@@ -208,9 +208,15 @@ class Loader(Feed):
             raise InvalidArgumentError(
                 f"shard: world size {self.world_size} differs from torch.distributed's {dist.get_world_size()}"
             )
-        sent = [root]
-        dist.broadcast_object_list(sent, src=0)
-        return int(sent[0])
+        # Through a CPU (gloo) group: NCCL would send from the current CUDA device, which
+        # may not be set yet when the loader is made.
+        group: dist.ProcessGroup | None = None
+        if dist.get_backend() != "gloo":
+            made = dist.new_group(backend="gloo")
+            group = made if isinstance(made, dist.ProcessGroup) else None
+        sent = [list(values)]
+        dist.broadcast_object_list(sent, src=0, group=group)
+        return [int(v) for v in sent[0]]
 
     @staticmethod
     def _shard_of(shard: str | tuple[int, int] | None) -> tuple[int, int]:

@@ -531,16 +531,16 @@ impl Conversion {
         let each: Option<u64> = raw
             .iter()
             .map(|f| {
-                f.shape
-                    .iter()
-                    .try_fold(1u64, |n, d| d.map(|d| n * d as u64))
+                (f.shape.iter()).try_fold(1u64, |n, d| d.and_then(|d| n.checked_mul(d as u64)))
             })
-            .sum();
-        let elements = self.source_elements * self.convert.epochs.unwrap_or(1);
+            .try_fold(0u64, |sum, b| b.and_then(|b| sum.checked_add(b)));
+        let elements = self
+            .source_elements
+            .saturating_mul(self.convert.epochs.unwrap_or(1));
         let size = match each {
             Some(b) => format!(
                 "{b} bytes an element, about {:.0} MB for {elements} elements",
-                (b * elements) as f64 / 1e6
+                b as f64 * elements as f64 / 1e6
             ),
             None => "their pixels' bytes each".to_string(),
         };
@@ -764,7 +764,12 @@ impl Conversion {
         // Steps given no seed draw from the conversion's fingerprint: every job, local or on
         // another machine, and a conversion resumed later, make the same bytes.
         let root = self.fingerprint.get(..16).unwrap_or_default();
-        pipeline.set_seed_root(u64::from_str_radix(root, 16).unwrap_or(0));
+        let root = u64::from_str_radix(root, 16).unwrap_or(0);
+        let n = pipeline.seed_values().len() as u64;
+        let values = (0..n)
+            .map(|k| stoker_core::exec::shuffle::epoch_seed(root, k))
+            .collect();
+        pipeline.set_seed_values(values)?;
         let it: BoxIter = match self.convert.epochs {
             Some(_) => Box::new(pipeline.start_iteration(j as u64)?.driver),
             None => pipeline.iter()?,

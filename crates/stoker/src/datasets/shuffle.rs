@@ -7,7 +7,7 @@ use stoker_core::element::Schema;
 use stoker_core::exec::shuffle::{epoch_seed, ShuffleIter};
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
-use stoker_core::{Error, Result, Seed, StageStats, StatsRegistry};
+use stoker_core::{Error, ErrorPolicy, Result, Seed, StageStats, StatsRegistry};
 
 use super::{same, Cardinality, DatasetOp, RandomAccess};
 use crate::build::{iterate, iterate_at, BuildCtx};
@@ -130,9 +130,14 @@ impl DatasetOp for Shuffle {
                     })
                 })?
             }
-            // The input runs again from the start of the pass to find the buffer's elements,
-            // with counters of no stage (what it meets there, the saved run counted), then on
-            // from where the replay stopped with the pipeline's own.
+            // The input runs again from the start of the pass to find the buffer's elements
+            // and goes on from there.
+            None if ctx.options.on_bad_record != ErrorPolicy::Skip => {
+                ShuffleIter::restore(iterate(&self.input, ctx)?, cap, st, s)?
+            }
+            // Bad elements skipped on the way were counted by the saved run: the replay runs
+            // with counters of no stage, then the input is opened again where it stopped,
+            // with the pipeline's own.
             None => ShuffleIter::restore_with(cap, st, s, |positions, taken| {
                 let uncounted = BuildCtx {
                     stats: StatsRegistry::new(),

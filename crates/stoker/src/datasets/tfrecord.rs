@@ -172,7 +172,7 @@ impl DatasetOp for TfRecord {
             self.verify_crc,
             ctx.options.threads(),
             skip_into,
-        )?)))
+        ))))
     }
 
     fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Spec>> {
@@ -213,7 +213,11 @@ type Located = Vec<(u32, u32)>;
 /// shuffle) first load the whole indexes and the order. Files are counted and read on up to
 /// `threads` threads.
 struct RecordAccess {
-    files: Vec<RecordFile>,
+    paths: Vec<String>,
+    verify_crc: bool,
+    /// The files, opened at first use: under the skip policy, opening a file whose record
+    /// headers are damaged scans it, which a caller that only asks `may_skip` must not pay.
+    files: OnceLock<Vec<RecordFile>>,
     names: stoker_core::element::Names,
     cycle: usize,
     threads: usize,
@@ -237,36 +241,58 @@ impl RecordAccess {
         verify_crc: bool,
         threads: usize,
         skip_into: Option<Arc<StageStats>>,
-    ) -> Result<RecordAccess> {
-        let mut unplaced = Vec::new();
-        let files = paths
-            .iter()
-            .map(|p| match &skip_into {
-                None => RecordFile::open(p, verify_crc),
-                Some(_) => {
-                    let (file, lost) = RecordFile::open_skipping(p, verify_crc)?;
-                    unplaced.extend(lost.into_iter().map(|l| (p.clone(), l)));
-                    Ok(file)
-                }
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(RecordAccess {
-            files,
+    ) -> RecordAccess {
+        RecordAccess {
+            paths: paths.to_vec(),
+            verify_crc,
+            files: OnceLock::new(),
             names: stoker_core::element::names(&[stoker_formats::TfRecordIter::FIELD]),
             cycle,
             threads: threads.max(1),
             counts: OnceLock::new(),
             order: OnceLock::new(),
             skip_into,
-            unplaced: std::sync::Mutex::new(unplaced),
-        })
+            unplaced: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    fn files(&self) -> Result<&[RecordFile]> {
+        if let Some(f) = self.files.get() {
+            return Ok(f);
+        }
+        let mut unplaced = Vec::new();
+        let files = self
+            .paths
+            .iter()
+            .map(|p| match &self.skip_into {
+                None => RecordFile::open(p, self.verify_crc),
+                Some(_) => {
+                    let (file, lost) = RecordFile::open_skipping(p, self.verify_crc)?;
+                    unplaced.extend(lost.into_iter().map(|l| (p.clone(), l)));
+                    Ok(file)
+                }
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut first = false;
+        let files = self.files.get_or_init(|| {
+            first = true;
+            files
+        });
+        // Two threads may open the files at once: the losses are kept from one of them.
+        if first {
+            self.unplaced
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(unplaced);
+        }
+        Ok(files)
     }
 
     fn counts(&self) -> Result<&[u64]> {
         if let Some(c) = self.counts.get() {
             return Ok(c);
         }
-        let counts = in_parallel(&self.files, self.threads, |f| Ok(f.count()? as u64))?;
+        let counts = in_parallel(self.files()?, self.threads, |f| Ok(f.count()? as u64))?;
         Ok(self.counts.get_or_init(|| counts))
     }
 
@@ -275,9 +301,9 @@ impl RecordAccess {
         if let Some(o) = self.order.get() {
             return Ok(o);
         }
-        in_parallel(&self.files, self.threads, RecordFile::load_index)?;
+        in_parallel(self.files()?, self.threads, RecordFile::load_index)?;
         let counts = self.counts()?;
-        let mut turns = Turns::new(self.files.len(), self.cycle);
+        let mut turns = Turns::new(self.paths.len(), self.cycle);
         let mut order = Vec::with_capacity(counts.iter().sum::<u64>() as usize);
         while let Some((f, r)) = turns.next(|f, r| Ok(r < counts[f]))? {
             order.push((f as u32, r as u32));
@@ -292,7 +318,7 @@ impl RecordAccess {
         let mut sorted: Vec<(u64, usize)> = positions.iter().copied().zip(0..).collect();
         sorted.sort_unstable();
         let mut out = vec![(0, 0); positions.len()];
-        let mut turns = Turns::new(self.files.len(), self.cycle);
+        let mut turns = Turns::new(self.paths.len(), self.cycle);
         // Turns taken, and the last one's (file, record).
         let mut at = 0u64;
         let mut found = (0, 0);
@@ -333,8 +359,9 @@ impl RecordAccess {
         // in the order asked.
         wanted.sort_unstable();
         let groups: Vec<&[(u32, u32, usize)]> = wanted.chunk_by(|a, b| a.0 == b.0).collect();
+        let files = self.files()?;
         let read = in_parallel(&groups, self.threads, |group| {
-            let file = &self.files[group[0].0 as usize];
+            let file = &files[group[0].0 as usize];
             let records: Vec<usize> = group.iter().map(|&(_, r, _)| r as usize).collect();
             let path: Arc<str> = Arc::from(file.path());
             let data: Vec<Option<(bytes::Bytes, u64)>> = match file.read_many(&records) {
@@ -400,7 +427,8 @@ impl RecordAccess {
 
     /// The interleave's state at `turns`.
     fn state_of(&self, turns: &Turns) -> Result<State> {
-        turns.state(|f, used| self.files[f].offset(used as usize))
+        let files = self.files()?;
+        turns.state(|f, used| files[f].offset(used as usize))
     }
 }
 
