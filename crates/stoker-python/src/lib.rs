@@ -35,11 +35,35 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace::compare_traces, m)?)?;
     m.add_function(wrap_pyfunction!(host_memory::set_batch_host_memory, m)?)?;
     m.add_function(wrap_pyfunction!(py_ops::quiesce, m)?)?;
+    m.add_function(wrap_pyfunction!(set_local_ranks, m)?)?;
+    m.add_function(wrap_pyfunction!(local_ranks, m)?)?;
     errors::register(m)?;
     m.add("AUTOTUNE", stoker::AUTOTUNE)?;
     m.add("JPEG_BACKEND", stoker_ops::codecs::jpeg::BACKEND)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
+}
+
+/// Sets the number of ranks of a data-parallel job on this machine (0 forgets it): each
+/// pipeline's default thread budget is then its share of the cores.
+/// `counted`: the adapters counted them in the job's process group (`LOCAL_WORLD_SIZE` then
+/// wins); else the user said so (it wins).
+#[pyfunction]
+#[pyo3(signature = (n, counted=false))]
+fn set_local_ranks(n: usize, counted: bool) {
+    use stoker_core::options::RanksFrom;
+    let from = if counted {
+        RanksFrom::ProcessGroup
+    } else {
+        RanksFrom::User
+    };
+    stoker_core::options::set_local_ranks(n, from);
+}
+
+/// The ranks of a data-parallel job on this machine, and where the number comes from.
+#[pyfunction]
+fn local_ranks() -> (usize, &'static str) {
+    stoker_core::options::local_ranks()
 }
 
 /// mimalloc for every Rust allocation in the extension (Python's and NumPy's own memory stays

@@ -459,15 +459,21 @@ impl PyPlan {
         Ok(PyPlan::wrap(self.plan.prefetch(buffer_size).py(py)?))
     }
 
-    fn shard(&self, py: Python<'_>, num_shards: u64, index: u64) -> PyResult<PyPlan> {
-        self.then(
-            py,
-            Shard {
-                input: self.plan.clone(),
-                num_shards,
-                index,
-            },
-        )
+    /// Every `num_shards`-th element from the `index`-th; `by_rank`: a rank's share of a
+    /// data-parallel job (as many elements for every rank; batches regrouped per rank).
+    #[pyo3(signature = (num_shards, index, by_rank=false))]
+    fn shard(
+        &self,
+        py: Python<'_>,
+        num_shards: u64,
+        index: u64,
+        by_rank: bool,
+    ) -> PyResult<PyPlan> {
+        let shard = Shard::new(self.plan.clone(), num_shards, index, by_rank);
+        if by_rank && num_shards > 0 && index < num_shards {
+            stoker::planner::shard_down::check_rank_share(&shard).py(py)?;
+        }
+        self.then(py, shard)
     }
 
     #[staticmethod]
@@ -693,6 +699,18 @@ impl PyPlan {
     /// Makes the iterations started from now on take `values` for the drawn seeds.
     fn set_seed_values(&self, py: Python<'_>, values: Vec<u64>) -> PyResult<()> {
         self.pipeline(py)?.set_seed_values(values).py(py)
+    }
+
+    /// The thread budget and where it comes from.
+    fn budget(&self, py: Python<'_>) -> PyResult<(usize, String)> {
+        let b = self.pipeline(py)?.plan().options().budget();
+        Ok((b.threads, b.source))
+    }
+
+    /// What the user should hear once about the plan (a rank's share that leaves work every
+    /// rank repeats).
+    fn plan_warnings(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        Ok(self.pipeline(py)?.warnings().to_vec())
     }
 
     /// The steps given no seed (their seeds are drawn), as `explain()` names them.

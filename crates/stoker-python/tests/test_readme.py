@@ -78,12 +78,25 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 @pytest.mark.parametrize("line, code, skipped", BLOCKS, ids=[f"README.md:{line}" for line, _, _ in BLOCKS])
 def test_readme_block_runs(folder: Path, line: int, code: str, skipped: str | None) -> None:
     if skipped is not None:
         pytest.skip(f"marked in the README: {skipped}")
     env = {
         **os.environ,
+        # What `torchrun --nproc-per-node=1` sets, for the blocks written for it.
+        "RANK": "0",
+        "WORLD_SIZE": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(_free_port()),
         "TF_CPP_MIN_LOG_LEVEL": "3",
         "KERAS_BACKEND": "tensorflow",
         "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu"),

@@ -32,6 +32,8 @@ pub struct BuildCtx {
     pub order_budget: usize,
     /// What the plan's drawn seeds stand for in this run.
     pub seeds: Arc<Seeds>,
+    /// The stages left to choose their parallelism (`AUTOTUNE`): they share the budget.
+    pub autotuned_stages: usize,
 }
 
 /// State that outlives one iterator: what every iteration over a pipeline shares.
@@ -87,6 +89,7 @@ impl BuildCtx {
             epoch,
             resources,
             seeds: Arc::default(),
+            autotuned_stages: 1,
         }
     }
 
@@ -95,12 +98,14 @@ impl BuildCtx {
         self.seeds.resolve(seed)
     }
 
-    /// Threads for a stage asking for `n` (`AUTOTUNE`: the whole budget), within the budget.
+    /// Threads for a stage asking for `n`, within the budget (`AUTOTUNE`: its part of the
+    /// budget, which the stages left to choose share, so that the budget covers the whole
+    /// pipeline).
     pub(crate) fn threads_for(&self, n: Option<i64>) -> usize {
         let budget = self.options.threads();
         match n {
             None => 1,
-            Some(AUTOTUNE) => budget,
+            Some(AUTOTUNE) => (budget / self.autotuned_stages.max(1)).max(1),
             Some(n) => (n.max(1) as usize).min(budget),
         }
     }

@@ -21,6 +21,12 @@ pub struct Pipeline {
     resources: Arc<Resources>,
     /// The planner's rewrites, for `explain()`.
     passes: Vec<(&'static str, usize)>,
+    /// What `explain()` says about the rewrites.
+    notes: Vec<String>,
+    /// What the user should hear once about the plan (see [`Pipeline::warnings`]).
+    warnings: Vec<String>,
+    /// The stages that choose their parallelism within the budget (`AUTOTUNE`).
+    autotuned_stages: usize,
     /// A hash of each step (pre-order), which a saved state carries (see [`Pipeline::save`]).
     step_hashes: Vec<u32>,
     /// The seeds of its steps, in pre-order.
@@ -58,7 +64,12 @@ const STATE_VERSION: u64 = 2;
 impl Pipeline {
     /// Optimises `plan` once; every iteration of the pipeline adds to the same stats.
     pub fn new(plan: &Plan) -> Result<Pipeline> {
-        let (optimized, passes) = optimize(plan)?;
+        let crate::planner::Optimized {
+            plan: optimized,
+            applied: passes,
+            notes,
+            warnings,
+        } = optimize(plan)?;
         Ok(Pipeline {
             options: optimized.options(),
             stats: StatsRegistry::new(),
@@ -69,8 +80,22 @@ impl Pipeline {
                 .flat_map(|p| p.step().seeds())
                 .collect(),
             seed_values: Mutex::new(None),
+            autotuned_stages: preorder(&optimized)
+                .iter()
+                .filter(|p| {
+                    // A source's parallel reads wait on I/O more than they compute: they
+                    // do not take a part of the budget from the stages that compute.
+                    !p.step().is_source()
+                        && matches!(
+                            p.step().parallelism_knob(),
+                            Some((_, Some(crate::plan::AUTOTUNE)))
+                        )
+                })
+                .count(),
             plan: optimized,
             passes,
+            notes,
+            warnings,
         })
     }
 
@@ -123,6 +148,7 @@ impl Pipeline {
             iteration_epoch(iteration),
         );
         ctx.seeds = Arc::new(Seeds::new(&self.seeds, self.taken_values().as_deref()));
+        ctx.autotuned_stages = self.autotuned_stages;
         ctx
     }
 
@@ -408,8 +434,9 @@ impl Pipeline {
         &self.passes
     }
 
-    /// The optimised plan, sink first, and a last line naming the planner's rewrites that
-    /// made it (each can be switched off with `with_options(optimizations=...)`).
+    /// The optimised plan, sink first, the thread budget, a line naming the planner's
+    /// rewrites that made it (each can be switched off with `with_options(optimizations=...)`)
+    /// and, for each shard, where it went and why it stopped there.
     pub fn explain(&self) -> String {
         let passes: Vec<String> = self
             .passes
@@ -421,7 +448,34 @@ impl Pipeline {
         } else {
             passes.join(", ")
         };
-        format!("{}rewrites: {passes}\n", self.plan.describe())
+        let mut out = format!(
+            "{}{}\nrewrites: {passes}\n",
+            self.plan.describe(),
+            self.budget_note()
+        );
+        for note in &self.notes {
+            out.push_str(&format!("  {note}\n"));
+        }
+        out
+    }
+
+    /// The thread budget and where it comes from, as `explain()` says it.
+    pub fn budget_note(&self) -> String {
+        let budget = self.options.budget();
+        let shared = match self.autotuned_stages {
+            0 | 1 => String::new(),
+            n => format!("; the {n} stages left to AUTOTUNE share it"),
+        };
+        format!(
+            "thread budget: {} ({}){shared}",
+            budget.threads, budget.source
+        )
+    }
+
+    /// What the user should hear once about this plan: a rank's share that leaves work every
+    /// rank repeats, with what to change.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 }
 

@@ -88,6 +88,7 @@ impl Plan {
             ops,
             num_parallel_calls,
             deterministic,
+            positions: Default::default(),
         })
     }
 

@@ -99,22 +99,10 @@ fn batch_drop_remainder_and_schema() {
 
 #[test]
 fn shard_zip_enumerate() {
-    let shard = |i| {
-        Plan::new(Shard {
-            input: range(10),
-            num_shards: 3,
-            index: i,
-        })
-        .unwrap()
-    };
+    let shard = |i| Plan::new(Shard::new(range(10), 3, i, false)).unwrap();
     assert_eq!(collect(&shard(0)).unwrap(), vec![0, 3, 6, 9]);
     assert_eq!(collect(&shard(2)).unwrap(), vec![2, 5, 8]);
-    assert!(Plan::new(Shard {
-        input: range(10),
-        num_shards: 3,
-        index: 3
-    })
-    .is_err());
+    assert!(Plan::new(Shard::new(range(10), 3, 3, false)).is_err());
 
     let zip = Plan::new(Zip {
         inputs: vec![range(5), range(3)],
@@ -469,4 +457,66 @@ fn a_saved_state_resumes_the_stream_exactly_in_another_pipeline() {
         let err = other.start_at(Some(&saved)).err().unwrap().to_string();
         assert!(err.contains("another pipeline"), "{err}");
     }
+}
+
+/// Rank shares over `plan` for `world` ranks, as the planner places them.
+fn rank_shares(plan: &Plan, world: u64) -> Vec<Vec<Vec<i64>>> {
+    (0..world)
+        .map(|r| {
+            collect_batches(&Plan::new(Shard::new(plan.clone(), world, r, true)).unwrap()).unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn a_ranks_share_moves_below_the_batch_and_into_a_global_shuffle() {
+    use stoker::datasets::global_shuffle::GlobalShuffle;
+    let shuffled = Plan::new(GlobalShuffle::new(range(20), Some(3), true)).unwrap();
+    let whole = collect(&shuffled).unwrap();
+    let batched = shuffled.batch(3, false).unwrap().prefetch(2).unwrap();
+    let shares = rank_shares(&batched, 3);
+    // 18 of 20 shared out, 6 each in batches of 3: positions r, r + 3, ... of the permutation.
+    for (r, share) in shares.iter().enumerate() {
+        assert_eq!(share.len(), 2);
+        let flat: Vec<i64> = share.iter().flatten().copied().collect();
+        let want: Vec<i64> = whole[..18].iter().skip(r).step_by(3).copied().collect();
+        assert_eq!(flat, want);
+    }
+    let top = Plan::new(Shard::new(batched, 3, 1, true)).unwrap();
+    assert_eq!(
+        top.step().cardinality(),
+        stoker::datasets::Cardinality::Finite(2)
+    );
+    let p = Pipeline::new(&top).unwrap();
+    let text = p.explain();
+    assert!(
+        text.contains("global_shuffle taking shard(3, 1) by rank"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("\n    shard("),
+        "no shard step is left: {text}"
+    );
+}
+
+#[test]
+fn a_users_shard_stays_above_a_batch_and_moves_below_a_take() {
+    let top = Plan::new(Shard::new(range(20).batch(4, false).unwrap(), 2, 1, false)).unwrap();
+    assert_eq!(
+        collect_batches(&top).unwrap(),
+        vec![vec![4, 5, 6, 7], vec![12, 13, 14, 15]]
+    );
+    assert!(Pipeline::new(&top)
+        .unwrap()
+        .explain()
+        .contains("stops above batch(4)"));
+    let take = Plan::new(Take {
+        input: range(20),
+        count: 7,
+    })
+    .unwrap();
+    let shard = Plan::new(Shard::new(take, 3, 1, false)).unwrap();
+    assert_eq!(collect(&shard).unwrap(), vec![1, 4]);
+    let text = Pipeline::new(&shard).unwrap().explain();
+    assert!(text.contains("shard(3, 1) of the first 7"), "{text}");
 }

@@ -14,6 +14,45 @@ use crate::stats::StageStats;
 /// The ops of one map stage, applied in order.
 pub type OpChain = Arc<[Arc<dyn Op>]>;
 
+/// The position a map's ops see for the `k`-th element of its input: `offset + k * stride`.
+/// A map whose input a shard was moved below sees its rank's share of the stream; these
+/// positions are those the elements had in the whole stream, so that random ops, which draw
+/// from the position, give an element the same result whatever the number of ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Positions {
+    pub stride: u64,
+    pub offset: u64,
+}
+
+impl Default for Positions {
+    fn default() -> Self {
+        Positions {
+            stride: 1,
+            offset: 0,
+        }
+    }
+}
+
+impl Positions {
+    /// The position of input element `k`.
+    pub fn at(self, k: u64) -> u64 {
+        self.offset.wrapping_add(k.wrapping_mul(self.stride))
+    }
+
+    /// These positions for a map whose input is now every `num_shards`-th element of what it
+    /// was, from the `index`-th.
+    pub fn below_shard(self, num_shards: u64, index: u64) -> Positions {
+        Positions {
+            stride: self.stride.wrapping_mul(num_shards),
+            offset: self.at(index),
+        }
+    }
+
+    pub fn is_identity(self) -> bool {
+        self == Positions::default()
+    }
+}
+
 /// Applies `ops` to `element`; `Ok(None)` when an op skipped it. `row`: the element's batch
 /// row, offered to the ops (see [`RowSlots`]).
 pub fn apply_chain(
@@ -58,6 +97,7 @@ pub struct MapIter {
     epoch: u64,
     seeds: Arc<Seeds>,
     next_index: u64,
+    positions: Positions,
 }
 
 impl MapIter {
@@ -77,7 +117,14 @@ impl MapIter {
             epoch,
             seeds,
             next_index: 0,
+            positions: Positions::default(),
         }
+    }
+
+    /// The positions its ops see (see [`Positions`]).
+    pub fn with_positions(mut self, positions: Positions) -> Self {
+        self.positions = positions;
+        self
     }
 }
 
@@ -87,7 +134,7 @@ impl MapIter {
             let Some(e) = self.stats.pull(&mut self.input)? else {
                 return Ok(None);
             };
-            let position = (self.next_index, self.epoch);
+            let position = (self.positions.at(self.next_index), self.epoch);
             self.next_index += 1;
             let out = catch_panic(&self.stats.name, || {
                 apply_chain(

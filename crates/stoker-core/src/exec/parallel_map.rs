@@ -14,7 +14,7 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 
 use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::exec::map::{apply_chain, OpChain};
+use crate::exec::map::{apply_chain, OpChain, Positions};
 use crate::exec::results::{Results, Running, Tagged};
 use crate::exec::state::StateLog;
 use crate::exec::{catch_panic, BoxIter, ElementIter, State};
@@ -50,6 +50,8 @@ pub struct ParallelMapConfig {
     pub first_index: u64,
     /// What the drawn seeds stand for in this run.
     pub seeds: Arc<Seeds>,
+    /// The positions the ops see (see [`Positions`]).
+    pub positions: Positions,
 }
 
 impl ParallelMap {
@@ -65,6 +67,7 @@ impl ParallelMap {
         // Work items carry the element's position, given in input order by the feeder.
         let (work_tx, work_rx) = bounded::<(Element, u64, Sender<Tagged>)>(workers);
         let epoch = config.epoch;
+        let positions = config.positions;
         let first_index = config.first_index;
         let first_state = input
             .state()
@@ -100,7 +103,7 @@ impl ParallelMap {
                                     element,
                                     policy,
                                     &st,
-                                    (index, epoch),
+                                    (positions.at(index), epoch),
                                     None,
                                     &seeds,
                                 )
@@ -293,6 +296,7 @@ mod tests {
                 policy: ErrorPolicy::Raise,
                 first_index: 0,
                 seeds: Arc::default(),
+                positions: Positions::default(),
             },
             Arc::new(StageStats::new("map", "map")),
         )

@@ -316,7 +316,7 @@ impl ParallelMapBatch {
             let (feed, stop) = (Arc::clone(&feed), Arc::clone(&stop));
             let ops = Arc::clone(&ops);
             let (st, bst) = (Arc::clone(&map_stats), Arc::clone(&batch_stats));
-            let (policy, epoch) = (config.policy, config.epoch);
+            let (policy, epoch, positions) = (config.policy, config.epoch, config.positions);
             let seeds = Arc::clone(&config.seeds);
             let next_work = move || {
                 if stop.load(Ordering::Relaxed) {
@@ -335,7 +335,7 @@ impl ParallelMapBatch {
                             let t = Instant::now();
                             let slots = pending.row_slots(row);
                             let out = catch_panic(&st.name, || {
-                                let position = (index, epoch);
+                                let position = (positions.at(index), epoch);
                                 apply_chain(
                                     &ops,
                                     element,
@@ -560,6 +560,7 @@ mod tests {
             policy: ErrorPolicy::Raise,
             first_index: 0,
             seeds: Arc::default(),
+            positions: Default::default(),
         };
         let batch = BatchConfig {
             size,

@@ -1,4 +1,5 @@
-//! `shard(num_shards, index)`: keeps elements `index, index + n, index + 2n, ...`.
+//! `shard(num_shards, index)`: keeps elements `index, index + n, index + 2n, ...` (of the
+//! first `limit` when there is one).
 
 use crate::element::Element;
 use crate::error::Result;
@@ -9,6 +10,7 @@ pub struct ShardIter {
     num_shards: u64,
     index: u64,
     position: u64,
+    limit: Option<u64>,
 }
 
 impl ShardIter {
@@ -18,16 +20,22 @@ impl ShardIter {
             num_shards,
             index,
             position: 0,
+            limit: None,
         }
+    }
+
+    /// Only the input's first `limit` elements are shared out (the rest is not read).
+    pub fn with_limit(mut self, limit: Option<u64>) -> Self {
+        self.limit = limit;
+        self
     }
 }
 
 impl ShardIter {
     /// Restored at the input position the state holds.
-    pub fn restore(input: BoxIter, num_shards: u64, index: u64, state: &State) -> Result<Self> {
-        let mut it = ShardIter::new(input, num_shards, index);
-        it.position = state.int("shard", 0)?;
-        Ok(it)
+    pub fn restore(mut self, state: &State) -> Result<Self> {
+        self.position = state.int("shard", 0)?;
+        Ok(self)
     }
 }
 
@@ -37,7 +45,10 @@ impl ElementIter for ShardIter {
     }
 
     fn next(&mut self) -> Result<Option<Element>> {
-        while let Some(e) = self.input.next()? {
+        while self.limit.is_none_or(|l| self.position < l) {
+            let Some(e) = self.input.next()? else {
+                break;
+            };
             let pos = self.position;
             self.position += 1;
             if pos % self.num_shards == self.index {
@@ -63,5 +74,13 @@ mod tests {
         }
         all.sort();
         assert_eq!(all, (0..10).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_limit_shares_out_only_a_prefix() {
+        let got = drain(Box::new(
+            ShardIter::new(ints(0..10), 3, 1).with_limit(Some(6)),
+        ));
+        assert_eq!(got, vec![1, 4]);
     }
 }

@@ -31,6 +31,7 @@ from ._dtypes import (
 )
 from ._stoker import JPEG_BACKEND as _JPEG_BACKEND
 from ._stoker import __version__
+from ._stoker import set_local_ranks as _set_local_ranks
 from .analyze import TraceAnalysis, TraceComparison, analyze
 from .dataset import (
     AUTOTUNE,
@@ -67,6 +68,16 @@ from .tracing import _trace_from_environment, trace
 JPEG_BACKEND: str = _JPEG_BACKEND
 """The JPEG decoder this build uses: ``zune-jpeg`` (default) or ``libjpeg-turbo``."""
 
+
+def set_local_ranks(n: int) -> None:
+    """Tells stoker how many ranks of a data-parallel job run on this machine (e.g.
+    ``hvd.local_size()``), where no ``LOCAL_WORLD_SIZE`` says it and no process group the
+    adapters see does: each pipeline's default thread budget is then this process's share of
+    the cores it may run on. ``0`` forgets it."""
+    from ._check import whole
+
+    _set_local_ranks(whole("set_local_ranks: n", n, 0))
+
 __all__ = [
     "AUTOTUNE",
     "JPEG_BACKEND",
@@ -83,6 +94,7 @@ __all__ = [
     "headspace",
     "Headspace",
     "trace",
+    "set_local_ranks",
     "TFRecordDataset",
     "TextLineDataset",
     "FixedLengthRecordDataset",

@@ -4,8 +4,11 @@ batches for each rank of a data-parallel job."""
 
 from __future__ import annotations
 
+import socket
+import warnings
 from typing import Any
 
+from . import _stoker
 from .dataset import Dataset, DatasetIterator, _state_bytes
 from .errors import InvalidArgumentError
 
@@ -20,19 +23,19 @@ def check_shard(rank: Any, world: Any, what: str = "shard") -> tuple[int, int]:
 
 
 def shard_evenly(ds: Dataset, rank: int, world: int) -> Dataset:
-    """Batches ``rank, rank + world, ...`` of ``ds``, the same number for every rank: the last
-    ``cardinality % world`` batches are dropped (a data-parallel step waits for every rank, so
-    a rank with a batch more would wait forever), which needs a known cardinality."""
+    """Rank ``rank``'s share of ``ds`` (a shard ``by_rank``): the planner moves it towards the
+    source, so that the rank makes only its own elements: positions ``rank, rank + world, ...``
+    of the stream where it stops (of a ``global_shuffle``'s permutation, of a shuffle buffer's
+    output), batched by each rank. Every rank gets as many elements, so as many batches: the
+    last ``count % world`` elements there are dropped (a data-parallel step waits for every
+    rank, so a rank with a batch more would wait forever), which needs a known count.
+    ``explain()`` shows where the share is made and why it stops there."""
     if world == 1:
         return ds
-    n = ds.cardinality()
-    if n < 0:
-        raise InvalidArgumentError(
-            "shard: every rank must get the same number of batches, which needs the pipeline's "
-            "cardinality, and this pipeline does not know it (a filter, or a Python function "
-            "that may drop elements); add .take(n) to fix the number of batches"
-        )
-    return ds.take(n - n % world).shard(world, rank)
+    out = Dataset(ds._plan.shard(world, rank, True), ds._structure)
+    for message in out._plan.plan_warnings():
+        warnings.warn(message, stacklevel=5)
+    return out
 
 
 class Feed:
@@ -48,6 +51,10 @@ class Feed:
         if not isinstance(dataset, Dataset):
             raise InvalidArgumentError(f"dataset must be a stoker.Dataset, got {type(dataset).__name__}")
         self.rank, self.world_size = check_shard(rank, world)
+        if self.world_size > 1:
+            local = self._local_ranks()
+            if local is not None:
+                _stoker.set_local_ranks(local, True)
         self._dataset = dataset
         self._sharded = shard_evenly(dataset, self.rank, self.world_size)
         self._epoch: int | None = None
@@ -83,8 +90,25 @@ class Feed:
         """Rank 0's ``values``, sent to every rank; ``None`` where no runtime can send them."""
         return None
 
+    def _hosts(self) -> list[str] | None:
+        """Every rank's host name, from the framework's runtime; ``None`` without one."""
+        return None
+
+    def _local_ranks(self) -> int | None:
+        """The ranks of the job on this machine (they share its cores): from the runtime's
+        host names; ``None`` where it cannot tell (``LOCAL_WORLD_SIZE`` then counts)."""
+        hosts = self._hosts()
+        if hosts is None:
+            return None
+        return max(1, hosts.count(socket.gethostname()))
+
     def __len__(self) -> int:
         return len(self._sharded)
+
+    def explain(self) -> str:
+        """The plan this rank runs (see :meth:`stoker.Dataset.explain`): where its share is
+        made and why there, and its thread budget."""
+        return self._sharded.explain()
 
     def set_epoch(self, epoch: int) -> None:
         """Makes the next iteration epoch ``epoch`` of the pipeline: its reshuffles and random

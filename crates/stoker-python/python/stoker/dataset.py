@@ -774,7 +774,12 @@ class Dataset:
         return Dataset(self._plan.prefetch(size), self._structure)._rows_of(self)
 
     def shard(self, num_shards: int, index: int) -> Dataset:
-        """Every ``num_shards``-th element, starting at ``index``."""
+        """Every ``num_shards``-th element, starting at ``index``. The planner makes only
+        these where it can without changing them: it moves the shard below maps (their random
+        ops still see each element's position in the whole stream) and prefetches, and into a
+        ``global_shuffle``, which then reads only these positions of its permutation
+        (``explain()`` says where it went). For the ranks of a data-parallel job, use the
+        framework adapters' ``shard="auto"`` (see :func:`stoker.torch.loader`)."""
         n = _whole("shard: num_shards", num_shards, 1)
         i = _whole("shard: index", index, 0)
         if i >= n:
@@ -806,11 +811,14 @@ class Dataset:
         ``on_bad_record``: ``"raise"`` (default) stops with an error naming the file, record and
         offset; ``"skip"`` skips the bad record, counts it in ``stats()`` and goes on (what
         damage costs exactly: the README's promises).
-        ``threads``: the CPU budget (worker threads); default all cores.
+        ``threads``: the CPU budget (worker threads), for the whole pipeline; default: the cores
+        this process may run on, shared with the other ranks of a data-parallel job on this
+        machine.
         ``optimizations``: the planner's rewrites switched on or off by name, e.g.
         ``{"map_after_batch": False}`` (all are on by default; ``explain()`` names those that
         changed the plan): ``fuse_decode_crop``, ``fuse_pixels``, ``fuse_maps``,
-        ``map_after_batch``, ``map_and_batch``. The elements are the same either way.
+        ``map_after_batch``, ``map_and_batch``, ``shard_down`` (a shard moves towards the
+        source). The elements are the same either way.
         ``deterministic``: whether parallel maps that do not say keep their input's order
         (default yes).
         """
@@ -947,8 +955,9 @@ class Dataset:
         files passed over after damage, where records whose headers were destroyed lie
         uncounted; ``rest_lost``: files whose rest was lost to damage in a compressed stream;
         ``last_skip_reason``), and damaged input used anyway (``warnings``,
-        ``last_warning``: a JPEG libjpeg recovered)."""
-        return Stats(self._plan.stats())
+        ``last_warning``: a JPEG libjpeg recovered). ``budget`` is the thread budget and where it
+        comes from (``(threads, source)``)."""
+        return Stats(self._plan.stats(), self._plan.budget())
 
     def diagnose(self, seconds: float | None = 5.0, batches: int | None = None, warmup: int = 1) -> Diagnosis:
         """Runs the pipeline alone, as fast as it goes (for ``seconds``, or ``batches``
@@ -1064,7 +1073,12 @@ def _parallel_calls(op: str, value: int | None, name: str = "num_parallel_calls"
 
 
 class Stats(list[dict[str, Any]]):
-    """Per-stage counters (a list of dicts, sink first) that print as a table."""
+    """Per-stage counters (a list of dicts, sink first) that print as a table, with the
+    pipeline's thread budget (``budget``: threads, and where the number comes from)."""
+
+    def __init__(self, stages: Any = (), budget: tuple[int, str] | None = None) -> None:
+        super().__init__(stages)
+        self.budget = budget
 
     COLUMNS = (
         ("stage", "name", "{}"),
@@ -1087,6 +1101,8 @@ class Stats(list[dict[str, Any]]):
             for r in rows
         ]
         lines.insert(1, "  ".join("-" * w for w in widths))
+        if self.budget is not None:
+            lines.append(f"thread budget: {self.budget[0]} ({self.budget[1]})")
         reasons = [f"{s['name']}: last skipped: {s['last_skip_reason']}" for s in self if s.get("last_skip_reason")]
         return "\n".join(lines + reasons)
 

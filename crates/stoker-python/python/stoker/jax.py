@@ -19,11 +19,11 @@ replicated; strings (object arrays) stay NumPy arrays.
 ``prefetch`` batches are placed ahead of the one handed out: JAX copies them to the devices
 while the step runs.
 
-With several processes (``jax.process_count() > 1``), process ``i`` of ``n`` gets batches
-``i, i + n, ...`` of the pipeline (every process runs the whole pipeline with the same seeds:
-steps given no seed use process 0's drawn seeds, sent to the others with
-``multihost_utils.broadcast_one_to_all``), the same number for each: the last ``cardinality % n`` batches are
-dropped, which needs a known cardinality. ``shard=(index, count)`` sets the share instead.
+With several processes (``jax.process_count() > 1``), process ``i`` of ``n`` gets its share of
+every epoch, which only it makes, the same number of batches for each (as
+:func:`stoker.torch.loader`'s ``shard="auto"``; steps given no seed use process 0's drawn
+seeds, sent to the others with ``multihost_utils.broadcast_one_to_all``; the processes on one
+host share its cores). ``shard=(index, count)`` sets the share instead.
 
 ``len()``, ``set_epoch()``, ``state_dict()`` and ``load_state_dict()`` work as for
 :func:`stoker.torch.loader`.
@@ -32,6 +32,8 @@ dropped, which needs a known cardinality. ``shard=(index, count)`` sets the shar
 from __future__ import annotations
 
 import collections
+import socket
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -149,6 +151,17 @@ class BatchIterator(Feed):
         halves = np.array([[v >> 32, v & 0xFFFFFFFF] for v in values], dtype=np.uint32).reshape(-1, 2)
         sent = np.asarray(multihost_utils.broadcast_one_to_all(halves))
         return [(int(hi) << 32) | int(lo) for hi, lo in sent]
+
+    def _hosts(self) -> list[str] | None:
+        if jax.process_count() == 1 or jax.process_count() != self.world_size:
+            return None
+        from jax.experimental import multihost_utils
+
+        # A host is told by a 32-bit hash of its name (what can be gathered as an array).
+        name = zlib.crc32(socket.gethostname().encode())
+        gathered = np.asarray(multihost_utils.process_allgather(np.array([name], dtype=np.uint32)))
+        here = socket.gethostname()
+        return [here if int(h) == name else f"host-{int(h)}" for h in gathered.reshape(-1)]
 
     def _replicated(self) -> jax.sharding.Sharding:
         mesh = getattr(self.sharding, "mesh", None)

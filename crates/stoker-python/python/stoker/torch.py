@@ -31,14 +31,16 @@ the position of the last batch handed out (a few hundred bytes, see
 
 Distributed data parallel: ``shard="auto"`` reads the rank and world size from
 ``torch.distributed`` (when initialised) or from ``RANK`` / ``WORLD_SIZE``, and gives rank
-``r`` batches ``r, r + n, r + 2n, ...`` of the pipeline, the way tf.data's ``DATA`` auto-shard
-policy does: every rank runs the whole pipeline with the same seeds and keeps its share.
-Steps given no seed (``shuffle(n)``, ``random_flip(...)``) use rank 0's drawn seeds, which
-the loader sends to every rank through ``torch.distributed`` when it is initialised; without
-it (a ``shard`` tuple, or ``RANK`` / ``WORLD_SIZE`` alone) such steps are an
-``InvalidArgumentError`` naming them. Every rank gets the same number of batches per epoch:
-the last ``cardinality % world_size`` batches are dropped (DDP would otherwise wait forever
-for a rank that has no batch left), which needs a known cardinality.
+``r`` its share of every epoch, which only it makes: the planner moves the share towards the
+source (positions ``r, r + n, ...`` of a ``global_shuffle``'s permutation, as
+``DistributedSampler``; of a shuffle buffer's output otherwise), each rank batches its share,
+and every rank gets as many batches (the last ``count % world_size`` elements are left out,
+which needs a known count). Random ops give an element the same result whatever the world
+size. Steps given no seed (``shuffle(n)``, ``random_flip(...)``) use rank 0's drawn seeds,
+which the loader sends to every rank through ``torch.distributed`` when it is initialised;
+without it (a ``shard`` tuple, or ``RANK`` / ``WORLD_SIZE`` alone) such steps are an
+``InvalidArgumentError`` naming them. The ranks on one machine share its cores: each rank's
+thread budget is its share (see the README's "Many GPUs"). ``explain()`` shows the rank's plan.
 
 ``state_dict()`` after an epoch's last batch is the start of the next epoch (it holds its
 epoch: ``set_epoch`` with the next one, or not at all); before the first batch, the start of
@@ -53,6 +55,7 @@ import json
 import multiprocessing
 import os
 import queue
+import socket
 import sys
 import threading
 from collections import deque
@@ -208,15 +211,28 @@ class Loader(Feed):
             raise InvalidArgumentError(
                 f"shard: world size {self.world_size} differs from torch.distributed's {dist.get_world_size()}"
             )
-        # Through a CPU (gloo) group: NCCL would send from the current CUDA device, which
-        # may not be set yet when the loader is made.
-        group: dist.ProcessGroup | None = None
-        if dist.get_backend() != "gloo":
-            made = dist.new_group(backend="gloo")
-            group = made if isinstance(made, dist.ProcessGroup) else None
         sent = [list(values)]
-        dist.broadcast_object_list(sent, src=0, group=group)
+        dist.broadcast_object_list(sent, src=0, group=self._cpu_group())
         return [int(v) for v in sent[0]]
+
+    def _cpu_group(self) -> Any:
+        """A CPU (gloo) group of every rank: NCCL would send from the current CUDA device,
+        which may not be set yet when the loader is made. ``None``: the default group."""
+        dist = torch.distributed
+        if dist.get_backend() == "gloo":
+            return None
+        if getattr(self, "_gloo", None) is None:
+            made = dist.new_group(backend="gloo")
+            self._gloo = made if isinstance(made, dist.ProcessGroup) else None
+        return self._gloo
+
+    def _hosts(self) -> list[str] | None:
+        dist = torch.distributed
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() != self.world_size:
+            return None
+        hosts: list[Any] = [None] * self.world_size
+        dist.all_gather_object(hosts, socket.gethostname(), group=self._cpu_group())
+        return [str(h) for h in hosts]
 
     @staticmethod
     def _shard_of(shard: str | tuple[int, int] | None) -> tuple[int, int]:

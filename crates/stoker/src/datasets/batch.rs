@@ -62,6 +62,10 @@ impl DatasetOp for Batch {
 
     one_input!();
 
+    fn shard_move(&self) -> super::ShardMove {
+        super::ShardMove::Regroups
+    }
+
     fn schema(&self) -> Result<Schema> {
         batched(
             Self::KIND,

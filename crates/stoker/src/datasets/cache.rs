@@ -35,6 +35,10 @@ impl DatasetOp for Cache {
 
     one_input!();
 
+    fn shard_move(&self) -> super::ShardMove {
+        super::ShardMove::Stops("what it holds would be a shard's share, not every element".into())
+    }
+
     fn schema(&self) -> Result<Schema> {
         Ok(same(&self.input))
     }

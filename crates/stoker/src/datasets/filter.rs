@@ -33,6 +33,14 @@ impl DatasetOp for Filter {
 
     one_input!();
 
+    fn shard_move(&self) -> super::ShardMove {
+        super::ShardMove::Stops(
+            "it keeps a number of elements that is known only once they are made, so the \
+             shares below it would differ from those of its output"
+                .into(),
+        )
+    }
+
     fn schema(&self) -> Result<Schema> {
         Ok(same(&self.input))
     }

@@ -13,6 +13,7 @@ use stoker_core::exec::{BoxIter, ElementIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{Error, Result, Seed, StageStats};
 
+use super::shard::Share;
 use super::{same, Cardinality, DatasetOp, RandomAccess};
 use crate::build::BuildCtx;
 use crate::plan::Plan;
@@ -24,6 +25,13 @@ pub struct GlobalShuffle {
     /// The seed given, or a drawn one (see [`stoker_core::seed`]).
     pub seed: Seed,
     pub reshuffle_each_iteration: bool,
+    /// The shard it hands out, where the planner moved one into it: only the share's
+    /// positions of the permutation are read (rank `r` of `n` takes positions `r, r + n, ...`,
+    /// as `DistributedSampler` does).
+    pub share: Option<Share>,
+    /// Its input's elements, counted through its random access where the plan does not
+    /// know them (TFRecord files: their indexes), once.
+    counted: Arc<std::sync::OnceLock<Cardinality>>,
 }
 
 impl GlobalShuffle {
@@ -33,7 +41,43 @@ impl GlobalShuffle {
             input,
             seed: Seed::from_option(seed),
             reshuffle_each_iteration,
+            share: None,
+            counted: Arc::default(),
         }
+    }
+
+    /// The same, handing out only `share` of its permutation.
+    pub fn taking(&self, share: Share) -> GlobalShuffle {
+        GlobalShuffle {
+            share: Some(share),
+            ..self.clone()
+        }
+    }
+
+    /// The number of elements of its input: as the plan knows it, else counted by random
+    /// access (a permutation of the whole pass needs the count anyway).
+    fn input_count(&self) -> Cardinality {
+        let known = self.input.step().cardinality();
+        if known != Cardinality::Unknown {
+            return known;
+        }
+        *self.counted.get_or_init(|| {
+            let ctx = BuildCtx {
+                order_budget: 1,
+                ..BuildCtx::new(
+                    self.input.options(),
+                    stoker_core::StatsRegistry::new(),
+                    crate::build::Resources::new(),
+                    0,
+                )
+            };
+            match self.input.step().random_access(&self.input, &ctx) {
+                Ok(Some(access)) => access
+                    .count()
+                    .map_or(Cardinality::Unknown, Cardinality::Finite),
+                _ => Cardinality::Unknown,
+            }
+        })
     }
 }
 
@@ -44,6 +88,8 @@ pub struct Spec {
     seed: Option<u64>,
     #[serde(default = "yes")]
     reshuffle_each_iteration: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    shard: Option<Share>,
 }
 
 fn yes() -> bool {
@@ -58,6 +104,13 @@ impl DatasetOp for GlobalShuffle {
     type Spec = Spec;
 
     one_input!();
+
+    fn shard_move(&self) -> super::ShardMove {
+        match self.share {
+            None => super::ShardMove::TakesIn,
+            Some(_) => super::ShardMove::Stops("it hands out a shard already".into()),
+        }
+    }
 
     fn schema(&self) -> Result<Schema> {
         if !self.input.step().supports_random_access() {
@@ -74,8 +127,19 @@ impl DatasetOp for GlobalShuffle {
         Ok(same(&self.input))
     }
 
+    fn label(&self) -> String {
+        match &self.share {
+            None => Self::KIND.to_string(),
+            Some(share) => format!("{} taking {}", Self::KIND, share.label()),
+        }
+    }
+
     fn cardinality(&self) -> Cardinality {
-        self.input.step().cardinality()
+        let input = self.input_count();
+        match &self.share {
+            None => input,
+            Some(share) => input.map(|m| share.count(m)),
+        }
     }
 
     fn deterministic(&self) -> bool {
@@ -118,12 +182,15 @@ impl DatasetOp for GlobalShuffle {
         if at.is_none() {
             access.count_unplaced_losses();
         }
-        if position > order.len() {
+        let len = self.share.map_or(order.len(), |s| s.count(order.len()));
+        if position > len {
             return Err(stoker_core::exec::state::mismatch(Self::KIND));
         }
         let it = GlobalShuffleIter {
             access,
             order,
+            share: self.share,
+            len,
             seed,
             handed_out: position,
             fetched: position,
@@ -141,21 +208,25 @@ impl DatasetOp for GlobalShuffle {
         Ok(Some(Spec {
             seed: self.seed.given_value(),
             reshuffle_each_iteration: self.reshuffle_each_iteration,
+            shard: self.share,
         }))
     }
 
     fn from_spec(s: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
-        Ok(GlobalShuffle::new(
-            super::input_of(input)?,
-            s.seed,
-            s.reshuffle_each_iteration,
-        ))
+        Ok(GlobalShuffle {
+            share: s.shard,
+            ..GlobalShuffle::new(super::input_of(input)?, s.seed, s.reshuffle_each_iteration)
+        })
     }
 }
 
 struct GlobalShuffleIter {
     access: Box<dyn RandomAccess>,
     order: IndexShuffle,
+    /// The shard taken, if any: the positions of the order it reads.
+    share: Option<Share>,
+    /// Positions handed out in the pass: the order's, or the share's.
+    len: u64,
     seed: u64,
     /// Positions of the order passed: handed out, or skipped as bad (the skip policy).
     handed_out: u64,
@@ -173,15 +244,17 @@ impl ElementIter for GlobalShuffleIter {
     fn next(&mut self) -> Result<Option<Element>> {
         loop {
             if self.ready.is_empty() {
-                if self.fetched == self.order.len() {
+                if self.fetched == self.len {
                     return Ok(None);
                 }
-                let mut end = (self.fetched + CHUNK).min(self.order.len());
+                let mut end = (self.fetched + CHUNK).min(self.len);
                 let count = self.fetched >= self.counted;
                 if !count {
                     end = end.min(self.counted);
                 }
-                let wanted: Vec<u64> = (self.fetched..end).map(|i| self.order.at(i)).collect();
+                let wanted: Vec<u64> = (self.fetched..end)
+                    .map(|k| self.order.at(self.share.map_or(k, |s| s.position(k))))
+                    .collect();
                 self.ready.extend(self.access.get_or_skip(&wanted, count)?);
                 self.fetched = end;
             }

@@ -64,6 +64,12 @@ impl DatasetOp for Interleave {
 
     one_input!();
 
+    fn shard_move(&self) -> super::ShardMove {
+        super::ShardMove::Stops(
+            "it makes several elements of each input element, in an order that mixes them".into(),
+        )
+    }
+
     fn schema(&self) -> Result<Schema> {
         check_parallelism(Self::KIND, self.num_parallel_calls)?;
         if self.block_length == 0 || self.cycle_length == Some(0) {

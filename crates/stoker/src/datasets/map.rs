@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
-use stoker_core::exec::map::{apply_chain, MapIter, OpChain};
+use stoker_core::exec::map::{apply_chain, MapIter, OpChain, Positions};
 use stoker_core::exec::parallel_map::{ParallelMap, ParallelMapConfig};
 use stoker_core::exec::parallel_map_batch::{BatchConfig, ParallelMapBatch};
 use stoker_core::exec::refill::Refill;
@@ -29,6 +29,9 @@ pub struct Map {
     /// Whether a parallel map keeps the input's order; `None`: the pipeline's option
     /// (`with_options(deterministic=...)`), else yes.
     pub deterministic: Option<bool>,
+    /// The positions its ops see: other than the input's own where a shard was moved below
+    /// it (see [`Positions`]).
+    pub positions: Positions,
 }
 
 impl std::fmt::Debug for Map {
@@ -46,6 +49,9 @@ pub struct Spec {
     num_parallel_calls: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     deterministic: Option<bool>,
+    /// `[stride, offset]` of the positions the ops see, when not `[1, 0]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    positions: Option<[u64; 2]>,
 }
 
 impl Map {
@@ -79,7 +85,13 @@ impl DatasetOp for Map {
             Some(n) if n > 1 => format!(" parallel={n}"),
             _ => String::new(),
         };
-        format!("map[{}]{par}", names.join(", "))
+        let at = if self.positions.is_identity() {
+            String::new()
+        } else {
+            let Positions { stride, offset } = self.positions;
+            format!(" positions={offset}+{stride}k")
+        };
+        format!("map[{}]{par}{at}", names.join(", "))
     }
 
     fn cardinality(&self) -> Cardinality {
@@ -92,6 +104,10 @@ impl DatasetOp for Map {
 
     fn seeds(&self) -> Vec<stoker_core::Seed> {
         self.ops.iter().flat_map(|op| op.seeds()).collect()
+    }
+
+    fn shard_move(&self) -> super::ShardMove {
+        super::ShardMove::Through
     }
 
     fn per_element(&self) -> bool {
@@ -145,6 +161,7 @@ impl DatasetOp for Map {
         let map: BoxIter = if self.num_parallel_calls.is_some() && workers > 1 {
             let mut config = parallel_config(ctx, workers, self.keeps_order(ctx), policy);
             config.first_index = first_index;
+            config.positions = self.positions;
             Box::new(ParallelMap::spawn(inner, chain, config, stats)?)
         } else {
             let mut it = MapIter::new(
@@ -154,7 +171,8 @@ impl DatasetOp for Map {
                 Arc::clone(&stats),
                 epoch,
                 Arc::clone(&ctx.seeds),
-            );
+            )
+            .with_positions(self.positions);
             if let Some(s) = at {
                 it = it.restore(s)?;
             }
@@ -183,6 +201,7 @@ impl DatasetOp for Map {
             stats: crate::build::stage_stats(node, ctx),
             seeds: Arc::clone(&ctx.seeds),
             policy: ctx.options.on_bad_record,
+            positions: self.positions,
         })))
     }
 
@@ -191,6 +210,8 @@ impl DatasetOp for Map {
             ops: self.ops.iter().map(|o| o.spec()).collect::<Result<_>>()?,
             num_parallel_calls: self.num_parallel_calls,
             deterministic: self.deterministic,
+            positions: (!self.positions.is_identity())
+                .then_some([self.positions.stride, self.positions.offset]),
         }))
     }
 
@@ -205,6 +226,12 @@ impl DatasetOp for Map {
             ops,
             num_parallel_calls: s.num_parallel_calls,
             deterministic: s.deterministic,
+            positions: s
+                .positions
+                .map_or_else(Positions::default, |[stride, offset]| Positions {
+                    stride,
+                    offset,
+                }),
         })
     }
 }
@@ -224,6 +251,7 @@ fn parallel_config(
         policy,
         first_index: 0,
         seeds: Arc::clone(&ctx.seeds),
+        positions: Positions::default(),
     }
 }
 
@@ -256,6 +284,7 @@ pub(crate) fn map_and_batch(
         .map(|s| s.int(Map::KIND, 0))
         .transpose()?
         .unwrap_or(0);
+    config.positions = map.positions;
     let batch = BatchConfig {
         size: batch_size,
         drop_remainder,
@@ -281,6 +310,7 @@ struct MapAccess {
     seeds: Arc<stoker_core::Seeds>,
     /// Under the skip policy an op may drop an element (`get_or_skip` says where).
     policy: ErrorPolicy,
+    positions: Positions,
 }
 
 impl RandomAccess for MapAccess {
@@ -375,7 +405,7 @@ impl MapAccess {
             e,
             policy,
             stats,
-            (p, self.epoch),
+            (self.positions.at(p), self.epoch),
             None,
             &self.seeds,
         )

@@ -149,6 +149,14 @@ pub trait DatasetOp: Clone + Send + Sync + Into<Step> + 'static {
     fn seeds(&self) -> Vec<Seed> {
         Vec::new()
     }
+    /// How a `shard` right above it can move below it (the planner's `shard_down`), where
+    /// the elements the other shards keep are then not made at all.
+    fn shard_move(&self) -> ShardMove {
+        ShardMove::Stops(format!(
+            "{} is not known to hand out the same elements with its input sharded",
+            Self::KIND
+        ))
+    }
     /// Its spec form; `None` for a step that a spec file holds elsewhere (options).
     fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Self::Spec>>;
     /// The step a spec describes, over `input` (the step before it; `None` for a source).
@@ -195,6 +203,26 @@ impl Cardinality {
             other => other,
         }
     }
+}
+
+/// How a `shard` right above a step can move below it (see [`DatasetOp::shard_move`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ShardMove {
+    /// Its output element `k` is made from its input element `k` alone (a prefetch, a map
+    /// under the raise policy): the shard moves below it as it is. A map's ops then see the
+    /// positions the elements had in the whole stream, so random ops give the same results.
+    Through,
+    /// It groups consecutive elements (a batch): below it each shard groups its own share,
+    /// the same elements in other groups. Only a rank's share moves so.
+    Regroups,
+    /// It hands out its input's first `n` elements (a take): the shard moves below it and
+    /// shares out those.
+    Prefix(u64),
+    /// It takes the shard in and makes only the share's elements (a global shuffle reads
+    /// only the share's positions of its permutation).
+    TakesIn,
+    /// The shard stays above it, for this reason.
+    Stops(String),
 }
 
 /// Where a step runs.
@@ -366,6 +394,12 @@ macro_rules! steps {
             pub fn seeds(&self) -> Vec<Seed> {
                 match self {
                     $(Step::$variant(op) => op.seeds(),)*
+                }
+            }
+
+            pub fn shard_move(&self) -> ShardMove {
+                match self {
+                    $(Step::$variant(op) => op.shard_move(),)*
                 }
             }
 

@@ -24,6 +24,10 @@ impl DatasetOp for WithOptions {
 
     one_input!();
 
+    fn shard_move(&self) -> super::ShardMove {
+        super::ShardMove::Through
+    }
+
     fn schema(&self) -> Result<Schema> {
         crate::planner::check_passes(&self.options)?;
         Ok(same(&self.input))

@@ -46,6 +46,10 @@ impl DatasetOp for PaddedBatch {
 
     one_input!();
 
+    fn shard_move(&self) -> super::ShardMove {
+        super::ShardMove::Regroups
+    }
+
     fn schema(&self) -> Result<Schema> {
         if self.batch_size == 0 {
             return Err(Error::schema(Self::KIND, "batch_size must be at least 1"));

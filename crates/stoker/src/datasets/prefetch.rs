@@ -46,6 +46,10 @@ impl DatasetOp for Prefetch {
 
     one_input!();
 
+    fn shard_move(&self) -> super::ShardMove {
+        super::ShardMove::Through
+    }
+
     fn schema(&self) -> Result<Schema> {
         if self.buffer_size < AUTOTUNE {
             return Err(Error::schema(

@@ -34,6 +34,14 @@ impl DatasetOp for Repeat {
 
     one_input!();
 
+    fn shard_move(&self) -> super::ShardMove {
+        super::ShardMove::Stops(
+            "each pass of its input would be shared out from its own start, not the stream \
+             of passes"
+                .into(),
+        )
+    }
+
     fn schema(&self) -> Result<Schema> {
         Ok(same(&self.input))
     }

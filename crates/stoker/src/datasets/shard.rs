@@ -1,4 +1,9 @@
 //! `shard(num_shards, index)`: every `num_shards`-th element, from the `index`-th.
+//!
+//! A rank's share of a data-parallel job (`by_rank`, what the framework adapters make) is
+//! the same, except that every rank gets as many elements: the input's last
+//! `count % num_shards` are dropped. The planner moves a shard towards the source, where the
+//! elements the other ranks keep are not made at all (see `planner::shard_down`).
 
 use std::sync::Arc;
 
@@ -19,6 +24,91 @@ pub struct Shard {
     pub input: Plan,
     pub num_shards: u64,
     pub index: u64,
+    /// A rank's share: every rank as many elements, and the planner may regroup batches
+    /// (each rank batches its own share, as with `DistributedSampler`).
+    pub by_rank: bool,
+    /// Only the input's first `limit` elements are shared out (set by the planner where it
+    /// moved the shard below a `take`).
+    pub limit: Option<u64>,
+}
+
+/// The share of one shard, where a step other than `shard` takes it (a `global_shuffle`
+/// reads only its positions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Share {
+    pub num_shards: u64,
+    pub index: u64,
+    /// Every shard as many elements: the last `count % num_shards` are left out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub equal: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+}
+
+impl Share {
+    /// The elements in the share of `count` input elements.
+    pub fn count(&self, count: u64) -> u64 {
+        let n = self.num_shards.max(1);
+        let mut m = self.limit.map_or(count, |l| l.min(count));
+        if self.equal {
+            m -= m % n;
+        }
+        m / n + u64::from(self.index < m % n)
+    }
+
+    /// The input position of the share's `k`-th element.
+    pub fn position(&self, k: u64) -> u64 {
+        self.index + k * self.num_shards
+    }
+
+    pub fn label(&self) -> String {
+        let (n, i) = (self.num_shards, self.index);
+        let rank = if self.equal { " by rank" } else { "" };
+        match self.limit {
+            None => format!("shard({n}, {i}){rank}"),
+            Some(l) => format!("shard({n}, {i}){rank} of the first {l}"),
+        }
+    }
+}
+
+impl Shard {
+    /// Its share, for a step that takes it.
+    pub fn share(&self) -> Share {
+        Share {
+            num_shards: self.num_shards,
+            index: self.index,
+            equal: self.by_rank,
+            limit: self.limit,
+        }
+    }
+
+    pub fn new(input: Plan, num_shards: u64, index: u64, by_rank: bool) -> Shard {
+        Shard {
+            input,
+            num_shards,
+            index,
+            by_rank,
+            limit: None,
+        }
+    }
+
+    /// The input elements shared out: the first `limit`, and for a rank's share, a multiple
+    /// of `num_shards` of them (`Unknown` when that needs a count the plan does not know).
+    pub fn shared(&self) -> Cardinality {
+        let n = self.num_shards.max(1);
+        let input = match (self.input.step().cardinality(), self.limit) {
+            (Cardinality::Finite(m), Some(l)) => Cardinality::Finite(m.min(l)),
+            (Cardinality::Finite(m), None) => Cardinality::Finite(m),
+            (_, Some(l)) => Cardinality::Finite(l),
+            (c, None) => c,
+        };
+        if self.by_rank {
+            input.map(|m| m - m % n)
+        } else {
+            input
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -26,6 +116,10 @@ pub struct Shard {
 pub struct Spec {
     num_shards: u64,
     index: u64,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    by_rank: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    limit: Option<u64>,
 }
 
 impl DatasetOp for Shard {
@@ -46,15 +140,21 @@ impl DatasetOp for Shard {
     }
 
     fn label(&self) -> String {
-        format!("shard({}, {})", self.num_shards, self.index)
+        self.share().label()
     }
 
     fn cardinality(&self) -> Cardinality {
+        if self.by_rank && self.limit.is_none() {
+            // Where the planner places a rank's share decides how its batches are made.
+            if let Ok(placed) = crate::planner::shard_down::place_rank_share(self) {
+                if !matches!(placed.step(), crate::Step::Shard(s) if s.input.id() == self.input.id())
+                {
+                    return placed.step().cardinality();
+                }
+            }
+        }
         let (n, i) = (self.num_shards.max(1), self.index);
-        self.input
-            .step()
-            .cardinality()
-            .map(|m| m / n + u64::from(i < m % n))
+        self.shared().map(|m| m / n + u64::from(i < m % n))
     }
 
     fn deterministic(&self) -> bool {
@@ -74,10 +174,18 @@ impl DatasetOp for Shard {
     ) -> Result<BoxIter> {
         let inner = iterate_at(&self.input, ctx, input_at(at, Self::KIND, 0)?)?;
         let inner = WaitMeter::wrap(inner, Arc::clone(&stats));
-        let it = match at {
-            None => ShardIter::new(inner, self.num_shards, self.index),
-            Some(s) => ShardIter::restore(inner, self.num_shards, self.index, s)?,
+        let limit = match (self.by_rank, self.shared()) {
+            (false, _) => self.limit,
+            (true, Cardinality::Finite(m)) => Some(m),
+            (true, Cardinality::Infinite) => None,
+            (true, Cardinality::Unknown) => {
+                return Err(crate::planner::shard_down::unknown_count(self))
+            }
         };
+        let mut it = ShardIter::new(inner, self.num_shards, self.index).with_limit(limit);
+        if let Some(s) = at {
+            it = it.restore(s)?;
+        }
         Ok(Metered::wrap(Box::new(it), stats))
     }
 
@@ -85,6 +193,8 @@ impl DatasetOp for Shard {
         Ok(Some(Spec {
             num_shards: self.num_shards,
             index: self.index,
+            by_rank: self.by_rank,
+            limit: self.limit,
         }))
     }
 
@@ -93,6 +203,8 @@ impl DatasetOp for Shard {
             input: super::input_of(input)?,
             num_shards: s.num_shards,
             index: s.index,
+            by_rank: s.by_rank,
+            limit: s.limit,
         })
     }
 }

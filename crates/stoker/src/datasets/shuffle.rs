@@ -60,6 +60,14 @@ impl DatasetOp for Shuffle {
 
     one_input!();
 
+    fn shard_move(&self) -> super::ShardMove {
+        super::ShardMove::Stops(
+            "below it each shard would shuffle its own share in its own buffer, and the order \
+             would change (global_shuffle over an indexed source reads only a rank's records)"
+                .into(),
+        )
+    }
+
     fn schema(&self) -> Result<Schema> {
         if self.buffer_size == 0 {
             return Err(Error::schema("shuffle", "buffer_size must be at least 1"));

@@ -32,6 +32,10 @@ impl DatasetOp for Take {
 
     one_input!();
 
+    fn shard_move(&self) -> super::ShardMove {
+        super::ShardMove::Prefix(self.count)
+    }
+
     fn schema(&self) -> Result<Schema> {
         Ok(same(&self.input))
     }

@@ -26,6 +26,9 @@
 //!   batch rows themselves and the elements are large (see `fills_rows_itself`): per element
 //!   they copy nothing either, and read their input while it is still in the cache.
 //!
+//! `shard_down` runs first: a `shard` moves towards the source, so that each shard of a
+//! data-parallel job makes only its own elements (see [`shard_down`]).
+//!
 //! `map_and_batch`: a parallel `map` right before a `batch` is also fused, but when the
 //! pipeline is built (`datasets::map::map_and_batch`), since whether the map runs in parallel
 //! depends on the thread budget.
@@ -38,6 +41,8 @@ use stoker_core::{Error, ErrorPolicy, PipelineOptions, Result};
 
 use crate::datasets::{batch::Batch, map::Map};
 use crate::plan::{Plan, Step};
+
+pub mod shard_down;
 
 /// Whether every field of `schema` has a fixed shape, so that elements can be stacked.
 fn stackable(schema: &Schema) -> bool {
@@ -122,6 +127,10 @@ fn fills_rows_itself(tail: &[Arc<dyn Op>], schema: &Schema) -> bool {
 /// The planner's passes: name and what it does.
 pub const PASSES: &[(&str, &str)] = &[
     (
+        SHARD_DOWN,
+        "a shard moves towards the source, so that each shard makes only its own elements",
+    ),
+    (
         FUSE_DECODE_CROP,
         "decode_image and a crop after it become one op that decodes only the crop",
     ),
@@ -143,6 +152,7 @@ pub const PASSES: &[(&str, &str)] = &[
     ),
 ];
 
+pub const SHARD_DOWN: &str = "shard_down";
 pub const FUSE_DECODE_CROP: &str = "fuse_decode_crop";
 pub const FUSE_PIXELS: &str = "fuse_pixels";
 pub const FUSE_MAPS: &str = "fuse_maps";
@@ -173,19 +183,43 @@ pub fn check_passes(options: &PipelineOptions) -> Result<()> {
     Ok(())
 }
 
-/// The plan the pipeline runs, and how many times each pass changed it.
-pub fn optimize(plan: &Plan) -> Result<(Plan, Vec<(&'static str, usize)>)> {
+/// What the planner made of a plan.
+pub struct Optimized {
+    /// The plan the pipeline runs.
+    pub plan: Plan,
+    /// How many times each pass changed it.
+    pub applied: Vec<(&'static str, usize)>,
+    /// What `explain()` adds about the rewrites (where each shard went, and why).
+    pub notes: Vec<String>,
+    /// What the user should hear about once (a shard every rank repeats work above).
+    pub warnings: Vec<String>,
+}
+
+/// The plan the pipeline runs, with what the passes did.
+pub fn optimize(plan: &Plan) -> Result<Optimized> {
     let options = plan.options();
     let mut planner = Planner {
         options,
         applied: Vec::new(),
+        notes: Vec::new(),
+        warnings: Vec::new(),
     };
-    let out = planner.rewrite(plan)?;
+    let plan = if planner.on(SHARD_DOWN) {
+        planner.shards_down(plan)?
+    } else {
+        plan.clone()
+    };
+    let out = planner.rewrite(&plan)?;
     if enabled(&planner.options, MAP_AND_BATCH) && planner.options.threads() > 1 {
         let n = count_map_and_batch(&out, planner.options.on_bad_record);
         planner.note(MAP_AND_BATCH, n);
     }
-    Ok((out, planner.applied))
+    Ok(Optimized {
+        plan: out,
+        applied: planner.applied,
+        notes: planner.notes,
+        warnings: planner.warnings,
+    })
 }
 
 /// Parallel maps right before a (non-padded) batch, which run fused when bad records raise.
@@ -211,6 +245,8 @@ fn count_map_and_batch(plan: &Plan, policy: ErrorPolicy) -> usize {
 struct Planner {
     options: PipelineOptions,
     applied: Vec<(&'static str, usize)>,
+    notes: Vec<String>,
+    warnings: Vec<String>,
 }
 
 impl Planner {
@@ -225,6 +261,41 @@ impl Planner {
         match self.applied.iter_mut().find(|(p, _)| *p == pass) {
             Some((_, n)) => *n += times,
             None => self.applied.push((pass, times)),
+        }
+    }
+
+    /// `plan` with every shard moved down (see [`shard_down`]), inputs first.
+    fn shards_down(&mut self, plan: &Plan) -> Result<Plan> {
+        let inputs: Vec<Plan> = plan
+            .step()
+            .inputs()
+            .into_iter()
+            .map(|p| self.shards_down(p))
+            .collect::<Result<_>>()?;
+        let changed = inputs
+            .iter()
+            .zip(plan.step().inputs())
+            .any(|(a, b)| a.id() != b.id());
+        let step = if changed {
+            plan.step().with_inputs(inputs)
+        } else {
+            plan.step().clone()
+        };
+        if let Step::Shard(shard) = &step {
+            let placed = shard_down::place(shard, self.options.on_bad_record)?;
+            self.notes.push(placed.note(shard));
+            if shard.by_rank {
+                self.warnings.extend(placed.warning(shard));
+            }
+            if !placed.passed.is_empty() || placed.stopped.is_none() {
+                self.note(SHARD_DOWN, 1);
+                return Ok(placed.plan);
+            }
+        }
+        if changed {
+            Plan::new(step)
+        } else {
+            Ok(plan.clone())
         }
     }
 
@@ -296,9 +367,12 @@ impl Planner {
                             input: head,
                             ..batch.clone()
                         })?;
+                        // After the batch the ops see batches: element positions do not
+                        // apply (the ops moved are element-wise, and draw nothing).
                         return Plan::new(Map {
                             input: batched,
                             ops: tail.to_vec(),
+                            positions: Default::default(),
                             ..map.clone()
                         });
                     }
