@@ -43,11 +43,12 @@ def write_tfrecord(path: Path, n: int = N) -> str:
 
 
 def pipeline(kind: str, tmp_path: Path | None = None, n: int = N) -> sk.Dataset:
-    if kind == "tfrecord":
+    if kind.startswith("tfrecord"):
         assert tmp_path is not None
         path = write_tfrecord(tmp_path / "ids.tfrecord", n)
-        # Its count is unknown to the plan: the global shuffle counts the records.
-        ds = sk.TFRecordDataset([path]).global_shuffle(seed=3)
+        # Its count is unknown to the plan: the records are counted through their index.
+        ds = sk.TFRecordDataset([path])
+        ds = ds.global_shuffle(seed=3) if kind == "tfrecord" else ds.shuffle(20, seed=3)
         ds = ds.map([sk.ops.parse_example({"id": sk.FixedLenFeature([], sk.int64)})], num_parallel_calls=sk.AUTOTUNE)
         return ds.batch(4).prefetch(2)
     ds = sk.Dataset.from_tensor_slices(images(n))
@@ -69,7 +70,7 @@ def stage_elements(loader: Any, kind: str) -> int:
     return sum(s["elements"] for s in loader._sharded.stats() if s["kind"] == kind)
 
 
-@pytest.mark.parametrize("kind", ["none", "shuffle", "global_shuffle", "tfrecord"])
+@pytest.mark.parametrize("kind", ["none", "shuffle", "global_shuffle", "tfrecord", "tfrecord_shuffle"])
 @pytest.mark.parametrize("world", [2, 3])
 def test_each_rank_makes_only_its_share_and_together_one_epoch(kind, world, tmp_path):
     whole = [int(i) for b in pipeline(kind, tmp_path) for i in b["id"]]
@@ -83,7 +84,8 @@ def test_each_rank_makes_only_its_share_and_together_one_epoch(kind, world, tmp_
         lengths.add(length)
         ids += mine
         # The maps ran on this rank's elements only: the other ranks' were never made.
-        made = stage_elements(loader, "global_shuffle" if kind == "tfrecord" else "map")
+        # (W1-like: the parse runs after the batch; the share is what leaves the shard.)
+        made = stage_elements(loader, {"tfrecord": "global_shuffle", "tfrecord_shuffle": "shard"}.get(kind, "map"))
         assert made == N // world, loader._sharded.explain()
         # The share is the rank's positions of the whole epoch's order.
         assert mine == whole[rank::world]
@@ -138,12 +140,50 @@ def test_an_unknown_count_is_refused_naming_the_step():
     ds = sk.Dataset.from_tensor_slices({"y": np.arange(N)}).filter(lambda e: e["y"] % 3 > 0).batch(4)
     with pytest.raises(sk.InvalidArgumentError, match=r"cardinality.*filter"):
         skt.loader(ds, shard=(0, 2))
-    # With the number of batches fixed, the ranks share them out.
+    # A take does not fix an unknown count: the filter may end before it.
+    with pytest.raises(sk.InvalidArgumentError, match=r"cardinality.*filter"):
+        skt.loader(ds.take(5), shard=(0, 2))
+    # Under the skip policy a step may drop elements: the share stays where it was written.
+    skipping = sk.Dataset.from_tensor_slices(images()).with_options(on_bad_record="skip").global_shuffle(seed=1)
+    loader = skt.loader(skipping.batch(4), shard=(0, 2))
+    assert "under on_bad_record=skip" in loader.explain() and len(loader) == len(list(loader)) == 6
+    # With the number of batches fixed, the ranks share them out (an endless repeat of a
+    # filter is infinite, as tf.data counts it).
+    assert ds.repeat().cardinality() == sk.dataset.INFINITE and ds.repeat().take(6).cardinality() == 6
     fixed = ds.repeat().take(6)
     loaders = [skt.loader(fixed, shard=(r, 2)) for r in range(2)]
     got = [[int(i) for b in loader for i in b["y"]] for loader in loaders]
     assert [len(loader) for loader in loaders] == [3, 3]
     assert len(got[0]) == len(got[1]) == 12 and not set(got[0]) & set(got[1])
+
+
+def test_len_is_what_each_rank_gets_with_the_pass_on_or_off():
+    ds = sk.Dataset.from_tensor_slices({"y": np.arange(130)}).shuffle(50, seed=2).batch(32)
+    for on in (True, False):
+        d = ds if on else ds.with_options(optimizations={"shard_down": False})
+        got = []
+        for rank in range(2):
+            loader = skt.loader(d, shard=(rank, 2))
+            batches = [b["y"].tolist() for b in loader]
+            assert len(loader) == len(batches), (on, rank)
+            got += [v for b in batches for v in b]
+        assert len(got) == len(set(got)) == (130 if on else 128)
+
+
+def test_maps_a_shard_separated_keep_their_positions():
+    # A map below the shard and one above it are not fused into one that sees the lower
+    # one's positions: the flips are those of the plan as written.
+    ds = sk.Dataset.from_tensor_slices(images()).map([sk.ops.cast("id", "int32")]).shard(2, 1)
+    ds = ds.map([sk.ops.random_flip_left_right("img", seed=4)])
+    runs = [
+        [b["img"].tobytes() for b in d]
+        for d in (
+            ds,
+            ds.with_options(optimizations={"fuse_maps": False}),
+            ds.with_options(optimizations={"shard_down": False}),
+        )
+    ]
+    assert runs[0] == runs[1] == runs[2]
 
 
 def test_a_users_shard_moves_only_where_its_elements_stay_the_same():

@@ -80,18 +80,7 @@ impl Pipeline {
                 .flat_map(|p| p.step().seeds())
                 .collect(),
             seed_values: Mutex::new(None),
-            autotuned_stages: preorder(&optimized)
-                .iter()
-                .filter(|p| {
-                    // A source's parallel reads wait on I/O more than they compute: they
-                    // do not take a part of the budget from the stages that compute.
-                    !p.step().is_source()
-                        && matches!(
-                            p.step().parallelism_knob(),
-                            Some((_, Some(crate::plan::AUTOTUNE)))
-                        )
-                })
-                .count(),
+            autotuned_stages: autotuned_stages(&optimized),
             plan: optimized,
             passes,
             notes,
@@ -477,6 +466,26 @@ impl Pipeline {
     pub fn warnings(&self) -> &[String] {
         &self.warnings
     }
+}
+
+/// The stages that share the thread budget: those left to `AUTOTUNE` that run element by
+/// element as stages of their own. Not a source's parallel reads (they wait on I/O more than
+/// they compute), not a map over batches (vectorised, a small part of the work), and nothing
+/// below a step that reads its input by random access (it runs no stage there).
+fn autotuned_stages(plan: &Plan) -> usize {
+    let step = plan.step();
+    let here = !step.is_source()
+        && matches!(
+            step.parallelism_knob(),
+            Some((_, Some(crate::plan::AUTOTUNE)))
+        )
+        && !matches!(step, Step::Map(m) if m.input.step().batch_of().is_some());
+    let below: usize = if matches!(step, Step::GlobalShuffle(_)) {
+        0
+    } else {
+        step.inputs().into_iter().map(autotuned_stages).sum()
+    };
+    usize::from(here) + below
 }
 
 /// The plan's nodes, sink first, inputs in order (the order of a state's step hashes).

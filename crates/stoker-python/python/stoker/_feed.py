@@ -32,7 +32,8 @@ def shard_evenly(ds: Dataset, rank: int, world: int) -> Dataset:
     ``explain()`` shows where the share is made and why it stops there."""
     if world == 1:
         return ds
-    out = Dataset(ds._plan.shard(world, rank, True), ds._structure)
+    # The batch size stays; a rank's last batch may be other than the pipeline's.
+    out = Dataset(ds._plan.shard(world, rank, True), ds._structure)._rows_of(ds, False)
     for message in out._plan.plan_warnings():
         warnings.warn(message, stacklevel=5)
     return out
@@ -97,6 +98,8 @@ class Feed:
     def _local_ranks(self) -> int | None:
         """The ranks of the job on this machine (they share its cores): from the runtime's
         host names; ``None`` where it cannot tell (``LOCAL_WORLD_SIZE`` then counts)."""
+        if _stoker.local_ranks()[1] in ("set_local_ranks", "LOCAL_WORLD_SIZE"):
+            return None  # said already: no need to ask every rank
         hosts = self._hosts()
         if hosts is None:
             return None

@@ -1253,8 +1253,8 @@ class _Settings:
 
 class ThreadingOptions(_Settings):
     """``private_threadpool_size``: the pipeline's worker threads (its CPU budget; 0 or None:
-    all cores). ``max_intra_op_parallelism``: accepted; stoker's ops run one element on one
-    thread (tf.data's setting 1)."""
+    this process's share of the cores it may run on). ``max_intra_op_parallelism``: accepted;
+    stoker's ops run one element on one thread (tf.data's setting 1)."""
 
     _names = ("private_threadpool_size", "max_intra_op_parallelism")
     private_threadpool_size: int | None

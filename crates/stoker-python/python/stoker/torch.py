@@ -113,6 +113,23 @@ def _rebuild(element: Any, leaves: Iterator[Any]) -> Any:
     return next(leaves)
 
 
+_GLOO: dict[int, Any] = {}
+
+
+def _cpu_group() -> Any:
+    """A CPU (gloo) group of every rank, made once per default group (every loader of the
+    process shares it): NCCL would send from the current CUDA device, which may not be set yet
+    when a loader is made. ``None``: the default group, which is gloo already."""
+    dist = torch.distributed
+    if dist.get_backend() == "gloo":
+        return None
+    key = id(dist.distributed_c10d._get_default_group())
+    if key not in _GLOO:
+        made = dist.new_group(backend="gloo")
+        _GLOO[key] = made if isinstance(made, dist.ProcessGroup) else None
+    return _GLOO[key]
+
+
 def _rank_and_world() -> tuple[int, int]:
     dist = torch.distributed
     if dist.is_available() and dist.is_initialized():
@@ -216,15 +233,7 @@ class Loader(Feed):
         return [int(v) for v in sent[0]]
 
     def _cpu_group(self) -> Any:
-        """A CPU (gloo) group of every rank: NCCL would send from the current CUDA device,
-        which may not be set yet when the loader is made. ``None``: the default group."""
-        dist = torch.distributed
-        if dist.get_backend() == "gloo":
-            return None
-        if getattr(self, "_gloo", None) is None:
-            made = dist.new_group(backend="gloo")
-            self._gloo = made if isinstance(made, dist.ProcessGroup) else None
-        return self._gloo
+        return _cpu_group()
 
     def _hosts(self) -> list[str] | None:
         dist = torch.distributed

@@ -57,27 +57,7 @@ impl GlobalShuffle {
     /// The number of elements of its input: as the plan knows it, else counted by random
     /// access (a permutation of the whole pass needs the count anyway).
     fn input_count(&self) -> Cardinality {
-        let known = self.input.step().cardinality();
-        if known != Cardinality::Unknown {
-            return known;
-        }
-        *self.counted.get_or_init(|| {
-            let ctx = BuildCtx {
-                order_budget: 1,
-                ..BuildCtx::new(
-                    self.input.options(),
-                    stoker_core::StatsRegistry::new(),
-                    crate::build::Resources::new(),
-                    0,
-                )
-            };
-            match self.input.step().random_access(&self.input, &ctx) {
-                Ok(Some(access)) => access
-                    .count()
-                    .map_or(Cardinality::Unknown, Cardinality::Finite),
-                _ => Cardinality::Unknown,
-            }
-        })
+        *self.counted.get_or_init(|| super::counted(&self.input))
     }
 }
 

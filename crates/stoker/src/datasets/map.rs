@@ -106,6 +106,10 @@ impl DatasetOp for Map {
         self.ops.iter().flat_map(|op| op.seeds()).collect()
     }
 
+    fn keeps_count(&self) -> bool {
+        true
+    }
+
     fn shard_move(&self) -> super::ShardMove {
         super::ShardMove::Through
     }

@@ -12,7 +12,7 @@ use serde::Serialize;
 use stoker_core::element::{Element, FieldSpec, Schema};
 use stoker_core::exec::shuffle::ReadBuffer;
 use stoker_core::exec::{BoxIter, ElementIter, State};
-use stoker_core::{Error, Result, Seed, StageStats, Tensor};
+use stoker_core::{Error, ErrorPolicy, Result, Seed, StageStats, Tensor};
 
 use std::sync::Arc;
 
@@ -149,6 +149,11 @@ pub trait DatasetOp: Clone + Send + Sync + Into<Step> + 'static {
     fn seeds(&self) -> Vec<Seed> {
         Vec::new()
     }
+    /// Whether a pass hands out as many elements as its input's (a shuffle, a map, a
+    /// prefetch): a count of its input, where the plan does not know it, is its count.
+    fn keeps_count(&self) -> bool {
+        false
+    }
     /// How a `shard` right above it can move below it (the planner's `shard_down`), where
     /// the elements the other shards keep are then not made at all.
     fn shard_move(&self) -> ShardMove {
@@ -284,6 +289,45 @@ pub trait RandomAccess: Send + Sync + 'static {
     }
 }
 
+/// The number of elements of a pass of `plan`: as the plan knows it, else counted through
+/// random access (TFRecord files: their indexes), down through steps that keep their input's
+/// count; `Unknown` where neither tells.
+pub fn counted(plan: &Plan) -> Cardinality {
+    let mut p = plan.clone();
+    loop {
+        let known = p.step().cardinality();
+        if known != Cardinality::Unknown {
+            return known;
+        }
+        // Under the skip policy bad records are dropped: a count of the positions would
+        // claim more elements than come.
+        if p.step().supports_random_access() && p.options().on_bad_record == ErrorPolicy::Raise {
+            let ctx = BuildCtx {
+                order_budget: 1,
+                ..BuildCtx::new(
+                    p.options(),
+                    stoker_core::StatsRegistry::new(),
+                    crate::build::Resources::new(),
+                    0,
+                )
+            };
+            return match p.step().random_access(&p, &ctx) {
+                Ok(Some(access)) => access
+                    .count()
+                    .map_or(Cardinality::Unknown, Cardinality::Finite),
+                _ => Cardinality::Unknown,
+            };
+        }
+        if !p.step().keeps_count() {
+            return Cardinality::Unknown;
+        }
+        let Some(input) = p.step().inputs().first().map(|i| (*i).clone()) else {
+            return Cardinality::Unknown;
+        };
+        p = input;
+    }
+}
+
 /// A reader of the elements at `positions` through [`RandomAccess::get`].
 pub fn reader_by_get<A: RandomAccess + ?Sized>(access: Arc<A>, positions: Vec<u64>) -> ReadBuffer {
     Box::new(move |which: &[usize]| {
@@ -394,6 +438,12 @@ macro_rules! steps {
             pub fn seeds(&self) -> Vec<Seed> {
                 match self {
                     $(Step::$variant(op) => op.seeds(),)*
+                }
+            }
+
+            pub fn keeps_count(&self) -> bool {
+                match self {
+                    $(Step::$variant(op) => op.keeps_count(),)*
                 }
             }
 

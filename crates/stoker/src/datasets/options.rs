@@ -24,6 +24,10 @@ impl DatasetOp for WithOptions {
 
     one_input!();
 
+    fn keeps_count(&self) -> bool {
+        true
+    }
+
     fn shard_move(&self) -> super::ShardMove {
         super::ShardMove::Through
     }

@@ -46,6 +46,10 @@ impl DatasetOp for Prefetch {
 
     one_input!();
 
+    fn keeps_count(&self) -> bool {
+        true
+    }
+
     fn shard_move(&self) -> super::ShardMove {
         super::ShardMove::Through
     }

@@ -59,8 +59,9 @@ impl DatasetOp for Repeat {
             (Cardinality::Finite(0), _) => Cardinality::Finite(0),
             (Cardinality::Finite(n), Some(c)) => Cardinality::Finite(n.saturating_mul(c)),
             (Cardinality::Unknown, Some(_)) => Cardinality::Unknown,
-            // An input of unknown length repeated forever: infinite unless it is empty.
-            (Cardinality::Unknown, None) => Cardinality::Unknown,
+            // An input of unknown length repeated forever: infinite, as tf.data counts it
+            // (it would be empty only if its input is).
+            (Cardinality::Unknown, None) => Cardinality::Infinite,
             (Cardinality::Infinite, _) | (Cardinality::Finite(_), None) => Cardinality::Infinite,
         }
     }

@@ -30,6 +30,10 @@ pub struct Shard {
     /// Only the input's first `limit` elements are shared out (set by the planner where it
     /// moved the shard below a `take`).
     pub limit: Option<u64>,
+    /// The number of its input's elements, counted once where the plan does not know it.
+    counted: Arc<std::sync::OnceLock<Cardinality>>,
+    /// Whether the planner put it where it is: its count is then where it is.
+    placed: bool,
 }
 
 /// The share of one shard, where a step other than `shard` takes it (a `global_shuffle`
@@ -90,6 +94,17 @@ impl Shard {
             index,
             by_rank,
             limit: None,
+            counted: Arc::default(),
+            placed: false,
+        }
+    }
+
+    /// The same shard of the first `limit` elements of another input.
+    pub fn over(&self, input: Plan, limit: Option<u64>) -> Shard {
+        Shard {
+            limit,
+            placed: true,
+            ..Shard::new(input, self.num_shards, self.index, self.by_rank)
         }
     }
 
@@ -97,11 +112,16 @@ impl Shard {
     /// of `num_shards` of them (`Unknown` when that needs a count the plan does not know).
     pub fn shared(&self) -> Cardinality {
         let n = self.num_shards.max(1);
-        let input = match (self.input.step().cardinality(), self.limit) {
+        // A rank's share needs the count: where the plan does not know it, it is counted.
+        let count = if self.by_rank {
+            *self.counted.get_or_init(|| super::counted(&self.input))
+        } else {
+            self.input.step().cardinality()
+        };
+        let input = match (count, self.limit) {
             (Cardinality::Finite(m), Some(l)) => Cardinality::Finite(m.min(l)),
-            (Cardinality::Finite(m), None) => Cardinality::Finite(m),
-            (_, Some(l)) => Cardinality::Finite(l),
-            (c, None) => c,
+            (Cardinality::Infinite, Some(l)) => Cardinality::Finite(l),
+            (c, _) => c,
         };
         if self.by_rank {
             input.map(|m| m - m % n)
@@ -144,7 +164,7 @@ impl DatasetOp for Shard {
     }
 
     fn cardinality(&self) -> Cardinality {
-        if self.by_rank && self.limit.is_none() {
+        if self.by_rank && !self.placed {
             // Where the planner places a rank's share decides how its batches are made.
             if let Ok(placed) = crate::planner::shard_down::place_rank_share(self) {
                 if !matches!(placed.step(), crate::Step::Shard(s) if s.input.id() == self.input.id())
@@ -200,11 +220,8 @@ impl DatasetOp for Shard {
 
     fn from_spec(s: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
         Ok(Shard {
-            input: super::input_of(input)?,
-            num_shards: s.num_shards,
-            index: s.index,
-            by_rank: s.by_rank,
             limit: s.limit,
+            ..Shard::new(super::input_of(input)?, s.num_shards, s.index, s.by_rank)
         })
     }
 }

@@ -60,6 +60,10 @@ impl DatasetOp for Shuffle {
 
     one_input!();
 
+    fn keeps_count(&self) -> bool {
+        true
+    }
+
     fn shard_move(&self) -> super::ShardMove {
         super::ShardMove::Stops(
             "below it each shard would shuffle its own share in its own buffer, and the order \

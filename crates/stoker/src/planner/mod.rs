@@ -380,8 +380,10 @@ impl Planner {
             }
             Step::Map(outer) if self.on(FUSE_MAPS) => {
                 if let Step::Map(first) = outer.input.step() {
+                    // Fused, both would see the first one's positions.
                     if first.num_parallel_calls == outer.num_parallel_calls
                         && first.deterministic == outer.deterministic
+                        && first.positions == outer.positions
                     {
                         self.note(FUSE_MAPS, 1);
                         let mut ops = first.ops.clone();

@@ -98,7 +98,7 @@ pub fn place(shard: &Shard, policy: ErrorPolicy) -> Result<Placed> {
     let mut random_above = false;
     let mut at = shard.input.clone();
     let stopped = loop {
-        if policy == ErrorPolicy::Skip && !by_rank {
+        if policy == ErrorPolicy::Skip {
             break Some((
                 at.label(),
                 "under on_bad_record=skip a step may drop elements, and a share below it \
@@ -138,10 +138,7 @@ pub fn place(shard: &Shard, policy: ErrorPolicy) -> Result<Placed> {
                 let Step::GlobalShuffle(gs) = step else {
                     break Some((at.label(), "it cannot take a shard in".to_string()));
                 };
-                let moved = Shard {
-                    limit,
-                    ..shard.clone()
-                };
+                let moved = shard.over(at.clone(), limit);
                 let taken = Plan::new(gs.taking(moved.share()))?;
                 return finish(taken, passed, regrouped_at, (n, i), None, None);
             }
@@ -152,11 +149,7 @@ pub fn place(shard: &Shard, policy: ErrorPolicy) -> Result<Placed> {
         passed.push(step.clone());
         at = below;
     };
-    let moved = Plan::new(Shard {
-        input: at.clone(),
-        limit,
-        ..shard.clone()
-    })?;
+    let moved = Plan::new(shard.over(at.clone(), limit))?;
     finish(moved, passed, regrouped_at, (n, i), stopped, Some(at))
 }
 
@@ -194,18 +187,22 @@ fn finish(
 /// Where the planner puts a rank's share (`shard` is one): what it computes, for its
 /// cardinality.
 pub fn place_rank_share(shard: &Shard) -> Result<Plan> {
-    Ok(place(shard, shard.input.options().on_bad_record)?.plan)
+    let options = shard.input.options();
+    if !super::enabled(&options, super::SHARD_DOWN) {
+        return Plan::new(shard.clone());
+    }
+    Ok(place(shard, options.on_bad_record)?.plan)
 }
 
 /// That a rank's share can give every rank as many elements where the planner puts it: it
 /// needs the number of elements there (or an endless stream).
 pub fn check_rank_share(shard: &Shard) -> Result<()> {
-    let placed = place(shard, shard.input.options().on_bad_record)?;
-    if placed.plan.step().cardinality() != Cardinality::Unknown {
+    let placed = place_rank_share(shard)?;
+    if placed.step().cardinality() != Cardinality::Unknown {
         return Ok(());
     }
     let mut lowest = shard.clone();
-    let mut stack = vec![placed.plan];
+    let mut stack = vec![placed];
     while let Some(p) = stack.pop() {
         if let Step::Shard(s) = p.step() {
             lowest = s.clone();
