@@ -28,8 +28,8 @@ pub const CAUSES: [(&str, &str); 9] = [
 /// (ms). The fields add up to the idle time.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct GapCauses {
-    /// The host was getting the next batch (DataLoader `__next__`, `IteratorGetNext`, the
-    /// host between TensorFlow 1.x `session.run` calls).
+    /// The host was getting the next batch (DataLoader `__next__`, `IteratorGetNext`,
+    /// stoker's `stoker:next` spans, the host between TensorFlow 1.x `session.run` calls).
     pub input: f64,
     /// A collective ran on the device (NCCL / RCCL kernels: exposed communication) or was
     /// being called on the host.

@@ -61,7 +61,7 @@ pub struct Launch {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum HostKind {
     /// Waiting for the next batch: PyTorch's `enumerate(DataLoader)…__next__`, TensorFlow's
-    /// `IteratorGetNext`, stoker's driver.
+    /// `IteratorGetNext`, stoker's `stoker:next#…` spans, stoker's driver.
     DataLoading,
     /// A kernel launch (runtime or driver API).
     Launch,
@@ -1548,10 +1548,12 @@ fn xprof_stream(device: &str, line: &str) -> Option<i64> {
     (device.starts_with("TPU") && line == "XLA Ops").then_some(0)
 }
 
-/// Host spans of waiting for the next batch.
+/// Host spans of waiting for the next batch: a `DataLoader`'s, tf.data's, and those stoker's
+/// loaders and iterators leave in the frameworks' profilers (`stoker:next#...`).
 fn is_data_loading(name: &str) -> bool {
     (name.contains("DataLoader") && (name.contains("__next__") || name.starts_with("enumerate(")))
         || name.contains("IteratorGetNext")
+        || name.starts_with("stoker:next")
 }
 
 /// Reads `path` into the model: JSON (Kineto, TensorFlow timeline, trace viewer JSON), or an

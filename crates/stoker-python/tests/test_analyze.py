@@ -3,6 +3,7 @@
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -183,3 +184,86 @@ def test_absurd_values_are_left_out_with_a_warning(tmp_path):
     assert f"warning: {w}" in str(b)
     assert (b.step_ms, len(b.steps), b.busy_percent) == (a.step_ms, len(a.steps), a.busy_percent)
     assert [k["name"] for k in b.raw["top_kernels"]] == ["sgemm"]
+
+
+def test_a_loop_fed_by_stokers_loader_is_judged_by_its_waits_in_next(tmp_path):
+    # A real torch.profiler trace (tests/traces/make/make_stoker_loader_trace.py): the loader's
+    # next() leaves `stoker:next#torch.Loader` spans; the input share is the time measured in
+    # next() around each profiled step, on the steps the analyzer keeps.
+    base = TRACES / "pytorch" / "stoker" / "stoker_loader_cpu"
+    reference = json.loads(base.with_suffix(".next.json").read_text())
+    a = sk.analyze(str(base) + ".pt.trace.json.gz")
+    steps = a.steps
+    assert len(steps) == len(reference["next_ms"])
+    kept = [i for i, s in enumerate(steps) if not s["warmup"]]
+    measured = 100 * sum(reference["next_ms"][i] for i in kept) / sum(reference["step_ms"][i] for i in kept)
+    assert abs(a.input_percent - measured) <= 5, (a.input_percent, measured)
+    assert a.verdict.startswith("highly input-bound"), a.verdict
+    # Without the spans (the trace as it was before the loader left them) nothing says input.
+    import gzip
+
+    events = json.loads(gzip.open(str(base) + ".pt.trace.json.gz").read())
+    for e in events["traceEvents"]:
+        if str(e.get("name", "")).startswith("stoker:next"):
+            e["name"] = "some_python_function"
+    unnamed = tmp_path / "unnamed.pt.trace.json"
+    unnamed.write_text(json.dumps(events))
+    assert sk.analyze(str(unnamed)).input_percent < 1
+
+
+def test_the_loader_leaves_spans_only_while_a_profiler_records():
+    import torch
+    from stoker import _profile
+
+    ds = sk.Dataset.range(8).batch(2)
+    from stoker import torch as skt
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        assert sum(1 for _ in skt.loader(ds)) == 4
+        assert sum(1 for _ in ds) == 4
+    names = [e.name for e in prof.events()]
+    assert names.count("stoker:next#torch.Loader") == 5  # 4 batches and the end
+    assert names.count("stoker:next#DatasetIterator") == 5
+    assert type(_profile.next_span("x")).__name__ in ("nullcontext", "TraceAnnotation")
+
+
+JAX_LOOP = """
+import glob, json, sys, time
+import jax, jax.numpy as jnp, numpy as np
+import stoker as sk, stoker.jax
+
+def slow(b):
+    time.sleep(0.02)  # a pipeline slower than the step
+    return b
+
+ds = sk.Dataset.from_tensor_slices(np.ones((64, 8), np.float32)).batch(8, drop_remainder=True).map(slow)
+step = jax.jit(lambda x: jnp.tanh(x @ x.T).sum())
+waits, steps = [], []
+with jax.profiler.trace(sys.argv[1]):
+    it = iter(stoker.jax.iterator(ds, prefetch=1))
+    for i in range(7):
+        t0 = time.perf_counter()
+        with jax.profiler.StepTraceAnnotation("train", step_num=i):
+            b = next(it)
+            t1 = time.perf_counter()
+            step(b).block_until_ready()
+        waits.append(t1 - t0)
+        steps.append(time.perf_counter() - t0)
+path = glob.glob(sys.argv[1] + "/**/*.xplane.pb", recursive=True)[0]
+a = sk.analyze(path)
+kept = [i for i, s in enumerate(a.steps) if not s["warmup"]]
+print(json.dumps({"analyzed": a.input_percent, "verdict": a.verdict, "steps": len(a.steps),
+                  "measured": 100 * sum(waits[i] for i in kept) / sum(steps[i] for i in kept)}))
+"""
+
+
+def test_a_jax_loop_fed_by_stokers_iterator_is_judged_by_its_waits(tmp_path):
+    # The iterator's `stoker:next#jax.iterator` TraceAnnotations, in a real JAX XSpace.
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    r = subprocess.run(
+        [sys.executable, "-c", JAX_LOOP, str(tmp_path / "prof")], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["steps"] == 7 and got["verdict"].startswith("highly input-bound"), got
+    assert abs(got["analyzed"] - got["measured"]) <= 5, got

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import json
 import os
@@ -18,6 +19,7 @@ from ._capture import bound_now
 from ._check import path as _path
 from ._check import whole as _whole
 from ._dtypes import dtype_name
+from ._profile import next_span
 from ._structure import (
     Dynamic,
     Template,
@@ -1178,6 +1180,9 @@ class DatasetIterator(Iterator[Any]):
         # GIL, and the thread inside `next()` waits for the pipeline without it, so the
         # pipeline's own Python calls go on meanwhile.
         self._lock = threading.Lock()
+        # Where the profilers' spans say a training loop waited (see `_profile`); `None`
+        # where another thread pulls the batches (the loop's wait is spanned there).
+        self._span: str | None = "DatasetIterator"
         self._pid = os.getpid()
         _live.add(self)
 
@@ -1197,7 +1202,7 @@ class DatasetIterator(Iterator[Any]):
 
     def __next__(self) -> Any:
         self._check_process()
-        with self._lock:
+        with self._lock, (next_span(self._span) if self._span else contextlib.nullcontext()):
             names, arrays = next(self._it)
         return pack_element(self._dataset._structure, names, arrays)
 

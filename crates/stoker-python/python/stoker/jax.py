@@ -110,6 +110,7 @@ class BatchIterator(Feed):
         return self._place(self._start())
 
     def _place(self, it: DatasetIterator) -> Iterator[Any]:
+        it._span = "jax.iterator"
         ahead: collections.deque[tuple[Any, bytes]] = collections.deque()
         try:
             for batch in it:

@@ -67,6 +67,7 @@ import numpy as np
 from . import _stoker
 from ._check import whole
 from ._feed import Feed, check_shard
+from ._profile import next_span
 from .dataset import Dataset, DatasetIterator
 from .errors import InternalError, InvalidArgumentError
 
@@ -260,9 +261,11 @@ class Loader(Feed):
         return self._to_device(it)
 
     def _cpu(self, it: DatasetIterator) -> Iterator[Any]:
+        it._span = None
         while True:
             try:
-                out = to_torch(next(it))
+                with next_span("torch.Loader"):
+                    out = to_torch(next(it))
             except StopIteration:
                 self._finished(it)
                 return
@@ -273,10 +276,13 @@ class Loader(Feed):
             del out
 
     def _to_device(self, it: DatasetIterator) -> Iterator[Any]:
+        # The feeder's thread pulls the batches: the loop's wait is for the feeder.
+        it._span = None
         feeder = _DeviceFeeder(it, self.device, self.pin_memory, self.prefetch, self.non_blocking)
         try:
             while True:
-                item = feeder.get()
+                with next_span("torch.Loader"):
+                    item = feeder.get()
                 if item is None:
                     self._finished(it)
                     return
