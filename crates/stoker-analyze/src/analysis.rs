@@ -231,9 +231,15 @@ pub struct Analysis {
     pub steps: Vec<StepStats>,
     /// Over the steps kept (warm-up left out), per step.
     pub step_ms: f64,
+    /// The device's compute over the steps' time (the host's steps, or xprof's device steps).
     pub busy_percent: f64,
+    /// The device's compute from its first event to its last, over the whole trace: the
+    /// window HTA and TraceLens measure busy over. `None` without device activity.
+    pub busy_percent_device_span: Option<f64>,
     pub idle_percent: f64,
     pub input_percent: f64,
+    /// TensorFlow Profiler's band; "cannot tell" where the trace has no step markers (no
+    /// step time, as xprof says).
     pub verdict: String,
     /// For TensorFlow / JAX profiles of an accelerator, xprof's input-bound conclusion in its
     /// own terms (its overview page's rules: input ≥ 20 % highly, ≥ 5 % moderately, else
@@ -786,6 +792,11 @@ pub fn analyze(t: &Trace) -> Analysis {
     let largest_gaps = longest.into_iter().map(|(_, gap)| gap).collect();
     let input_percent = pct(input_ms);
     let idle_ms = total_step - busy;
+    let busy_percent_device_span = device_span_busy(t, compute);
+    // Without step markers there is no step time: the whole trace stands in for a step, but
+    // its host activity around the device's work says nothing about the steps.
+    let no_steps = t.steps.is_empty();
+    let xspace_like = matches!(t.dialect.as_str(), "xspace" | "tensorflow/jax trace viewer");
     let launch_share = if idle_ms > 0.0 {
         (gaps.launch + gaps.host_ops) * n / idle_ms
     } else {
@@ -804,12 +815,20 @@ pub fn analyze(t: &Trace) -> Analysis {
         steps_from,
         step_ms: total_step / n,
         busy_percent: pct(busy),
+        busy_percent_device_span,
         idle_percent: pct(idle_ms),
         input_percent,
-        verdict: verdict(input_percent).to_string(),
-        xprof_conclusion: (matches!(t.dialect.as_str(), "xspace" | "tensorflow/jax trace viewer")
-            && !t.device_ops.is_empty())
-        .then(|| xprof_conclusion(input_percent, pct(busy))),
+        verdict: if no_steps {
+            CANNOT_TELL.to_string()
+        } else {
+            verdict(input_percent).to_string()
+        },
+        xprof_conclusion: if no_steps && xspace_like {
+            Some(XPROF_NO_STEPS.to_string())
+        } else {
+            (xspace_like && !t.device_ops.is_empty())
+                .then(|| xprof_conclusion(input_percent, pct(busy)))
+        },
         gaps_ms_per_step: gaps,
         idle_by_cause,
         h2d: h2d_stats,
@@ -830,8 +849,25 @@ pub fn analyze(t: &Trace) -> Analysis {
         recommendations: Vec::new(),
         steps,
     };
-    a.recommendations = recommend(&a);
+    // Advice needs steps to weigh the causes against.
+    if !no_steps {
+        a.recommendations = recommend(&a);
+    }
     a
+}
+
+/// The verdict of a trace without step markers.
+pub const CANNOT_TELL: &str = "cannot tell: the trace has no step markers, so no step time";
+
+/// What xprof's overview page concludes on a profile without steps, word for word.
+const XPROF_NO_STEPS: &str =
+    "No step time measured. Therefore we cannot tell where the performance bottleneck is.";
+
+/// The device's compute (`compute`) over the span from its first event to its last, in %.
+fn device_span_busy(t: &Trace, compute: &Union) -> Option<f64> {
+    let first = t.device_ops.iter().map(|o| o.start).reduce(f64::min)?;
+    let last = t.device_ops.iter().map(|o| o.end).reduce(f64::max)?;
+    (last > first).then(|| 100.0 * compute.covered(first, last) / (last - first))
 }
 
 /// Kernels matched to their launches (`t.launches` is sorted by correlation id).
@@ -1056,8 +1092,8 @@ impl Analysis {
         let mut out = format!(
             "{} ({rank}{}, {} events, {} kernels on device(s) {:?})\n\
              steps: {} from {} ({} warm-up or cut off, left out); {:.2} ms per step\n\
-             verdict: {}: {:.1} % of step time getting the next batch\n\
-             device busy {:.1} %, idle {:.1} % ({:.2} ms per step)\n",
+             verdict: {}\n\
+             device busy {:.1} %, idle {:.1} % ({:.2} ms per step){}\n",
             a.path,
             a.dialect,
             a.events,
@@ -1067,11 +1103,26 @@ impl Analysis {
             a.steps_from,
             a.steps.len() - kept,
             a.step_ms,
-            a.verdict,
-            a.input_percent,
+            if a.verdict == CANNOT_TELL {
+                format!(
+                    "{CANNOT_TELL} (the whole trace as one: {:.1} % of it getting the next \
+                     batch)",
+                    a.input_percent
+                )
+            } else {
+                format!(
+                    "{}: {:.1} % of step time getting the next batch",
+                    a.verdict, a.input_percent
+                )
+            },
             a.busy_percent,
             a.idle_percent,
             g.total(),
+            a.busy_percent_device_span
+                .map_or(String::new(), |b| format!(
+                    "; busy {b:.1} % from the device's first event to its last (HTA's and \
+                 TraceLens' window)"
+                )),
         );
         if !a.idle_by_cause.is_empty() {
             out.push_str("idle per step by cause (what the device and the host were doing):\n");

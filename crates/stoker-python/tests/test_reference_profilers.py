@@ -90,3 +90,36 @@ def test_memory_agrees_with_xprofs_memory_profile(trace):
         assert m["peak_allocated_bytes"] == want["peak_heap_bytes"], (m, want)
         assert m["allocator_peak_bytes"] == want["lifetime_peak_bytes"], (m, want)
         assert m["events"] > 0 and m["steps"]
+
+
+@pytest.mark.parametrize("trace", sorted(HTA["traces"]))
+def test_busy_over_the_device_span_is_htas_window(trace):
+    """HTA and TraceLens measure busy from the device's first event to its last; stoker reports
+    that window beside its busy over the steps (named apart, so that users can reconcile)."""
+    want = HTA["traces"][trace]
+    a = sk.analyze(TRACES / trace)
+    span = a.raw["busy_percent_device_span"]
+    assert abs(span - (want["compute_percent"] + want["non_compute_percent"])) <= 5, (span, want)
+    assert "from the device's first event to its last" in str(a)
+
+
+@pytest.mark.parametrize("trace", sorted(t for t, v in REFERENCE["traces"].items() if not v["steps"]))
+def test_without_steps_it_cannot_tell_as_xprof_says(trace):
+    """Where the trace has no step markers at all, xprof finds no steps and says it cannot
+    tell; so does stoker. (Where xprof finds none but the trace has markers it does not take on
+    the CPU — Keras's batch traces — or where stoker infers the steps from a Keras `fit`'s
+    `IteratorGetNext` calls, stoker says how it found them and judges them.)"""
+    want = REFERENCE["traces"][trace]
+    a = sk.analyze(TRACES / trace)
+    if not a.raw["steps_from"].startswith("the whole trace"):
+        assert len(a.steps) > 1 and not a.verdict.startswith("cannot tell")
+        return
+    assert a.verdict.startswith("cannot tell"), a.verdict
+    assert a.raw["xprof_conclusion"] == want["conclusion"]
+    assert not a.recommendations
+
+
+def test_a_trace_without_step_markers_is_among_those_checked():
+    assert "jax/jax_train_no_steps.xplane.pb" in REFERENCE["traces"]
+    a = sk.analyze(TRACES / "jax/jax_train_no_steps.xplane.pb")
+    assert a.verdict.startswith("cannot tell") and "cannot tell" in str(a)

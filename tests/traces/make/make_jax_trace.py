@@ -1,6 +1,7 @@
 """Generate a small, real JAX profiler trace on CPU.
 
-Usage: /tmp/jaxvenv/bin/python make_jax_trace.py <logdir>
+Usage: /tmp/jaxvenv/bin/python make_jax_trace.py <logdir> [--no-steps]
+(`--no-steps`: the same loop without step markers, as most JAX programs are profiled)
 Outputs: <logdir>/plugins/profile/<run>/<host>.xplane.pb and
          <logdir>/plugins/profile/<run>/perfetto_trace.json.gz
 """
@@ -40,7 +41,7 @@ def train_step(p, x, y):
     return p, loss
 
 
-def main(logdir):
+def main(logdir, steps=True):
     rng = np.random.default_rng(0)
     params = init(rng)
     x = jnp.asarray(rng.standard_normal((8, 16)).astype(np.float32))
@@ -50,6 +51,10 @@ def main(logdir):
     loss.block_until_ready()
     with jax.profiler.trace(logdir, create_perfetto_trace=True):
         for i in range(N_STEPS):
+            if not steps:
+                params, loss = train_step(params, x, y)
+                loss.block_until_ready()
+                continue
             with jax.profiler.StepTraceAnnotation("train", step_num=i):
                 params, loss = train_step(params, x, y)
                 loss.block_until_ready()
@@ -62,4 +67,4 @@ def main(logdir):
 
 if __name__ == "__main__":
     print("jax", jax.__version__, "devices", jax.devices())
-    main(sys.argv[1])
+    main(sys.argv[1], steps="--no-steps" not in sys.argv[2:])

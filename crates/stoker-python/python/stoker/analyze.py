@@ -25,10 +25,15 @@ class TraceAnalysis:
     def __init__(self, raw: dict[str, Any]) -> None:
         self.raw = raw
         self.verdict: str = raw["verdict"]
-        """TensorFlow Profiler's bands: highly (≥ 20 %), moderately (≥ 5 %) or not input-bound."""
+        """TensorFlow Profiler's bands: highly (≥ 20 %), moderately (≥ 5 %) or not input-bound;
+        "cannot tell ..." for a trace without step markers."""
         self.input_percent: float = raw["input_percent"]
         self.step_ms: float = raw["step_ms"]
         self.busy_percent: float = raw["busy_percent"]
+        """The device's compute over the steps' time (xprof's window)."""
+        self.busy_percent_device_span: float | None = raw.get("busy_percent_device_span")
+        """The device's compute from its first event to its last (HTA's and TraceLens'
+        window); ``None`` without device activity."""
         self.idle_ms_per_step_by_cause: dict[str, float] = raw["gaps_ms_per_step"]
         """The device's idle time per step by what the device and the host were doing: ``input``,
         ``communication`` (collectives), ``h2d``, ``copies`` (device-to-host / device-to-device),
