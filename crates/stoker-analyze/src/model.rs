@@ -490,8 +490,9 @@ struct Builder {
     last_line: Option<(String, u32)>,
     /// Per name in `trace.names`: whether a kernel of that name is a collective's, once asked.
     collective_names: Vec<Option<bool>>,
-    /// The events of the devices' `Steps` lines (xprof's derived steps), as (name, start, end).
-    device_step_line: Vec<(String, f64, f64)>,
+    /// The events of the devices' `Steps` lines (xprof's derived steps), as (device, name,
+    /// start, end).
+    device_step_line: Vec<(String, String, f64, f64)>,
     /// XSpace: per line (by its index in the file), how its host spans came.
     host_lines: Vec<Option<HostLine>>,
     /// XSpace: the host lines (by index) with events that are not host spans (step markers,
@@ -973,16 +974,30 @@ impl Builder {
     }
 
     /// The devices' `Steps` lines, which xprof derives from its grouping of the host's step
-    /// markers and reads as the steps: a step runs from its earliest start on any device to
-    /// its latest end.
+    /// markers and reads as the steps. Each device runs a step in its own span, and devices
+    /// need not be in step (a step may run on one GPU well after another): as xprof, a step
+    /// is as long as its longest device's span, and it is that span that the analysis looks
+    /// at (a span from one device's start to another's end would be mostly idle time).
     fn steps_from_device_line(&mut self) {
+        let mut spans: HashMap<(String, String), (f64, f64)> = HashMap::new();
+        for (device, name, start, end) in std::mem::take(&mut self.device_step_line) {
+            spans
+                .entry((name, device))
+                .and_modify(|s| *s = (s.0.min(start), s.1.max(end)))
+                .or_insert((start, end));
+        }
         let mut by_name: HashMap<String, usize> = HashMap::new();
         let mut steps: Vec<Step> = Vec::new();
-        for (name, start, end) in std::mem::take(&mut self.device_step_line) {
+        let mut ordered: Vec<_> = spans.into_iter().collect();
+        // The same step on the same devices in the same order every time.
+        ordered.sort_by(|a, b| a.0.cmp(&b.0));
+        for ((name, _device), (start, end)) in ordered {
             match by_name.get(&name) {
                 Some(&i) => {
-                    steps[i].start = steps[i].start.min(start);
-                    steps[i].end = steps[i].end.max(end);
+                    if end - start > steps[i].end - steps[i].start {
+                        steps[i].start = start;
+                        steps[i].end = end;
+                    }
                 }
                 None => {
                     by_name.insert(name.clone(), steps.len());
@@ -1357,7 +1372,8 @@ impl Builder {
         self.note_span(start, end);
         if let Some(device) = plane.strip_prefix("/device:") {
             if line == "Steps" {
-                self.device_step_line.push((name.to_string(), start, end));
+                self.device_step_line
+                    .push((device.to_string(), name.to_string(), start, end));
                 return;
             }
             let Some(stream) = xprof_stream(device, line) else {
