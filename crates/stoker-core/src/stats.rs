@@ -24,6 +24,7 @@ pub struct StageStats {
     wait_input_ns: AtomicU64,
     blocked_output_ns: AtomicU64,
     python_ns: AtomicU64,
+    python_cpu_ns: AtomicU64,
     python_calls: AtomicU64,
     skipped: AtomicU64,
     skipped_bytes: AtomicU64,
@@ -59,6 +60,10 @@ pub struct StageSnapshot {
     pub blocked_output_s: f64,
     /// Seconds spent inside Python functions (included in `busy_s`).
     pub python_s: f64,
+    /// Of `python_s`, the seconds the calling threads ran on a CPU: a function holding the
+    /// GIL computes; the rest it waited with the GIL released (I/O, a sleep).
+    #[serde(default)]
+    pub python_cpu_s: f64,
     pub python_calls: u64,
     /// Bad records skipped under the `skip` policy. Where a record reader passed over
     /// damaged bytes, the records it knows were there: records whose headers the damage
@@ -136,8 +141,13 @@ impl StageStats {
     pub fn add_blocked_output(&self, d: Duration) {
         self.blocked_output_ns.fetch_add(ns(d), Relaxed);
     }
-    pub fn add_python(&self, d: Duration) {
+    /// A call of a Python function: `d` from its start to its end, `cpu` of them running on
+    /// the calling thread's CPU (where the platform tells); the rest the function waited
+    /// (I/O, a sleep) with the GIL released.
+    pub fn add_python(&self, d: Duration, cpu: Option<Duration>) {
         self.python_ns.fetch_add(ns(d), Relaxed);
+        self.python_cpu_ns
+            .fetch_add(ns(cpu.unwrap_or(d).min(d)), Relaxed);
         self.python_calls.fetch_add(1, Relaxed);
     }
     /// Counts a batch row's bytes: copied into it, or found already written there.
@@ -267,6 +277,7 @@ impl StageStats {
             wait_input_s: s(&self.wait_input_ns),
             blocked_output_s: s(&self.blocked_output_ns),
             python_s: s(&self.python_ns),
+            python_cpu_s: s(&self.python_cpu_ns),
             python_calls: self.python_calls.load(Relaxed),
             skipped: self.skipped.load(Relaxed),
             skipped_bytes: self.skipped_bytes.load(Relaxed),

@@ -172,6 +172,53 @@ impl PyFuncOp {
     }
 }
 
+/// The time a Python call takes: from its start, on the clock and on the calling thread's CPU
+/// (the part the function did not spend waiting with the GIL released).
+struct PyTime {
+    wall: Instant,
+    cpu: Option<std::time::Duration>,
+}
+
+impl PyTime {
+    fn start() -> PyTime {
+        PyTime {
+            wall: Instant::now(),
+            cpu: thread_cpu(),
+        }
+    }
+
+    fn wall(&self) -> std::time::Duration {
+        self.wall.elapsed()
+    }
+
+    fn cpu(&self) -> Option<std::time::Duration> {
+        Some(thread_cpu()?.saturating_sub(self.cpu?))
+    }
+}
+
+/// The calling thread's CPU time; `None` where the platform does not tell.
+fn thread_cpu() -> Option<std::time::Duration> {
+    #[cfg(unix)]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        (rc == 0).then(|| {
+            std::time::Duration::new(
+                u64::try_from(ts.tv_sec).unwrap_or(0),
+                u32::try_from(ts.tv_nsec).unwrap_or(0),
+            )
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
 impl Op for PyFuncOp {
     fn name(&self) -> &str {
         &self.name
@@ -188,11 +235,11 @@ impl Op for PyFuncOp {
 
     fn apply(&self, input: Element, ctx: &OpCtx<'_>) -> Result<Option<Element>> {
         engine_attach(|py| {
-            let t = Instant::now();
+            let t = PyTime::start();
             let r = element_to_dict(py, &input)
                 .and_then(|d| tracked(py, ctx.stats, || self.func.bind(py).call1((d,))))
                 .and_then(|out| pairs_to_element(&out, &self.name));
-            ctx.stats.add_python(t.elapsed());
+            ctx.stats.add_python(t.wall(), t.cpu());
             match r {
                 Ok(e) => Ok(Some(e)),
                 Err(e) => skipped(py, ctx, &self.name, e).map(|()| None),
@@ -241,11 +288,11 @@ impl Predicate for PyPredicate {
 
     fn test(&self, element: &Element, ctx: &OpCtx<'_>) -> Result<bool> {
         engine_attach(|py| {
-            let t = Instant::now();
+            let t = PyTime::start();
             let r = element_to_dict(py, element)
                 .and_then(|d| tracked(py, ctx.stats, || self.func.bind(py).call1((d,))))
                 .and_then(|v| v.is_truthy());
-            ctx.stats.add_python(t.elapsed());
+            ctx.stats.add_python(t.wall(), t.cpu());
             r.or_else(|e| skipped(py, ctx, &self.name, e).map(|()| false))
         })
     }
@@ -285,11 +332,11 @@ impl Opener for PyOpener {
         at: Option<&stoker_core::exec::State>,
     ) -> Result<BoxIter> {
         let plan = engine_attach(|py| {
-            let t = Instant::now();
+            let t = PyTime::start();
             let r = element_to_dict(py, element)
                 .and_then(|d| tracked(py, stats, || self.func.bind(py).call1((d,))))
                 .and_then(|p| Ok(p.cast::<PyPlan>().map_err(PyErr::from)?.get().plan.clone()));
-            stats.add_python(t.elapsed());
+            stats.add_python(t.wall(), t.cpu());
             r.map_err(from_pyerr)
         })?;
         // Each opened dataset gets its own stats, so that the pipeline's list stays short;
@@ -347,9 +394,9 @@ impl PyGenerator {
 impl Generator for PyGenerator {
     fn start(&self, stats: &Arc<StageStats>) -> Result<BoxIter> {
         let it = engine_attach(|py| {
-            let t = Instant::now();
+            let t = PyTime::start();
             let r = tracked(py, stats, || self.make.bind(py).call0()).map(Bound::unbind);
-            stats.add_python(t.elapsed());
+            stats.add_python(t.wall(), t.cpu());
             r.map_err(from_pyerr)
         })?;
         Ok(Box::new(PyGeneratorIter {
@@ -373,7 +420,7 @@ struct PyGeneratorIter {
 impl ElementIter for PyGeneratorIter {
     fn next(&mut self) -> Result<Option<Element>> {
         engine_attach(|py| {
-            let t = Instant::now();
+            let t = PyTime::start();
             let r = tracked(py, &self.stats, || {
                 match self.it.bind(py).call_method0("__next__") {
                     Ok(v) => pairs_to_element(&v, &self.name).map(Some),
@@ -381,7 +428,7 @@ impl ElementIter for PyGeneratorIter {
                     Err(e) => Err(e),
                 }
             });
-            self.stats.add_python(t.elapsed());
+            self.stats.add_python(t.wall(), t.cpu());
             r.map_err(from_pyerr)
         })
     }
@@ -438,7 +485,7 @@ struct PyScanRun {
 impl ScanRun for PyScanRun {
     fn step(&mut self, element: Element) -> Result<Element> {
         engine_attach(|py| {
-            let t = Instant::now();
+            let t = PyTime::start();
             let r = element_to_dict(py, &element)
                 .and_then(|d| {
                     tracked(py, &self.stats, || {
@@ -451,7 +498,7 @@ impl ScanRun for PyScanRun {
                     self.state = state.unbind();
                     Ok(e)
                 });
-            self.stats.add_python(t.elapsed());
+            self.stats.add_python(t.wall(), t.cpu());
             r.map_err(from_pyerr)
         })
     }
@@ -480,9 +527,9 @@ impl PyGrouper {
 
     fn call<T>(&self, stats: &StageStats, f: impl FnOnce(Python<'_>) -> PyResult<T>) -> Result<T> {
         engine_attach(|py| {
-            let t = Instant::now();
+            let t = PyTime::start();
             let r = tracked(py, stats, || f(py));
-            stats.add_python(t.elapsed());
+            stats.add_python(t.wall(), t.cpu());
             r.map_err(from_pyerr)
         })
     }

@@ -39,7 +39,7 @@ def test_w1_python_map_per_element_is_named_and_native_ops_fix_it(chess_files):
     first = d.recommendations[0]
     assert "native ops" in first.action and first.stage == d.bottleneck
     assert first.predicted_gain_percent is not None and first.predicted_gain_percent > 20
-    assert "inside Python, holding the GIL" in first.evidence
+    assert "Python computing, holding the GIL" in first.evidence
     # Threads would only take turns on the GIL: no advice to add them to a mostly-Python stage.
     assert not any("raise the parallelism" in r.action for r in d.recommendations), str(d)
     gain_of(d, ".prefetch(")
@@ -191,3 +191,39 @@ def test_a_run_too_short_to_judge_says_so_and_gives_no_advice():
         assert d.summary.startswith("too short to judge"), d.summary
         assert why in d.summary and d.recommendations == [] and d.bottleneck is None
         assert "add .cache()" not in str(d)
+
+
+def _waits(e):
+    import time
+
+    time.sleep(0.004)  # I/O-like: the GIL is released while it waits
+    return e
+
+
+def _computes(e):
+    x = 0
+    for i in range(20_000):  # pure Python: holds the GIL while it computes
+        x += i * i
+    return e + (x & 1)
+
+
+def test_a_python_function_that_waits_is_told_from_one_that_holds_the_gil():
+    src = sk.Dataset.range(10**6).with_options(threads=2)
+    # Waiting, one call at a time: more parallelism, not native ops.
+    serial = src.map(_waits).batch(8).diagnose(seconds=1.5)
+    assert "_waits" in (serial.bottleneck or ""), str(serial)
+    rec = gain_of(serial, "raise the parallelism")
+    assert "waited with the GIL released" in rec.evidence, str(serial)
+    assert not any("native ops" in r.action for r in serial.recommendations), str(serial)
+    # Waiting on every thread of the budget already: more threads than cores.
+    parallel = src.map(_waits, num_parallel_calls=sk.AUTOTUNE).batch(8).diagnose(seconds=1.5)
+    rec = gain_of(parallel, "more threads than cores")
+    assert "threads=" in rec.action and rec.predicted_gain_percent and rec.predicted_gain_percent > 0
+    # Its threads were busy waiting, not computing: little CPU used, little GIL held.
+    assert parallel.cpu_utilisation < 0.5 and parallel.gil_utilisation < 0.2, parallel.summary
+    # Computing in Python: native ops, not threads.
+    gil = src.map(_computes, num_parallel_calls=sk.AUTOTUNE).batch(8).diagnose(seconds=1.5)
+    assert any("native ops" in r.action for r in gil.recommendations), str(gil)
+    assert not any("more threads than cores" in r.action for r in gil.recommendations), str(gil)
+    # The advice holds: the serial waiting map gains from the parallelism it was told.
+    assert parallel.examples_per_s > 1.5 * serial.examples_per_s, (serial.examples_per_s, parallel.examples_per_s)

@@ -79,7 +79,8 @@ pub struct Verdict {
     pub bottleneck: Option<String>,
     /// Share of the CPU budget the pipeline used, 0..1.
     pub cpu_utilisation: f64,
-    /// Share of the run some thread held the GIL in a Python function, 0..1.
+    /// Share of the run Python computed in a function (holding the GIL; not the time a
+    /// function waited with it released), 0..1.
     pub gil_utilisation: f64,
     pub summary: String,
     pub recommendations: Vec<Recommendation>,
@@ -268,7 +269,9 @@ pub fn diagnose(
         })
         .collect();
     let total_busy: f64 = busy.iter().sum();
-    let python_total: f64 = model.nodes.iter().map(|n| n.snap.python_s).sum();
+    // Python's time on a CPU: the GIL is held while Python computes; a function waiting (I/O,
+    // a sleep) has released it.
+    let python_total: f64 = model.nodes.iter().map(|n| n.snap.python_cpu_s).sum();
     let stages: Vec<StageCost> = model
         .nodes
         .iter()
@@ -318,10 +321,15 @@ pub fn diagnose(
         let name = node.snap.name.clone();
         let per = stages[bi].ms_per_element;
         let workers_now = g.threads;
-        let python_share = if node.snap.busy_s > 0.0 {
-            node.snap.python_s / node.snap.busy_s
+        // The share of the stage's time Python computed (holding the GIL), and the share it
+        // waited with the GIL released: more threads help the latter, not the former.
+        let (python_share, wait_share) = if node.snap.busy_s > 0.0 {
+            (
+                node.snap.python_cpu_s / node.snap.busy_s,
+                (node.snap.python_s - node.snap.python_cpu_s).max(0.0) / node.snap.busy_s,
+            )
         } else {
-            0.0
+            (0.0, 0.0)
         };
         let base_evidence = format!(
             "'{name}' takes {per:.3} ms per element ({:.2} s busy of a {wall:.2} s run); its \
@@ -348,6 +356,13 @@ pub fn diagnose(
                 }
                 let mut after = headroom(&busy, &group_of, &t2, wall, budget);
                 let mut evidence = base_evidence.clone();
+                if wait_share > 0.2 {
+                    evidence.push_str(&format!(
+                        "; {:.0} % of its time its Python function waited with the GIL \
+                         released (I/O, a sleep), which other threads can use",
+                        wait_share * 100.0
+                    ));
+                }
                 if python_share > 0.2 {
                     // Python code runs one thread at a time.
                     after = after.min((wall / python_total).max(before));
@@ -369,13 +384,44 @@ pub fn diagnose(
             }
         }
 
-        // Native ops instead of a Python function.
+        // A stage that mostly waits, on all the budget's threads already: threads waiting use
+        // no CPU, so more of them than cores help, up to where their computing fills the
+        // cores.
+        if wait_share > 0.5 && workers_now >= budget && parallelism_knob(node.plan).is_some() {
+            let computing = (1.0 - wait_share).max(0.01);
+            let k = ((budget as f64 / computing).ceil() as usize).clamp(budget + 1, 8 * budget);
+            recs.push(Recommendation {
+                action: format!(
+                    "let '{name}' wait on more threads than cores: with_options(threads={k}) \
+                     and num_parallel_calls=stoker.AUTOTUNE (or {k})"
+                ),
+                stage: Some(name.clone()),
+                predicted_gain_percent: gain(k as f64, workers_now as f64),
+                evidence: format!(
+                    "{base_evidence}; {:.0} % of its time its Python function waited with the \
+                     GIL released (I/O, a sleep: {:.2} s of {:.2} s in Python), using no CPU, \
+                     so {k} threads keep about {budget} cores busy",
+                    wait_share * 100.0,
+                    (node.snap.python_s - node.snap.python_cpu_s).max(0.0),
+                    node.snap.python_s,
+                ),
+            });
+        }
+
+        // Native ops instead of a Python function that computes (holding the GIL).
         if python_share > 0.3 {
             let mut t2 = threads.clone();
             t2.push(budget);
             let mut group_of = identity.clone();
             group_of[bi] = t2.len() - 1;
-            let after = headroom(&busy, &group_of, &t2, wall, budget);
+            let mut after = headroom(&busy, &group_of, &t2, wall, budget);
+            // Its threads already take turns on the GIL: Python ran about
+            // `python_total / wall` threads' worth, where native ops would run all of them.
+            let gil = python_total / wall;
+            if workers_now > 1 && gil > 0.5 {
+                let threads_worth = workers_now.min(budget) as f64;
+                after = after.max(before * (threads_worth / gil).min(budget as f64));
+            }
             recs.push(Recommendation {
                 action: format!(
                     "replace the Python function in '{name}' with native ops (stoker.ops), \
@@ -384,10 +430,10 @@ pub fn diagnose(
                 stage: Some(name.clone()),
                 predicted_gain_percent: gain(after.max(before), before),
                 evidence: format!(
-                    "{base_evidence}; {:.2} s of it ({:.0} %) is inside Python, holding the GIL \
-                     ({} calls). The gain assumes native ops as fast as the Python code; they \
-                     are usually faster",
-                    node.snap.python_s,
+                    "{base_evidence}; {:.2} s of it ({:.0} %) is Python computing, holding the \
+                     GIL ({} calls). The gain assumes native ops as fast as the Python code; \
+                     they are usually faster",
+                    node.snap.python_cpu_s,
                     python_share * 100.0,
                     node.snap.python_calls
                 ),
@@ -508,7 +554,11 @@ pub fn diagnose(
     });
 
     let bottleneck = bottleneck_idx.map(|i| model.nodes[i].snap.name.clone());
-    let cpu_utilisation = total_busy / (wall * budget.max(1) as f64);
+    // Time a Python function waited with the GIL released kept its thread, not a CPU.
+    let python_waits: f64 = (model.nodes.iter())
+        .map(|n| (n.snap.python_s - n.snap.python_cpu_s).max(0.0))
+        .sum();
+    let cpu_utilisation = (total_busy - python_waits).max(0.0) / (wall * budget.max(1) as f64);
     let summary = match (&bottleneck, top_group) {
         (Some(b), Some(g)) if groups[g].utilisation < SATURATED => format!(
             "no stage is saturated (the busiest, '{b}', kept its {} thread(s) {:.0} % busy): \
