@@ -19,6 +19,7 @@ bench/results/analyze.json, which bench/run.py puts into BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import shutil
@@ -79,10 +80,13 @@ def main() -> int:
     ap.add_argument("--xspace-mb", type=float, default=200.0, help="0: no XSpace part")
     ap.add_argument("--xprof-rs", help="the xprof-rs binary (pip install xprof-rs)")
     ap.add_argument("--xprof-python", help="a Python with xprof and TensorFlow installed")
+    ap.add_argument("--source", help="the real Kineto trace make_big_trace.py replicates (default: its ResNet-50 one)")
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "analyze.json"), help="the results' JSON")
     args = ap.parse_args()
     if not os.path.exists(args.trace) or os.path.getsize(args.trace) < args.gb * 0.95e9:
-        subprocess.run([sys.executable, os.path.join(HERE, "make_big_trace.py"), args.trace, "--gb", str(args.gb)],
-                       check=True)
+        source = ["--source", args.source] if args.source else []
+        subprocess.run([sys.executable, os.path.join(HERE, "make_big_trace.py"), args.trace, "--gb", str(args.gb),
+                        *source], check=True)
     size = os.path.getsize(args.trace)
     runs = [timed_run([args.stoker, "analyze", "--json", args.trace]) for _ in range(args.runs)]
     verdict = json.loads(runs[0][2])[0]["verdict"]
@@ -90,6 +94,7 @@ def main() -> int:
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "command": "python bench/analyze_speed.py " + " ".join(sys.argv[1:]),
         "trace_bytes": size,
+        "source": os.path.basename(glob.glob(args.source)[0]) if args.source else None,
         "stoker_seconds": [round(r[0], 2) for r in runs],
         "stoker_seconds_median": statistics.median(r[0] for r in runs),
         "stoker_peak_rss_mib": max(r[1] for r in runs),
@@ -106,7 +111,7 @@ def main() -> int:
     if args.xspace_mb > 0:
         doc.update(xspace_part(args))
     print(json.dumps(doc, indent=1))
-    with open(os.path.join(HERE, "results", "analyze.json"), "w") as f:
+    with open(args.out, "w") as f:
         json.dump(doc, f, indent=1)
     return 0
 

@@ -7,6 +7,8 @@ structure — CPU ops, runtime launches, kernels, copies, flows, ProfilerSteps, 
 at any size.
 
     python bench/make_big_trace.py /tmp/big.pt.trace.json --gb 1
+    python bench/make_big_trace.py /tmp/nccl.pt.trace.json --gb 1 \
+        --source 'tests/traces/pytorch/hta/ns_resolution_rank-0.*'   # the newer schema, NCCL
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out")
     ap.add_argument("--gb", type=float, default=1.0)
+    ap.add_argument("--source", default=SOURCE, help="the real trace to replicate (a gzipped Kineto JSON; a glob)")
     args = ap.parse_args()
-    src = glob.glob(SOURCE)[0]
+    src = glob.glob(args.source)[0]
     with gzip.open(src, "rt") as f:
         doc = json.load(f)
     events = doc.pop("traceEvents")

@@ -581,16 +581,25 @@ def trace_overhead_section() -> list[str]:
 
 
 def analyze_section() -> list[str]:
-    """`stoker analyze` on a large trace against HTA, from bench/analyze_speed.py's last run."""
-    path = os.path.join(RESULTS, "analyze.json")
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        d = json.load(f)
+    """`stoker analyze` on a large trace against HTA, from bench/analyze_speed.py's last runs:
+    the ResNet-50 one (analyze.json) and the newer schema's NCCL one (analyze_nccl.json)."""
+    L: list[str] = []
+    for name in ("analyze.json", "analyze_nccl.json"):
+        path = os.path.join(RESULTS, name)
+        if os.path.exists(path):
+            with open(path) as f:
+                L += analyze_part(json.load(f), heading=not L)
+    return L
+
+
+def analyze_part(d: dict, heading: bool) -> list[str]:
     gb = d["trace_bytes"] / 1e9
-    L = ["## stoker analyze: a large trace", "",
+    source = ("the real ResNet-50 `num_workers=0` trace's events replicated" if not d.get("source") else
+              f"the events of the real trace `{d['source']}` (Kineto's newer schema, NCCL collectives, "
+              "flows) replicated")
+    L = (["## stoker analyze: a large trace", ""] if heading else []) + [
          f"Run {d['date']} · `{d['command']}` · a synthetic {gb:.2f} GB Kineto trace "
-         "(`bench/make_big_trace.py`: the real ResNet-50 `num_workers=0` trace's events replicated, "
+         f"(`bench/make_big_trace.py`: {source}, "
          "shifted in time), each tool on one pinned core, the peak RSS of its process as GNU time "
          "reports it.", "",
          "| tool | seconds | peak RSS MiB | GB/s |", "|---|---|---|---|",
