@@ -266,21 +266,7 @@ impl Planner {
 
     /// `plan` with every shard moved down (see [`shard_down`]), inputs first.
     fn shards_down(&mut self, plan: &Plan) -> Result<Plan> {
-        let inputs: Vec<Plan> = plan
-            .step()
-            .inputs()
-            .into_iter()
-            .map(|p| self.shards_down(p))
-            .collect::<Result<_>>()?;
-        let changed = inputs
-            .iter()
-            .zip(plan.step().inputs())
-            .any(|(a, b)| a.id() != b.id());
-        let step = if changed {
-            plan.step().with_inputs(inputs)
-        } else {
-            plan.step().clone()
-        };
+        let (step, changed) = self.with_inputs_rewritten(plan, Planner::shards_down)?;
         if let Step::Shard(shard) = &step {
             let placed = shard_down::place(shard, self.options.on_bad_record)?;
             self.notes.push(placed.note(shard));
@@ -299,22 +285,32 @@ impl Planner {
         }
     }
 
-    fn rewrite(&mut self, plan: &Plan) -> Result<Plan> {
+    /// `plan`'s step over its inputs as `pass` rewrote them, and whether any changed.
+    fn with_inputs_rewritten(
+        &mut self,
+        plan: &Plan,
+        pass: fn(&mut Planner, &Plan) -> Result<Plan>,
+    ) -> Result<(Step, bool)> {
         let inputs: Vec<Plan> = plan
             .step()
             .inputs()
             .into_iter()
-            .map(|p| self.rewrite(p))
+            .map(|p| pass(self, p))
             .collect::<Result<_>>()?;
-        let mut changed = inputs
+        let changed = inputs
             .iter()
             .zip(plan.step().inputs())
             .any(|(a, b)| a.id() != b.id());
-        let mut step = if changed {
+        let step = if changed {
             plan.step().with_inputs(inputs)
         } else {
             plan.step().clone()
         };
+        Ok((step, changed))
+    }
+
+    fn rewrite(&mut self, plan: &Plan) -> Result<Plan> {
+        let (mut step, mut changed) = self.with_inputs_rewritten(plan, Planner::rewrite)?;
         if let Step::Map(map) = &mut step {
             if self.on(FUSE_DECODE_CROP) {
                 let fused = stoker_ops::fused::decode_crop_or_pad::fuse(
