@@ -14,13 +14,14 @@ $(VENV)/.ready:
 	$(VPY) -m pip install --quiet "maturin>=1.5,<2" "numpy>=1.23" "pytest>=7" ruff mypy
 	touch $@
 
-# The framework adapters' tests need the frameworks (CPU use only); convert's Ray tests, Ray.
+# The framework adapters' tests need the frameworks (CPU use only); convert's Ray tests, Ray;
+# `decode_on`'s tests, torchvision (its decoder is the device half's, and its CPU stand-in).
 # torch (with its CUDA libraries) and TensorFlow are downloaded one at a time, so that their
 # wheels do not all wait on disk at once; the last call resolves the whole set together.
 $(VENV)/.frameworks: $(VENV)/.ready
 	$(VPY) -m pip install --quiet torch
 	$(VPY) -m pip install --quiet torch tensorflow-cpu
-	$(VPY) -m pip install --quiet torch jax tensorflow-cpu "ray>=2.9"
+	$(VPY) -m pip install --quiet torch torchvision jax tensorflow-cpu "ray>=2.9"
 	touch $@
 
 venv: $(VENV)/.ready

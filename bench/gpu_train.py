@@ -109,13 +109,13 @@ def feed(root: str, threads: int, batch: int, batches: int) -> dict[str, Any]:
     return {"images_per_s": n / seconds, "seconds": seconds, "staged_bytes": loader._staged_bytes}
 
 
-def train(batches: Any, steps: int, warmup: int) -> dict[str, Any]:
+def train(batches: Any, steps: int, warmup: int, arch: str = "resnet50") -> dict[str, Any]:
     import stoker
     import torch
     import torchvision
 
     torch.manual_seed(0)
-    model = torchvision.models.resnet50(num_classes=1000).cuda().to(memory_format=torch.channels_last)
+    model = getattr(torchvision.models, arch)(num_classes=1000).cuda().to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
     timer = stoker.timed(batches, warmup=warmup, synchronize=torch.cuda.synchronize)

@@ -211,7 +211,8 @@ def render(meta: dict, results: dict[str, list[dict]]) -> str:
         f"Run {meta['date']} at commit `{meta['commit']}` · `{meta['command']}` · {meta['cores']} cores "
         f"· W3 on {meta['files']:,} JPEGs (~500x375), batch {meta['batch']} · load average (1 min) "
         f"{meta['load'][0]:.2f} at start, {meta['load'][1]:.2f} at end · "
-        + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".",
+        + ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items())
+        + (f" (CPU: {meta['cpu_model']})" if meta.get("cpu_model") else "") + ".",
         "Each rank is a process of a `torch.distributed` gloo job, all on the same cores; a mode's rate is "
         "the images of every rank over the time from the first rank's start to the last rank's end "
         f"({meta['epochs']} epochs, after a warm-up); CPU ms per image counts every thread and worker "

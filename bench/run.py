@@ -835,7 +835,31 @@ def torch_section() -> list[str]:
         L += [f"The loader hands out **{100 * c['ratio']:.0f} %** of stoker's NumPy rate (the tensors share "
               "the batches' memory). " + " ".join(f"{k}: {v}." for k, v in c.get("notes", {}).items())
               + "".join(f" {k} not measured: {v}." for k, v in c.get("missing", {}).items()), ""]
-    return L + gpu_section()
+    return L + gpu_section() + gpu_decode_section()
+
+
+def gpu_decode_section() -> list[str]:
+    """Decoding on the GPU, from bench/gpu_decode.py's last run (on the device machine),
+    rendered by that script."""
+    path = os.path.join(RESULTS, "gpu_decode.json")
+    if not os.path.exists(path):
+        return []
+    import gpu_decode
+
+    with open(path) as f:
+        return gpu_decode.render(json.load(f)).splitlines() + [""]
+
+
+def many_ranks_section() -> list[str]:
+    """Many ranks on one machine, from bench/many_ranks.py's last run, rendered by that script."""
+    path = os.path.join(RESULTS, "many_ranks.json")
+    if not os.path.exists(path):
+        return []
+    import many_ranks
+
+    with open(path) as f:
+        d = json.load(f)
+    return ["", *many_ranks.render(d["meta"], d["results"]).splitlines()]
 
 
 def gpu_section() -> list[str]:
@@ -915,6 +939,7 @@ def render(docs: list[dict], out_path: str) -> str:
     L += allocator_section()
     L += decode_checks_section()
     L += [METHOD]
+    L += many_ranks_section()
     text = "\n".join(L).rstrip() + "\n"
     with open(out_path, "w") as f:
         f.write(text)

@@ -8,6 +8,7 @@ use stoker_core::{Error, Result};
 
 use crate::fused::decode_crop_or_pad::DecodeCropOrPad;
 use crate::fused::decode_resized_crop::DecodeRandomResizedCrop;
+use crate::fused::device_image::DeviceImage;
 use crate::fused::pixel_chain::PixelChain;
 use crate::image::center_crop::CenterCrop;
 use crate::image::color_index::ColorIndex;
@@ -47,6 +48,7 @@ pub enum OpSpec {
     ColorJitter(ColorJitter),
     DecodeRandomResizedCrop(DecodeRandomResizedCrop),
     DecodeCropOrPad(DecodeCropOrPad),
+    DeviceImage(DeviceImage),
     PixelChain(PixelChain),
     Resize(Resize),
     CenterCrop(CenterCrop),
@@ -100,6 +102,7 @@ impl OpSpec {
             OpSpec::ColorJitter(o) => Arc::new(o),
             OpSpec::DecodeRandomResizedCrop(o) => Arc::new(o),
             OpSpec::DecodeCropOrPad(o) => Arc::new(o),
+            OpSpec::DeviceImage(o) => Arc::new(o),
             OpSpec::PixelChain(o) => Arc::new(o),
             OpSpec::Resize(o) => Arc::new(o),
             OpSpec::CenterCrop(o) => Arc::new(o),
@@ -169,6 +172,11 @@ mod tests {
                    "row_op": rescale}),
             json!({"op": "decode_crop_or_pad", "decode": decode16, "crop": crop,
                    "row_op": one_hot}),
+            json!({"op": "device_image", "decode": decode, "crop": rrc}),
+            json!({"op": "device_image", "decode": decode, "crop": rrc, "chw": true,
+                   "cpu_share": 0.25, "auto_share": true, "stages": [
+                {"op": "random_flip", "field": "image", "axis": "horizontal", "seed": 1},
+                rescale]}),
             json!({"op": "pixel_chain", "field": "image", "stages": [
                 {"op": "random_flip", "field": "image", "axis": "horizontal", "seed": 1},
                 rescale,
@@ -246,6 +254,7 @@ mod tests {
             OpSpec::ColorJitter(o) => o,
             OpSpec::DecodeRandomResizedCrop(o) => o,
             OpSpec::DecodeCropOrPad(o) => o,
+            OpSpec::DeviceImage(o) => o,
             OpSpec::PixelChain(o) => o,
             OpSpec::Resize(o) => o,
             OpSpec::CenterCrop(o) => o,
@@ -285,7 +294,7 @@ mod tests {
             assert_eq!(OpSpec::of(&built), Some(spec));
         }
         // One per variant: a new variant fails `op` above until it is listed in `examples`.
-        assert_eq!(variants.len(), 29);
+        assert_eq!(variants.len(), 30);
     }
 
     /// The fusions recognise an op (`Known::of`) exactly when the registry reads its spec as

@@ -34,6 +34,7 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace::analyze_trace, m)?)?;
     m.add_function(wrap_pyfunction!(trace::compare_traces, m)?)?;
     m.add_function(wrap_pyfunction!(host_memory::set_batch_host_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(set_device_cpu_share, m)?)?;
     m.add_function(wrap_pyfunction!(py_ops::quiesce, m)?)?;
     m.add_function(wrap_pyfunction!(set_local_ranks, m)?)?;
     m.add_function(wrap_pyfunction!(local_ranks, m)?)?;
@@ -75,3 +76,10 @@ fn local_ranks() -> (usize, &'static str) {
 /// with them, a long run's resident memory crept up.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// The CPU share of the image chains a loader tunes (`decode_on=..., cpu_share="auto"`): the
+/// share of JPEGs the engine decodes itself from now on, in [0, 1].
+#[pyfunction]
+fn set_device_cpu_share(share: f64) {
+    stoker_ops::fused::device_image::set_auto_share(share);
+}

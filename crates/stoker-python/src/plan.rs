@@ -707,6 +707,33 @@ impl PyPlan {
         Ok((b.threads, b.source))
     }
 
+    /// The plan with its image chains' pixels left to a device (see
+    /// `stoker::planner::device_images`), and the device halves' specs as JSON; an
+    /// `InvalidArgumentError` saying why when no chain can be.
+    /// `auto_share`: the CPU share is the process's live one (`set_device_cpu_share`).
+    fn device_images(
+        &self,
+        py: Python<'_>,
+        cpu_share: f64,
+        auto_share: bool,
+    ) -> PyResult<(PyPlan, Vec<String>)> {
+        match stoker::planner::device_images::split(&self.plan, cpu_share, auto_share).py(py)? {
+            Ok((plan, devices)) => {
+                let specs = devices
+                    .iter()
+                    .map(|d| d.spec().map(|v| v.to_string()))
+                    .collect::<stoker_core::Result<Vec<_>>>()
+                    .py(py)?;
+                Ok((PyPlan::wrap(plan), specs))
+            }
+            Err(reason) => Err(crate::errors::invalid_argument(format!(
+                "decode_on: no image chain the device can take ({reason}); it takes \
+                 decode_image (uint8, channels=1 or 3) -> random_resized_crop -> flips, \
+                 convert_image_dtype, brightness/contrast color_jitter, normalize -> layout"
+            ))),
+        }
+    }
+
     /// What the user should hear once about the plan (a rank's share that leaves work every
     /// rank repeats).
     fn plan_warnings(&self, py: Python<'_>) -> PyResult<Vec<String>> {

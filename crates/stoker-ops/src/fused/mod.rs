@@ -9,5 +9,6 @@ mod after_decode;
 pub mod crop_row_op;
 pub mod decode_crop_or_pad;
 pub mod decode_resized_crop;
+pub mod device_image;
 pub(crate) mod known;
 pub mod pixel_chain;

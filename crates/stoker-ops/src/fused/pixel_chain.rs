@@ -38,7 +38,7 @@ pub enum Stage {
 }
 
 impl Stage {
-    fn op(&self) -> &dyn Op {
+    pub(crate) fn op(&self) -> &dyn Op {
         match self {
             Stage::RandomFlip(o) => o,
             Stage::Rescale(o) => o,
@@ -48,7 +48,7 @@ impl Stage {
     }
 
     /// The stage for `spec` if it can join a chain on `field` (in place, float32 out).
-    fn of(spec: Known, field: Option<&str>) -> Option<(String, Stage)> {
+    pub(crate) fn of(spec: Known, field: Option<&str>) -> Option<(String, Stage)> {
         let (f, out, stage) = match spec {
             Known::RandomFlip(o) => (o.field.clone(), o.output.clone(), Stage::RandomFlip(o)),
             Known::Rescale(o) if o.dtype == DType::F32 => {
@@ -65,7 +65,7 @@ impl Stage {
     }
 
     /// Changes the pixel values, not just their positions.
-    fn is_affine(&self) -> bool {
+    pub(crate) fn is_affine(&self) -> bool {
         !matches!(self, Stage::RandomFlip(_))
     }
 }
@@ -84,6 +84,84 @@ struct Composed {
     flip_vertical: bool,
 }
 
+/// One element's draws with the source's channel means `m` left open:
+/// `y = a[c] * x + b0[c] + bm[c] * m[c]`, then flips. A contrast stage is the only one that
+/// reads the mean, and the current image's mean is the affine image of the source's, so every
+/// chain is of this form; a device that makes the pixels computes `m` there.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Affine {
+    pub a: Vec<f64>,
+    pub b0: Vec<f64>,
+    pub bm: Vec<f64>,
+    pub flip_horizontal: bool,
+    pub flip_vertical: bool,
+}
+
+impl Affine {
+    /// Whether `bm` is used (the channel means must be computed).
+    pub fn reads_means(&self) -> bool {
+        self.bm.iter().any(|&v| v != 0.0)
+    }
+}
+
+/// The stages of `stages` composed for this element (see [`Affine`]).
+pub fn compose_affine(stages: &[Stage], channels: usize, ctx: &OpCtx<'_>) -> Result<Affine> {
+    let (mut a, mut b0, mut bm) = (
+        vec![1f64; channels],
+        vec![0f64; channels],
+        vec![0f64; channels],
+    );
+    let (mut flip_horizontal, mut flip_vertical) = (false, false);
+    for stage in stages {
+        match stage {
+            Stage::RandomFlip(f) if f.flips(ctx) => match f.axis {
+                FlipAxis::Horizontal => flip_horizontal = !flip_horizontal,
+                FlipAxis::Vertical => flip_vertical = !flip_vertical,
+            },
+            Stage::RandomFlip(_) => {}
+            Stage::Rescale(r) => {
+                let k = r.scale / r.divisor;
+                for c in 0..channels {
+                    a[c] *= k;
+                    b0[c] = b0[c] * k + r.offset;
+                    bm[c] *= k;
+                }
+            }
+            Stage::ColorJitter(j) => {
+                j.check(Some(channels))?;
+                let draw = j.draw(ctx);
+                let delta = f64::from(draw.brightness.unwrap_or(0.0));
+                b0.iter_mut().for_each(|b| *b += delta);
+                if let Some(f) = draw.contrast {
+                    // (y - mean(y)) * f + mean(y), with mean(y) = a * m + b: the new offset
+                    // gains a * m * (1 - f).
+                    let f = f64::from(f);
+                    for c in 0..channels {
+                        bm[c] += a[c] * (1.0 - f);
+                        a[c] *= f;
+                    }
+                }
+            }
+            Stage::Normalize(n) => {
+                n.check(Some(channels))?;
+                for c in 0..channels {
+                    let (mean, std) = (f64::from(n.mean[c]), f64::from(n.std[c]));
+                    a[c] /= std;
+                    b0[c] = (b0[c] - mean) / std;
+                    bm[c] /= std;
+                }
+            }
+        }
+    }
+    Ok(Affine {
+        a,
+        b0,
+        bm,
+        flip_horizontal,
+        flip_vertical,
+    })
+}
+
 impl PixelChain {
     /// Composes the stages for this element; `src_means` gives the source's per-channel means
     /// (computed only if a contrast stage needs them).
@@ -93,58 +171,23 @@ impl PixelChain {
         ctx: &OpCtx<'_>,
         src_means: impl FnOnce() -> Vec<f32>,
     ) -> Result<Composed> {
-        let (mut a, mut b) = (vec![1f64; channels], vec![0f64; channels]);
-        let (mut flip_horizontal, mut flip_vertical) = (false, false);
-        let mut src_means = Some(src_means);
-        let mut means: Option<Vec<f32>> = None;
-        for stage in &self.stages {
-            match stage {
-                Stage::RandomFlip(f) if f.flips(ctx) => match f.axis {
-                    FlipAxis::Horizontal => flip_horizontal = !flip_horizontal,
-                    FlipAxis::Vertical => flip_vertical = !flip_vertical,
-                },
-                Stage::RandomFlip(_) => {}
-                Stage::Rescale(r) => {
-                    let k = r.scale / r.divisor;
-                    for (a, b) in a.iter_mut().zip(&mut b) {
-                        *a *= k;
-                        *b = *b * k + r.offset;
-                    }
-                }
-                Stage::ColorJitter(j) => {
-                    j.check(Some(channels))?;
-                    let draw = j.draw(ctx);
-                    let delta = f64::from(draw.brightness.unwrap_or(0.0));
-                    b.iter_mut().for_each(|b| *b += delta);
-                    if let Some(f) = draw.contrast {
-                        let f = f64::from(f);
-                        if means.is_none() {
-                            means = src_means.take().map(|m| m());
-                        }
-                        let m = means.as_deref().unwrap_or_default();
-                        for (k, (a, b)) in a.iter_mut().zip(&mut b).enumerate() {
-                            // The current image's mean is the affine image of the source's.
-                            let current = *a * f64::from(m.get(k).copied().unwrap_or(0.0)) + *b;
-                            *a *= f;
-                            *b = (*b - current) * f + current;
-                        }
-                    }
-                }
-                Stage::Normalize(n) => {
-                    n.check(Some(channels))?;
-                    for (k, (a, b)) in a.iter_mut().zip(&mut b).enumerate() {
-                        let (mean, std) = (f64::from(n.mean[k]), f64::from(n.std[k]));
-                        *a /= std;
-                        *b = (*b - mean) / std;
-                    }
-                }
-            }
-        }
+        let m = compose_affine(&self.stages, channels, ctx)?;
+        let means = if m.reads_means() {
+            src_means()
+        } else {
+            Vec::new()
+        };
+        let b = (0..channels)
+            .map(|c| {
+                let mean = f64::from(means.get(c).copied().unwrap_or(0.0));
+                (m.b0[c] + m.bm[c] * mean) as f32
+            })
+            .collect();
         Ok(Composed {
-            a: a.iter().map(|&v| v as f32).collect(),
-            b: b.iter().map(|&v| v as f32).collect(),
-            flip_horizontal,
-            flip_vertical,
+            a: m.a.iter().map(|&v| v as f32).collect(),
+            b,
+            flip_horizontal: m.flip_horizontal,
+            flip_vertical: m.flip_vertical,
         })
     }
 

@@ -58,16 +58,19 @@ import queue
 import socket
 import sys
 import threading
+import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
 from . import _stoker
 from ._check import whole
+from ._device_images import DeviceImages, ShareTuner
 from ._feed import Feed, check_shard
 from ._profile import next_span
+from ._structure import known_template, pack
 from .dataset import Dataset, DatasetIterator
 from .errors import InternalError, InvalidArgumentError
 
@@ -199,6 +202,8 @@ class Loader(Feed):
         prefetch: int = 2,
         non_blocking: bool = True,
         shard: str | tuple[int, int] | None = None,
+        decode_on: str | torch.device | None = None,
+        cpu_share: float | str = 0.0,
     ) -> None:
         prefetch = whole("loader: prefetch", prefetch, 1)
         self.device = torch.device(device) if device is not None else torch.device("cpu")
@@ -213,6 +218,11 @@ class Loader(Feed):
             raise InvalidArgumentError("pin_memory=True needs CUDA")
         self.prefetch = prefetch
         self.non_blocking = non_blocking
+        self._images: DeviceImages | None = None
+        self._tuner: ShareTuner | None = None
+        self._template: Any = None
+        if decode_on is not None:
+            dataset = self._images_on(dataset, decode_on, cpu_share)
         super().__init__(dataset, *self._shard_of(shard))
         if self.pin_memory:
             _pin_engine_batches(self.device)
@@ -220,6 +230,53 @@ class Loader(Feed):
         self._staged_bytes = 0
 
     _runtime = "torch.distributed (init_process_group)"
+
+    def _images_on(self, dataset: Dataset, decode_on: str | torch.device, cpu_share: float | str) -> Dataset:
+        """``dataset`` with its image chains' pixels left to ``decode_on`` (see
+        ``stoker._device_images``)."""
+        try:
+            where = torch.device(decode_on)
+        except (RuntimeError, TypeError) as e:
+            raise InvalidArgumentError(f"decode_on must be 'cpu' or a CUDA device, got {decode_on!r}") from e
+        if where.type == "cuda":
+            if where.index is None:
+                where = torch.device("cuda", torch.cuda.current_device() if torch.cuda.is_available() else 0)
+            if where != self.device:
+                raise InvalidArgumentError(
+                    f"decode_on={decode_on!r}: decode on the loader's device ({self.device}) or on 'cpu'"
+                )
+        elif where.type != "cpu":
+            raise InvalidArgumentError(f"decode_on must be 'cpu' or a CUDA device, got {decode_on!r}")
+        auto = cpu_share == "auto"
+        if auto:
+            cpu_share = 0.0
+        elif isinstance(cpu_share, bool) or not isinstance(cpu_share, (int, float)) or not 0 <= cpu_share <= 1:
+            raise InvalidArgumentError(f"cpu_share must be a number in [0, 1] or 'auto', got {cpu_share!r}")
+        self._cpu_share = float(cpu_share)
+        self._template = known_template(dataset._structure)
+        if self._template is None:
+            raise InvalidArgumentError("decode_on: the dataset's structure is not known before it runs")
+        plan, specs = dataset._plan.device_images(float(cpu_share), auto)
+        schema = plan.schema()
+        if schema is None:
+            raise InvalidArgumentError("decode_on: the dataset's fields are not known before it runs")
+        self._images = DeviceImages(specs, where)
+        self._tuner = ShareTuner() if auto else None
+        return Dataset(plan, {n: n for n, _, _ in schema})._rows_of(dataset)
+
+    @property
+    def cpu_share(self) -> float | None:
+        """The share of the JPEGs the engine decodes (``decode_on``; with
+        ``cpu_share="auto"``, the tuner's current one); ``None`` without ``decode_on``."""
+        if self._images is None:
+            return None
+        return self._tuner.share if self._tuner is not None else self._cpu_share
+
+    def _finish_images(self, batch: Any) -> Any:
+        """The batch with its images made (``decode_on``), in the dataset's own structure."""
+        if self._images is None:
+            return batch
+        return pack(self._template, self._images(dict(batch)))
 
     def _broadcast_seeds(self, values: list[int]) -> list[int] | None:
         dist = torch.distributed
@@ -265,7 +322,7 @@ class Loader(Feed):
         while True:
             try:
                 with next_span("torch.Loader"):
-                    out = to_torch(next(it))
+                    out = to_torch(self._finish_images(next(it)))
             except StopIteration:
                 self._finished(it)
                 return
@@ -278,7 +335,15 @@ class Loader(Feed):
     def _to_device(self, it: DatasetIterator) -> Iterator[Any]:
         # The feeder's thread pulls the batches: the loop's wait is for the feeder.
         it._span = None
-        feeder = _DeviceFeeder(it, self.device, self.pin_memory, self.prefetch, self.non_blocking)
+        feeder = _DeviceFeeder(
+            it,
+            self.device,
+            self.pin_memory,
+            self.prefetch,
+            self.non_blocking,
+            self._finish_images,
+            self._tuner.update if self._tuner is not None else None,
+        )
         try:
             while True:
                 with next_span("torch.Loader"):
@@ -302,9 +367,21 @@ class _DeviceFeeder:
     _END = object()
 
     def __init__(
-        self, it: DatasetIterator, device: torch.device, pin: bool, prefetch: int, non_blocking: bool
+        self,
+        it: DatasetIterator,
+        device: torch.device,
+        pin: bool,
+        prefetch: int,
+        non_blocking: bool,
+        transform: Callable[[Any], Any] | None = None,
+        tune: Callable[[float, float, bool], None] | None = None,
     ) -> None:
         self.it = it
+        # Run on the host batch first, on the side stream (device decoding).
+        self.transform = transform
+        # Told, per batch, how long the engine was waited for, how long the batch's device
+        # work took, and whether the batches ready were waiting for the consumer.
+        self.tune = tune
         self.device = device
         self.pin = pin
         self.non_blocking = non_blocking
@@ -333,12 +410,14 @@ class _DeviceFeeder:
     def _move(self, batch: Any) -> tuple[Any, Any]:
         while self.in_flight and self.in_flight[0][0].query():
             self.in_flight.popleft()
+        if self.transform is not None:
+            batch = self.transform(batch)
         leaves = _leaves(to_torch(batch))
         used: list[tuple[torch.Tensor, tuple[torch.dtype, int]]] = []
         held: list[torch.Tensor] = []
         out = []
         for t in leaves:
-            if not isinstance(t, torch.Tensor):
+            if not isinstance(t, torch.Tensor) or (t.is_cuda and t.device == self.device):
                 out.append(t)
                 continue
             src = t
@@ -365,11 +444,21 @@ class _DeviceFeeder:
         try:
             stream_ctx = torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext()
             with stream_ctx:
-                for batch in self.it:
+                while True:
+                    started = time.perf_counter()
+                    try:
+                        batch = next(self.it)
+                    except StopIteration:
+                        break
                     if self.stop.is_set():
                         return
+                    got = time.perf_counter()
                     state = self.it.state()
                     moved, event = self._move(batch)
+                    if self.tune is not None:
+                        if event is not None:
+                            event.synchronize()
+                        self.tune(got - started, time.perf_counter() - got, self.ready.full())
                     self._put((moved, event, state))
             self._put(self._END)
         except BaseException as e:  # handed to the consumer, raised there
@@ -422,12 +511,26 @@ def loader(
     prefetch: int = 2,
     non_blocking: bool = True,
     shard: str | tuple[int, int] | None = None,
+    decode_on: str | torch.device | None = None,
+    cpu_share: float | str = 0.0,
 ) -> Loader:
     """``dataset`` as a loader for a PyTorch training loop: iterating it yields the dataset's
     structure (dict / tuple / single) of ``torch.Tensor`` s on ``device``. See the module's
     documentation for the CPU and CUDA paths, ``len``, ``set_epoch``, ``state_dict`` and
-    ``shard``."""
-    return Loader(dataset, device, pin_memory, prefetch, non_blocking, shard)
+    ``shard``.
+
+    ``decode_on="cuda"`` (the loader's CUDA device) decodes the JPEGs of an image chain
+    (``decode_image`` → ``random_resized_crop`` → flips, ``convert_image_dtype``,
+    brightness/contrast ``color_jitter``, ``normalize`` → ``layout``) on the GPU with nvJPEG,
+    and crops, resizes, flips and normalises there; the engine still reads, shuffles, shards
+    and draws every random decision, from the same seeds, so an element's box and flip and the
+    loader's state do not depend on where it is decoded. ``cpu_share`` (0 to 1) of the JPEGs
+    are decoded by the engine instead (mixed mode, as DALI's ``hw_decoder_load``), and so is
+    any other format; ``cpu_share="auto"`` moves that share after each batch towards where the
+    engine and the GPU take as long per batch (``loader.cpu_share`` is the current one).
+    ``decode_on="cpu"`` runs the same device half with torchvision's CPU decoder. An
+    ``InvalidArgumentError`` says why a pipeline has no such chain."""
+    return Loader(dataset, device, pin_memory, prefetch, non_blocking, shard, decode_on, cpu_share)
 
 
 class IterableDataset(torch.utils.data.IterableDataset, Feed):  # type: ignore[misc, type-arg]

@@ -42,6 +42,7 @@ use stoker_core::{Error, ErrorPolicy, PipelineOptions, Result};
 use crate::datasets::{batch::Batch, map::Map};
 use crate::plan::{Plan, Step};
 
+pub mod device_images;
 pub mod shard_down;
 
 /// Whether every field of `schema` has a fixed shape, so that elements can be stacked.
