@@ -15,6 +15,13 @@ pub struct DeviceMemory {
     pub peak_reserved_bytes: Option<f64>,
     /// The allocator's own peak since it was created, before the profile too (XSpace only).
     pub allocator_peak_bytes: Option<f64>,
+    /// What "allocated" counts: PyTorch's allocated bytes (Kineto), or the heap plus the
+    /// stack reservation (XSpace, xprof's memory in use).
+    pub in_use: &'static str,
+    /// The stack reservation at the peak (XSpace).
+    pub peak_stack_bytes: Option<f64>,
+    /// The allocator's name, where `device` is the device it serves (XSpace).
+    pub allocator: Option<String>,
     /// When the peak was first reached, in ms from the trace's first event, and the step it
     /// fell in (`None`: outside every step).
     pub peak_at_ms: f64,
@@ -69,6 +76,7 @@ fn of_device(
         _ => Some(e),
     });
     let (peak_bytes, peak_ts) = peak.map_or((0.0, origin), |e| (e.allocated, e.ts));
+    let peak_stack_bytes = peak.and_then(|e| e.stack);
     let peak_step = steps
         .iter()
         .find(|(_, a, b, _)| (*a..=*b).contains(&peak_ts))
@@ -112,6 +120,13 @@ fn of_device(
         peak_allocated_bytes: peak_bytes,
         peak_reserved_bytes: ev.iter().filter_map(|e| e.reserved).reduce(f64::max),
         allocator_peak_bytes: ev.iter().filter_map(|e| e.allocator_peak).reduce(f64::max),
+        in_use: if peak_stack_bytes.is_some() {
+            "heap + stack in use (xprof's memory profile)"
+        } else {
+            "allocated"
+        },
+        peak_stack_bytes,
+        allocator: ev.iter().find_map(|e| e.allocator.clone()),
         peak_at_ms: (peak_ts - origin) * 1e-3,
         peak_step,
         step_rise_bytes: kept
@@ -132,11 +147,20 @@ impl DeviceMemory {
     /// One line: the peak, when, and what a step allocates.
     pub fn summary(&self) -> String {
         let mb = |b: f64| b / 1e6;
+        let device = match &self.allocator {
+            Some(a) => format!("device {} ({a})", self.device),
+            None => self.device.clone(),
+        };
+        let stack = self
+            .peak_stack_bytes
+            .filter(|&s| s > 0.0)
+            .map(|s| format!(", of it {:.1} MB stack", mb(s)))
+            .unwrap_or_default();
         format!(
-            "{}: peak {:.1} MB allocated{} at +{:.2} ms{}; a step allocates {:.1} MB on top of \
+            "{device}: peak {:.1} MB {}{stack}{} at +{:.2} ms{}; a step allocates {:.1} MB on top of \
              what it starts with (net {:+.1} MB per step), {} allocator events{}",
-            self.device,
             mb(self.peak_allocated_bytes),
+            self.in_use,
             self.peak_reserved_bytes
                 .map(|r| format!(" ({:.1} MB reserved)", mb(r)))
                 .unwrap_or_default(),

@@ -371,6 +371,29 @@ fn host_plane_event(e: &crate::xspace::Event<'_>) -> HostPlaneEvent {
     }
 }
 
+/// Which memory an allocator event counts in, as xprof's memory profile keys it: the last of its
+/// `index_on_host`, `device_ordinal` (the device, as for a TPU host's cores, which share one
+/// allocator name) and `allocator_name` stats; and the allocator's name where the key is the
+/// device.
+fn memory_id(e: &crate::xspace::Event<'_>) -> (String, Option<String>) {
+    use crate::xspace::StatValue;
+    let (mut id, mut name) = (None, None);
+    for (stat, value) in &e.stats {
+        match (*stat, value) {
+            ("index_on_host" | "device_ordinal", v) => {
+                id = v.as_f64().map(|d| format!("{}", d as i64));
+            }
+            ("allocator_name", StatValue::Str(s)) => {
+                id = Some(s.to_string());
+                name = Some(s.to_string());
+            }
+            _ => {}
+        }
+    }
+    let allocator = name.filter(|n| id.as_deref() != Some(n.as_str()));
+    (id.unwrap_or_else(|| "allocator".to_string()), allocator)
+}
+
 /// The host span an event of a host line is, as the first read made it (`names`: its plane's
 /// host spans by metadata id).
 fn xspace_host_span(
@@ -408,6 +431,11 @@ pub struct MemoryEvent {
     /// The allocator's own peak since it was created, before the profile too (XSpace's
     /// `peak_bytes_in_use`).
     pub allocator_peak: Option<f64>,
+    /// The stack reservation counted in `allocated` (XSpace's `bytes_reserved`: xprof's
+    /// memory in use is the heap plus the stack).
+    pub stack: Option<f64>,
+    /// The allocator's name, where `device` is the device it serves (XSpace).
+    pub allocator: Option<String>,
 }
 
 /// Events of a TensorFlow 1.x timeline, whose kind depends on their process's name, which may
@@ -698,6 +726,8 @@ impl Builder {
             allocated,
             reserved: as_f64(args.total_reserved),
             allocator_peak: None,
+            stack: None,
+            allocator: None,
         });
     }
 
@@ -1148,22 +1178,23 @@ impl Builder {
                     self.step(e.name, n, start, end);
                     return;
                 }
-                HostPlaneEvent::Memory(sign, allocated) => {
-                    // The allocator's events (TensorFlow's and XLA's BFC allocators): the heap
-                    // in use after each, as xprof's memory profile reads them.
+                HostPlaneEvent::Memory(sign, heap) => {
+                    // The allocator's events (TensorFlow's and XLA's BFC allocators, a TPU's
+                    // memory): the heap and the stack in use after each, as xprof's memory
+                    // profile reads them.
                     self.note_span(start, end);
-                    let device = match e.stat("allocator_name") {
-                        Some(crate::xspace::StatValue::Str(s)) => s.to_string(),
-                        _ => "allocator".to_string(),
-                    };
+                    let (device, allocator) = memory_id(e);
                     let bytes = e.stat("allocation_bytes").and_then(|v| v.as_f64());
+                    let stack = e.stat("bytes_reserved").and_then(|v| v.as_f64());
                     self.trace.memory.push(MemoryEvent {
                         ts: start,
                         device,
                         bytes: sign * bytes.unwrap_or(0.0),
-                        allocated,
-                        reserved: e.stat("bytes_reserved").and_then(|v| v.as_f64()),
+                        allocated: heap + stack.unwrap_or(0.0),
+                        reserved: None,
                         allocator_peak: e.stat("peak_bytes_in_use").and_then(|v| v.as_f64()),
+                        stack: Some(stack.unwrap_or(0.0)),
+                        allocator,
                     });
                     return;
                 }

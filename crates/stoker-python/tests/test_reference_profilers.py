@@ -81,15 +81,20 @@ def test_idle_share_agrees_with_hta(trace):
 
 @pytest.mark.parametrize("trace", sorted(t for t, v in REFERENCE["traces"].items() if v.get("memory")))
 def test_memory_agrees_with_xprofs_memory_profile(trace):
-    """xprof's memory profile (recorded beside the overview page): per allocator the peak heap
-    in use within the profile and the allocator's lifetime peak, equal to stoker's figures from
-    the XSpace's MemoryAllocation / MemoryDeallocation events."""
+    """xprof's memory profile (recorded beside the overview page): per memory as xprof keys it
+    (the device where the events name one, as a TPU host's cores sharing one allocator name do;
+    else the allocator), the peak in use within the profile (heap plus stack), the stack then,
+    and the allocator's lifetime peak, equal to stoker's figures from the XSpace's
+    MemoryAllocation / MemoryDeallocation events."""
     a = sk.analyze(TRACES / trace)
     ours = {m["device"]: m for m in a.memory}
+    assert sorted(ours) == sorted(REFERENCE["traces"][trace]["memory"])
     for allocator, want in REFERENCE["traces"][trace]["memory"].items():
         m = ours[allocator]
-        assert m["peak_allocated_bytes"] == want["peak_heap_bytes"], (m, want)
+        assert m["peak_allocated_bytes"] == want["peak_in_use_bytes"], (m, want)
+        assert m["peak_stack_bytes"] == want["peak_stack_bytes"], (m, want)
         assert m["allocator_peak_bytes"] == want["lifetime_peak_bytes"], (m, want)
+        assert m["in_use"] == "heap + stack in use (xprof's memory profile)"
         assert m["events"] > 0 and m["steps"]
 
 

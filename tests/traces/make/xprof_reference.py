@@ -2,8 +2,9 @@
 tests/traces/ and records what stoker's analyzer must agree with: the steps xprof finds, their
 mean step time, device compute time, the input ('Input') and 'All others' shares of step time,
 the hardware type, and xprof's input-bound conclusion; and where the XSpace has allocator events,
-xprof's memory profile per allocator (the peak heap in use within the profile, the allocator's
-lifetime peak); written to tests/traces/xprof_overview.json with xprof's version.
+xprof's memory profile per allocator (xprof's key: the device where the events name one, else the
+allocator; the peak in use within the profile, heap plus stack, and the heap and stack then; the
+allocator's lifetime peak); written to tests/traces/xprof_overview.json with xprof's version.
 
     .venv/bin/python tests/traces/make/xprof_reference.py
 """
@@ -76,8 +77,12 @@ def memory_profile(path: Path) -> dict:
     result = {}
     for name, a in (data.get("memoryProfilePerAllocator") or {}).items():
         summary = a["profileSummary"]
+        peak = summary["peakStats"]
         result[name] = {
-            "peak_heap_bytes": int(summary["peakStats"]["heapAllocatedBytes"]),
+            # xprof's peak in use is the heap plus the stack reservation.
+            "peak_in_use_bytes": int(peak.get("peakBytesInUse", 0)),
+            "peak_stack_bytes": int(peak.get("stackReservedBytes", 0)),
+            "peak_heap_bytes": int(peak.get("heapAllocatedBytes", 0)),
             "peak_time_ps": int(summary["peakStatsTimePs"]),
             "lifetime_peak_bytes": int(summary["peakBytesUsageLifetime"]),
         }

@@ -48,7 +48,10 @@ class TraceAnalysis:
         self.memory: list[dict[str, Any]] = raw.get("memory", [])
         """Per device, from the allocator's events (``profile_memory=True``): peak allocated
         and reserved bytes, when the peak was reached (``peak_at_ms``, ``peak_step``), and per
-        step what was allocated at its start, its peak and its end."""
+        step what was allocated at its start, its peak and its end. ``in_use`` names what
+        "allocated" counts (from an XSpace: the heap plus the stack, ``peak_stack_bytes`` of it
+        at the peak, as xprof's memory profile; ``device`` is xprof's key, the device where the
+        events name one, with the ``allocator``'s name beside it)."""
         self.warnings: list[str] = raw.get("warnings", [])
         """Values in the trace that cannot be true, left out of the analysis (a duration over a
         day, a time beyond any clock's, a copy or an allocator total over a petabyte): per
