@@ -8,15 +8,19 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use crate::intervals::{Sweep, Union, UnionBuilder};
-use crate::model::{DeviceKind, DeviceOp, Direction, HostKind, HostSpan, Step, Trace};
+use crate::model::{DeviceKind, DeviceOp, Direction, HostKind, HostSpan, Launch, Step, Trace};
 
 /// The causes of idle time on the compute streams, in the order an idle moment is credited
 /// (to the first present then): (JSON key, name).
-pub const CAUSES: [(&str, &str); 9] = [
+pub const CAUSES: [(&str, &str); 10] = [
     ("input", "waiting for input"),
     ("communication", "communication (collectives)"),
     ("h2d", "host-to-device copy"),
     ("copies", "device-to-host / device-to-device copy"),
+    (
+        "queued",
+        "queued on the device (the next kernel was launched, not started)",
+    ),
     ("sync", "synchronisation"),
     ("launch", "kernel launch"),
     ("host_ops", "host operators"),
@@ -38,6 +42,10 @@ pub struct GapCauses {
     pub h2d: f64,
     /// A device-to-host or device-to-device copy was running.
     pub copies: f64,
+    /// The next kernel had been launched (its launch call had begun) and had not started: the
+    /// device, not the host, held it back (its launch latency, a wait on another stream or
+    /// an event). HTA's "kernel wait" and "other" are such time.
+    pub queued: f64,
     /// The host was waiting for the device (synchronize, blocking copy).
     pub sync: f64,
     /// The host was launching kernels (the device's queue was empty).
@@ -52,12 +60,13 @@ pub struct GapCauses {
 }
 
 impl GapCauses {
-    pub fn values(&self) -> [f64; 9] {
+    pub fn values(&self) -> [f64; 10] {
         [
             self.input,
             self.communication,
             self.h2d,
             self.copies,
+            self.queued,
             self.sync,
             self.launch,
             self.host_ops,
@@ -65,13 +74,15 @@ impl GapCauses {
             self.untraced,
         ]
     }
-    fn from_values(v: [f64; 9]) -> GapCauses {
-        let [input, communication, h2d, copies, sync, launch, host_ops, python, untraced] = v;
+    fn from_values(v: [f64; 10]) -> GapCauses {
+        let [input, communication, h2d, copies, queued, sync, launch, host_ops, python, untraced] =
+            v;
         GapCauses {
             input,
             communication,
             h2d,
             copies,
+            queued,
             sync,
             launch,
             host_ops,
@@ -80,7 +91,7 @@ impl GapCauses {
         }
     }
     /// Milliseconds per class of `spans` (µs), as [`Causes::classify`] returns them.
-    fn from_classes(classes: &[Vec<(f64, f64)>; 9]) -> GapCauses {
+    fn from_classes(classes: &[Vec<(f64, f64)>; 10]) -> GapCauses {
         GapCauses::from_values(std::array::from_fn(|i| {
             classes[i].iter().fold(0.0, |acc, (x, y)| acc + (y - x)) * 1e-3
         }))
@@ -307,7 +318,7 @@ pub struct Causes {
     /// Kernels and memsets, not collectives'.
     pub compute: Union,
     /// One per cause of [`CAUSES`] but the last (untraced: what is left).
-    pub by_priority: [Union; 8],
+    pub by_priority: [Union; 9],
 }
 
 /// The cause (index into [`CAUSES`]) that device work of `kind` makes: `None` for compute.
@@ -325,11 +336,30 @@ fn host_cause(kind: HostKind) -> usize {
     match kind {
         HostKind::DataLoading => 0,
         HostKind::Collective => 1,
-        HostKind::Sync => 4,
-        HostKind::Launch => 5,
-        HostKind::Cpu => 6,
-        HostKind::Python => 7,
+        HostKind::Sync => 5,
+        HostKind::Launch => 6,
+        HostKind::Cpu => 7,
+        HostKind::Python => 8,
     }
+}
+
+/// The cause [`CAUSES`] gives the time a compute kernel waited, launched, to start.
+const QUEUED: usize = 4;
+/// The cause of time inside a step with no traced op on the host.
+const PYTHON: usize = 8;
+
+/// The idle gap right before compute op `op` if the device held it back: its launch call
+/// (looked up in `launches`, sorted by correlation id) began while the device was still busy
+/// before the gap, as HTA tells "kernel wait" from "host wait", on the device's compute work.
+fn queued_gap(compute: &Union, launches: &[Launch], op: &DeviceOp) -> Option<(f64, f64)> {
+    let c = op.correlation?;
+    let i = launches.binary_search_by_key(&c, |l| l.correlation).ok()?;
+    let launched = launches[i].start;
+    if launched >= op.start {
+        return None;
+    }
+    let &(x, y) = compute.gaps(launched, op.start).last()?;
+    (y >= op.start && x > launched).then_some((x, y))
 }
 
 impl Causes {
@@ -345,6 +375,7 @@ impl Causes {
     /// [`Causes::new`] over [a, b), with the host spans that overlap it (sorted by start).
     pub fn with_host(t: &Trace, (a, b): (f64, f64), host: &[HostSpan]) -> Causes {
         let (compute, by_priority) = unions(
+            &t.launches,
             t.device_ops.iter().filter(|o| o.end > a && o.start < b),
             host.iter(),
             t.steps.iter().filter(|s| s.end > a && s.start < b),
@@ -356,24 +387,36 @@ impl Causes {
     }
 
     /// The idle parts of [a, b) on the compute streams, split into the classes of [`CAUSES`].
-    pub fn classify(&self, a: f64, b: f64) -> [Vec<(f64, f64)>; 9] {
+    pub fn classify(&self, a: f64, b: f64) -> [Vec<(f64, f64)>; 10] {
         classify(&self.compute, &self.by_priority, a, b)
     }
 }
 
 /// The union of the compute work, and of each cause's work but the last, of the given device
-/// ops, host spans and steps (each sorted by start).
+/// ops (their launches looked up in `launches`), host spans and steps (each sorted by start).
 fn unions<'o, 'h, 's>(
+    launches: &[Launch],
     device_ops: impl Iterator<Item = &'o DeviceOp>,
     host: impl Iterator<Item = &'h HostSpan>,
     steps: impl Iterator<Item = &'s Step>,
-) -> (Union, [Union; 8]) {
-    let mut spans: [UnionBuilder; 8] = Default::default();
+) -> (Union, [Union; 9]) {
+    let mut spans: [UnionBuilder; 9] = Default::default();
     let mut compute = Union::builder();
+    let mut kernels = Vec::new();
     for o in device_ops {
         match device_cause(o.kind) {
             Some(i) => spans[i].push(o.start, o.end),
-            None => compute.push(o.start, o.end),
+            None => {
+                compute.push(o.start, o.end);
+                kernels.push(o);
+            }
+        }
+    }
+    let compute = compute.finish();
+    // (The ops come sorted by start, and so do the gaps before them.)
+    for o in kernels {
+        if let Some((x, y)) = queued_gap(&compute, launches, o) {
+            spans[QUEUED].push(x, y);
         }
     }
     for h in host {
@@ -382,15 +425,15 @@ fn unions<'o, 'h, 's>(
     // Inside a step the training loop runs: what no traced op covers there is its Python
     // (or untraced code on its thread).
     for s in steps {
-        spans[7].push(s.start, s.end);
+        spans[PYTHON].push(s.start, s.end);
     }
-    (compute.finish(), spans.map(UnionBuilder::finish))
+    (compute, spans.map(UnionBuilder::finish))
 }
 
 /// The idle parts of [a, b) (not covered by `compute`), split into the classes of
 /// [`CAUSES`]: each to the first of `by_priority` that covers it, the rest untraced.
-fn classify(compute: &Union, by_priority: &[Union; 8], a: f64, b: f64) -> [Vec<(f64, f64)>; 9] {
-    let mut out: [Vec<(f64, f64)>; 9] = Default::default();
+fn classify(compute: &Union, by_priority: &[Union; 9], a: f64, b: f64) -> [Vec<(f64, f64)>; 10] {
+    let mut out: [Vec<(f64, f64)>; 10] = Default::default();
     let mut left = compute.gaps(a, b);
     for (i, cause) in by_priority.iter().enumerate() {
         let mut rest = Vec::new();
@@ -400,7 +443,7 @@ fn classify(compute: &Union, by_priority: &[Union; 8], a: f64, b: f64) -> [Vec<(
         }
         left = rest;
     }
-    out[8] = left;
+    out[9] = left;
     out
 }
 
@@ -415,13 +458,13 @@ type EvidenceKey = (u32, Option<(i64, i64)>);
 struct Evidence {
     /// Per cause, by (name, device and stream) of device work: how much of its idle time
     /// each overlapped.
-    device: [HashMap<EvidenceKey, f64>; 8],
+    device: [HashMap<EvidenceKey, f64>; 9],
     /// Per cause, by the name of host spans (millions of them), in a table by name id.
-    host: [Vec<f64>; 8],
+    host: [Vec<f64>; 9],
     /// Per cause: idle time, its stretches and the longest.
-    us: [f64; 9],
-    stretches: [usize; 9],
-    longest: [f64; 9],
+    us: [f64; 10],
+    stretches: [usize; 10],
+    longest: [f64; 10],
 }
 
 impl Evidence {
@@ -429,9 +472,9 @@ impl Evidence {
         Evidence {
             device: Default::default(),
             host: Default::default(),
-            us: [0.0; 9],
-            stretches: [0; 9],
-            longest: [0.0; 9],
+            us: [0.0; 10],
+            stretches: [0; 10],
+            longest: [0.0; 10],
         }
     }
 
@@ -440,7 +483,8 @@ impl Evidence {
     fn add(
         &mut self,
         t: &Trace,
-        idle: &[Vec<(f64, f64)>; 9],
+        idle: &[Vec<(f64, f64)>; 10],
+        compute: &Union,
         ops: &[&DeviceOp],
         host: &[HostSpan],
     ) {
@@ -452,13 +496,19 @@ impl Evidence {
             self.stretches[i] += stretches.len();
         }
         for o in ops {
-            if let Some(i) = device_cause(o.kind) {
-                let ov = overlap(&idle[i], o.start, o.end);
-                if ov > 0.0 {
-                    *self.device[i]
-                        .entry((o.name, Some((o.device, o.stream))))
-                        .or_insert(0.0) += ov;
-                }
+            // Device work overlapping its cause's idle time, and kernels that waited, queued.
+            let (i, (x, y)) = match device_cause(o.kind) {
+                Some(i) => (i, (o.start, o.end)),
+                None => match queued_gap(compute, &t.launches, o) {
+                    Some(gap) => (QUEUED, gap),
+                    None => continue,
+                },
+            };
+            let ov = overlap(&idle[i], x, y);
+            if ov > 0.0 {
+                *self.device[i]
+                    .entry((o.name, Some((o.device, o.stream))))
+                    .or_insert(0.0) += ov;
             }
         }
         for h in host {
@@ -623,6 +673,7 @@ pub fn analyze(t: &Trace) -> Analysis {
         host.clear();
         host.extend(host_sweep.window(a, b, keep).copied());
         let (_, by_priority) = unions(
+            &t.launches,
             ops.iter().copied(),
             host.iter(),
             step_sweep.window(a, b, keep).copied(),
@@ -632,7 +683,7 @@ pub fn analyze(t: &Trace) -> Analysis {
         let gaps = GapCauses::from_classes(&classes);
         let kept_step = i >= warmup_steps && !(cut_last && i + 1 == marks.len());
         if kept_step {
-            evidence.add(t, &classes, &ops, &host);
+            evidence.add(t, &classes, compute, &ops, &host);
         }
         if kept_step && !t.device_ops.is_empty() {
             // The step's longest gaps first, then those longer than the shortest kept: the

@@ -13,9 +13,9 @@ use crate::model::{DeviceKind, Direction, HostKind, Trace};
 const BUSY: &str = "#1a73e8";
 /// Colours of [`CAUSE_NAMES`], in its order.
 /// In the order of [`CAUSES`].
-const CAUSE_COLORS: [&str; 9] = [
-    "#e8710a", "#f9ab00", "#188038", "#12b5cb", "#d93025", "#9334e6", "#5f6368", "#f538a0",
-    "#9aa0a6",
+const CAUSE_COLORS: [&str; 10] = [
+    "#e8710a", "#f9ab00", "#188038", "#12b5cb", "#1a73e8", "#d93025", "#9334e6", "#5f6368",
+    "#f538a0", "#9aa0a6",
 ];
 
 /// The report of `analysis`, made from `trace`.
@@ -83,8 +83,8 @@ pub fn render(trace: &Trace, analysis: &Analysis) -> String {
 
     // Step time by cause.
     let busy: Vec<f64> = kept.iter().map(|s| s.busy_ms).collect();
-    let per_step: Vec<[f64; 9]> = kept.iter().map(|s| s.gaps.values()).collect();
-    let by_cause: [Vec<f64>; 9] = std::array::from_fn(|i| per_step.iter().map(|v| v[i]).collect());
+    let per_step: Vec<[f64; 10]> = kept.iter().map(|s| s.gaps.values()).collect();
+    let by_cause: [Vec<f64>; 10] = std::array::from_fn(|i| per_step.iter().map(|v| v[i]).collect());
     let mut series = vec![Series {
         label: "device busy",
         color: BUSY,
@@ -301,8 +301,8 @@ pub fn render(trace: &Trace, analysis: &Analysis) -> String {
     page.finish(&format!(
         "Made by stoker {}. Times are from the trace; idle time is on the compute streams \
          (kernels and memsets, not collectives), each idle moment credited to the first of: \
-         input, communication, host-to-device copy, other copies, synchronisation, kernel \
-         launch, host operators, Python (inside a step, no traced operator), host idle / \
+         input, communication, host-to-device copy, other copies, queued on the device (the \
+         next kernel launched, not started), synchronisation, kernel launch, host operators, Python (inside a step, no traced operator), host idle / \
          untraced.",
         env!("CARGO_PKG_VERSION")
     ))

@@ -37,6 +37,7 @@ class TraceAnalysis:
         self.idle_ms_per_step_by_cause: dict[str, float] = raw["gaps_ms_per_step"]
         """The device's idle time per step by what the device and the host were doing: ``input``,
         ``communication`` (collectives), ``h2d``, ``copies`` (device-to-host / device-to-device),
+        ``queued`` (the next kernel was launched but had not started: the device held it back),
         ``sync``, ``launch``, ``host_ops``, ``python`` (inside a step, no traced op), ``untraced``.
         Each idle moment is credited to the first present, so they add up to the idle time."""
         self.idle_by_cause: list[dict[str, Any]] = raw["idle_by_cause"]
