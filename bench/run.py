@@ -589,6 +589,14 @@ def analyze_section() -> list[str]:
         if os.path.exists(path):
             with open(path) as f:
                 L += analyze_part(json.load(f), heading=not L)
+    # The XSpace part run again on its own (analyze_xspace.json; its Kineto runs are the NCCL
+    # file's, without HTA, and not shown again).
+    path = os.path.join(RESULTS, "analyze_xspace.json")
+    if L and os.path.exists(path):
+        with open(path) as f:
+            d = json.load(f)
+        L += [f"The XSpace part again, run {d['date']} · `{d['command']}`, with the analysis as it is "
+              "now (steps per device, the queued cause):", ""] + xspace_part(d)
     return L
 
 
@@ -612,6 +620,12 @@ def analyze_part(d: dict, heading: bool) -> list[str]:
               "Target (issue 23): < 2 s and < 200 MiB RSS on one core. The first of the runs reads "
               "the file from disk, the others from the page cache."]
     L += ["", f"Verdict on the file: {d['stoker_verdict']}.", ""]
+    return L + xspace_part(d)
+
+
+def xspace_part(d: dict) -> list[str]:
+    """The large-XSpace table of an analyze_speed.py run, if it has one."""
+    L: list[str] = []
     if "xspace_bytes" in d:
         mb = d["xspace_bytes"] / 1e6
         L += [f"An XSpace of {mb:.0f} MB (`bench/make_big_xspace.py`: the real JAX CPU profile in "

@@ -358,8 +358,8 @@ fn queued_gap(compute: &Union, launches: &[Launch], op: &DeviceOp) -> Option<(f6
     if launched >= op.start {
         return None;
     }
-    let &(x, y) = compute.gaps(launched, op.start).last()?;
-    (y >= op.start && x > launched).then_some((x, y))
+    let (x, y) = compute.gap_before(op.start, launched)?;
+    (x > launched).then_some((x, y))
 }
 
 impl Causes {

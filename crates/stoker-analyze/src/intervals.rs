@@ -66,6 +66,18 @@ impl Union {
         out
     }
 
+    /// The uncovered stretch that ends at `t`, from the end of the interval before it (from
+    /// `floor` if none is after `floor`); `None` where `t` is covered from before it.
+    pub fn gap_before(&self, t: f64, floor: f64) -> Option<(f64, f64)> {
+        let i = self.spans.partition_point(|s| s.0 < t);
+        let prev = i.checked_sub(1).map(|j| self.spans[j]);
+        match prev {
+            Some((_, end)) if end >= t => None,
+            Some((_, end)) if end > floor => Some((end, t)),
+            _ => (floor < t).then_some((floor, t)),
+        }
+    }
+
     pub fn total(&self) -> f64 {
         self.spans.iter().fold(0.0, |acc, (a, b)| acc + (b - a))
     }
@@ -262,5 +274,15 @@ mod tests {
         mixed.push(f64::NAN, 1.0);
         assert_eq!(mixed.finish().spans, sorted.spans);
         assert_eq!(Union::new(spans.to_vec()).spans, sorted.spans);
+    }
+
+    #[test]
+    fn the_gap_before_a_time() {
+        let u = Union::new(vec![(0.0, 2.0), (5.0, 7.0), (7.0, 8.0)]);
+        assert_eq!(u.gap_before(5.0, 1.0), Some((2.0, 5.0)));
+        assert_eq!(u.gap_before(5.0, 3.0), Some((3.0, 5.0))); // idle since before the floor
+        assert_eq!(u.gap_before(7.0, 0.0), None); // covered right up to it
+        assert_eq!(u.gap_before(6.0, 0.0), None);
+        assert_eq!(u.gap_before(0.0, -1.0), Some((-1.0, 0.0)));
     }
 }

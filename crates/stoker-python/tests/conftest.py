@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,13 @@ import stoker as sk
 
 REPO = Path(__file__).resolve().parents[3]
 GOLDEN = REPO / "tests" / "golden"
+
+# A shell that starts a job in the background without job control (`cmd &` in a script) starts
+# it with SIGINT ignored, and a child process keeps an ignored signal: the tests that press
+# Ctrl-C in a child would see it ignored. Python's own handler is reset to the default in a
+# child, which then installs its KeyboardInterrupt again.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

@@ -58,6 +58,17 @@ def test_gpu_steps_and_conclusion_as_xprof_gives_them(trace, steps_from):
     assert abs(others - want["conclusion_percent"]) <= 1, (conclusion, want["conclusion"])
 
 
+def test_two_gpus_from_xprofs_trace_viewer_json_as_from_the_xspace():
+    """xprof's trace viewer JSON of the two-GPU XSpace (made by make/two_gpu_steps.py) goes
+    through the same steps as the XSpace: per device, a step as long as its longest device's
+    span, as xprof's overview page of the XSpace has it."""
+    want = REFERENCE["traces"]["jax/jax_gpu_train_two_gpus.xplane.pb"]
+    a = sk.analyze(TRACES / "jax/jax_gpu_train_two_gpus.xprof_trace_viewer.json.gz")
+    assert "Steps line" in a.raw["steps_from"]
+    assert abs(a.step_ms - want["step_ms"]) <= 0.10 * want["step_ms"], (a.step_ms, want["step_ms"])
+    assert abs(a.busy_percent - want["device_compute_percent"]) <= 5, (a.busy_percent, want)
+
+
 def test_the_reference_was_made_per_trace():
     """Each trace was read alone (xprof caches per folder): neighbours differ."""
     t = REFERENCE["traces"]
