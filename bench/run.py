@@ -558,13 +558,20 @@ METHOD = """## Method
 """
 
 
+def last_result(name: str) -> dict | None:
+    """The results a benchmark script last wrote to bench/results/`name`, or None."""
+    path = os.path.join(RESULTS, name)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
 def trace_overhead_section() -> list[str]:
     """The cost of `stoker.trace` on W1, from bench/trace_overhead.py's last run."""
-    path = os.path.join(RESULTS, "trace_overhead.json")
-    if not os.path.exists(path):
+    doc = last_result("trace_overhead.json")
+    if doc is None:
         return []
-    with open(path) as f:
-        doc = json.load(f)
     L = ["## Tracing overhead (W1)", "",
          f"Run {doc['date']} · `{doc['command']}` · per pass: W1 (`examples/w1_chess.py`), 20 warm-up "
          f"batches then {doc['batches']} batches of 512 timed, in its own pinned child; {doc['runs']} passes "
@@ -591,10 +598,8 @@ def analyze_section() -> list[str]:
                 L += analyze_part(json.load(f), heading=not L)
     # The XSpace part run again on its own (analyze_xspace.json; its Kineto runs are the NCCL
     # file's, without HTA, and not shown again).
-    path = os.path.join(RESULTS, "analyze_xspace.json")
-    if L and os.path.exists(path):
-        with open(path) as f:
-            d = json.load(f)
+    d = last_result("analyze_xspace.json")
+    if L and d is not None:
         L += [f"The XSpace part again, run {d['date']} · `{d['command']}`, with the analysis as it is "
               "now (steps per device, the queued cause):", ""] + xspace_part(d)
     return L
@@ -855,34 +860,29 @@ def torch_section() -> list[str]:
 def gpu_decode_section() -> list[str]:
     """Decoding on the GPU, from bench/gpu_decode.py's last run (on the device machine),
     rendered by that script."""
-    path = os.path.join(RESULTS, "gpu_decode.json")
-    if not os.path.exists(path):
+    d = last_result("gpu_decode.json")
+    if d is None:
         return []
     import gpu_decode
 
-    with open(path) as f:
-        return gpu_decode.render(json.load(f)).splitlines() + [""]
+    return gpu_decode.render(d).splitlines() + [""]
 
 
 def many_ranks_section() -> list[str]:
     """Many ranks on one machine, from bench/many_ranks.py's last run, rendered by that script."""
-    path = os.path.join(RESULTS, "many_ranks.json")
-    if not os.path.exists(path):
+    d = last_result("many_ranks.json")
+    if d is None:
         return []
     import many_ranks
 
-    with open(path) as f:
-        d = json.load(f)
     return ["", *many_ranks.render(d["meta"], d["results"]).splitlines()]
 
 
 def gpu_section() -> list[str]:
     """Training on a GPU fed by W3, from bench/gpu_train.py's last run (on the device machine)."""
-    path = os.path.join(RESULTS, "gpu_train.json")
-    if not os.path.exists(path):
+    d = last_result("gpu_train.json")
+    if d is None:
         return []
-    with open(path) as f:
-        d = json.load(f)
     names = {"stoker": "**stoker** `stoker.torch.loader(device=\"cuda\")`",
              "torchvision": "torchvision `DataLoader(workers=cores, pin_memory=True)`"}
     rows = d["rows"]
