@@ -13,7 +13,7 @@ use stoker::datasets::{
     scan::Scan, shard::Shard, skip::Skip, take::Take, text_line::TextLine, tfrecord::TfRecord,
     unbatch::Unbatch, window::Window, zip::Zip,
 };
-use stoker::plan::{Plan, Step};
+use stoker::plan::{DatasetOp, Plan};
 use stoker::sources::{Opener, TfRecordOpener};
 use stoker::Pipeline;
 use stoker_core::element::{FieldSpec, Schema};
@@ -61,7 +61,7 @@ impl PyPlan {
         }
     }
 
-    fn then(&self, py: Python<'_>, step: impl Into<Step>) -> PyResult<PyPlan> {
+    fn then<T: DatasetOp>(&self, py: Python<'_>, step: T) -> PyResult<PyPlan> {
         Ok(PyPlan::wrap(Plan::new(step).py(py)?))
     }
 
@@ -471,7 +471,7 @@ impl PyPlan {
     ) -> PyResult<PyPlan> {
         let shard = Shard::new(self.plan.clone(), num_shards, index, by_rank);
         if by_rank && num_shards > 0 && index < num_shards {
-            stoker::planner::shard_down::check_rank_share(&shard).py(py)?;
+            stoker::datasets::shard::check_rank_share(&shard).py(py)?;
         }
         self.then(py, shard)
     }

@@ -345,7 +345,7 @@ impl Opener for PyOpener {
             stats: StatsRegistry::under(stats),
             ..ctx.clone()
         };
-        stoker::build::iterate_at(&plan, &child, at)
+        stoker::plan::iterate_at(&plan, &child, at)
     }
 
     fn spec(&self) -> Result<serde_json::Value> {

@@ -9,6 +9,7 @@ use stoker_core::exec::ElementIter;
 use stoker_core::stats::StageSnapshot;
 use stoker_core::Result;
 
+use crate::datasets::{batch::Batch, padded_batch::PaddedBatch};
 use crate::pipeline::Pipeline;
 use crate::plan::Plan;
 use crate::verdict::{diagnose, Verdict};
@@ -225,8 +226,7 @@ fn run(
 /// True when the pipeline's elements are batches (of which the first dimension counts
 /// examples): some step on the way from the sink to a source batches.
 fn has_batch(plan: &Plan) -> bool {
-    matches!(
-        plan.step(),
-        crate::plan::Step::Batch(_) | crate::plan::Step::PaddedBatch(_)
-    ) || plan.step().inputs().into_iter().any(has_batch)
+    plan.op::<Batch>().is_some()
+        || plan.op::<PaddedBatch>().is_some()
+        || plan.step().inputs().into_iter().any(has_batch)
 }

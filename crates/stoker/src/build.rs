@@ -1,5 +1,5 @@
-//! Turns a plan into running iterators. Each step starts its own (see [`crate::datasets`]);
-//! this module holds what they share while a pipeline runs.
+//! What the stages of a running pipeline share: the build context each step starts its
+//! iterator with (see [`crate::plan::iterate_at`]), and what outlives one iteration.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -7,11 +7,10 @@ use std::sync::{Arc, Mutex};
 use stoker_core::element::names;
 use stoker_core::exec::memory_cache::MemoryCache;
 use stoker_core::exec::slices::SlicesIter;
-use stoker_core::exec::{BoxIter, CancelFlag, State};
-use stoker_core::stats::StageStats;
+use stoker_core::exec::CancelFlag;
 use stoker_core::{PipelineOptions, Result, Seeds, StatsRegistry, Tensor};
 
-use crate::plan::{Plan, AUTOTUNE};
+use crate::properties::AUTOTUNE;
 
 /// What every stage of one pipeline shares while it runs.
 #[derive(Clone)]
@@ -69,6 +68,16 @@ impl Resources {
     }
 }
 
+/// Threads for a stage asking for `n` (`None`: not parallel) within a budget of `budget`
+/// threads that `autotuned_stages` stages left to `AUTOTUNE` share.
+pub fn threads_within(budget: usize, autotuned_stages: usize, n: Option<i64>) -> usize {
+    match n {
+        None => 1,
+        Some(AUTOTUNE) => (budget / autotuned_stages.max(1)).max(1),
+        Some(n) => (n.max(1) as usize).min(budget),
+    }
+}
+
 /// The epoch of iteration `iteration` over a pipeline (0 for the first).
 pub fn iteration_epoch(iteration: u64) -> u64 {
     iteration << 32
@@ -102,12 +111,7 @@ impl BuildCtx {
     /// budget, which the stages left to choose share, so that the budget covers the whole
     /// pipeline).
     pub(crate) fn threads_for(&self, n: Option<i64>) -> usize {
-        let budget = self.options.threads();
-        match n {
-            None => 1,
-            Some(AUTOTUNE) => (budget / self.autotuned_stages.max(1)).max(1),
-            Some(n) => (n.max(1) as usize).min(budget),
-        }
+        threads_within(self.options.threads(), self.autotuned_stages, n)
     }
 
     /// The context of pass `pass` of a `repeat` (pass 0 of the first iteration has epoch 0,
@@ -127,14 +131,14 @@ impl BuildCtx {
         }
     }
 
-    /// The memory cache of the `cache` step `node`.
-    pub(crate) fn memory_cache(&self, node: &Plan) -> Arc<MemoryCache> {
+    /// The memory cache of the `cache` step of plan node `node`.
+    pub(crate) fn memory_cache(&self, node: u64) -> Arc<MemoryCache> {
         let mut caches = self
             .resources
             .memory
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        Arc::clone(caches.entry(node.id()).or_default())
+        Arc::clone(caches.entry(node).or_default())
     }
 }
 
@@ -150,20 +154,4 @@ pub(crate) fn file_column(files: &[String]) -> Result<Tensor> {
         .map(|f| bytes::Bytes::from(f.clone().into_bytes()))
         .collect();
     Tensor::from_bytes(vec![files.len()], values, Vec::new())
-}
-
-/// The counters of `plan`'s stage.
-pub(crate) fn stage_stats(plan: &Plan, ctx: &BuildCtx) -> Arc<StageStats> {
-    ctx.stats
-        .stage(plan.id(), &plan.label(), plan.step().kind())
-}
-
-/// Starts iterating over `plan`, from the start of the pass.
-pub fn iterate(plan: &Plan, ctx: &BuildCtx) -> Result<BoxIter> {
-    iterate_at(plan, ctx, None)
-}
-
-/// Starts iterating over `plan` at a state its iterator reported, or from the start.
-pub fn iterate_at(plan: &Plan, ctx: &BuildCtx, at: Option<&State>) -> Result<BoxIter> {
-    plan.step().iterate(plan, ctx, stage_stats(plan, ctx), at)
 }

@@ -9,8 +9,9 @@ use stoker_core::seed::drawn_in_order;
 use stoker_core::stats::StageSnapshot;
 use stoker_core::{Error, Result, Seed, Seeds, StatsRegistry};
 
-use crate::build::{iterate_at, iteration_epoch, BuildCtx, Resources};
-use crate::plan::{Plan, Step};
+use crate::build::{iteration_epoch, BuildCtx, Resources};
+use crate::datasets::options::WithOptions;
+use crate::plan::{iterate_at, Plan};
 use crate::planner::optimize;
 
 pub struct Pipeline {
@@ -69,6 +70,7 @@ impl Pipeline {
             applied: passes,
             notes,
             warnings,
+            autotuned_stages,
         } = optimize(plan)?;
         Ok(Pipeline {
             options: optimized.options(),
@@ -80,7 +82,7 @@ impl Pipeline {
                 .flat_map(|p| p.step().seeds())
                 .collect(),
             seed_values: Mutex::new(None),
-            autotuned_stages: autotuned_stages(&optimized),
+            autotuned_stages,
             plan: optimized,
             passes,
             notes,
@@ -235,10 +237,11 @@ impl Pipeline {
             (None, None) => self.run(self.resources.next_iteration()),
         };
         let at = saved.as_ref().and_then(|s| s.state.as_ref());
-        let (inner, capacity, stats) = match self.plan.step() {
+        let prefetch = self.plan.op::<crate::datasets::prefetch::Prefetch>();
+        let (inner, capacity, stats) = match prefetch {
             // A prefetch reports (and restores at) its input's state.
-            Step::Prefetch(p) if p.capacity(&ctx) != 0 => {
-                let st = crate::build::stage_stats(&self.plan, &ctx);
+            Some(p) if p.capacity(&ctx) != 0 => {
+                let st = crate::plan::stage_stats(&self.plan, &ctx);
                 (iterate_at(&p.input, &ctx, at)?, p.capacity(&ctx), st)
             }
             _ => (
@@ -468,26 +471,6 @@ impl Pipeline {
     }
 }
 
-/// The stages that share the thread budget: those left to `AUTOTUNE` that run element by
-/// element as stages of their own. Not a source's parallel reads (they wait on I/O more than
-/// they compute), not a map over batches (vectorised, a small part of the work), and nothing
-/// below a step that reads its input by random access (it runs no stage there).
-fn autotuned_stages(plan: &Plan) -> usize {
-    let step = plan.step();
-    let here = !step.is_source()
-        && matches!(
-            step.parallelism_knob(),
-            Some((_, Some(crate::plan::AUTOTUNE)))
-        )
-        && !matches!(step, Step::Map(m) if m.input.step().batch_of().is_some());
-    let below: usize = if matches!(step, Step::GlobalShuffle(_)) {
-        0
-    } else {
-        step.inputs().into_iter().map(autotuned_stages).sum()
-    };
-    usize::from(here) + below
-}
-
 /// The plan's nodes, sink first, inputs in order (the order of a state's step hashes).
 fn preorder(plan: &Plan) -> Vec<Plan> {
     let mut out = Vec::new();
@@ -505,9 +488,9 @@ fn step_hashes(plan: &Plan) -> Vec<u32> {
     preorder(plan)
         .iter()
         .map(|p| {
-            let what = match p.step() {
-                Step::WithOptions(o) => format!("{:?}", o.options.on_bad_record),
-                _ => p.label(),
+            let what = match p.op::<WithOptions>() {
+                Some(o) => format!("{:?}", o.options.on_bad_record),
+                None => p.label(),
             };
             let text = format!("{}\n{what}\n{}", p.step().kind(), p.schema());
             crc32c::crc32c(text.as_bytes())

@@ -254,7 +254,7 @@ pub(crate) fn read_files(
 /// handing every element to another thread).
 pub(crate) fn files_in_turn(num_parallel_reads: i64, files: usize, ctx: &BuildCtx) -> usize {
     match num_parallel_reads {
-        crate::plan::AUTOTUNE => ctx.order_budget.min(files.max(1)),
+        crate::properties::AUTOTUNE => ctx.order_budget.min(files.max(1)),
         n => n.max(1) as usize,
     }
 }

@@ -14,8 +14,12 @@ use std::collections::HashMap;
 use serde::Serialize;
 use stoker_core::stats::StageSnapshot;
 
-use crate::datasets::Threads;
-use crate::plan::{Plan, Step};
+use crate::datasets::{
+    batch::Batch, cache::Cache, map::Map, options::WithOptions, padded_batch::PaddedBatch,
+    prefetch::Prefetch,
+};
+use crate::plan::Plan;
+use crate::properties::Threads;
 
 /// One stage's share of the run.
 #[derive(Clone, Debug, Serialize)]
@@ -179,9 +183,10 @@ fn parallelism_knob(plan: &Plan) -> Option<(&'static str, Option<i64>)> {
 }
 
 /// True when the stage gives the same elements in the same order every epoch, so that its
-/// output can be cached: no random op, no Python function, no shuffle (each step declares it).
+/// output can be cached: no random op, no Python function, no shuffle in it or below it (each
+/// step declares what it draws on).
 fn deterministic(plan: &Plan) -> bool {
-    plan.step().deterministic()
+    plan.safe_to_cache_after()
 }
 
 /// Bytes of one element of `plan`'s output, when its schema fixes them.
@@ -210,11 +215,17 @@ fn element_bytes(plan: &Plan) -> Option<usize> {
 /// The batch size of a batch, or of an element-wise map over one (the planner moves such ops
 /// after the batch).
 fn batch_rows(plan: &Plan) -> Option<usize> {
-    match plan.step() {
-        Step::Batch(b) => Some(b.batch_size),
-        Step::PaddedBatch(b) => Some(b.batch_size),
-        Step::Map(m) if m.ops.iter().all(|o| o.elementwise()) => batch_rows(&m.input),
-        _ => None,
+    if let Some(b) = plan.op::<Batch>() {
+        return Some(b.batch_size);
+    }
+    if let Some(b) = plan.op::<PaddedBatch>() {
+        return Some(b.batch_size);
+    }
+    let m = plan.op::<Map>()?;
+    if m.ops.iter().all(|o| o.elementwise()) {
+        batch_rows(&m.input)
+    } else {
+        None
     }
 }
 
@@ -459,10 +470,7 @@ pub fn diagnose(
     }
 
     // Cache the deterministic prefix.
-    let has_cache = model
-        .nodes
-        .iter()
-        .any(|n| matches!(n.plan.step(), Step::Cache(_)));
+    let has_cache = model.nodes.iter().any(|n| n.plan.op::<Cache>().is_some());
     if !has_cache {
         if let Some((top, top_plan, share, removed)) =
             deterministic_prefix(plan, &model, total_busy)
@@ -527,10 +535,10 @@ pub fn diagnose(
 
     // A prefetch at the end (options are not a stage).
     let mut sink = plan;
-    while let Step::WithOptions(o) = sink.step() {
+    while let Some(o) = sink.op::<WithOptions>() {
         sink = &o.input;
     }
-    if !matches!(sink.step(), Step::Prefetch(_)) {
+    if sink.op::<Prefetch>().is_none() {
         recs.push(Recommendation {
             action: "end the pipeline with .prefetch(stoker.AUTOTUNE)".into(),
             stage: None,
@@ -610,9 +618,9 @@ impl ConvertHint {
     fn of(written: &Plan) -> ConvertHint {
         match crate::convert::offline_part(written) {
             Ok((chain, online)) => ConvertHint {
-                decodes_offline: chain.iter().any(|p| match p.step() {
-                    Step::Map(m) => m.ops.iter().any(|o| is_image_decode(o.name())),
-                    _ => false,
+                decodes_offline: chain.iter().any(|p| {
+                    p.op::<Map>()
+                        .is_some_and(|m| m.ops.iter().any(|o| is_image_decode(o.name())))
                 }),
                 first_online: online.into_iter().next(),
             },
@@ -754,7 +762,7 @@ fn last_deterministic(plan: &Plan) -> Option<String> {
         .iter()
         .rev()
         .take_while(|p| deterministic(p))
-        .filter(|p| !matches!(p.step(), Step::WithOptions(_)))
+        .filter(|p| p.op::<WithOptions>().is_none())
         .last()
         .map(|p| p.label())
 }

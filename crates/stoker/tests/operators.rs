@@ -485,7 +485,7 @@ fn a_ranks_share_moves_below_the_batch_and_into_a_global_shuffle() {
     let top = Plan::new(Shard::new(batched, 3, 1, true)).unwrap();
     assert_eq!(
         top.step().cardinality(),
-        stoker::datasets::Cardinality::Finite(2)
+        stoker::properties::Cardinality::Finite(2)
     );
     let p = Pipeline::new(&top).unwrap();
     let text = p.explain();

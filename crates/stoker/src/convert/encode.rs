@@ -8,7 +8,6 @@ use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
 use stoker_core::{DType, Error, Result, Tensor};
 
-use super::ConvertOptions;
 use stoker_formats::example::{Example, Feature};
 use stoker_ops::codecs::encode::{encode_jpeg, encode_png};
 use stoker_ops::image::resize::{resized_u8, ResizeMethod};
@@ -143,16 +142,18 @@ fn describe(schema: &Schema) -> String {
         .join(", ")
 }
 
-/// The Example record of `element` (whose fields are `fields`, in order).
+/// The Example record of `element` (whose fields are `fields`, in order), its images resized
+/// to `resize` on their shorter side where they are longer, and JPEG-encoded at `jpeg_quality`.
 pub fn encode(
     element: &Element,
     fields: &[StoredField],
-    options: &ConvertOptions,
+    resize: Option<usize>,
+    jpeg_quality: u8,
 ) -> Result<Vec<u8>> {
     let mut features = BTreeMap::new();
     for (f, t) in fields.iter().zip(&element.tensors) {
         let smaller;
-        let t = match (options.resize, t.shape()) {
+        let t = match (resize, t.shape()) {
             (Some(n), &[h, w, c]) if is_image(t.dtype(), &f.shape) => match resized(h, w, n) {
                 Some((rh, rw)) => {
                     let pixels = raw(t).map_err(|why| Error::invalid(OP, why))?;
@@ -195,7 +196,7 @@ pub fn encode(
                 let encoded = if f.stored == Stored::Png {
                     encode_png(pixels, (h, w, c), false)
                 } else {
-                    encode_jpeg(pixels, (h, w, c), options.jpeg_quality)
+                    encode_jpeg(pixels, (h, w, c), jpeg_quality)
                 };
                 Feature::bytes(vec![Bytes::from(encoded.map_err(bad)?)])
             }

@@ -46,9 +46,10 @@ use crate::datasets::concatenate::Concatenate;
 use crate::datasets::options::WithOptions;
 use crate::datasets::skip::Skip;
 use crate::datasets::take::Take;
-use crate::datasets::Cardinality;
+use crate::datasets::{global_shuffle::GlobalShuffle, map::Map, shuffle::Shuffle};
 use crate::pipeline::Pipeline;
-use crate::plan::{Plan, Step};
+use crate::plan::Plan;
+use crate::properties::{Cardinality, Randomness};
 pub use encode::Images;
 
 const OP: &str = "convert";
@@ -728,11 +729,7 @@ impl Conversion {
             })?
         };
         for node in &self.chain[1..] {
-            let mut step = node.step().clone();
-            if let Some(input) = step.inputs_mut().into_iter().next() {
-                *input = plan;
-            }
-            plan = Plan::new(step)?;
+            plan = Plan::of_step(node.step().with_inputs(vec![plan]))?;
         }
         let mut options = self.options.clone();
         options.threads = Some(threads.max(1));
@@ -852,7 +849,12 @@ impl Conversion {
             if progress.cancel.load(Relaxed) {
                 return Err(Error::invalid(OP, "cancelled"));
             }
-            let record = encode::encode(&e, &self.fields, &self.convert)?;
+            let record = encode::encode(
+                &e,
+                &self.fields,
+                self.convert.resize,
+                self.convert.jpeg_quality,
+            )?;
             let k = i % outs.len();
             let (elements, index, writer) = &mut outs[k];
             writer
@@ -967,7 +969,7 @@ fn chain_of(plan: &Plan) -> Result<Vec<Plan>> {
 pub(crate) fn offline_part(plan: &Plan) -> Result<(Vec<Plan>, Vec<String>)> {
     let mut chain = chain_of(plan)?;
     let source = &chain[0];
-    if !source.step().deterministic() {
+    if source.randomness() != Randomness::Fixed {
         return Err(Error::invalid(
             OP,
             format!(
@@ -993,12 +995,15 @@ fn augmented_part(plan: &Plan) -> Result<(Vec<Plan>, Vec<String>)> {
     let mut chain = chain_of(plan)?;
     let kept = 1 + chain[1..]
         .iter()
-        .take_while(|p| match p.step() {
+        .take_while(|p| match p.op::<Map>() {
             // Random or not, as long as every op has a spec: no Python, and what a worker
             // of a cluster can build.
-            Step::Map(m) => m.ops.iter().all(|o| o.spec().is_ok()),
-            Step::Shuffle(_) | Step::GlobalShuffle(_) => true,
-            step => step.per_element(),
+            Some(m) => m.ops.iter().all(|o| o.spec().is_ok()),
+            None => {
+                p.op::<Shuffle>().is_some()
+                    || p.op::<GlobalShuffle>().is_some()
+                    || p.step().per_element()
+            }
         })
         .count();
     let online = chain[kept..].iter().map(Plan::label).collect();

@@ -2,6 +2,10 @@
 
 use std::sync::Arc;
 
+use super::common::{input_at, same};
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
 use stoker_core::exec::batch::BatchIter;
@@ -9,16 +13,31 @@ use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{Error, Result, StageStats};
 
-use super::{input_at, same, Cardinality, DatasetOp};
-use crate::build::{iterate_at, BuildCtx};
-use crate::plan::Plan;
-use crate::spec::SpecCtx;
-
 #[derive(Clone, Debug)]
 pub struct Batch {
     pub input: Plan,
     pub batch_size: usize,
     pub drop_remainder: bool,
+    /// Set by the planner (`map_and_batch`): the parallel map right before it runs as one
+    /// stage with it, its workers writing each element into its batch row.
+    pub map_fused: bool,
+}
+
+impl Batch {
+    pub fn new(input: Plan, batch_size: usize, drop_remainder: bool) -> Batch {
+        Batch {
+            input,
+            batch_size,
+            drop_remainder,
+            map_fused: false,
+        }
+    }
+}
+
+impl Plan {
+    pub fn batch(&self, batch_size: usize, drop_remainder: bool) -> Result<Plan> {
+        Plan::new(Batch::new(self.clone(), batch_size, drop_remainder))
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -62,8 +81,8 @@ impl DatasetOp for Batch {
 
     one_input!();
 
-    fn shard_move(&self) -> super::ShardMove {
-        super::ShardMove::Regroups
+    fn shard_move(&self) -> crate::properties::ShardMove {
+        crate::properties::ShardMove::Regroups
     }
 
     fn schema(&self) -> Result<Schema> {
@@ -86,12 +105,12 @@ impl DatasetOp for Batch {
             .batched(self.batch_size, self.drop_remainder)
     }
 
-    fn deterministic(&self) -> bool {
-        true
+    fn randomness(&self) -> Randomness {
+        Randomness::Fixed
     }
 
-    fn threads(&self) -> super::Threads {
-        super::Threads::RowsByInputWorkers
+    fn threads(&self) -> crate::properties::Threads {
+        crate::properties::Threads::RowsByInputWorkers
     }
 
     fn batch_of(&self) -> Option<(usize, bool)> {
@@ -106,9 +125,8 @@ impl DatasetOp for Batch {
         at: Option<&State>,
     ) -> Result<BoxIter> {
         let (size, drop) = (self.batch_size, self.drop_remainder);
-        let fused = super::map::map_and_batch(&self.input, size, drop, &stats, ctx, at)?;
-        if let Some(fused) = fused {
-            return Ok(fused);
+        if self.map_fused {
+            return super::map::map_and_batch(&self.input, size, drop, &stats, ctx, at);
         }
         let inner = iterate_at(&self.input, ctx, input_at(at, Self::KIND, 0)?)?;
         let schema = self.input.schema().clone();
@@ -124,10 +142,10 @@ impl DatasetOp for Batch {
     }
 
     fn from_spec(s: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
-        Ok(Batch {
-            input: super::input_of(input)?,
-            batch_size: s.batch_size,
-            drop_remainder: s.drop_remainder,
-        })
+        Ok(Batch::new(
+            super::common::input_of(input)?,
+            s.batch_size,
+            s.drop_remainder,
+        ))
     }
 }

@@ -9,11 +9,11 @@ use stoker_core::exec::{BoxIter, MakeIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Result, StageStats};
 
-use super::{same, Cardinality, DatasetOp};
-use crate::build::{iterate, BuildCtx};
+use super::common::same;
+use crate::build::BuildCtx;
 use crate::disk_cache;
-use crate::plan::Plan;
-use crate::spec::SpecCtx;
+use crate::plan::{iterate, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 
 #[derive(Clone, Debug)]
 pub struct Cache {
@@ -29,14 +29,25 @@ pub struct Spec {
     filename: Option<String>,
 }
 
+impl Plan {
+    pub fn cache(&self, filename: Option<String>) -> Result<Plan> {
+        Plan::new(Cache {
+            input: self.clone(),
+            filename,
+        })
+    }
+}
+
 impl DatasetOp for Cache {
     const KIND: &'static str = "cache";
     type Spec = Spec;
 
     one_input!();
 
-    fn shard_move(&self) -> super::ShardMove {
-        super::ShardMove::Stops("what it holds would be a shard's share, not every element".into())
+    fn shard_move(&self) -> crate::properties::ShardMove {
+        crate::properties::ShardMove::Stops(
+            "what it holds would be a shard's share, not every element".into(),
+        )
     }
 
     fn schema(&self) -> Result<Schema> {
@@ -55,7 +66,12 @@ impl DatasetOp for Cache {
         self.input.step().cardinality()
     }
 
-    fn deterministic(&self) -> bool {
+    fn randomness(&self) -> Randomness {
+        Randomness::Fixed
+    }
+
+    /// A cache after a cache repeats it.
+    fn cache_after_useful(&self) -> bool {
         false
     }
 
@@ -77,8 +93,10 @@ impl DatasetOp for Cache {
             Ok(WaitMeter::wrap(inner, Arc::clone(&st)))
         };
         let it = match (&self.filename, at) {
-            (None, None) => ctx.memory_cache(node).iterate(ctx.epoch, &mut make_at)?,
-            (None, Some(s)) => ctx.memory_cache(node).restore(&mut make_at, s)?,
+            (None, None) => ctx
+                .memory_cache(node.id())
+                .iterate(ctx.epoch, &mut make_at)?,
+            (None, Some(s)) => ctx.memory_cache(node.id()).restore(&mut make_at, s)?,
             (Some(path), at) => {
                 let epoch = ctx.epoch;
                 let make: MakeIter = Box::new(move || make_at(epoch));
@@ -96,7 +114,7 @@ impl DatasetOp for Cache {
 
     fn from_spec(s: Spec, input: Option<Plan>, ctx: &SpecCtx) -> Result<Self> {
         Ok(Cache {
-            input: super::input_of(input)?,
+            input: super::common::input_of(input)?,
             filename: s.filename.map(|f| ctx.load_path(&f)),
         })
     }

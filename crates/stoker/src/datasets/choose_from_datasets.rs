@@ -12,11 +12,11 @@ use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{DType, Error, Result, StageStats};
 
+use super::common::input_at;
 use super::sample_from_datasets::{mixed_cardinality, mixed_schema, start_inputs, MixIter, Picker};
-use super::{input_at, Cardinality, DatasetOp};
-use crate::build::{iterate_at, BuildCtx};
-use crate::plan::Plan;
-use crate::spec::SpecCtx;
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 
 #[derive(Clone, Debug)]
 pub struct ChooseFromDatasets {
@@ -80,8 +80,8 @@ impl DatasetOp for ChooseFromDatasets {
         mixed_cardinality(&self.inputs)
     }
 
-    fn deterministic(&self) -> bool {
-        false
+    fn randomness(&self) -> Randomness {
+        Randomness::Fixed
     }
 
     fn iterate(
@@ -111,9 +111,9 @@ impl DatasetOp for ChooseFromDatasets {
     fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Spec>> {
         Ok(Some(Spec {
             datasets: (self.inputs.iter())
-                .map(|p| crate::spec::steps_of(p, ctx))
+                .map(|p| ctx.steps_of(p))
                 .collect::<Result<_>>()?,
-            choice_dataset: crate::spec::steps_of(&self.choices, ctx)?,
+            choice_dataset: ctx.steps_of(&self.choices)?,
             stop_on_empty_dataset: self.stop_on_empty_dataset,
         }))
     }
@@ -121,9 +121,9 @@ impl DatasetOp for ChooseFromDatasets {
     fn from_spec(s: Spec, _: Option<Plan>, ctx: &SpecCtx) -> Result<Self> {
         Ok(ChooseFromDatasets {
             inputs: (s.datasets.iter())
-                .map(|steps| crate::spec::plan_of(steps, ctx))
+                .map(|steps| ctx.plan_of(steps))
                 .collect::<Result<Vec<_>>>()?,
-            choices: crate::spec::plan_of(&s.choice_dataset, ctx)?,
+            choices: ctx.plan_of(&s.choice_dataset)?,
             stop_on_empty_dataset: s.stop_on_empty_dataset,
         })
     }

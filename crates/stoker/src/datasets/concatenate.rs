@@ -4,16 +4,15 @@
 
 use std::sync::Arc;
 
+use super::common::input_at;
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Names, Schema};
 use stoker_core::exec::{BoxIter, ElementIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Error, Result, StageStats};
-
-use super::{input_at, Cardinality, DatasetOp};
-use crate::build::{iterate_at, BuildCtx};
-use crate::plan::Plan;
-use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
 pub struct Concatenate {
@@ -62,8 +61,8 @@ impl DatasetOp for Concatenate {
         }
     }
 
-    fn deterministic(&self) -> bool {
-        false
+    fn randomness(&self) -> Randomness {
+        Randomness::Fixed
     }
 
     fn iterate(
@@ -102,14 +101,14 @@ impl DatasetOp for Concatenate {
 
     fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Spec>> {
         Ok(Some(Spec {
-            dataset: crate::spec::steps_of(&self.other, ctx)?,
+            dataset: ctx.steps_of(&self.other)?,
         }))
     }
 
     fn from_spec(s: Spec, input: Option<Plan>, ctx: &SpecCtx) -> Result<Self> {
         Ok(Concatenate {
-            input: super::input_of(input)?,
-            other: crate::spec::plan_of(&s.dataset, ctx)?,
+            input: super::common::input_of(input)?,
+            other: ctx.plan_of(&s.dataset)?,
         })
     }
 }

@@ -3,16 +3,15 @@
 
 use std::sync::Arc;
 
+use super::common::not_loadable;
+use crate::build::BuildCtx;
+use crate::plan::{DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
 use stoker_core::exec::{BoxIter, ElementIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{Error, Result, StageStats};
-
-use super::{not_loadable, Cardinality, DatasetOp};
-use crate::build::BuildCtx;
-use crate::plan::Plan;
-use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
 pub struct Elements {
@@ -43,8 +42,8 @@ impl DatasetOp for Elements {
         Cardinality::Finite(self.elements.len() as u64)
     }
 
-    fn deterministic(&self) -> bool {
-        true
+    fn randomness(&self) -> Randomness {
+        Randomness::Fixed
     }
 
     fn iterate(

@@ -2,17 +2,16 @@
 
 use std::sync::Arc;
 
+use super::common::{input_at, unique};
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{FieldSpec, Schema};
 use stoker_core::exec::enumerate::EnumerateIter;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{DType, Result, StageStats};
-
-use super::{input_at, unique, Cardinality, DatasetOp};
-use crate::build::{iterate_at, BuildCtx};
-use crate::plan::Plan;
-use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
 pub struct Enumerate {
@@ -61,8 +60,8 @@ impl DatasetOp for Enumerate {
         self.input.step().cardinality()
     }
 
-    fn deterministic(&self) -> bool {
-        true
+    fn randomness(&self) -> Randomness {
+        Randomness::Fixed
     }
 
     fn iterate(
@@ -95,7 +94,7 @@ impl DatasetOp for Enumerate {
 
     fn from_spec(s: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
         Ok(Enumerate {
-            input: super::input_of(input)?,
+            input: super::common::input_of(input)?,
             start: s.start,
             index_name: s.index_name,
             prefix: s.prefix,

@@ -2,6 +2,10 @@
 
 use std::sync::Arc;
 
+use super::common::{input_at, not_loadable, same};
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
 use stoker_core::exec::filter::FilterIter;
@@ -9,11 +13,6 @@ use stoker_core::exec::{BoxIter, State};
 use stoker_core::op::Predicate;
 use stoker_core::stats::Metered;
 use stoker_core::{Result, StageStats};
-
-use super::{input_at, not_loadable, same, Cardinality, DatasetOp};
-use crate::build::{iterate_at, BuildCtx};
-use crate::plan::Plan;
-use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
 pub struct Filter {
@@ -33,8 +32,8 @@ impl DatasetOp for Filter {
 
     one_input!();
 
-    fn shard_move(&self) -> super::ShardMove {
-        super::ShardMove::Stops(
+    fn shard_move(&self) -> crate::properties::ShardMove {
+        crate::properties::ShardMove::Stops(
             "it keeps a number of elements that is known only once they are made, so the \
              shares below it would differ from those of its output"
                 .into(),
@@ -54,8 +53,12 @@ impl DatasetOp for Filter {
         Cardinality::Unknown
     }
 
-    fn deterministic(&self) -> bool {
-        false
+    fn randomness(&self) -> Randomness {
+        Randomness::External
+    }
+
+    fn transforms(&self) -> bool {
+        true
     }
 
     fn batch_of(&self) -> Option<(usize, bool)> {

@@ -11,11 +11,11 @@ use stoker_core::{DType, Error, Result, StageStats};
 use stoker_formats::fixed_length::{FixedLengthIter, Framing};
 use stoker_formats::Compression;
 
-use super::{Cardinality, DatasetOp, Strings};
+use super::common::Strings;
 use crate::build::BuildCtx;
-use crate::plan::Plan;
+use crate::plan::{DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 use crate::sources::{files_in_turn, read_files};
-use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
 pub struct FixedLengthRecord {
@@ -100,12 +100,12 @@ impl DatasetOp for FixedLengthRecord {
         Cardinality::Unknown
     }
 
-    fn deterministic(&self) -> bool {
-        true
+    fn randomness(&self) -> Randomness {
+        Randomness::Fixed
     }
 
-    fn threads(&self) -> super::Threads {
-        super::Threads::Workers
+    fn threads(&self) -> crate::properties::Threads {
+        crate::properties::Threads::Workers
     }
 
     fn parallelism_knob(&self) -> Option<(&'static str, Option<i64>)> {

@@ -2,17 +2,15 @@
 
 use std::sync::Arc;
 
+use super::common::{rows_cardinality, rows_iterate, rows_schema, RowAccess};
+use crate::build::BuildCtx;
+use crate::plan::{DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
+use crate::random_access::RandomAccess;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::{Result, StageStats, Tensor};
-
-use super::{
-    rows_cardinality, rows_iterate, rows_schema, Cardinality, DatasetOp, RandomAccess, RowAccess,
-};
-use crate::build::BuildCtx;
-use crate::plan::Plan;
-use crate::spec::SpecCtx;
 
 #[derive(Clone)]
 pub struct FromNpz {
@@ -49,6 +47,13 @@ pub struct Spec {
     name: Option<String>,
 }
 
+impl Plan {
+    /// The rows of every array of an `.npz` file, or of one `.npy` file (as field `name`).
+    pub fn from_npz(path: &str, name: Option<String>) -> Result<Plan> {
+        Plan::new(FromNpz::load(path, name)?)
+    }
+}
+
 impl DatasetOp for FromNpz {
     const KIND: &'static str = "from_npz";
     const SOURCE: bool = true;
@@ -64,8 +69,8 @@ impl DatasetOp for FromNpz {
         rows_cardinality(&self.columns)
     }
 
-    fn deterministic(&self) -> bool {
-        true
+    fn randomness(&self) -> Randomness {
+        Randomness::Fixed
     }
 
     fn iterate(

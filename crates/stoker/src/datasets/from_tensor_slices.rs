@@ -2,18 +2,16 @@
 
 use std::sync::Arc;
 
+use super::common::{rows_cardinality, rows_iterate, rows_schema, RowAccess};
+use crate::build::BuildCtx;
+use crate::plan::{DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
+use crate::random_access::RandomAccess;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::{DType, Error, Result, StageStats, Tensor};
-
-use super::{
-    rows_cardinality, rows_iterate, rows_schema, Cardinality, DatasetOp, RandomAccess, RowAccess,
-};
-use crate::build::BuildCtx;
-use crate::plan::Plan;
-use crate::spec::SpecCtx;
 
 #[derive(Clone)]
 pub struct FromTensorSlices {
@@ -36,8 +34,8 @@ impl DatasetOp for FromTensorSlices {
         rows_cardinality(&self.columns)
     }
 
-    fn deterministic(&self) -> bool {
-        true
+    fn randomness(&self) -> Randomness {
+        Randomness::Fixed
     }
 
     fn iterate(

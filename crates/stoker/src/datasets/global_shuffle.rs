@@ -13,11 +13,11 @@ use stoker_core::exec::{BoxIter, ElementIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{Error, Result, Seed, StageStats};
 
-use super::shard::Share;
-use super::{same, Cardinality, DatasetOp, RandomAccess};
+use super::common::same;
 use crate::build::BuildCtx;
-use crate::plan::Plan;
-use crate::spec::SpecCtx;
+use crate::plan::{DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness, Share};
+use crate::random_access::RandomAccess;
 
 #[derive(Clone, Debug)]
 pub struct GlobalShuffle {
@@ -57,7 +57,9 @@ impl GlobalShuffle {
     /// The number of elements of its input: as the plan knows it, else counted by random
     /// access (a permutation of the whole pass needs the count anyway).
     fn input_count(&self) -> Cardinality {
-        *self.counted.get_or_init(|| super::counted(&self.input))
+        *self
+            .counted
+            .get_or_init(|| crate::plan::counted(&self.input))
     }
 }
 
@@ -85,10 +87,10 @@ impl DatasetOp for GlobalShuffle {
 
     one_input!();
 
-    fn shard_move(&self) -> super::ShardMove {
+    fn shard_move(&self) -> crate::properties::ShardMove {
         match self.share {
-            None => super::ShardMove::TakesIn,
-            Some(_) => super::ShardMove::Stops("it hands out a shard already".into()),
+            None => crate::properties::ShardMove::TakesIn,
+            Some(_) => crate::properties::ShardMove::Stops("it hands out a shard already".into()),
         }
     }
 
@@ -122,8 +124,12 @@ impl DatasetOp for GlobalShuffle {
         }
     }
 
-    fn deterministic(&self) -> bool {
-        false
+    fn randomness(&self) -> Randomness {
+        Randomness::Seeded
+    }
+
+    fn take_in(&self, share: Share) -> Option<Self> {
+        Some(self.taking(share))
     }
 
     fn iterate(
@@ -195,7 +201,11 @@ impl DatasetOp for GlobalShuffle {
     fn from_spec(s: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
         Ok(GlobalShuffle {
             share: s.shard,
-            ..GlobalShuffle::new(super::input_of(input)?, s.seed, s.reshuffle_each_iteration)
+            ..GlobalShuffle::new(
+                super::common::input_of(input)?,
+                s.seed,
+                s.reshuffle_each_iteration,
+            )
         })
     }
 }

@@ -18,11 +18,11 @@ use stoker_core::exec::{BoxIter, ElementIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Error, Result, StageStats, StatsRegistry};
 
+use super::common::{not_loadable, pass_over};
 use super::elements::Elements;
-use super::{not_loadable, pass_over, Cardinality, DatasetOp};
-use crate::build::{iterate_at, BuildCtx};
-use crate::plan::Plan;
-use crate::spec::SpecCtx;
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 
 /// The key, window size and reduce functions.
 pub trait Grouper: Send + Sync + Debug {
@@ -66,8 +66,8 @@ impl DatasetOp for GroupByWindow {
         }
     }
 
-    fn deterministic(&self) -> bool {
-        false
+    fn randomness(&self) -> Randomness {
+        Randomness::External
     }
 
     fn iterate(

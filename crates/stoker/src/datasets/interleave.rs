@@ -10,11 +10,11 @@ use stoker_core::exec::{BoxIter, State};
 use stoker_core::{Error, Result, StageStats};
 use stoker_formats::Compression;
 
-use super::{check_parallelism, Cardinality, DatasetOp};
-use crate::build::{iterate, BuildCtx};
-use crate::plan::Plan;
+use super::common::check_parallelism;
+use crate::build::BuildCtx;
+use crate::plan::{iterate, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 use crate::sources::{Opener, TfRecordOpener};
-use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
 pub struct Interleave {
@@ -64,8 +64,8 @@ impl DatasetOp for Interleave {
 
     one_input!();
 
-    fn shard_move(&self) -> super::ShardMove {
-        super::ShardMove::Stops(
+    fn shard_move(&self) -> crate::properties::ShardMove {
+        crate::properties::ShardMove::Stops(
             "it makes several elements of each input element, in an order that mixes them".into(),
         )
     }
@@ -85,12 +85,16 @@ impl DatasetOp for Interleave {
         Cardinality::Unknown
     }
 
-    fn deterministic(&self) -> bool {
-        false
+    fn randomness(&self) -> Randomness {
+        Randomness::External
     }
 
-    fn threads(&self) -> super::Threads {
-        super::Threads::Workers
+    fn transforms(&self) -> bool {
+        true
+    }
+
+    fn threads(&self) -> crate::properties::Threads {
+        crate::properties::Threads::Workers
     }
 
     fn parallelism_knob(&self) -> Option<(&'static str, Option<i64>)> {
@@ -150,7 +154,7 @@ impl DatasetOp for Interleave {
             ));
         }
         Ok(Interleave {
-            input: super::input_of(input)?,
+            input: super::common::input_of(input)?,
             opener: Arc::new(TfRecordOpener {
                 compression: Compression::parse(&d.compression_type)?,
                 verify_crc: d.verify_crc,

@@ -3,6 +3,11 @@
 
 use std::sync::Arc;
 
+use super::common::{RowAccess, Strings};
+use crate::build::{file_column, file_names, BuildCtx};
+use crate::plan::{DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
+use crate::random_access::RandomAccess;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::names;
 use stoker_core::element::{FieldSpec, Schema};
@@ -10,11 +15,6 @@ use stoker_core::exec::shuffle::epoch_seed;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{DType, Result, Seed, StageStats};
-
-use super::{Cardinality, DatasetOp, RandomAccess, RowAccess, Strings};
-use crate::build::{file_column, file_names, BuildCtx};
-use crate::plan::Plan;
-use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
 pub struct ListFiles {
@@ -67,6 +67,13 @@ fn yes() -> bool {
     true
 }
 
+impl Plan {
+    /// File names matching `patterns`, sorted, or shuffled with `seed` (a new order each epoch).
+    pub fn list_files(patterns: Vec<String>, shuffle: bool, seed: Option<u64>) -> Result<Plan> {
+        Plan::new(ListFiles::new(patterns, shuffle, seed)?)
+    }
+}
+
 impl DatasetOp for ListFiles {
     const KIND: &'static str = "list_files";
     const SOURCE: bool = true;
@@ -86,8 +93,12 @@ impl DatasetOp for ListFiles {
         Cardinality::Finite(self.files.len() as u64)
     }
 
-    fn deterministic(&self) -> bool {
-        !self.shuffle
+    fn randomness(&self) -> Randomness {
+        if self.shuffle {
+            Randomness::Seeded
+        } else {
+            Randomness::Fixed
+        }
     }
 
     fn supports_random_access(&self) -> bool {

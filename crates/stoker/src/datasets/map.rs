@@ -3,6 +3,11 @@
 
 use std::sync::Arc;
 
+use super::common::{check_parallelism, input_at, same};
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness, AUTOTUNE};
+use crate::random_access::RandomAccess;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
 use stoker_core::exec::map::{apply_chain, MapIter, OpChain, Positions};
@@ -15,11 +20,6 @@ use stoker_core::op::Op;
 use stoker_core::stats::Metered;
 use stoker_core::{ErrorPolicy, Result, StageStats};
 use stoker_ops::OpSpec;
-
-use super::{check_parallelism, input_at, same, Cardinality, DatasetOp, RandomAccess};
-use crate::build::{iterate_at, BuildCtx};
-use crate::plan::{Plan, AUTOTUNE};
-use crate::spec::SpecCtx;
 
 #[derive(Clone)]
 pub struct Map {
@@ -63,6 +63,23 @@ impl Map {
     }
 }
 
+impl Plan {
+    pub fn map(
+        &self,
+        ops: Vec<Arc<dyn Op>>,
+        num_parallel_calls: Option<i64>,
+        deterministic: Option<bool>,
+    ) -> Result<Plan> {
+        Plan::new(Map {
+            input: self.clone(),
+            ops,
+            num_parallel_calls,
+            deterministic,
+            positions: Default::default(),
+        })
+    }
+}
+
 impl DatasetOp for Map {
     const KIND: &'static str = "map";
     type Spec = Spec;
@@ -98,8 +115,34 @@ impl DatasetOp for Map {
         self.input.step().cardinality()
     }
 
-    fn deterministic(&self) -> bool {
-        self.ops.iter().all(|op| op.deterministic())
+    /// Fixed when every op is; seeded when the ops that are not draw from their seeds; else
+    /// an op runs code stoker cannot see into (a Python function).
+    fn randomness(&self) -> Randomness {
+        let drawing = self.ops.iter().filter(|op| !op.deterministic());
+        let mut any = false;
+        for op in drawing {
+            if op.seeds().is_empty() {
+                return Randomness::External;
+            }
+            any = true;
+        }
+        if any {
+            Randomness::Seeded
+        } else {
+            Randomness::Fixed
+        }
+    }
+
+    fn transforms(&self) -> bool {
+        true
+    }
+
+    /// Below a shard its ops see the positions their elements had in the whole stream.
+    fn below_shard(&self, n: u64, i: u64) -> Option<Self> {
+        Some(Map {
+            positions: self.positions.below_shard(n, i),
+            ..self.clone()
+        })
     }
 
     fn seeds(&self) -> Vec<stoker_core::Seed> {
@@ -110,16 +153,16 @@ impl DatasetOp for Map {
         true
     }
 
-    fn shard_move(&self) -> super::ShardMove {
-        super::ShardMove::Through
+    fn shard_move(&self) -> crate::properties::ShardMove {
+        crate::properties::ShardMove::Through
     }
 
     fn per_element(&self) -> bool {
-        self.deterministic()
+        self.randomness() == Randomness::Fixed
     }
 
-    fn threads(&self) -> super::Threads {
-        super::Threads::Workers
+    fn threads(&self) -> crate::properties::Threads {
+        crate::properties::Threads::Workers
     }
 
     fn parallelism_knob(&self) -> Option<(&'static str, Option<i64>)> {
@@ -202,7 +245,7 @@ impl DatasetOp for Map {
             input: Arc::from(input),
             ops: Arc::from(self.ops.clone()),
             epoch: ctx.epoch,
-            stats: crate::build::stage_stats(node, ctx),
+            stats: crate::plan::stage_stats(node, ctx),
             seeds: Arc::clone(&ctx.seeds),
             policy: ctx.options.on_bad_record,
             positions: self.positions,
@@ -226,7 +269,7 @@ impl DatasetOp for Map {
             .map(|o| OpSpec::from_json(o).and_then(OpSpec::build))
             .collect::<Result<Vec<_>>>()?;
         Ok(Map {
-            input: super::input_of(input)?,
+            input: super::common::input_of(input)?,
             ops,
             num_parallel_calls: s.num_parallel_calls,
             deterministic: s.deterministic,
@@ -260,8 +303,7 @@ fn parallel_config(
 }
 
 /// A parallel `map` right before a `batch`, run as one stage whose workers write each element
-/// into its batch row; `None` when `map_plan` is not a parallel map, or when bad records are
-/// skipped (a dropped element would leave a hole in its batch).
+/// into its batch row (where the planner fused them: see `planner::map_and_batch`).
 pub(crate) fn map_and_batch(
     map_plan: &Plan,
     batch_size: usize,
@@ -269,16 +311,15 @@ pub(crate) fn map_and_batch(
     batch_stats: &Arc<StageStats>,
     ctx: &BuildCtx,
     at: Option<&State>,
-) -> Result<Option<BoxIter>> {
-    let crate::Step::Map(map) = map_plan.step() else {
-        return Ok(None);
+) -> Result<BoxIter> {
+    let Some(map) = map_plan.op::<Map>() else {
+        return Err(stoker_core::Error::Internal(format!(
+            "a batch fused with the map before it is over {}",
+            map_plan.label()
+        )));
     };
     let workers = ctx.threads_for(map.num_parallel_calls);
     let policy = ctx.options.on_bad_record;
-    let on = crate::planner::enabled(&ctx.options, crate::planner::MAP_AND_BATCH);
-    if !on || map.num_parallel_calls.is_none() || workers <= 1 || policy != ErrorPolicy::Raise {
-        return Ok(None);
-    }
     let map_stats = ctx.stats.stage(map_plan.id(), &map_plan.label(), Map::KIND);
     // The state of a batch over this map, as the fused stage reports it too.
     let map_at = input_at(at, "batch", 0)?;
@@ -294,14 +335,14 @@ pub(crate) fn map_and_batch(
         drop_remainder,
         rows: map_plan.schema().clone(),
     };
-    Ok(Some(Box::new(ParallelMapBatch::spawn(
+    Ok(Box::new(ParallelMapBatch::spawn(
         inner,
         Arc::from(map.ops.clone()),
         config,
         batch,
         map_stats,
         Arc::clone(batch_stats),
-    )?)))
+    )?))
 }
 
 /// Random access through a map: the input's element at a position, mapped as the map would

@@ -3,14 +3,14 @@
 
 use std::sync::Arc;
 
+use super::common::same;
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
+use crate::random_access::RandomAccess;
 use stoker_core::element::Schema;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::{ErrorPolicy, PipelineOptions, Result, StageStats};
-
-use super::{same, Cardinality, DatasetOp, RandomAccess};
-use crate::build::{iterate_at, BuildCtx};
-use crate::plan::Plan;
-use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
 pub struct WithOptions {
@@ -28,12 +28,12 @@ impl DatasetOp for WithOptions {
         true
     }
 
-    fn shard_move(&self) -> super::ShardMove {
-        super::ShardMove::Through
+    fn shard_move(&self) -> crate::properties::ShardMove {
+        crate::properties::ShardMove::Through
     }
 
     fn schema(&self) -> Result<Schema> {
-        crate::planner::check_passes(&self.options)?;
+        crate::passes::check_passes(&self.options)?;
         Ok(same(&self.input))
     }
 
@@ -67,8 +67,12 @@ impl DatasetOp for WithOptions {
         }
     }
 
-    fn deterministic(&self) -> bool {
-        true
+    fn randomness(&self) -> Randomness {
+        Randomness::Fixed
+    }
+
+    fn options(&self) -> Option<&PipelineOptions> {
+        Some(&self.options)
     }
 
     fn per_element(&self) -> bool {
@@ -104,7 +108,7 @@ impl DatasetOp for WithOptions {
 
     fn from_spec(options: PipelineOptions, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
         Ok(WithOptions {
-            input: super::input_of(input)?,
+            input: super::common::input_of(input)?,
             options,
         })
     }

@@ -12,10 +12,10 @@ use stoker_core::stats::Metered;
 use stoker_core::{DType, Error, Result, StageStats};
 
 use super::batch::{batch_label, batched};
-use super::{input_at, same, Cardinality, DatasetOp};
-use crate::build::{iterate_at, BuildCtx};
-use crate::plan::Plan;
-use crate::spec::SpecCtx;
+use super::common::{input_at, same};
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 
 #[derive(Clone, Debug)]
 pub struct PaddedBatch {
@@ -40,14 +40,30 @@ pub struct Spec {
     padding_value: Option<f64>,
 }
 
+impl Plan {
+    pub fn padded_batch(
+        &self,
+        batch_size: usize,
+        drop_remainder: bool,
+        padding: Padding,
+    ) -> Result<Plan> {
+        Plan::new(PaddedBatch {
+            input: self.clone(),
+            batch_size,
+            drop_remainder,
+            padding: Arc::new(padding),
+        })
+    }
+}
+
 impl DatasetOp for PaddedBatch {
     const KIND: &'static str = "padded_batch";
     type Spec = Spec;
 
     one_input!();
 
-    fn shard_move(&self) -> super::ShardMove {
-        super::ShardMove::Regroups
+    fn shard_move(&self) -> crate::properties::ShardMove {
+        crate::properties::ShardMove::Regroups
     }
 
     fn schema(&self) -> Result<Schema> {
@@ -70,8 +86,8 @@ impl DatasetOp for PaddedBatch {
             .batched(self.batch_size, self.drop_remainder)
     }
 
-    fn deterministic(&self) -> bool {
-        true
+    fn randomness(&self) -> Randomness {
+        Randomness::Fixed
     }
 
     fn batch_of(&self) -> Option<(usize, bool)> {
@@ -108,7 +124,7 @@ impl DatasetOp for PaddedBatch {
 
     fn from_spec(s: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
         Ok(PaddedBatch {
-            input: super::input_of(input)?,
+            input: super::common::input_of(input)?,
             batch_size: s.batch_size,
             drop_remainder: s.drop_remainder,
             padding: Arc::new(Padding {

@@ -2,16 +2,16 @@
 
 use std::sync::Arc;
 
+use super::common::same;
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness, AUTOTUNE};
+use crate::random_access::RandomAccess;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
 use stoker_core::exec::prefetch::Prefetch as PrefetchIter;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::{Error, Result, StageStats};
-
-use super::{same, Cardinality, DatasetOp, RandomAccess};
-use crate::build::{iterate_at, BuildCtx};
-use crate::plan::{Plan, AUTOTUNE};
-use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
 pub struct Prefetch {
@@ -40,6 +40,15 @@ fn autotune() -> i64 {
     AUTOTUNE
 }
 
+impl Plan {
+    pub fn prefetch(&self, buffer_size: i64) -> Result<Plan> {
+        Plan::new(Prefetch {
+            input: self.clone(),
+            buffer_size,
+        })
+    }
+}
+
 impl DatasetOp for Prefetch {
     const KIND: &'static str = "prefetch";
     type Spec = Spec;
@@ -50,8 +59,8 @@ impl DatasetOp for Prefetch {
         true
     }
 
-    fn shard_move(&self) -> super::ShardMove {
-        super::ShardMove::Through
+    fn shard_move(&self) -> crate::properties::ShardMove {
+        crate::properties::ShardMove::Through
     }
 
     fn schema(&self) -> Result<Schema> {
@@ -71,8 +80,8 @@ impl DatasetOp for Prefetch {
         }
     }
 
-    fn threads(&self) -> super::Threads {
-        super::Threads::FeedsInputOnOwnThread
+    fn threads(&self) -> crate::properties::Threads {
+        crate::properties::Threads::FeedsInputOnOwnThread
     }
 
     /// A cache belongs before the prefetch.
@@ -80,7 +89,12 @@ impl DatasetOp for Prefetch {
         self.input.step().cardinality()
     }
 
-    fn deterministic(&self) -> bool {
+    fn randomness(&self) -> Randomness {
+        Randomness::Fixed
+    }
+
+    /// A buffer: the cache belongs below it, where the work is.
+    fn cache_after_useful(&self) -> bool {
         false
     }
 
@@ -124,7 +138,7 @@ impl DatasetOp for Prefetch {
 
     fn from_spec(s: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
         Ok(Prefetch {
-            input: super::input_of(input)?,
+            input: super::common::input_of(input)?,
             buffer_size: s.buffer_size,
         })
     }

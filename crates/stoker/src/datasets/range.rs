@@ -8,11 +8,11 @@ use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{DType, Error, Result, StageStats, Tensor};
 
-use super::{Cardinality, DatasetOp, RandomAccess};
 use crate::build::BuildCtx;
-use crate::plan::Plan;
+use crate::plan::{DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
+use crate::random_access::RandomAccess;
 use crate::sources::RangeIter;
-use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
 pub struct Range {
@@ -57,8 +57,8 @@ impl DatasetOp for Range {
         Cardinality::Finite(self.count())
     }
 
-    fn deterministic(&self) -> bool {
-        true
+    fn randomness(&self) -> Randomness {
+        Randomness::Fixed
     }
 
     fn iterate(

@@ -3,17 +3,16 @@
 
 use std::sync::Arc;
 
+use super::common::same;
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
 use stoker_core::exec::repeat::{MakePass, RepeatIter};
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Result, StageStats};
-
-use super::{same, Cardinality, DatasetOp};
-use crate::build::{iterate_at, BuildCtx};
-use crate::plan::Plan;
-use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
 pub struct Repeat {
@@ -34,8 +33,8 @@ impl DatasetOp for Repeat {
 
     one_input!();
 
-    fn shard_move(&self) -> super::ShardMove {
-        super::ShardMove::Stops(
+    fn shard_move(&self) -> crate::properties::ShardMove {
+        crate::properties::ShardMove::Stops(
             "each pass of its input would be shared out from its own start, not the stream \
              of passes"
                 .into(),
@@ -66,7 +65,12 @@ impl DatasetOp for Repeat {
         }
     }
 
-    fn deterministic(&self) -> bool {
+    fn randomness(&self) -> Randomness {
+        Randomness::Fixed
+    }
+
+    /// Its passes repeat already: a cache belongs below it, over one pass.
+    fn cache_after_useful(&self) -> bool {
         false
     }
 
@@ -100,7 +104,7 @@ impl DatasetOp for Repeat {
 
     fn from_spec(s: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
         Ok(Repeat {
-            input: super::input_of(input)?,
+            input: super::common::input_of(input)?,
             count: s.count,
         })
     }

@@ -24,11 +24,11 @@ use stoker_core::exec::{BoxIter, ElementIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Error, Result, Seed, StageStats};
 
+use super::common::input_at;
 use super::concatenate::{field_order, merged_schema, reordered};
-use super::{input_at, Cardinality, DatasetOp};
-use crate::build::{iterate_at, BuildCtx};
-use crate::plan::Plan;
-use crate::spec::SpecCtx;
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 
 #[derive(Clone, Debug)]
 pub struct SampleFromDatasets {
@@ -166,8 +166,8 @@ impl DatasetOp for SampleFromDatasets {
         mixed_cardinality(&self.inputs)
     }
 
-    fn deterministic(&self) -> bool {
-        false
+    fn randomness(&self) -> Randomness {
+        Randomness::Seeded
     }
 
     fn iterate(
@@ -221,7 +221,7 @@ impl DatasetOp for SampleFromDatasets {
     fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Spec>> {
         Ok(Some(Spec {
             datasets: (self.inputs.iter())
-                .map(|p| crate::spec::steps_of(p, ctx))
+                .map(|p| ctx.steps_of(p))
                 .collect::<Result<_>>()?,
             weights: self.weights.clone(),
             seed: self.seed.given_value(),
@@ -232,7 +232,7 @@ impl DatasetOp for SampleFromDatasets {
 
     fn from_spec(s: Spec, _: Option<Plan>, ctx: &SpecCtx) -> Result<Self> {
         let inputs = (s.datasets.iter())
-            .map(|steps| crate::spec::plan_of(steps, ctx))
+            .map(|steps| ctx.plan_of(steps))
             .collect::<Result<Vec<_>>>()?;
         SampleFromDatasets::new(
             inputs,

@@ -9,16 +9,15 @@
 use std::fmt::Debug;
 use std::sync::Arc;
 
+use super::common::{not_loadable, pass_over};
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
 use stoker_core::exec::{BoxIter, ElementIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Error, Result, StageStats};
-
-use super::{not_loadable, pass_over, Cardinality, DatasetOp};
-use crate::build::{iterate_at, BuildCtx};
-use crate::plan::Plan;
-use crate::spec::SpecCtx;
 
 /// A scan function and its initial state.
 pub trait Scanner: Send + Sync + Debug {
@@ -62,8 +61,12 @@ impl DatasetOp for Scan {
         self.input.step().cardinality()
     }
 
-    fn deterministic(&self) -> bool {
-        false
+    fn randomness(&self) -> Randomness {
+        Randomness::External
+    }
+
+    fn transforms(&self) -> bool {
+        true
     }
 
     fn iterate(

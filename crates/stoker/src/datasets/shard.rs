@@ -3,7 +3,29 @@
 //! A rank's share of a data-parallel job (`by_rank`, what the framework adapters make) is
 //! the same, except that every rank gets as many elements: the input's last
 //! `count % num_shards` are dropped. The planner moves a shard towards the source, where the
-//! elements the other ranks keep are not made at all (see `planner::shard_down`).
+//! elements the other ranks keep are not made at all (see [`place`] below).
+//!
+//! ## Where a shard goes (the planner's `shard_down` pass)
+//!
+//! `shard_down`: a `shard` moves towards the source, so that each shard makes only its own
+//! elements instead of making every element and keeping every n-th.
+//!
+//! Each step says how a shard right above it can move ([`ShardMove`]): through a step that
+//! makes output element `k` of input element `k` (a prefetch, a map), below a `take`
+//! (sharing out its prefix), into a `global_shuffle` (which then reads only the share's
+//! positions of its permutation). A map the shard moved below sees, as its elements'
+//! positions, those they had in the whole stream, so its random ops give each element the
+//! same result whatever the number of shards.
+//!
+//! A user's `shard(n, i)` moves only where its elements stay exactly the same. A rank's
+//! share (`by_rank`, what the framework adapters make for a data-parallel job) also moves
+//! below a `batch`, where each rank then batches its own share: the same elements, grouped
+//! otherwise, as with `DistributedSampler`. It keeps to the elements' own positions: it does
+//! not move below a batch with random ops after it. Every rank gets as many elements: the
+//! last `count % n` of the step it stops above are left out.
+//!
+//! Where a shard stops, `explain()` says why; [`Placed::warning`] says so when the steps it
+//! stops above do work each rank repeats.
 
 use std::sync::Arc;
 
@@ -12,12 +34,12 @@ use stoker_core::element::Schema;
 use stoker_core::exec::shard::ShardIter;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
-use stoker_core::{Error, Result, StageStats};
+use stoker_core::{Error, ErrorPolicy, Result, StageStats};
 
-use super::{input_at, same, Cardinality, DatasetOp};
-use crate::build::{iterate_at, BuildCtx};
-use crate::plan::Plan;
-use crate::spec::SpecCtx;
+use super::common::{input_at, same};
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness, ShardMove, Share};
 
 #[derive(Clone, Debug)]
 pub struct Shard {
@@ -34,46 +56,6 @@ pub struct Shard {
     counted: Arc<std::sync::OnceLock<Cardinality>>,
     /// Whether the planner put it where it is: its count is then where it is.
     placed: bool,
-}
-
-/// The share of one shard, where a step other than `shard` takes it (a `global_shuffle`
-/// reads only its positions).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Share {
-    pub num_shards: u64,
-    pub index: u64,
-    /// Every shard as many elements: the last `count % num_shards` are left out.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub equal: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<u64>,
-}
-
-impl Share {
-    /// The elements in the share of `count` input elements.
-    pub fn count(&self, count: u64) -> u64 {
-        let n = self.num_shards.max(1);
-        let mut m = self.limit.map_or(count, |l| l.min(count));
-        if self.equal {
-            m -= m % n;
-        }
-        m / n + u64::from(self.index < m % n)
-    }
-
-    /// The input position of the share's `k`-th element.
-    pub fn position(&self, k: u64) -> u64 {
-        self.index + k * self.num_shards
-    }
-
-    pub fn label(&self) -> String {
-        let (n, i) = (self.num_shards, self.index);
-        let rank = if self.equal { " by rank" } else { "" };
-        match self.limit {
-            None => format!("shard({n}, {i}){rank}"),
-            Some(l) => format!("shard({n}, {i}){rank} of the first {l}"),
-        }
-    }
 }
 
 impl Shard {
@@ -114,7 +96,9 @@ impl Shard {
         let n = self.num_shards.max(1);
         // A rank's share needs the count: where the plan does not know it, it is counted.
         let count = if self.by_rank {
-            *self.counted.get_or_init(|| super::counted(&self.input))
+            *self
+                .counted
+                .get_or_init(|| crate::plan::counted(&self.input))
         } else {
             self.input.step().cardinality()
         };
@@ -166,8 +150,10 @@ impl DatasetOp for Shard {
     fn cardinality(&self) -> Cardinality {
         if self.by_rank && !self.placed {
             // Where the planner places a rank's share decides how its batches are made.
-            if let Ok(placed) = crate::planner::shard_down::place_rank_share(self) {
-                if !matches!(placed.step(), crate::Step::Shard(s) if s.input.id() == self.input.id())
+            if let Ok(placed) = place_rank_share(self) {
+                if !placed
+                    .op::<Shard>()
+                    .is_some_and(|s| s.input.id() == self.input.id())
                 {
                     return placed.step().cardinality();
                 }
@@ -177,7 +163,12 @@ impl DatasetOp for Shard {
         self.shared().map(|m| m / n + u64::from(i < m % n))
     }
 
-    fn deterministic(&self) -> bool {
+    fn randomness(&self) -> Randomness {
+        Randomness::Fixed
+    }
+
+    /// A cache belongs below a share, where it holds the elements every share reads.
+    fn cache_after_useful(&self) -> bool {
         false
     }
 
@@ -198,9 +189,7 @@ impl DatasetOp for Shard {
             (false, _) => self.limit,
             (true, Cardinality::Finite(m)) => Some(m),
             (true, Cardinality::Infinite) => None,
-            (true, Cardinality::Unknown) => {
-                return Err(crate::planner::shard_down::unknown_count(self))
-            }
+            (true, Cardinality::Unknown) => return Err(unknown_count(self)),
         };
         let mut it = ShardIter::new(inner, self.num_shards, self.index).with_limit(limit);
         if let Some(s) = at {
@@ -221,7 +210,211 @@ impl DatasetOp for Shard {
     fn from_spec(s: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
         Ok(Shard {
             limit: s.limit,
-            ..Shard::new(super::input_of(input)?, s.num_shards, s.index, s.by_rank)
+            ..Shard::new(
+                super::common::input_of(input)?,
+                s.num_shards,
+                s.index,
+                s.by_rank,
+            )
         })
     }
+}
+
+/// Where a shard went.
+pub struct Placed {
+    /// The plan with the shard moved.
+    pub plan: Plan,
+    /// The steps it moved below, top first.
+    pub passed: Vec<String>,
+    /// The step it stopped above, and why (`None`: a step took it in).
+    pub stopped: Option<(String, String)>,
+    /// What it stopped above: every shard runs it whole.
+    below: Option<Plan>,
+}
+
+impl Placed {
+    /// What `explain()` says about it.
+    pub fn note(&self, shard: &Shard) -> String {
+        let mut out = shard.label();
+        if self.passed.is_empty() {
+            out.push_str(" stays where it is");
+        } else {
+            out.push_str(&format!(" moved below {}", self.passed.join(", ")));
+        }
+        match &self.stopped {
+            Some((step, why)) => out.push_str(&format!("; it stops above {step}: {why}")),
+            None => out.push_str("; the step it went into makes only its share"),
+        }
+        out
+    }
+
+    /// A warning for a shard that stops above steps doing work every shard repeats (maps,
+    /// filters, interleaves), with what the user can change; `None` otherwise.
+    pub fn warning(&self, shard: &Shard) -> Option<String> {
+        let (step, why) = self.stopped.as_ref()?;
+        let work = repeated_work(self.below.as_ref()?);
+        if work.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "{}: every shard runs {} for every element and keeps its share after it, as the \
+             shard stops above {step}: {why}. To make only its share, put the work after that \
+             step, or use global_shuffle over an indexed source instead of a shuffle buffer",
+            shard.label(),
+            work.join(", ")
+        ))
+    }
+}
+
+/// The steps of `plan` that transform elements (not sources, buffers or batches).
+fn repeated_work(plan: &Plan) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![plan.clone()];
+    while let Some(p) = stack.pop() {
+        if p.step().transforms() {
+            out.push(p.label());
+        }
+        stack.extend(p.step().inputs().into_iter().cloned());
+    }
+    out
+}
+
+/// `shard` (over its input, rewritten already) moved as far down as the result allows.
+pub fn place(shard: &Shard, policy: ErrorPolicy) -> Result<Placed> {
+    let by_rank = shard.by_rank;
+    let (n, i) = (shard.num_shards, shard.index);
+    let mut passed: Vec<Arc<dyn crate::plan::Step>> = Vec::new();
+    let mut limit = shard.limit;
+    // Whether a batch was passed: the maps above it see batches, not elements.
+    let mut regrouped_at: Option<usize> = None;
+    let mut random_above = false;
+    let mut at = shard.input.clone();
+    let stopped = loop {
+        if policy == ErrorPolicy::Skip {
+            break Some((
+                at.label(),
+                "under on_bad_record=skip a step may drop elements, and a share below it \
+                 would differ from the share of its output"
+                    .to_string(),
+            ));
+        }
+        let step = at.step();
+        match step.shard_move() {
+            ShardMove::Through => {}
+            ShardMove::Regroups if !by_rank => {
+                break Some((
+                    at.label(),
+                    "below it the batches would be made of other elements; a rank's share \
+                     (shard='auto' of the framework adapters) regroups them"
+                        .to_string(),
+                ))
+            }
+            ShardMove::Regroups if limit.is_some() => {
+                break Some((
+                    at.label(),
+                    "a take after it counts batches, which below it would be other batches"
+                        .to_string(),
+                ))
+            }
+            ShardMove::Regroups if random_above => {
+                break Some((
+                    at.label(),
+                    "steps after it draw random numbers per batch, and would draw them for \
+                     other batches"
+                        .to_string(),
+                ))
+            }
+            ShardMove::Regroups => regrouped_at = Some(passed.len()),
+            ShardMove::Prefix(count) => limit = Some(limit.map_or(count, |l| l.min(count))),
+            ShardMove::TakesIn => {
+                let moved = shard.over(at.clone(), limit);
+                let Some(taking) = step.take_in(moved.share()) else {
+                    break Some((at.label(), "it cannot take a shard in".to_string()));
+                };
+                let taken = Plan::of_step(taking)?;
+                return finish(taken, passed, regrouped_at, (n, i), None, None);
+            }
+            ShardMove::Stops(why) => break Some((at.label(), why)),
+        }
+        random_above |= !step.seeds().is_empty();
+        let below = step.inputs()[0].clone();
+        passed.push(at.step_arc());
+        at = below;
+    };
+    let moved = Plan::new(shard.over(at.clone(), limit))?;
+    finish(moved, passed, regrouped_at, (n, i), stopped, Some(at))
+}
+
+/// The steps passed, rebuilt over `bottom` (the shard or the step that took it in).
+fn finish(
+    bottom: Plan,
+    passed: Vec<Arc<dyn crate::plan::Step>>,
+    regrouped_at: Option<usize>,
+    (n, i): (u64, u64),
+    stopped: Option<(String, String)>,
+    below: Option<Plan>,
+) -> Result<Placed> {
+    let labels = passed.iter().map(|s| s.label()).collect();
+    let mut plan = bottom;
+    for (k, step) in passed.into_iter().enumerate().rev() {
+        // Steps below a regrouping batch see elements: a map sees the positions they had.
+        let below = regrouped_at.is_none_or(|r| k > r);
+        let step = match below
+            .then(|| step.below_shard(n, i, plan.clone()))
+            .flatten()
+        {
+            Some(step) => step,
+            None => step.with_inputs(vec![plan]),
+        };
+        plan = Plan::of_step(step)?;
+    }
+    Ok(Placed {
+        plan,
+        passed: labels,
+        stopped,
+        below,
+    })
+}
+
+/// Where the planner puts a rank's share (`shard` is one): what it computes, for its
+/// cardinality.
+pub fn place_rank_share(shard: &Shard) -> Result<Plan> {
+    let options = shard.input.options();
+    if !crate::passes::enabled(&options, crate::passes::SHARD_DOWN) {
+        return Plan::new(shard.clone());
+    }
+    Ok(place(shard, options.on_bad_record)?.plan)
+}
+
+/// That a rank's share can give every rank as many elements where the planner puts it: it
+/// needs the number of elements there (or an endless stream).
+pub fn check_rank_share(shard: &Shard) -> Result<()> {
+    let placed = place_rank_share(shard)?;
+    if placed.step().cardinality() != Cardinality::Unknown {
+        return Ok(());
+    }
+    let mut lowest = shard.clone();
+    let mut stack = vec![placed];
+    while let Some(p) = stack.pop() {
+        if let Some(s) = p.op::<Shard>() {
+            lowest = s.clone();
+        }
+        stack.extend(p.step().inputs().into_iter().cloned());
+    }
+    Err(unknown_count(&lowest))
+}
+
+/// The error for a rank's share over an input of unknown length.
+pub fn unknown_count(shard: &Shard) -> Error {
+    Error::invalid(
+        "shard",
+        format!(
+            "{}: every rank must get as many elements, which needs the cardinality (number of \
+             elements) of {}, and the pipeline does not know it (a filter, or a Python \
+             function that may drop elements, is before it); fix the number of batches per \
+             epoch with .repeat().take(n)",
+            shard.label(),
+            shard.input.label()
+        ),
+    )
 }

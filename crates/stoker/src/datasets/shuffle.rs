@@ -2,17 +2,17 @@
 
 use std::sync::Arc;
 
+use super::common::same;
+use crate::build::BuildCtx;
+use crate::plan::{iterate, iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
+use crate::random_access::RandomAccess;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
 use stoker_core::exec::shuffle::{epoch_seed, ShuffleIter};
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{Error, ErrorPolicy, Result, Seed, StageStats, StatsRegistry};
-
-use super::{same, Cardinality, DatasetOp, RandomAccess};
-use crate::build::{iterate, iterate_at, BuildCtx};
-use crate::plan::Plan;
-use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
 pub struct Shuffle {
@@ -54,6 +54,23 @@ fn yes() -> bool {
     true
 }
 
+impl Plan {
+    /// A seeded shuffle; `seed: None` draws one.
+    pub fn shuffle(
+        &self,
+        buffer_size: usize,
+        seed: Option<u64>,
+        reshuffle_each_iteration: bool,
+    ) -> Result<Plan> {
+        Plan::new(Shuffle::new(
+            self.clone(),
+            buffer_size,
+            seed,
+            reshuffle_each_iteration,
+        ))
+    }
+}
+
 impl DatasetOp for Shuffle {
     const KIND: &'static str = "shuffle";
     type Spec = Spec;
@@ -64,8 +81,8 @@ impl DatasetOp for Shuffle {
         true
     }
 
-    fn shard_move(&self) -> super::ShardMove {
-        super::ShardMove::Stops(
+    fn shard_move(&self) -> crate::properties::ShardMove {
+        crate::properties::ShardMove::Stops(
             "below it each shard would shuffle its own share in its own buffer, and the order \
              would change (global_shuffle over an indexed source reads only a rank's records)"
                 .into(),
@@ -87,8 +104,8 @@ impl DatasetOp for Shuffle {
         self.input.step().cardinality()
     }
 
-    fn deterministic(&self) -> bool {
-        false
+    fn randomness(&self) -> Randomness {
+        Randomness::Seeded
     }
 
     fn batch_of(&self) -> Option<(usize, bool)> {
@@ -179,7 +196,7 @@ impl DatasetOp for Shuffle {
 
     fn from_spec(s: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
         Ok(Shuffle::new(
-            super::input_of(input)?,
+            super::common::input_of(input)?,
             s.buffer_size,
             s.seed,
             s.reshuffle_each_iteration,

@@ -2,17 +2,16 @@
 
 use std::sync::Arc;
 
+use super::common::{input_at, same};
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
 use stoker_core::exec::take_skip::TakeIter;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Result, StageStats};
-
-use super::{input_at, same, Cardinality, DatasetOp};
-use crate::build::{iterate_at, BuildCtx};
-use crate::plan::Plan;
-use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
 pub struct Take {
@@ -32,8 +31,8 @@ impl DatasetOp for Take {
 
     one_input!();
 
-    fn shard_move(&self) -> super::ShardMove {
-        super::ShardMove::Prefix(self.count)
+    fn shard_move(&self) -> crate::properties::ShardMove {
+        crate::properties::ShardMove::Prefix(self.count)
     }
 
     fn schema(&self) -> Result<Schema> {
@@ -52,8 +51,8 @@ impl DatasetOp for Take {
         }
     }
 
-    fn deterministic(&self) -> bool {
-        true
+    fn randomness(&self) -> Randomness {
+        Randomness::Fixed
     }
 
     fn batch_of(&self) -> Option<(usize, bool)> {
@@ -82,7 +81,7 @@ impl DatasetOp for Take {
 
     fn from_spec(s: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
         Ok(Take {
-            input: super::input_of(input)?,
+            input: super::common::input_of(input)?,
             count: s.count,
         })
     }

@@ -13,11 +13,11 @@ use stoker_core::{DType, Result, StageStats};
 use stoker_formats::text_line::{Split, TextLineIter};
 use stoker_formats::Compression;
 
-use super::{Cardinality, DatasetOp, Strings};
+use super::common::Strings;
 use crate::build::BuildCtx;
-use crate::plan::Plan;
+use crate::plan::{DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 use crate::sources::{files_in_turn, read_files};
-use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
 pub struct TextLine {
@@ -106,12 +106,12 @@ impl DatasetOp for TextLine {
         Cardinality::Unknown
     }
 
-    fn deterministic(&self) -> bool {
-        true
+    fn randomness(&self) -> Randomness {
+        Randomness::Fixed
     }
 
-    fn threads(&self) -> super::Threads {
-        super::Threads::Workers
+    fn threads(&self) -> crate::properties::Threads {
+        crate::properties::Threads::Workers
     }
 
     fn parallelism_knob(&self) -> Option<(&'static str, Option<i64>)> {

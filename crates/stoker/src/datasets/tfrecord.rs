@@ -12,11 +12,12 @@ use stoker_formats::tfrecord_index::RecordFile;
 use stoker_formats::tfrecord_reader::DEFAULT_MAX_RECORD_BYTES;
 use stoker_formats::Compression;
 
-use super::{Cardinality, DatasetOp, RandomAccess, Strings};
+use super::common::Strings;
 use crate::build::BuildCtx;
-use crate::plan::Plan;
+use crate::plan::{DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
+use crate::random_access::RandomAccess;
 use crate::sources::{files_in_turn, read_files, TfRecordOpener};
-use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
 pub struct TfRecord {
@@ -96,6 +97,23 @@ fn one() -> i64 {
     1
 }
 
+impl Plan {
+    /// TFRecord files (paths or glob patterns, expanded and checked now).
+    pub fn tfrecord(
+        patterns: Vec<String>,
+        compression: Compression,
+        verify_crc: bool,
+        num_parallel_reads: i64,
+    ) -> Result<Plan> {
+        Plan::new(TfRecord::new(
+            patterns,
+            compression,
+            verify_crc,
+            num_parallel_reads,
+        )?)
+    }
+}
+
 impl DatasetOp for TfRecord {
     const KIND: &'static str = "tfrecord";
     const SOURCE: bool = true;
@@ -124,12 +142,12 @@ impl DatasetOp for TfRecord {
         Cardinality::Unknown
     }
 
-    fn deterministic(&self) -> bool {
-        true
+    fn randomness(&self) -> Randomness {
+        Randomness::Fixed
     }
 
-    fn threads(&self) -> super::Threads {
-        super::Threads::Workers
+    fn threads(&self) -> crate::properties::Threads {
+        crate::properties::Threads::Workers
     }
 
     fn parallelism_knob(&self) -> Option<(&'static str, Option<i64>)> {
@@ -165,7 +183,7 @@ impl DatasetOp for TfRecord {
         }
         let cycle = self.cycle_length(ctx);
         let skip_into = (ctx.options.on_bad_record == ErrorPolicy::Skip)
-            .then(|| crate::build::stage_stats(node, ctx));
+            .then(|| crate::plan::stage_stats(node, ctx));
         Ok(Some(Box::new(RecordAccess::open(
             &self.files,
             cycle,
@@ -479,7 +497,7 @@ impl RandomAccess for RecordAccess {
     ) -> Result<(ReadBuffer, State)> {
         if self.order.get().is_some() {
             let state = self.state_at(upto)?;
-            return Ok((super::reader_by_get(self, positions), state));
+            return Ok((crate::random_access::reader_by_get(self, positions), state));
         }
         let (located, turns) = self.walk(&positions, Some(upto))?;
         let state = match turns {

@@ -2,17 +2,16 @@
 
 use std::sync::Arc;
 
+use super::common::input_at;
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
 use stoker_core::exec::unbatch::UnbatchIter;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Error, Result, StageStats};
-
-use super::{input_at, Cardinality, DatasetOp};
-use crate::build::{iterate_at, BuildCtx};
-use crate::plan::Plan;
-use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
 pub struct Unbatch {
@@ -50,8 +49,8 @@ impl DatasetOp for Unbatch {
         Cardinality::Unknown
     }
 
-    fn deterministic(&self) -> bool {
-        true
+    fn randomness(&self) -> Randomness {
+        Randomness::Fixed
     }
 
     fn per_element(&self) -> bool {
@@ -80,7 +79,7 @@ impl DatasetOp for Unbatch {
 
     fn from_spec(_: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
         Ok(Unbatch {
-            input: super::input_of(input)?,
+            input: super::common::input_of(input)?,
         })
     }
 }

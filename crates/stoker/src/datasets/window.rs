@@ -11,6 +11,10 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use super::common::input_at;
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
 use stoker_core::exec::batch::stack;
@@ -18,11 +22,6 @@ use stoker_core::exec::{BoxIter, ElementIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::storage::batch_pool;
 use stoker_core::{Error, Result, StageStats};
-
-use super::{input_at, Cardinality, DatasetOp};
-use crate::build::{iterate_at, BuildCtx};
-use crate::plan::Plan;
-use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
 pub struct Window {
@@ -102,8 +101,8 @@ impl DatasetOp for Window {
         })
     }
 
-    fn deterministic(&self) -> bool {
-        true
+    fn randomness(&self) -> Randomness {
+        Randomness::Fixed
     }
 
     fn iterate(
@@ -141,7 +140,7 @@ impl DatasetOp for Window {
 
     fn from_spec(s: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
         Ok(Window {
-            input: super::input_of(input)?,
+            input: super::common::input_of(input)?,
             size: s.size,
             shift: s.shift.unwrap_or(s.size),
             stride: s.stride,

@@ -2,17 +2,16 @@
 
 use std::sync::Arc;
 
+use super::common::{input_at, unique};
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
 use stoker_core::exec::zip::ZipIter;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Error, Result, StageStats};
-
-use super::{input_at, unique, Cardinality, DatasetOp};
-use crate::build::{iterate_at, BuildCtx};
-use crate::plan::Plan;
-use crate::spec::SpecCtx;
 
 #[derive(Clone, Debug)]
 pub struct Zip {
@@ -77,8 +76,8 @@ impl DatasetOp for Zip {
         }
     }
 
-    fn deterministic(&self) -> bool {
-        false
+    fn randomness(&self) -> Randomness {
+        Randomness::Fixed
     }
 
     fn iterate(
@@ -110,7 +109,7 @@ impl DatasetOp for Zip {
             datasets: self
                 .inputs
                 .iter()
-                .map(|p| crate::spec::steps_of(p, ctx))
+                .map(|p| ctx.steps_of(p))
                 .collect::<Result<_>>()?,
             prefixes: Some(self.prefixes.clone()),
         }))
@@ -120,7 +119,7 @@ impl DatasetOp for Zip {
         let inputs = s
             .datasets
             .iter()
-            .map(|steps| crate::spec::plan_of(steps, ctx))
+            .map(|steps| ctx.plan_of(steps))
             .collect::<Result<Vec<_>>>()?;
         let prefixes = s
             .prefixes

@@ -4,10 +4,13 @@
 //! the pixels on its device. Asked for by a loader (`stoker.torch.loader(decode_on=...)`), not
 //! by the planner: the elements change from pixels to compressed bytes plus those draws.
 
+use std::sync::Arc;
+
 use stoker_core::{ErrorPolicy, Result};
 use stoker_ops::fused::device_image::{self, DeviceImage};
 
 use crate::datasets::map::Map;
+use crate::datasets::options::WithOptions;
 use crate::plan::{Plan, Step};
 
 /// `plan` with its image chains split, and the device halves (outermost first); or, when
@@ -43,13 +46,10 @@ fn walk(
     reasons: &mut Vec<String>,
 ) -> Result<Plan> {
     // The outermost `with_options` sets the policy.
-    let policy = match (policy, plan.step()) {
-        (None, Step::WithOptions(o)) => Some(o.options.on_bad_record),
-        (p, _) => p,
-    };
-    let mut step = plan.step().clone();
+    let policy = policy.or_else(|| plan.op::<WithOptions>().map(|o| o.options.on_bad_record));
+    let mut step: Arc<dyn Step> = plan.step_arc();
     let mut changed = false;
-    if let Step::Map(map) = &mut step {
+    if let Some(map) = plan.op::<Map>() {
         match device_image::split(&map.ops, share.0, share.1) {
             Ok(_) if policy == Some(ErrorPolicy::Skip) => reasons.push(
                 "on_bad_record='skip': a damaged image found on the device cannot be left out \
@@ -57,7 +57,7 @@ fn walk(
                     .into(),
             ),
             Ok((ops, device)) => {
-                *map = Map { ops, ..map.clone() };
+                step = Arc::new(Map { ops, ..map.clone() });
                 found.push(device);
                 changed = true;
             }
@@ -77,7 +77,7 @@ fn walk(
         step = step.with_inputs(inputs);
     }
     if changed || inputs_changed {
-        Plan::new(step)
+        Plan::of_step(step)
     } else {
         Ok(plan.clone())
     }

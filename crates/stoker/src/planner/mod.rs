@@ -29,21 +29,25 @@
 //! `shard_down` runs first: a `shard` moves towards the source, so that each shard of a
 //! data-parallel job makes only its own elements (see [`shard_down`]).
 //!
-//! `map_and_batch`: a parallel `map` right before a `batch` is also fused, but when the
-//! pipeline is built (`datasets::map::map_and_batch`), since whether the map runs in parallel
-//! depends on the thread budget.
+//! `map_and_batch` runs last: a `batch` right after a `map` that runs on more than one thread
+//! (within the thread budget, which the planner shares out as the pipeline will) is marked to
+//! run as one stage with it, the map's workers writing each element into its batch row. The
+//! marked batch keeps its label and its saved state's form, so a state saved under one thread
+//! budget restores under another.
 
 use std::sync::Arc;
 
 use stoker_core::element::Schema;
 use stoker_core::op::Op;
-use stoker_core::{Error, ErrorPolicy, PipelineOptions, Result};
+use stoker_core::{ErrorPolicy, PipelineOptions, Result};
 
+use crate::build::threads_within;
+use crate::datasets::global_shuffle::GlobalShuffle;
+use crate::datasets::shard::{self, Shard};
 use crate::datasets::{batch::Batch, map::Map};
 use crate::plan::{Plan, Step};
 
 pub mod device_images;
-pub mod shard_down;
 
 /// Whether every field of `schema` has a fixed shape, so that elements can be stacked.
 fn stackable(schema: &Schema) -> bool {
@@ -125,64 +129,10 @@ fn fills_rows_itself(tail: &[Arc<dyn Op>], schema: &Schema) -> bool {
         && fixed_bytes(schema).is_some_and(|b| b >= LARGE_ELEMENT_BYTES)
 }
 
-/// The planner's passes: name and what it does.
-pub const PASSES: &[(&str, &str)] = &[
-    (
-        SHARD_DOWN,
-        "a shard moves towards the source, so that each shard makes only its own elements",
-    ),
-    (
-        FUSE_DECODE_CROP,
-        "decode_image and a crop after it become one op that decodes only the crop",
-    ),
-    (
-        FUSE_PIXELS,
-        "a run of flips and per-channel affine ops becomes one pixel_chain pass",
-    ),
-    (
-        FUSE_MAPS,
-        "consecutive native maps with the same parallelism become one stage",
-    ),
-    (
-        MAP_AFTER_BATCH,
-        "element-wise ops before a batch (or a growing tail of them) run after it, per batch",
-    ),
-    (
-        MAP_AND_BATCH,
-        "a parallel map right before a batch writes each element into its batch row",
-    ),
-];
-
-pub const SHARD_DOWN: &str = "shard_down";
-pub const FUSE_DECODE_CROP: &str = "fuse_decode_crop";
-pub const FUSE_PIXELS: &str = "fuse_pixels";
-pub const FUSE_MAPS: &str = "fuse_maps";
-pub const MAP_AFTER_BATCH: &str = "map_after_batch";
-/// Done when the pipeline is built (see `datasets::map::map_and_batch`), since whether the
-/// map runs in parallel depends on the thread budget.
-pub const MAP_AND_BATCH: &str = "map_and_batch";
-
-/// Whether `options` leave pass `name` on.
-pub fn enabled(options: &PipelineOptions, name: &str) -> bool {
-    options.optimizations.get(name).copied().unwrap_or(true)
-}
-
-/// Refuses options naming a pass that does not exist.
-pub fn check_passes(options: &PipelineOptions) -> Result<()> {
-    for name in options.optimizations.keys() {
-        if !PASSES.iter().any(|(p, _)| p == name) {
-            let known: Vec<&str> = PASSES.iter().map(|(p, _)| *p).collect();
-            return Err(Error::invalid(
-                "optimizations",
-                format!(
-                    "no planner pass is named '{name}'; the passes are: {}",
-                    known.join(", ")
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
+pub use crate::passes::{
+    check_passes, enabled, FUSE_DECODE_CROP, FUSE_MAPS, FUSE_PIXELS, MAP_AFTER_BATCH,
+    MAP_AND_BATCH, PASSES, SHARD_DOWN,
+};
 
 /// What the planner made of a plan.
 pub struct Optimized {
@@ -194,6 +144,9 @@ pub struct Optimized {
     pub notes: Vec<String>,
     /// What the user should hear about once (a shard every rank repeats work above).
     pub warnings: Vec<String>,
+    /// The stages left to choose their parallelism, which share the thread budget (see
+    /// [`autotuned_stages`]).
+    pub autotuned_stages: usize,
 }
 
 /// The plan the pipeline runs, with what the passes did.
@@ -204,43 +157,47 @@ pub fn optimize(plan: &Plan) -> Result<Optimized> {
         applied: Vec::new(),
         notes: Vec::new(),
         warnings: Vec::new(),
+        autotuned_stages: 1,
     };
     let plan = if planner.on(SHARD_DOWN) {
         planner.shards_down(plan)?
     } else {
         plan.clone()
     };
-    let out = planner.rewrite(&plan)?;
-    if enabled(&planner.options, MAP_AND_BATCH) && planner.options.threads() > 1 {
-        let n = count_map_and_batch(&out, planner.options.on_bad_record);
-        planner.note(MAP_AND_BATCH, n);
+    let mut out = planner.rewrite(&plan)?;
+    planner.autotuned_stages = autotuned_stages(&out);
+    if planner.on(MAP_AND_BATCH) {
+        out = planner.map_and_batch(&out)?;
     }
     Ok(Optimized {
         plan: out,
         applied: planner.applied,
         notes: planner.notes,
         warnings: planner.warnings,
+        autotuned_stages: planner.autotuned_stages,
     })
 }
 
-/// Parallel maps right before a (non-padded) batch, which run fused when bad records raise.
-fn count_map_and_batch(plan: &Plan, policy: ErrorPolicy) -> usize {
-    let here = match plan.step() {
-        Step::Batch(b) => {
-            matches!(
-                b.input.step(),
-                Step::Map(m) if m.num_parallel_calls.is_some_and(|n| n != 1)
-            ) && policy == ErrorPolicy::Raise
-        }
-        _ => false,
+/// The stages that share the thread budget: those left to `AUTOTUNE` that run element by
+/// element as stages of their own. Not a source's parallel reads (they wait on I/O more than
+/// they compute), not a map over batches (vectorised, a small part of the work), and nothing
+/// below a step that reads its input by random access (it runs no stage there).
+pub fn autotuned_stages(plan: &Plan) -> usize {
+    let step = plan.step();
+    let here = !step.is_source()
+        && matches!(
+            step.parallelism_knob(),
+            Some((_, Some(crate::plan::AUTOTUNE)))
+        )
+        && !plan
+            .op::<Map>()
+            .is_some_and(|m| m.input.step().batch_of().is_some());
+    let below: usize = if plan.op::<GlobalShuffle>().is_some() {
+        0
+    } else {
+        step.inputs().into_iter().map(autotuned_stages).sum()
     };
-    usize::from(here)
-        + plan
-            .step()
-            .inputs()
-            .into_iter()
-            .map(|p| count_map_and_batch(p, policy))
-            .sum::<usize>()
+    usize::from(here) + below
 }
 
 struct Planner {
@@ -248,6 +205,7 @@ struct Planner {
     applied: Vec<(&'static str, usize)>,
     notes: Vec<String>,
     warnings: Vec<String>,
+    autotuned_stages: usize,
 }
 
 impl Planner {
@@ -265,11 +223,40 @@ impl Planner {
         }
     }
 
+    /// `plan` with each batch right after a map that runs on more than one thread marked to
+    /// run as one stage with it, when bad records raise (under the skip policy a dropped
+    /// element would leave a hole in its batch).
+    fn map_and_batch(&mut self, plan: &Plan) -> Result<Plan> {
+        let (step, changed) = self.with_inputs_rewritten(plan, Planner::map_and_batch)?;
+        if let Some(batch) = step.as_any().downcast_ref::<Batch>() {
+            let parallel = batch.input.op::<Map>().is_some_and(|m| {
+                m.num_parallel_calls.is_some()
+                    && threads_within(
+                        self.options.threads(),
+                        self.autotuned_stages,
+                        m.num_parallel_calls,
+                    ) > 1
+            });
+            if parallel && self.options.on_bad_record == ErrorPolicy::Raise {
+                self.note(MAP_AND_BATCH, 1);
+                return Plan::new(Batch {
+                    map_fused: true,
+                    ..batch.clone()
+                });
+            }
+        }
+        if changed {
+            Plan::of_step(step)
+        } else {
+            Ok(plan.clone())
+        }
+    }
+
     /// `plan` with every shard moved down (see [`shard_down`]), inputs first.
     fn shards_down(&mut self, plan: &Plan) -> Result<Plan> {
         let (step, changed) = self.with_inputs_rewritten(plan, Planner::shards_down)?;
-        if let Step::Shard(shard) = &step {
-            let placed = shard_down::place(shard, self.options.on_bad_record)?;
+        if let Some(shard) = step.as_any().downcast_ref::<Shard>() {
+            let placed = shard::place(shard, self.options.on_bad_record)?;
             self.notes.push(placed.note(shard));
             if shard.by_rank {
                 self.warnings.extend(placed.warning(shard));
@@ -280,7 +267,7 @@ impl Planner {
             }
         }
         if changed {
-            Plan::new(step)
+            Plan::of_step(step)
         } else {
             Ok(plan.clone())
         }
@@ -291,7 +278,7 @@ impl Planner {
         &mut self,
         plan: &Plan,
         pass: fn(&mut Planner, &Plan) -> Result<Plan>,
-    ) -> Result<(Step, bool)> {
+    ) -> Result<(Arc<dyn Step>, bool)> {
         let inputs: Vec<Plan> = plan
             .step()
             .inputs()
@@ -305,99 +292,128 @@ impl Planner {
         let step = if changed {
             plan.step().with_inputs(inputs)
         } else {
-            plan.step().clone()
+            plan.step_arc()
         };
         Ok((step, changed))
     }
 
     fn rewrite(&mut self, plan: &Plan) -> Result<Plan> {
         let (mut step, mut changed) = self.with_inputs_rewritten(plan, Planner::rewrite)?;
-        if let Step::Map(map) = &mut step {
-            if self.on(FUSE_DECODE_CROP) {
-                let fused = stoker_ops::fused::decode_crop_or_pad::fuse(
-                    &stoker_ops::fused::decode_resized_crop::fuse(&map.ops),
-                );
-                if fused.len() != map.ops.len() {
-                    self.note(FUSE_DECODE_CROP, map.ops.len() - fused.len());
-                    map.ops = fused;
-                    changed = true;
-                }
-            }
-            if self.on(FUSE_PIXELS) {
-                let fused = stoker_ops::fused::pixel_chain::fuse(&map.ops);
-                if fused.len() != map.ops.len() {
-                    self.note(FUSE_PIXELS, 1);
-                    map.ops = fused;
-                    changed = true;
-                }
+        if let Some(map) = step.as_any().downcast_ref::<Map>() {
+            if let Some(fused) = self.fuse_ops(map) {
+                step = Arc::new(fused);
+                changed = true;
             }
         }
-        let policy = self.options.on_bad_record;
-        match &step {
-            Step::Batch(batch) if self.on(MAP_AFTER_BATCH) => {
-                if let Step::Map(map) = batch.input.step() {
-                    let x = &map.input;
-                    let ops = &map.ops;
-                    // Where the ops after the batch start: all of them (the map's input must
-                    // be stackable, every field of a fixed shape), or a growing tail.
-                    let split = if policy != ErrorPolicy::Raise {
-                        None
-                    } else if stackable(x.schema()) && ops.iter().all(|o| o.elementwise()) {
-                        Some(0)
-                    } else {
-                        growing_tail(x, ops)?
-                    };
-                    let split =
-                        split.filter(|&k| !fills_rows_itself(&ops[k..], batch.input.schema()));
-                    if let Some(k) = split {
-                        self.note(MAP_AFTER_BATCH, 1);
-                        let (head, tail) = ops.split_at(k);
-                        let head = if head.is_empty() {
-                            x.clone()
-                        } else {
-                            Plan::new(Map {
-                                ops: head.to_vec(),
-                                ..map.clone()
-                            })?
-                        };
-                        let batched = Plan::new(Batch {
-                            input: head,
-                            ..batch.clone()
-                        })?;
-                        // After the batch the ops see batches: element positions do not
-                        // apply (the ops moved are element-wise, and draw nothing).
-                        return Plan::new(Map {
-                            input: batched,
-                            ops: tail.to_vec(),
-                            positions: Default::default(),
-                            ..map.clone()
-                        });
-                    }
-                }
+        if let Some(batch) = step.as_any().downcast_ref::<Batch>() {
+            if let Some(moved) = self.map_after_batch(batch)? {
+                return Ok(moved);
             }
-            Step::Map(outer) if self.on(FUSE_MAPS) => {
-                if let Step::Map(first) = outer.input.step() {
-                    // Fused, both would see the first one's positions.
-                    if first.num_parallel_calls == outer.num_parallel_calls
-                        && first.deterministic == outer.deterministic
-                        && first.positions == outer.positions
-                    {
-                        self.note(FUSE_MAPS, 1);
-                        let mut ops = first.ops.clone();
-                        ops.extend(outer.ops.iter().cloned());
-                        return Plan::new(Map {
-                            ops,
-                            ..first.clone()
-                        });
-                    }
-                }
+        }
+        if let Some(outer) = step.as_any().downcast_ref::<Map>() {
+            if let Some(fused) = self.fuse_maps(outer)? {
+                return Ok(fused);
             }
-            _ => {}
         }
         if changed {
-            Plan::new(step)
+            Plan::of_step(step)
         } else {
             Ok(plan.clone())
         }
+    }
+
+    /// `map` with its ops fused (`fuse_decode_crop`, `fuse_pixels`); `None` when none were.
+    fn fuse_ops(&mut self, map: &Map) -> Option<Map> {
+        let mut ops = map.ops.clone();
+        if self.on(FUSE_DECODE_CROP) {
+            let fused = stoker_ops::fused::decode_crop_or_pad::fuse(
+                &stoker_ops::fused::decode_resized_crop::fuse(&ops),
+            );
+            if fused.len() != ops.len() {
+                self.note(FUSE_DECODE_CROP, ops.len() - fused.len());
+                ops = fused;
+            }
+        }
+        if self.on(FUSE_PIXELS) {
+            let fused = stoker_ops::fused::pixel_chain::fuse(&ops);
+            if fused.len() != ops.len() {
+                self.note(FUSE_PIXELS, 1);
+                ops = fused;
+            }
+        }
+        (ops.len() != map.ops.len()).then(|| Map { ops, ..map.clone() })
+    }
+
+    /// `batch` over a map with the map's element-wise ops (all, or a growing tail) moved
+    /// after it (`map_after_batch`); `None` when they stay.
+    fn map_after_batch(&mut self, batch: &Batch) -> Result<Option<Plan>> {
+        if !self.on(MAP_AFTER_BATCH) {
+            return Ok(None);
+        }
+        let Some(map) = batch.input.op::<Map>() else {
+            return Ok(None);
+        };
+        let x = &map.input;
+        let ops = &map.ops;
+        // Where the ops after the batch start: all of them (the map's input must be
+        // stackable, every field of a fixed shape), or a growing tail.
+        let split = if self.options.on_bad_record != ErrorPolicy::Raise {
+            None
+        } else if stackable(x.schema()) && ops.iter().all(|o| o.elementwise()) {
+            Some(0)
+        } else {
+            growing_tail(x, ops)?
+        };
+        let split = split.filter(|&k| !fills_rows_itself(&ops[k..], batch.input.schema()));
+        let Some(k) = split else {
+            return Ok(None);
+        };
+        self.note(MAP_AFTER_BATCH, 1);
+        let (head, tail) = ops.split_at(k);
+        let head = if head.is_empty() {
+            x.clone()
+        } else {
+            Plan::new(Map {
+                ops: head.to_vec(),
+                ..map.clone()
+            })?
+        };
+        let batched = Plan::new(Batch {
+            input: head,
+            ..batch.clone()
+        })?;
+        // After the batch the ops see batches: element positions do not apply (the ops moved
+        // are element-wise, and draw nothing).
+        Plan::new(Map {
+            input: batched,
+            ops: tail.to_vec(),
+            positions: Default::default(),
+            ..map.clone()
+        })
+        .map(Some)
+    }
+
+    /// `outer` fused with the map right before it into one stage (`fuse_maps`), where both
+    /// run alike; `None` otherwise.
+    fn fuse_maps(&mut self, outer: &Map) -> Result<Option<Plan>> {
+        let Some(first) = outer.input.op::<Map>() else {
+            return Ok(None);
+        };
+        // Fused, both would see the first one's positions.
+        if !self.on(FUSE_MAPS)
+            || first.num_parallel_calls != outer.num_parallel_calls
+            || first.deterministic != outer.deterministic
+            || first.positions != outer.positions
+        {
+            return Ok(None);
+        }
+        self.note(FUSE_MAPS, 1);
+        let mut ops = first.ops.clone();
+        ops.extend(outer.ops.iter().cloned());
+        Plan::new(Map {
+            ops,
+            ..first.clone()
+        })
+        .map(Some)
     }
 }
