@@ -15,6 +15,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<plan::PyPlan>()?;
+    m.add_function(wrap_pyfunction!(step_kinds, m)?)?;
     m.add_class::<iter::PyIter>()?;
     m.add_class::<io::TFRecordWriter>()?;
     m.add_class::<convert::TensorBuffer>()?;
@@ -82,4 +83,10 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[pyfunction]
 fn set_device_cpu_share(share: f64) {
     stoker_ops::fused::device_image::set_auto_share(share);
+}
+
+/// Every operator's name, as a spec file and `Plan.step` name it (the registry's list).
+#[pyfunction]
+fn step_kinds() -> Vec<&'static str> {
+    stoker::registry::KINDS.to_vec()
 }

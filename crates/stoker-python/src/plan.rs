@@ -5,15 +5,14 @@ use std::sync::{Arc, Mutex};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use stoker::datasets::{
-    cache::Cache, choose_from_datasets::ChooseFromDatasets, concatenate::Concatenate,
-    enumerate::Enumerate, filter::Filter, fixed_length_record::FixedLengthRecord,
-    from_generator::FromGenerator, from_tensor_slices::FromTensorSlices,
-    global_shuffle::GlobalShuffle, group_by_window::GroupByWindow, interleave::Interleave,
-    options::WithOptions, range::Range, repeat::Repeat, sample_from_datasets::SampleFromDatasets,
-    scan::Scan, shard::Shard, skip::Skip, take::Take, text_line::TextLine, tfrecord::TfRecord,
-    unbatch::Unbatch, window::Window, zip::Zip,
+    choose_from_datasets::ChooseFromDatasets, concatenate::Concatenate, enumerate::Enumerate,
+    filter::Filter, fixed_length_record::FixedLengthRecord, from_generator::FromGenerator,
+    from_tensor_slices::FromTensorSlices, global_shuffle::GlobalShuffle,
+    group_by_window::GroupByWindow, interleave::Interleave, options::WithOptions, range::Range,
+    sample_from_datasets::SampleFromDatasets, scan::Scan, shard::Shard, text_line::TextLine,
+    tfrecord::TfRecord, window::Window, zip::Zip,
 };
-use stoker::plan::{DatasetOp, Plan};
+use stoker::plan::{DatasetOp, Plan, SpecCtx};
 use stoker::sources::{Opener, TfRecordOpener};
 use stoker::Pipeline;
 use stoker_core::element::{FieldSpec, Schema};
@@ -273,6 +272,25 @@ impl PyPlan {
         Ok(PyPlan::wrap(stoker::spec::from_spec(&doc).py(py)?))
     }
 
+    /// The step its spec describes (the `step` key names the operator; the other keys are
+    /// its spec form's), over this plan: how `Dataset` adds an operator whose parameters are
+    /// data, with no binding of its own.
+    fn step(&self, py: Python<'_>, spec: &Bound<'_, PyDict>) -> PyResult<PyPlan> {
+        let mut fields = py_to_json(spec.as_any())?;
+        let kind = match fields.as_object_mut().and_then(|m| m.remove("step")) {
+            Some(serde_json::Value::String(kind)) => kind,
+            _ => {
+                return Err(crate::errors::invalid_argument(
+                    "step: the spec needs a 'step' key naming the operator",
+                ))
+            }
+        };
+        let ctx = SpecCtx::new(None, Some(stoker::registry::parse_step));
+        let step =
+            stoker::registry::parse_step(&kind, fields, Some(self.plan.clone()), &ctx).py(py)?;
+        Ok(PyPlan::wrap(Plan::of_step(step).py(py)?))
+    }
+
     #[pyo3(signature = (buffer_size, seed=None, reshuffle_each_iteration=true))]
     fn shuffle(
         &self,
@@ -320,12 +338,6 @@ impl PyPlan {
         ))
     }
 
-    fn batch(&self, py: Python<'_>, batch_size: usize, drop_remainder: bool) -> PyResult<PyPlan> {
-        Ok(PyPlan::wrap(
-            self.plan.batch(batch_size, drop_remainder).py(py)?,
-        ))
-    }
-
     /// `padding_json`: `{"shapes": {field: [size or null, ...]}, "values": {field: number}}`.
     fn padded_batch(
         &self,
@@ -350,16 +362,6 @@ impl PyPlan {
             Filter {
                 input: self.plan.clone(),
                 predicate,
-            },
-        )
-    }
-
-    fn take(&self, py: Python<'_>, count: u64) -> PyResult<PyPlan> {
-        self.then(
-            py,
-            Take {
-                input: self.plan.clone(),
-                count,
             },
         )
     }
@@ -421,42 +423,6 @@ impl PyPlan {
                 grouper: Arc::new(PyGrouper::new(py, key, size, reduce)),
             },
         )
-    }
-
-    fn skip(&self, py: Python<'_>, count: u64) -> PyResult<PyPlan> {
-        self.then(
-            py,
-            Skip {
-                input: self.plan.clone(),
-                count,
-            },
-        )
-    }
-
-    #[pyo3(signature = (count=None))]
-    fn repeat(&self, py: Python<'_>, count: Option<u64>) -> PyResult<PyPlan> {
-        self.then(
-            py,
-            Repeat {
-                input: self.plan.clone(),
-                count,
-            },
-        )
-    }
-
-    #[pyo3(signature = (filename=None))]
-    fn cache(&self, py: Python<'_>, filename: Option<String>) -> PyResult<PyPlan> {
-        self.then(
-            py,
-            Cache {
-                input: self.plan.clone(),
-                filename,
-            },
-        )
-    }
-
-    fn prefetch(&self, py: Python<'_>, buffer_size: i64) -> PyResult<PyPlan> {
-        Ok(PyPlan::wrap(self.plan.prefetch(buffer_size).py(py)?))
     }
 
     /// Every `num_shards`-th element from the `index`-th; `by_rank`: a rank's share of a
@@ -564,15 +530,6 @@ impl PyPlan {
                 start,
                 index_name,
                 prefix,
-            },
-        )
-    }
-
-    fn unbatch(&self, py: Python<'_>) -> PyResult<PyPlan> {
-        self.then(
-            py,
-            Unbatch {
-                input: self.plan.clone(),
             },
         )
     }
@@ -755,6 +712,21 @@ impl PyPlan {
     ) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
         let state = self.pipeline(py)?.start_state(epoch);
         Ok(pyo3::types::PyBytes::new(py, &state))
+    }
+
+    /// The kind of its last step (as `step_kinds()` names it).
+    fn kind(&self) -> &'static str {
+        self.plan.step().kind()
+    }
+
+    /// The plans its last step reads (none for a source).
+    fn inputs(&self) -> Vec<PyPlan> {
+        self.plan
+            .step()
+            .inputs()
+            .into_iter()
+            .map(|p| PyPlan::wrap(p.clone()))
+            .collect()
     }
 
     /// How many elements one pass hands out: tf.data's numbers (-1 infinite, -2 unknown).

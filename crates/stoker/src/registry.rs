@@ -55,6 +55,7 @@ registry! {
     interleave::Interleave,
     filter::Filter,
     take::Take,
+    assert_cardinality::AssertCardinality,
     skip::Skip,
     repeat::Repeat,
     cache::Cache,

@@ -436,7 +436,7 @@ class Dataset:
         """Stacks ``batch_size`` consecutive elements; the last batch may be smaller unless
         ``drop_remainder``. Written straight into pooled buffers."""
         size = _whole("batch: batch_size", batch_size, 1)
-        batched = Dataset(self._plan.batch(size, bool(drop_remainder)), self._structure)
+        batched = Dataset(self._plan.step({"step": "batch", "batch_size": size, "drop_remainder": bool(drop_remainder)}), self._structure)
         return batched._batched(self, size, drop_remainder)
 
     def padded_batch(
@@ -481,7 +481,7 @@ class Dataset:
         """Splits each element along its first dimension into that many elements, as
         ``tf.data``'s ``unbatch``: every field needs a first dimension, the same for all of an
         element's fields (else an error naming the element). The rows are views, not copies."""
-        return Dataset(self._plan.unbatch(), self._structure)
+        return Dataset(self._plan.step({"step": "unbatch"}), self._structure)
 
     def interleave(
         self,
@@ -748,32 +748,41 @@ class Dataset:
         if n == -1:
             return self
         whole = 0 <= self.cardinality() <= n
-        return Dataset(self._plan.take(n), self._structure)._rows_of(self, whole)
+        return Dataset(self._plan.step({"step": "take", "count": n}), self._structure)._rows_of(self, whole)
 
     def skip(self, count: int) -> Dataset:
         """All but the first ``count`` elements (none if ``count`` is -1)."""
         n = _whole("skip: count", count, -1, " (-1: all)")
         if n == -1:
-            return Dataset(self._plan.take(0), self._structure)
-        return Dataset(self._plan.skip(n), self._structure)._rows_of(self, False)
+            return Dataset(self._plan.step({"step": "take", "count": 0}), self._structure)
+        return Dataset(self._plan.step({"step": "skip", "count": n}), self._structure)._rows_of(self, False)
 
     def repeat(self, count: int | None = None) -> Dataset:
         """Repeats ``count`` times, or forever (``None`` or -1)."""
         c = None if count is None else _whole("repeat: count", count, -1, " (-1: forever)")
-        return Dataset(self._plan.repeat(None if c == -1 else c), self._structure)._rows_of(self)
+        return Dataset(self._plan.step({"step": "repeat", "count": None if c == -1 else c}), self._structure)._rows_of(self)
 
     def cache(self, filename: PathLike = "") -> Dataset:
         """Caches elements in memory (``filename=""``) or in a file. The first complete pass
         fills the cache; later passes are served from it — from memory without copying, as
         read-only arrays."""
         name = _path(filename)
-        return Dataset(self._plan.cache(name or None), self._structure)._rows_of(self)
+        return Dataset(self._plan.step({"step": "cache", "filename": name or None}), self._structure)._rows_of(self)
 
     def prefetch(self, buffer_size: int) -> Dataset:
         """Runs the pipeline ahead on a thread into a buffer of ``buffer_size`` elements
         (``AUTOTUNE``: stoker chooses)."""
         size = _whole("prefetch: buffer_size", buffer_size, AUTOTUNE, " (AUTOTUNE)")
-        return Dataset(self._plan.prefetch(size), self._structure)._rows_of(self)
+        return Dataset(self._plan.step({"step": "prefetch", "buffer_size": size}), self._structure)._rows_of(self)
+
+    def assert_cardinality(self, expected_cardinality: int) -> Dataset:
+        """The same elements, with ``expected_cardinality`` as :meth:`cardinality` (tf.data's
+        ``experimental.assert_cardinality``): for a length the plan cannot know (after a
+        ``filter``, or from a Python generator). Iterating checks it: an error names the step
+        at the element past that count, or at the end when fewer came."""
+        n = _whole("assert_cardinality: expected_cardinality", expected_cardinality, 0)
+        plan = self._plan.step({"step": "assert_cardinality", "expected_cardinality": n})
+        return Dataset(plan, self._structure)._rows_of(self)
 
     def shard(self, num_shards: int, index: int) -> Dataset:
         """Every ``num_shards``-th element, starting at ``index``. The planner makes only
@@ -941,7 +950,7 @@ class Dataset:
         its own (made once; it also runs the Python functions whose results give the
         structure); ``{}`` if that run hands out nothing."""
         if self._first is None:
-            it = self._plan.take(1).iterate()
+            it = self._plan.step({"step": "take", "count": 1}).iterate()
             try:
                 item = next(it, None)
             finally:

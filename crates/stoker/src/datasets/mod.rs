@@ -33,6 +33,7 @@ macro_rules! no_inputs {
     };
 }
 
+pub mod assert_cardinality;
 pub mod batch;
 pub mod cache;
 pub mod choose_from_datasets;
