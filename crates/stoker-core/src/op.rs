@@ -152,9 +152,24 @@ pub trait Op: Any + Send + Sync + Debug {
         Vec::new()
     }
 
+    /// What kind of work it is, where the advice on a slow pipeline depends on it.
+    fn work(&self) -> Work {
+        Work::Other
+    }
+
     /// A serialisable description (`{"op": "...", ...}`), or an error for ops that cannot be
     /// saved (Python functions).
     fn spec(&self) -> Result<serde_json::Value>;
+}
+
+/// What kind of work an op does (see [`Op::work`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Work {
+    /// Decodes compressed images (JPEG, PNG, ...): work that can be moved offline, once.
+    DecodeImage,
+    /// Opens and reads a whole file per element: many small files cost more than the bytes.
+    ReadFile,
+    Other,
 }
 
 /// A test of one element, for `filter`.

@@ -47,7 +47,7 @@ pub struct StageStats {
 }
 
 /// A copy of a stage's counters at one moment.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct StageSnapshot {
     pub name: String,
     pub kind: String,

@@ -11,6 +11,7 @@ use stoker_formats::tfrecord_reader::DEFAULT_MAX_RECORD_BYTES;
 use stoker_formats::{Compression, TfRecordIter};
 
 use crate::build::BuildCtx;
+use crate::plan::SpecCtx;
 
 /// Turns one element into a dataset, for `interleave`.
 pub trait Opener: Send + Sync + Debug {
@@ -256,5 +257,108 @@ pub(crate) fn files_in_turn(num_parallel_reads: i64, files: usize, ctx: &BuildCt
     match num_parallel_reads {
         crate::properties::AUTOTUNE => ctx.order_budget.min(files.max(1)),
         n => n.max(1) as usize,
+    }
+}
+
+/// A spec value that is one string or a list of strings.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum Strings {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Strings {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            Strings::One(s) => vec![s],
+            Strings::Many(v) => v,
+        }
+    }
+}
+
+/// What the file sources (`tfrecord`, `text_line`, `fixed_length_record`) share: the patterns
+/// as given, the files they matched when the dataset was made, their compression, and how
+/// many files are read in turn.
+#[derive(Clone, Debug)]
+pub struct Files {
+    pub patterns: Vec<String>,
+    pub files: Vec<String>,
+    pub compression: Compression,
+    pub num_parallel_reads: i64,
+}
+
+impl Files {
+    /// Expands and checks `patterns` now (`op` names the source in errors).
+    pub fn new(
+        op: &str,
+        patterns: Vec<String>,
+        compression: Compression,
+        num_parallel_reads: i64,
+    ) -> Result<Files> {
+        let files = expand_files(op, &patterns)?;
+        Ok(Files {
+            patterns,
+            files,
+            compression,
+            num_parallel_reads,
+        })
+    }
+
+    /// From a spec's `files`, `compression_type` and `num_parallel_reads`, its paths relative
+    /// to the spec's folder.
+    pub fn from_spec(
+        op: &str,
+        files: Strings,
+        compression_type: &str,
+        num_parallel_reads: i64,
+        ctx: &SpecCtx,
+    ) -> Result<Files> {
+        let patterns = files.into_vec().iter().map(|p| ctx.load_path(p)).collect();
+        let compression = Compression::parse(compression_type)?;
+        Files::new(op, patterns, compression, num_parallel_reads)
+    }
+
+    /// The spec's `files`.
+    pub fn spec_files(&self, ctx: &SpecCtx) -> Strings {
+        Strings::Many(self.patterns.iter().map(|p| ctx.save_path(p)).collect())
+    }
+
+    /// The spec's `compression_type`.
+    pub fn compression_type(&self) -> String {
+        self.compression.name().to_string()
+    }
+
+    /// `kind(N files<detail>, parallel_reads=n)`, for stats and `explain()`.
+    pub fn label(&self, kind: &str, detail: &str) -> String {
+        format!(
+            "{kind}({} files{detail}, parallel_reads={})",
+            self.files.len(),
+            self.num_parallel_reads
+        )
+    }
+
+    /// The sources' parallelism knob.
+    pub fn knob(&self) -> Option<(&'static str, Option<i64>)> {
+        Some(("num_parallel_reads", Some(self.num_parallel_reads)))
+    }
+
+    /// How many files are read in turn in a run with `ctx`.
+    pub fn in_turn(&self, ctx: &BuildCtx) -> usize {
+        files_in_turn(self.num_parallel_reads, self.files.len(), ctx)
+    }
+
+    /// The files' elements, `open` reading one file (at a state of its reader, on restore).
+    pub fn read<F>(
+        &self,
+        ctx: &BuildCtx,
+        stats: Arc<StageStats>,
+        at: Option<&State>,
+        open: F,
+    ) -> Result<BoxIter>
+    where
+        F: Fn(&str, Option<&State>) -> Result<BoxIter> + Send + Sync + 'static,
+    {
+        read_files(&self.files, self.in_turn(ctx), stats, at, open)
     }
 }

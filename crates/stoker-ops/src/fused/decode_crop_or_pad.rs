@@ -123,6 +123,10 @@ impl DecodeCropOrPad {
 }
 
 impl Op for DecodeCropOrPad {
+    fn work(&self) -> stoker_core::op::Work {
+        stoker_core::op::Work::DecodeImage
+    }
+
     fn name(&self) -> &str {
         match &self.row_op {
             None => OP,

@@ -85,6 +85,10 @@ impl DecodeRandomResizedCrop {
 }
 
 impl Op for DecodeRandomResizedCrop {
+    fn work(&self) -> stoker_core::op::Work {
+        stoker_core::op::Work::DecodeImage
+    }
+
     fn name(&self) -> &str {
         OP
     }

@@ -376,6 +376,10 @@ impl DecodeImage {
 }
 
 impl Op for DecodeImage {
+    fn work(&self) -> stoker_core::op::Work {
+        stoker_core::op::Work::DecodeImage
+    }
+
     fn name(&self) -> &str {
         OP
     }

@@ -22,6 +22,10 @@ pub struct ReadFile {
 }
 
 impl Op for ReadFile {
+    fn work(&self) -> stoker_core::op::Work {
+        stoker_core::op::Work::ReadFile
+    }
+
     fn name(&self) -> &str {
         OP
     }

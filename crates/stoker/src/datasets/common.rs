@@ -92,23 +92,6 @@ pub(crate) fn check_parallelism(step: &str, n: Option<i64>) -> Result<()> {
     }
 }
 
-/// A spec value that is one string or a list of strings.
-#[derive(Clone, Debug, Serialize, serde::Deserialize)]
-#[serde(untagged)]
-pub enum Strings {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl Strings {
-    pub fn into_vec(self) -> Vec<String> {
-        match self {
-            Strings::One(s) => vec![s],
-            Strings::Many(v) => v,
-        }
-    }
-}
-
 /// The input of a step that has one (checked by the spec reader before `from_spec`).
 pub(crate) fn input_of(input: Option<Plan>) -> Result<Plan> {
     input.ok_or_else(|| Error::Spec("needs an input step before it".into()))

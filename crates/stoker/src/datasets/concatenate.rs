@@ -4,15 +4,16 @@
 
 use std::sync::Arc;
 
-use super::common::input_at;
-use crate::build::BuildCtx;
-use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
-use crate::properties::{Cardinality, Randomness};
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Names, Schema};
 use stoker_core::exec::{BoxIter, ElementIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Error, Result, StageStats};
+
+use super::common::input_at;
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 
 #[derive(Clone, Debug)]
 pub struct Concatenate {

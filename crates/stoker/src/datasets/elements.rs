@@ -3,15 +3,16 @@
 
 use std::sync::Arc;
 
-use super::common::not_loadable;
-use crate::build::BuildCtx;
-use crate::plan::{DatasetOp, Plan, SpecCtx};
-use crate::properties::{Cardinality, Randomness};
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
 use stoker_core::exec::{BoxIter, ElementIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{Error, Result, StageStats};
+
+use super::common::not_loadable;
+use crate::build::BuildCtx;
+use crate::plan::{DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 
 #[derive(Clone, Debug)]
 pub struct Elements {

@@ -2,10 +2,6 @@
 
 use std::sync::Arc;
 
-use super::common::{input_at, not_loadable, same};
-use crate::build::BuildCtx;
-use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
-use crate::properties::{Cardinality, Randomness};
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
 use stoker_core::exec::filter::FilterIter;
@@ -13,6 +9,11 @@ use stoker_core::exec::{BoxIter, State};
 use stoker_core::op::Predicate;
 use stoker_core::stats::Metered;
 use stoker_core::{Result, StageStats};
+
+use super::common::{input_at, not_loadable, same};
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 
 #[derive(Clone, Debug)]
 pub struct Filter {

@@ -11,20 +11,25 @@ use stoker_core::{DType, Error, Result, StageStats};
 use stoker_formats::fixed_length::{FixedLengthIter, Framing};
 use stoker_formats::Compression;
 
-use super::common::Strings;
 use crate::build::BuildCtx;
 use crate::plan::{DatasetOp, Plan, SpecCtx};
 use crate::properties::{Cardinality, Randomness};
-use crate::sources::{files_in_turn, read_files};
+use crate::sources::{Files, Strings};
 
 #[derive(Clone, Debug)]
 pub struct FixedLengthRecord {
-    pub patterns: Vec<String>,
-    /// The files the patterns matched when the dataset was made.
-    pub files: Vec<String>,
+    pub files: Files,
     pub framing: Framing,
-    pub compression: Compression,
-    pub num_parallel_reads: i64,
+}
+
+/// The source's name in errors, as in tf.data.
+const OP: &str = "FixedLengthRecordDataset";
+
+fn check(framing: &Framing) -> Result<()> {
+    if framing.record_bytes == 0 {
+        return Err(Error::invalid(OP, "record_bytes must be at least 1"));
+    }
+    Ok(())
 }
 
 impl FixedLengthRecord {
@@ -35,20 +40,9 @@ impl FixedLengthRecord {
         compression: Compression,
         num_parallel_reads: i64,
     ) -> Result<FixedLengthRecord> {
-        if framing.record_bytes == 0 {
-            return Err(Error::invalid(
-                "FixedLengthRecordDataset",
-                "record_bytes must be at least 1",
-            ));
-        }
-        let files = crate::sources::expand_files("FixedLengthRecordDataset", &patterns)?;
-        Ok(FixedLengthRecord {
-            patterns,
-            files,
-            framing,
-            compression,
-            num_parallel_reads,
-        })
+        check(&framing)?;
+        let files = Files::new(OP, patterns, compression, num_parallel_reads)?;
+        Ok(FixedLengthRecord { files, framing })
     }
 }
 
@@ -87,12 +81,8 @@ impl DatasetOp for FixedLengthRecord {
     }
 
     fn label(&self) -> String {
-        format!(
-            "fixed_length_record({} files, {} bytes, parallel_reads={})",
-            self.files.len(),
-            self.framing.record_bytes,
-            self.num_parallel_reads
-        )
+        let bytes = format!(", {} bytes", self.framing.record_bytes);
+        self.files.label(Self::KIND, &bytes)
     }
 
     /// Unknown, as in tf.data.
@@ -109,7 +99,7 @@ impl DatasetOp for FixedLengthRecord {
     }
 
     fn parallelism_knob(&self) -> Option<(&'static str, Option<i64>)> {
-        Some(("num_parallel_reads", Some(self.num_parallel_reads)))
+        self.files.knob()
     }
 
     fn iterate(
@@ -119,7 +109,7 @@ impl DatasetOp for FixedLengthRecord {
         stats: Arc<StageStats>,
         at: Option<&State>,
     ) -> Result<BoxIter> {
-        let (compression, framing) = (self.compression, self.framing);
+        let (compression, framing) = (self.files.compression, self.framing);
         let (policy, st) = (ctx.options.on_bad_record, Arc::clone(&stats));
         let open = move |path: &str, at: Option<&State>| -> Result<BoxIter> {
             let on_damage = (policy, Arc::clone(&st));
@@ -128,38 +118,28 @@ impl DatasetOp for FixedLengthRecord {
                 Some(s) => FixedLengthIter::open_at(path, compression, framing, on_damage, s)?,
             }))
         };
-        let cycle = files_in_turn(self.num_parallel_reads, self.files.len(), ctx);
-        read_files(&self.files, cycle, stats, at, open)
+        self.files.read(ctx, stats, at, open)
     }
 
     fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Spec>> {
         Ok(Some(Spec {
-            files: Strings::Many(self.patterns.iter().map(|p| ctx.save_path(p)).collect()),
+            files: self.files.spec_files(ctx),
             record_bytes: self.framing.record_bytes,
             header_bytes: self.framing.header_bytes,
             footer_bytes: self.framing.footer_bytes,
-            compression_type: self.compression.name().to_string(),
-            num_parallel_reads: self.num_parallel_reads,
+            compression_type: self.files.compression_type(),
+            num_parallel_reads: self.files.num_parallel_reads,
         }))
     }
 
     fn from_spec(s: Spec, _: Option<Plan>, ctx: &SpecCtx) -> Result<Self> {
-        let patterns = s
-            .files
-            .into_vec()
-            .iter()
-            .map(|p| ctx.load_path(p))
-            .collect();
         let framing = Framing {
             record_bytes: s.record_bytes,
             header_bytes: s.header_bytes,
             footer_bytes: s.footer_bytes,
         };
-        FixedLengthRecord::new(
-            patterns,
-            framing,
-            Compression::parse(&s.compression_type)?,
-            s.num_parallel_reads,
-        )
+        check(&framing)?;
+        let files = Files::from_spec(OP, s.files, &s.compression_type, s.num_parallel_reads, ctx)?;
+        Ok(FixedLengthRecord { files, framing })
     }
 }

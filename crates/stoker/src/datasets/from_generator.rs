@@ -9,14 +9,15 @@
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use super::common::{not_loadable, pass_over, NoSpec};
-use crate::build::BuildCtx;
-use crate::plan::{DatasetOp, Plan, SpecCtx};
-use crate::properties::{Cardinality, Randomness};
 use stoker_core::element::{Element, Schema};
 use stoker_core::exec::{BoxIter, ElementIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{Error, Result, StageStats};
+
+use super::common::{not_loadable, pass_over, NoSpec};
+use crate::build::BuildCtx;
+use crate::plan::{DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 
 /// A generator of elements, started once per iteration.
 pub trait Generator: Send + Sync + Debug {

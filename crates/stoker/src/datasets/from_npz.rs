@@ -2,15 +2,16 @@
 
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+use stoker_core::element::Schema;
+use stoker_core::exec::{BoxIter, State};
+use stoker_core::{Result, StageStats, Tensor};
+
 use super::common::{rows_cardinality, rows_iterate, rows_schema, RowAccess};
 use crate::build::BuildCtx;
 use crate::plan::{DatasetOp, Plan, SpecCtx};
 use crate::properties::{Cardinality, Randomness};
 use crate::random_access::RandomAccess;
-use serde::{Deserialize, Serialize};
-use stoker_core::element::Schema;
-use stoker_core::exec::{BoxIter, State};
-use stoker_core::{Result, StageStats, Tensor};
 
 #[derive(Clone)]
 pub struct FromNpz {

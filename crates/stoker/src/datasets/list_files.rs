@@ -3,11 +3,6 @@
 
 use std::sync::Arc;
 
-use super::common::{RowAccess, Strings};
-use crate::build::{file_column, file_names, BuildCtx};
-use crate::plan::{DatasetOp, Plan, SpecCtx};
-use crate::properties::{Cardinality, Randomness};
-use crate::random_access::RandomAccess;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::names;
 use stoker_core::element::{FieldSpec, Schema};
@@ -15,6 +10,13 @@ use stoker_core::exec::shuffle::epoch_seed;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{DType, Result, Seed, StageStats};
+
+use super::common::RowAccess;
+use crate::build::{file_column, file_names, BuildCtx};
+use crate::plan::{DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
+use crate::random_access::RandomAccess;
+use crate::sources::Strings;
 
 #[derive(Clone, Debug)]
 pub struct ListFiles {

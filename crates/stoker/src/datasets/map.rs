@@ -3,11 +3,6 @@
 
 use std::sync::Arc;
 
-use super::common::{check_parallelism, input_at, same};
-use crate::build::BuildCtx;
-use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
-use crate::properties::{Cardinality, Randomness, AUTOTUNE};
-use crate::random_access::RandomAccess;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
 use stoker_core::exec::map::{apply_chain, MapIter, OpChain, Positions};
@@ -20,6 +15,12 @@ use stoker_core::op::Op;
 use stoker_core::stats::Metered;
 use stoker_core::{ErrorPolicy, Result, StageStats};
 use stoker_ops::OpSpec;
+
+use super::common::{check_parallelism, input_at, same};
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness, AUTOTUNE};
+use crate::random_access::RandomAccess;
 
 #[derive(Clone)]
 pub struct Map {

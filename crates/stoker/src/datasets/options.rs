@@ -3,14 +3,15 @@
 
 use std::sync::Arc;
 
+use stoker_core::element::Schema;
+use stoker_core::exec::{BoxIter, State};
+use stoker_core::{ErrorPolicy, PipelineOptions, Result, StageStats};
+
 use super::common::same;
 use crate::build::BuildCtx;
 use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
 use crate::properties::{Cardinality, Randomness};
 use crate::random_access::RandomAccess;
-use stoker_core::element::Schema;
-use stoker_core::exec::{BoxIter, State};
-use stoker_core::{ErrorPolicy, PipelineOptions, Result, StageStats};
 
 #[derive(Clone, Debug)]
 pub struct WithOptions {

@@ -2,16 +2,17 @@
 
 use std::sync::Arc;
 
-use super::common::same;
-use crate::build::BuildCtx;
-use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
-use crate::properties::{Cardinality, Randomness, AUTOTUNE};
-use crate::random_access::RandomAccess;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
 use stoker_core::exec::prefetch::Prefetch as PrefetchIter;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::{Error, Result, StageStats};
+
+use super::common::same;
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness, AUTOTUNE};
+use crate::random_access::RandomAccess;
 
 #[derive(Clone, Debug)]
 pub struct Prefetch {

@@ -9,15 +9,16 @@
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use super::common::{not_loadable, pass_over};
-use crate::build::BuildCtx;
-use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
-use crate::properties::{Cardinality, Randomness};
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
 use stoker_core::exec::{BoxIter, ElementIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Error, Result, StageStats};
+
+use super::common::{not_loadable, pass_over};
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 
 /// A scan function and its initial state.
 pub trait Scanner: Send + Sync + Debug {

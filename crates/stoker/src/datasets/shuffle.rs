@@ -2,17 +2,18 @@
 
 use std::sync::Arc;
 
-use super::common::same;
-use crate::build::BuildCtx;
-use crate::plan::{iterate, iterate_at, DatasetOp, Plan, SpecCtx};
-use crate::properties::{Cardinality, Randomness};
-use crate::random_access::RandomAccess;
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
 use stoker_core::exec::shuffle::{epoch_seed, ShuffleIter};
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{Error, ErrorPolicy, Result, Seed, StageStats, StatsRegistry};
+
+use super::common::same;
+use crate::build::BuildCtx;
+use crate::plan::{iterate, iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
+use crate::random_access::RandomAccess;
 
 #[derive(Clone, Debug)]
 pub struct Shuffle {

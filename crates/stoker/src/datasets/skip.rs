@@ -2,16 +2,17 @@
 
 use std::sync::Arc;
 
-use super::common::{input_at, same};
-use crate::build::BuildCtx;
-use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
-use crate::properties::{Cardinality, Randomness};
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
 use stoker_core::exec::take_skip::SkipIter;
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Result, StageStats};
+
+use super::common::{input_at, same};
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 
 #[derive(Clone, Debug)]
 pub struct Skip {

@@ -13,21 +13,19 @@ use stoker_core::{DType, Result, StageStats};
 use stoker_formats::text_line::{Split, TextLineIter};
 use stoker_formats::Compression;
 
-use super::common::Strings;
 use crate::build::BuildCtx;
 use crate::plan::{DatasetOp, Plan, SpecCtx};
 use crate::properties::{Cardinality, Randomness};
-use crate::sources::{files_in_turn, read_files};
+use crate::sources::{Files, Strings};
 
 #[derive(Clone, Debug)]
 pub struct TextLine {
-    pub patterns: Vec<String>,
-    /// The files the patterns matched when the dataset was made.
-    pub files: Vec<String>,
-    pub compression: Compression,
-    pub num_parallel_reads: i64,
+    pub files: Files,
     pub split: Split,
 }
+
+/// The source's name in errors, as in tf.data.
+const OP: &str = "TextLineDataset";
 
 impl TextLine {
     /// Expands and checks `patterns` now.
@@ -36,12 +34,9 @@ impl TextLine {
         compression: Compression,
         num_parallel_reads: i64,
     ) -> Result<TextLine> {
-        let files = crate::sources::expand_files("TextLineDataset", &patterns)?;
+        let files = Files::new(OP, patterns, compression, num_parallel_reads)?;
         Ok(TextLine {
-            patterns,
             files,
-            compression,
-            num_parallel_reads,
             split: Split::Lines,
         })
     }
@@ -94,11 +89,7 @@ impl DatasetOp for TextLine {
     }
 
     fn label(&self) -> String {
-        format!(
-            "text_line({} files, parallel_reads={})",
-            self.files.len(),
-            self.num_parallel_reads
-        )
+        self.files.label(Self::KIND, "")
     }
 
     /// Unknown, as in tf.data: counting the lines reads every file.
@@ -115,7 +106,7 @@ impl DatasetOp for TextLine {
     }
 
     fn parallelism_knob(&self) -> Option<(&'static str, Option<i64>)> {
-        Some(("num_parallel_reads", Some(self.num_parallel_reads)))
+        self.files.knob()
     }
 
     fn iterate(
@@ -125,7 +116,7 @@ impl DatasetOp for TextLine {
         stats: Arc<StageStats>,
         at: Option<&State>,
     ) -> Result<BoxIter> {
-        let (compression, split) = (self.compression, self.split);
+        let (compression, split) = (self.files.compression, self.split);
         let (policy, st) = (ctx.options.on_bad_record, Arc::clone(&stats));
         let open = move |path: &str, at: Option<&State>| -> Result<BoxIter> {
             let st = Arc::clone(&st);
@@ -134,15 +125,14 @@ impl DatasetOp for TextLine {
                 Some(s) => TextLineIter::open_at(path, compression, split, policy, st, s)?,
             }))
         };
-        let cycle = files_in_turn(self.num_parallel_reads, self.files.len(), ctx);
-        read_files(&self.files, cycle, stats, at, open)
+        self.files.read(ctx, stats, at, open)
     }
 
     fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Spec>> {
         Ok(Some(Spec {
-            files: Strings::Many(self.patterns.iter().map(|p| ctx.save_path(p)).collect()),
-            compression_type: self.compression.name().to_string(),
-            num_parallel_reads: self.num_parallel_reads,
+            files: self.files.spec_files(ctx),
+            compression_type: self.files.compression_type(),
+            num_parallel_reads: self.files.num_parallel_reads,
             csv: match self.split {
                 Split::Lines => None,
                 Split::Csv { delim, quote } => Some(CsvSpec {
@@ -154,17 +144,11 @@ impl DatasetOp for TextLine {
     }
 
     fn from_spec(s: Spec, _: Option<Plan>, ctx: &SpecCtx) -> Result<Self> {
-        let patterns = s
-            .files
-            .into_vec()
-            .iter()
-            .map(|p| ctx.load_path(p))
-            .collect();
-        let lines = TextLine::new(
-            patterns,
-            Compression::parse(&s.compression_type)?,
-            s.num_parallel_reads,
-        )?;
+        let files = Files::from_spec(OP, s.files, &s.compression_type, s.num_parallel_reads, ctx)?;
+        let lines = TextLine {
+            files,
+            split: Split::Lines,
+        };
         Ok(match s.csv {
             None => lines,
             Some(c) => lines.csv_records(csv_delim(&c.field_delim)?, c.use_quote_delim),

@@ -12,24 +12,22 @@ use stoker_formats::tfrecord_index::RecordFile;
 use stoker_formats::tfrecord_reader::DEFAULT_MAX_RECORD_BYTES;
 use stoker_formats::Compression;
 
-use super::common::Strings;
 use crate::build::BuildCtx;
 use crate::plan::{DatasetOp, Plan, SpecCtx};
 use crate::properties::{Cardinality, Randomness};
 use crate::random_access::RandomAccess;
-use crate::sources::{files_in_turn, read_files, TfRecordOpener};
+use crate::sources::{Files, Strings, TfRecordOpener};
 
 #[derive(Clone, Debug)]
 pub struct TfRecord {
-    pub patterns: Vec<String>,
-    /// The files the patterns matched when the dataset was made.
-    pub files: Vec<String>,
-    pub compression: Compression,
+    pub files: Files,
     pub verify_crc: bool,
-    pub num_parallel_reads: i64,
     /// The largest record read (see `RecordReader::set_max_record_bytes`).
     pub max_record_bytes: u64,
 }
+
+/// The source's name in errors, as in tf.data.
+const OP: &str = "TFRecordDataset";
 
 impl TfRecord {
     /// Expands and checks `patterns` now.
@@ -39,13 +37,10 @@ impl TfRecord {
         verify_crc: bool,
         num_parallel_reads: i64,
     ) -> Result<TfRecord> {
-        let files = crate::sources::expand_files("TFRecordDataset", &patterns)?;
+        let files = Files::new(OP, patterns, compression, num_parallel_reads)?;
         Ok(TfRecord {
-            patterns,
             files,
-            compression,
             verify_crc,
-            num_parallel_reads,
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
         })
     }
@@ -54,13 +49,6 @@ impl TfRecord {
     pub fn with_max_record_bytes(mut self, max: u64) -> TfRecord {
         self.max_record_bytes = max;
         self
-    }
-}
-
-impl TfRecord {
-    /// How many files are read in turn.
-    fn cycle_length(&self, ctx: &BuildCtx) -> usize {
-        files_in_turn(self.num_parallel_reads, self.files.len(), ctx)
     }
 }
 
@@ -130,11 +118,7 @@ impl DatasetOp for TfRecord {
     }
 
     fn label(&self) -> String {
-        format!(
-            "tfrecord({} files, parallel_reads={})",
-            self.files.len(),
-            self.num_parallel_reads
-        )
+        self.files.label(Self::KIND, "")
     }
 
     /// Unknown, as in tf.data: counting the records reads every file.
@@ -151,7 +135,7 @@ impl DatasetOp for TfRecord {
     }
 
     fn parallelism_knob(&self) -> Option<(&'static str, Option<i64>)> {
-        Some(("num_parallel_reads", Some(self.num_parallel_reads)))
+        self.files.knob()
     }
 
     fn iterate(
@@ -163,29 +147,29 @@ impl DatasetOp for TfRecord {
     ) -> Result<BoxIter> {
         let policy = ctx.options.on_bad_record;
         let opener = TfRecordOpener {
-            compression: self.compression,
+            compression: self.files.compression,
             verify_crc: self.verify_crc,
             max_record_bytes: self.max_record_bytes,
         };
         let st = Arc::clone(&stats);
         let open = move |path: &str, at: Option<&State>| opener.open_path(path, policy, &st, at);
-        read_files(&self.files, self.cycle_length(ctx), stats, at, open)
+        self.files.read(ctx, stats, at, open)
     }
 
     /// Uncompressed files only: a compressed stream cannot be entered in the middle.
     fn supports_random_access(&self) -> bool {
-        self.compression == Compression::None
+        self.files.compression == Compression::None
     }
 
     fn random_access(&self, node: &Plan, ctx: &BuildCtx) -> Result<Option<Box<dyn RandomAccess>>> {
         if !self.supports_random_access() {
             return Ok(None);
         }
-        let cycle = self.cycle_length(ctx);
+        let cycle = self.files.in_turn(ctx);
         let skip_into = (ctx.options.on_bad_record == ErrorPolicy::Skip)
             .then(|| crate::plan::stage_stats(node, ctx));
         Ok(Some(Box::new(RecordAccess::open(
-            &self.files,
+            &self.files.files,
             cycle,
             self.verify_crc,
             ctx.options.threads(),
@@ -195,28 +179,21 @@ impl DatasetOp for TfRecord {
 
     fn to_spec(&self, ctx: &SpecCtx) -> Result<Option<Spec>> {
         Ok(Some(Spec {
-            files: Strings::Many(self.patterns.iter().map(|p| ctx.save_path(p)).collect()),
-            compression_type: self.compression.name().to_string(),
+            files: self.files.spec_files(ctx),
+            compression_type: self.files.compression_type(),
             verify_crc: self.verify_crc,
-            num_parallel_reads: self.num_parallel_reads,
+            num_parallel_reads: self.files.num_parallel_reads,
             max_record_bytes: self.max_record_bytes,
         }))
     }
 
     fn from_spec(s: Spec, _: Option<Plan>, ctx: &SpecCtx) -> Result<Self> {
-        let patterns = s
-            .files
-            .into_vec()
-            .iter()
-            .map(|p| ctx.load_path(p))
-            .collect();
-        TfRecord::new(
-            patterns,
-            Compression::parse(&s.compression_type)?,
-            s.verify_crc,
-            s.num_parallel_reads,
-        )
-        .map(|t| t.with_max_record_bytes(s.max_record_bytes))
+        let files = Files::from_spec(OP, s.files, &s.compression_type, s.num_parallel_reads, ctx)?;
+        Ok(TfRecord {
+            files,
+            verify_crc: s.verify_crc,
+            max_record_bytes: s.max_record_bytes,
+        })
     }
 }
 

@@ -11,10 +11,6 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::common::input_at;
-use crate::build::BuildCtx;
-use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
-use crate::properties::{Cardinality, Randomness};
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
 use stoker_core::exec::batch::stack;
@@ -22,6 +18,11 @@ use stoker_core::exec::{BoxIter, ElementIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::storage::batch_pool;
 use stoker_core::{Error, Result, StageStats};
+
+use super::common::input_at;
+use crate::build::BuildCtx;
+use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
+use crate::properties::{Cardinality, Randomness};
 
 #[derive(Clone, Debug)]
 pub struct Window {
