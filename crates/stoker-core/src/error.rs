@@ -2,7 +2,7 @@
 
 use std::io;
 
-use crate::tensor::Origin;
+use crate::origin::Origin;
 
 /// What went wrong, and where. New kinds may be added: match with a wildcard arm, and on
 /// [`Error::kind`] to see through [`Error::InStage`].

@@ -12,27 +12,8 @@ use bytes::Bytes;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+pub use crate::origin::Origin;
 use crate::storage::Storage;
-
-/// Where a value was read from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Origin {
-    pub file: Arc<str>,
-    /// Index of the record in its file, from 0.
-    pub record: u64,
-    /// Byte offset of the record's header in the (decompressed) file.
-    pub offset: u64,
-}
-
-impl fmt::Display for Origin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}, record {} (byte offset {})",
-            self.file, self.record, self.offset
-        )
-    }
-}
 
 /// The values of a bytes tensor, in row-major order, and their origins (empty when unknown).
 #[derive(Clone, Debug, Default)]

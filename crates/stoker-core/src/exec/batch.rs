@@ -16,11 +16,12 @@ use crate::dtype::DType;
 use crate::element::{Element, Names, Schema};
 use crate::error::{Error, Result};
 use crate::exec::{BoxIter, ElementIter};
+use crate::origin::Origin;
 use crate::row_slots::{BatchSlots, RowSlots, SlotField};
 use crate::stats::StageStats;
 use crate::storage::{BufferPool, Storage};
 use crate::stream_copy::{copy_streaming, STREAM_MIN_BYTES};
-use crate::tensor::{Origin, Tensor};
+use crate::tensor::Tensor;
 
 pub struct BatchIter {
     input: BoxIter,

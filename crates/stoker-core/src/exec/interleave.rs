@@ -104,7 +104,7 @@ impl InterleaveIter {
             })
             .collect();
         let wanted: Vec<u64> = open_slots.iter().map(|(_, e, _)| *e).collect();
-        let elements = crate::exec::state::replay(&mut input, taken, &wanted)?;
+        let elements = crate::exec::replay::replay(&mut input, taken, &wanted)?;
         let mut it = InterleaveIter::new(input, open, config, stats);
         it.cycle_index = state.int(OP, 1)? as usize % cycle;
         it.block_index = state.int(OP, 2)? as usize;

@@ -19,6 +19,7 @@ pub mod parallel_map_batch;
 pub mod prefetch;
 pub mod refill;
 pub mod repeat;
+pub mod replay;
 pub mod results;
 pub mod shard;
 pub mod shuffle;

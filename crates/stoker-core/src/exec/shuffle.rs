@@ -58,7 +58,7 @@ impl ShuffleIter {
     ) -> Result<Self> {
         ShuffleIter::restore_with(capacity, stats, state, |positions, pulled| {
             let mut input = input;
-            let buffer = crate::exec::state::replay(&mut input, pulled, positions)?;
+            let buffer = crate::exec::replay::replay(&mut input, pulled, positions)?;
             Ok((buffer, input))
         })
     }

@@ -15,6 +15,8 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use crate::error::{Error, Result};
+/// Here too: a stage restoring its state uses it with the rest of this module.
+pub use crate::exec::replay::replay;
 
 /// The state of one stage: its own integers, and the states of the stages it reads from.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -115,7 +117,7 @@ pub fn take_varint(data: &mut &[u8]) -> Result<u64> {
     Err(damaged("an integer is too long"))
 }
 
-fn damaged(what: &str) -> Error {
+pub(crate) fn damaged(what: &str) -> Error {
     Error::invalid("state", format!("the state is damaged: {what}"))
 }
 
@@ -161,36 +163,6 @@ impl StateLog {
     ) -> std::sync::MutexGuard<'_, VecDeque<(u64, std::result::Result<State, String>)>> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
-
-/// Runs `input` (fresh, at the start of its pass) through its first `count` elements, keeping
-/// those at `wanted` positions (in the order of `wanted`); `input` is then positioned right
-/// after element `count - 1`. Ends early when the input does.
-pub fn replay(
-    input: &mut crate::exec::BoxIter,
-    count: u64,
-    wanted: &[u64],
-) -> Result<Vec<crate::element::Element>> {
-    let mut order: Vec<(u64, usize)> = wanted.iter().enumerate().map(|(k, &p)| (p, k)).collect();
-    order.sort_unstable();
-    let mut found: Vec<Option<crate::element::Element>> = vec![None; wanted.len()];
-    let mut next = order.iter().peekable();
-    for position in 0..count {
-        let Some(e) = input.next()? else {
-            break;
-        };
-        while let Some(&&(p, k)) = next.peek() {
-            if p != position {
-                break;
-            }
-            found[k] = Some(e.clone());
-            next.next();
-        }
-    }
-    found
-        .into_iter()
-        .map(|e| e.ok_or_else(|| damaged("a position past the end of the input")))
-        .collect()
 }
 
 #[cfg(test)]
