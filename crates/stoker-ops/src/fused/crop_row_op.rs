@@ -13,7 +13,6 @@ use stoker_core::op::{Op, OpCtx};
 use stoker_core::stream_copy::ChunkWriter;
 use stoker_core::{DType, Error, Tensor};
 
-use crate::fused::known::Known;
 use crate::image::one_hot_colors::OneHotColors;
 use crate::kernels::fields::{build_chunks_with, build_into};
 use crate::kernels::one_hot_rows::OneHotRows;
@@ -33,18 +32,6 @@ impl CropRowOp {
             CropRowOp::Rescale(o) => o.fields(),
             CropRowOp::OneHotColors(o) => o.fields(),
         }
-    }
-
-    /// The row op for `spec`, if it is one that works on `field` in place.
-    pub(crate) fn of(spec: &Known, field: &str) -> Option<CropRowOp> {
-        let (f, out, op) = match spec {
-            Known::Rescale(o) if o.dtype == DType::F32 => {
-                (&o.field, &o.output, CropRowOp::Rescale(o.clone()))
-            }
-            Known::OneHotColors(o) => (&o.field, &o.output, CropRowOp::OneHotColors(o.clone())),
-            _ => return None,
-        };
-        (f == field && out.as_deref().is_none_or(|o| o == field)).then_some(op)
     }
 
     /// The op as it runs alone (on crops the rows cannot be handed over for).

@@ -25,13 +25,14 @@ use stoker_core::{DType, Error, Result, Tensor};
 use crate::codecs::decoded::Decoded;
 use crate::codecs::png_file::png_size;
 use crate::codecs::png_window::Png8;
-use crate::fused::after_decode::fuse_after_decode;
 use crate::fused::crop_row_op::CropRowOp;
-use crate::fused::known::Known;
 use crate::image::decode_image::{decode_field, DecodeImage};
 use crate::image::resize_with_crop_or_pad::{crop_or_pad, span, ResizeWithCropOrPad};
 use crate::kernels::fields::{build_into, out_name, put};
 use crate::kernels::spec_json::spec_json;
+
+/// The planner reaches the fusion beside the op it makes.
+pub use crate::fused::fuse_crop_or_pad::fuse;
 
 const OP: &str = "decode_crop_or_pad";
 
@@ -181,90 +182,6 @@ impl Op for DecodeCropOrPad {
     fn spec(&self) -> Result<serde_json::Value> {
         spec_json(OP, self)
     }
-}
-
-/// Replaces each `decode_image` (to uint8) directly followed by a `resize_with_crop_or_pad`
-/// of its output (which it overwrites) with the fused op, and takes a `rescale` or
-/// `one_hot_colors` of the crop into it where it can (see `fuse_row_ops`). Other ops pass
-/// through unchanged.
-pub fn fuse(ops: &[Arc<dyn Op>]) -> Vec<Arc<dyn Op>> {
-    let fused = fuse_after_decode(ops, |decode, next| match next {
-        Known::ResizeWithCropOrPad(crop)
-            if decode.feeds(&crop.field, crop.output.as_deref())
-                && crop.height > 0
-                && crop.width > 0 =>
-        {
-            Some(Arc::new(DecodeCropOrPad {
-                decode: decode.clone(),
-                crop,
-                row_op: None,
-            }) as Arc<dyn Op>)
-        }
-        _ => None,
-    });
-    fuse_row_ops(&fused)
-}
-
-/// Moves a `rescale` (to float32) or `one_hot_colors` of a fused decode-and-crop's output into
-/// it as its row op, when it is the last op on that field, and the ops between are ones on
-/// other fields that it may safely move before: single-field image ops, and none at all
-/// when the row op may fail (so that the element fails with the same error as before).
-fn fuse_row_ops(ops: &[Arc<dyn Op>]) -> Vec<Arc<dyn Op>> {
-    let specs: Vec<Option<Known>> = ops.iter().map(Known::of).collect();
-    let mut taken = vec![false; ops.len()];
-    let mut out: Vec<Arc<dyn Op>> = Vec::with_capacity(ops.len());
-    for (i, op) in ops.iter().enumerate() {
-        if taken[i] {
-            continue;
-        }
-        let Some(Known::DecodeCropOrPad(dcp)) = &specs[i] else {
-            out.push(op.clone());
-            continue;
-        };
-        let field = out_name(&dcp.crop.field, &dcp.crop.output);
-        let later = &specs[i + 1..];
-        // The first later op on the field; every op up to it must be a known one on others.
-        let first = later
-            .iter()
-            .position(|s| s.as_ref().is_none_or(|s| !on_other_field(s, field)));
-        let row_op = first.and_then(|k| {
-            let op = CropRowOp::of(later[k].as_ref()?, field)?;
-            let last_on_field = later[k + 1..]
-                .iter()
-                .all(|s| s.as_ref().is_some_and(|s| on_other_field(s, field)));
-            // Ops already moved into an earlier decode no longer run between.
-            let adjacent = taken[i + 1..i + 1 + k].iter().all(|&t| t);
-            (last_on_field && (adjacent || !op.may_fail())).then_some((i + 1 + k, op))
-        });
-        match row_op {
-            Some((j, row_op)) if dcp.row_op.is_none() => {
-                taken[j] = true;
-                out.push(Arc::new(DecodeCropOrPad {
-                    row_op: Some(row_op),
-                    ..dcp.clone()
-                }));
-            }
-            _ => out.push(op.clone()),
-        }
-    }
-    out
-}
-
-/// Whether `spec` is a single-field image op that neither reads nor writes `field`.
-fn on_other_field(spec: &Known, field: &str) -> bool {
-    let (f, out) = match spec {
-        Known::ReadFile(o) => (&o.field, &o.output),
-        Known::DecodeImage(o) => (&o.field, &o.output),
-        Known::ResizeWithCropOrPad(o) => (&o.field, &o.output),
-        Known::DecodeCropOrPad(o) => {
-            let writes = out_name(&o.crop.field, &o.crop.output);
-            return o.decode.field != field && writes != field;
-        }
-        Known::Rescale(o) => (&o.field, &o.output),
-        Known::OneHotColors(o) => (&o.field, &o.output),
-        _ => return false,
-    };
-    f != field && out.as_deref().is_none_or(|o| o != field)
 }
 
 #[cfg(test)]

@@ -10,5 +10,6 @@ pub mod crop_row_op;
 pub mod decode_crop_or_pad;
 pub mod decode_resized_crop;
 pub mod device_image;
+mod fuse_crop_or_pad;
 pub(crate) mod known;
 pub mod pixel_chain;
