@@ -8,6 +8,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
@@ -54,9 +55,157 @@ pub struct ParallelMapConfig {
     pub positions: Positions,
 }
 
+/// A work item: an input element, its position in the pass, and where its result goes.
+type Work = (Element, u64, Sender<Tagged>);
+
+/// Starts a thread of the map named `name`, running `body`.
+pub(crate) fn start_thread(
+    name: String,
+    body: impl FnOnce() + Send + 'static,
+) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(body)
+        .map_err(|e| Error::spawn("spawning a map worker thread", e))
+}
+
+/// What a worker thread holds: the work channel, the ops and how to run them.
+struct Worker {
+    work_rx: Receiver<Work>,
+    ops: OpChain,
+    stats: Arc<StageStats>,
+    stop: Arc<AtomicBool>,
+    policy: ErrorPolicy,
+    seeds: Arc<Seeds>,
+    positions: Positions,
+    epoch: u64,
+}
+
+impl Worker {
+    /// Applies the ops to each work item and sends the result where the item says, until the
+    /// work channel closes, the stage stops, or the result has nowhere to go.
+    fn run(self) {
+        let Worker {
+            work_rx,
+            ops,
+            stats: st,
+            stop,
+            policy,
+            seeds,
+            positions,
+            epoch,
+        } = self;
+        for (element, index, reply) in work_rx {
+            // Once stopped, queued elements are not worked on: a slow op (a Python function)
+            // must not delay the end.
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let t = Instant::now();
+            let out = catch_panic(&st.name, || {
+                apply_chain(
+                    &ops,
+                    element,
+                    policy,
+                    &st,
+                    (positions.at(index), epoch),
+                    None,
+                    &seeds,
+                )
+            });
+            st.add_busy(t.elapsed());
+            trace::span(st.trace_name(), trace::Category::Stage, t, Some(index));
+            let t = Instant::now();
+            if reply.send((index, out)).is_err() {
+                break;
+            }
+            st.blocked_since(t);
+        }
+    }
+}
+
+/// What the feeder thread holds: the input, numbered from `index`, and the workers' channel.
+struct Feeder {
+    input: BoxIter,
+    index: u64,
+    work_tx: Sender<Work>,
+    stats: Arc<StageStats>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Feeder {
+    /// Ordered mode: pulls the input until it ends, fails or the stage stops, and for each
+    /// element queues a one-shot result slot for the consumer (in input order) and sends the
+    /// element with the slot's sender to the workers; `log` gets the input's state after each.
+    /// An input error goes to a slot of its own.
+    fn feed_ordered(self, log: Option<Arc<StateLog>>, order_tx: Sender<Slot>) {
+        let Feeder {
+            mut input,
+            mut index,
+            work_tx,
+            stats: st,
+            stop,
+        } = self;
+        while !stop.load(Ordering::Relaxed) {
+            let (slot_tx, slot_rx) = bounded::<Tagged>(1);
+            match catch_panic(&st.name, || st.pull(&mut input)) {
+                Ok(Some(e)) => {
+                    if let Some(log) = &log {
+                        log.push(index, input.state());
+                    }
+                    index += 1;
+                    if order_tx.send(slot_rx).is_err()
+                        || work_tx.send((e, index - 1, slot_tx)).is_err()
+                    {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(err) => {
+                    let _ = slot_tx.send((index, Err(err)));
+                    let _ = order_tx.send(slot_rx);
+                    break;
+                }
+            }
+        }
+        // The input goes before the channels close: the end the consumer sees comes after it.
+        drop(input);
+    }
+
+    /// Unordered mode: pulls the input until it ends, fails or the stage stops, and sends each
+    /// element to the workers with a sender of the shared result channel, which an input error
+    /// goes to as well.
+    fn feed_unordered(self, result_tx: Sender<Tagged>) {
+        let Feeder {
+            mut input,
+            mut index,
+            work_tx,
+            stats: st,
+            stop,
+        } = self;
+        while !stop.load(Ordering::Relaxed) {
+            match catch_panic(&st.name, || st.pull(&mut input)) {
+                Ok(Some(e)) => {
+                    index += 1;
+                    if work_tx.send((e, index - 1, result_tx.clone())).is_err() {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(err) => {
+                    let _ = result_tx.send((index, Err(err)));
+                    break;
+                }
+            }
+        }
+        // The input goes before the channels close: the end the consumer sees comes after it.
+        drop(input);
+    }
+}
+
 impl ParallelMap {
     pub fn spawn(
-        mut input: BoxIter,
+        input: BoxIter,
         ops: OpChain,
         config: ParallelMapConfig,
         stats: Arc<StageStats>,
@@ -65,9 +214,7 @@ impl ParallelMap {
         let capacity = config.buffer.max(workers);
         let stop = Arc::new(AtomicBool::new(false));
         // Work items carry the element's position, given in input order by the feeder.
-        let (work_tx, work_rx) = bounded::<(Element, u64, Sender<Tagged>)>(workers);
-        let epoch = config.epoch;
-        let positions = config.positions;
+        let (work_tx, work_rx) = bounded::<Work>(workers);
         let first_index = config.first_index;
         let first_state = input
             .state()
@@ -75,119 +222,47 @@ impl ParallelMap {
         let log = config.deterministic.then(|| Arc::new(StateLog::default()));
         let feeder_log = log.clone();
         let mut threads = Vec::with_capacity(workers + 1);
-        let spawn_err = |e| Error::spawn("spawning a map worker thread", e);
 
         // Unordered mode: every worker sends straight to one result channel.
         let (result_tx, result_rx) = bounded::<Tagged>(capacity);
         for w in 0..workers {
-            let work_rx = work_rx.clone();
-            let ops = Arc::clone(&ops);
-            let st = Arc::clone(&stats);
-            let worker_stop = Arc::clone(&stop);
-            let policy = config.policy;
-            let seeds = Arc::clone(&config.seeds);
-            threads.push(
-                std::thread::Builder::new()
-                    .name(format!("stoker-map-{w}"))
-                    .spawn(move || {
-                        for (element, index, reply) in work_rx {
-                            // Once stopped, queued elements are not worked on: a slow op (a
-                            // Python function) must not delay the end.
-                            if worker_stop.load(Ordering::Relaxed) {
-                                break;
-                            }
-                            let t = Instant::now();
-                            let out = catch_panic(&st.name, || {
-                                apply_chain(
-                                    &ops,
-                                    element,
-                                    policy,
-                                    &st,
-                                    (positions.at(index), epoch),
-                                    None,
-                                    &seeds,
-                                )
-                            });
-                            st.add_busy(t.elapsed());
-                            trace::span(st.trace_name(), trace::Category::Stage, t, Some(index));
-                            let t = Instant::now();
-                            if reply.send((index, out)).is_err() {
-                                break;
-                            }
-                            st.blocked_since(t);
-                        }
-                    })
-                    .map_err(spawn_err)?,
-            );
+            let worker = Worker {
+                work_rx: work_rx.clone(),
+                ops: Arc::clone(&ops),
+                stats: Arc::clone(&stats),
+                stop: Arc::clone(&stop),
+                policy: config.policy,
+                seeds: Arc::clone(&config.seeds),
+                positions: config.positions,
+                epoch: config.epoch,
+            };
+            threads.push(start_thread(format!("stoker-map-{w}"), move || {
+                worker.run()
+            })?);
         }
         drop(work_rx);
 
         let output;
-        let feeder_stop = Arc::clone(&stop);
-        let st = Arc::clone(&stats);
+        let feeder = Feeder {
+            input,
+            index: first_index,
+            work_tx,
+            stats: Arc::clone(&stats),
+            stop: Arc::clone(&stop),
+        };
         if config.deterministic {
             drop(result_rx);
             drop(result_tx);
             let (order_tx, order_rx) = bounded::<Slot>(capacity);
             output = Results::Ordered(order_rx);
-            threads.push(
-                std::thread::Builder::new()
-                    .name("stoker-map-feed".into())
-                    .spawn(move || {
-                        let log = feeder_log;
-                        let mut index = first_index;
-                        while !feeder_stop.load(Ordering::Relaxed) {
-                            let (slot_tx, slot_rx) = bounded::<Tagged>(1);
-                            match catch_panic(&st.name, || st.pull(&mut input)) {
-                                Ok(Some(e)) => {
-                                    if let Some(log) = &log {
-                                        log.push(index, input.state());
-                                    }
-                                    index += 1;
-                                    if order_tx.send(slot_rx).is_err()
-                                        || work_tx.send((e, index - 1, slot_tx)).is_err()
-                                    {
-                                        break;
-                                    }
-                                }
-                                Ok(None) => break,
-                                Err(err) => {
-                                    let _ = slot_tx.send((index, Err(err)));
-                                    let _ = order_tx.send(slot_rx);
-                                    break;
-                                }
-                            }
-                        }
-                    })
-                    .map_err(spawn_err)?,
-            );
+            let feed = move || feeder.feed_ordered(feeder_log, order_tx);
+            threads.push(start_thread("stoker-map-feed".into(), feed)?);
         } else {
             // Each work item carries a sender of the shared result channel; the channel closes
             // once the feeder and every in-flight item have dropped theirs.
             output = Results::unordered(result_rx);
-            threads.push(
-                std::thread::Builder::new()
-                    .name("stoker-map-feed".into())
-                    .spawn(move || {
-                        let mut index = first_index;
-                        while !feeder_stop.load(Ordering::Relaxed) {
-                            match catch_panic(&st.name, || st.pull(&mut input)) {
-                                Ok(Some(e)) => {
-                                    index += 1;
-                                    if work_tx.send((e, index - 1, result_tx.clone())).is_err() {
-                                        break;
-                                    }
-                                }
-                                Ok(None) => break,
-                                Err(err) => {
-                                    let _ = result_tx.send((index, Err(err)));
-                                    break;
-                                }
-                            }
-                        }
-                    })
-                    .map_err(spawn_err)?,
-            );
+            let feed = move || feeder.feed_unordered(result_tx);
+            threads.push(start_thread("stoker-map-feed".into(), feed)?);
         }
         stats.set_workers(workers);
         Ok(ParallelMap {
