@@ -28,12 +28,14 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use crate::element::{Element, Schema};
 use crate::error::{Error, Result};
 use crate::exec::batch::{BatchBuilder, RowWritten};
-use crate::exec::map::{apply_chain, OpChain};
-use crate::exec::parallel_map::ParallelMapConfig;
+use crate::exec::map::{apply_chain, OpChain, Positions};
+use crate::exec::parallel_map::{start_thread, ParallelMapConfig};
 use crate::exec::results::{Results, Running, Tagged};
 use crate::exec::state::StateLog;
 use crate::exec::{catch_panic, BoxIter, ElementIter, State};
+use crate::options::ErrorPolicy;
 use crate::row_slots::RowSlots;
+use crate::seed::Seeds;
 use crate::stats::StageStats;
 use crate::storage::{batch_pool, BufferPool};
 use crate::trace;
@@ -248,6 +250,73 @@ impl Feed {
     }
 }
 
+/// What a worker thread holds: the feed it takes turns pulling from, the ops and how to run
+/// them, and the stats of both stages (the copies into the batch count as the batch's).
+struct Worker {
+    feed: Arc<Mutex<Feed>>,
+    stop: Arc<AtomicBool>,
+    ops: OpChain,
+    map_stats: Arc<StageStats>,
+    batch_stats: Arc<StageStats>,
+    policy: ErrorPolicy,
+    epoch: u64,
+    positions: Positions,
+    seeds: Arc<Seeds>,
+    pool: Arc<BufferPool>,
+}
+
+impl Worker {
+    /// The next work item, pulled from the feed under its lock; `None` once the stage stops or
+    /// the feed has no more.
+    fn next_work(&self) -> Option<Work> {
+        if self.stop.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut feed = self.feed.lock().unwrap_or_else(|e| e.into_inner());
+        feed.next(&self.map_stats)
+    }
+
+    /// Until there is no more work: makes each work item's element with the ops, offering them
+    /// its batch row, and writes it into that row, or fails the batch with the element's error.
+    fn run(self) {
+        let (st, bst, pool) = (&self.map_stats, &self.batch_stats, &self.pool);
+        while let Some((element, index, pending, row)) = self.next_work() {
+            let t = Instant::now();
+            let slots = pending.row_slots(row);
+            let out = catch_panic(&st.name, || {
+                let position = (self.positions.at(index), self.epoch);
+                apply_chain(
+                    &self.ops,
+                    element,
+                    self.policy,
+                    st,
+                    position,
+                    slots.as_ref(),
+                    &self.seeds,
+                )
+            });
+            st.add_busy(t.elapsed());
+            trace::span(st.trace_name(), trace::Category::Stage, t, Some(index));
+            match out {
+                Ok(Some(e)) => {
+                    st.add_elements(1);
+                    let t = Instant::now();
+                    let w = pending.write(row, e, slots, pool);
+                    bst.add_row_bytes(w.copied, w.in_place);
+                    bst.add_busy(t.elapsed());
+                    let name = bst.trace_name();
+                    trace::span(name, trace::Category::Stage, t, Some(index));
+                }
+                // Only fused when bad records raise, so nothing is dropped.
+                Ok(None) => pending.fail(Error::internal(
+                    "an element was dropped inside a fused map and batch",
+                )),
+                Err(e) => pending.fail(e),
+            }
+        }
+    }
+}
+
 impl ParallelMapBatch {
     /// `map_stats` gets the ops' time and counts elements; `batch_stats` gets the copies into
     /// the batch and counts batches.
@@ -313,61 +382,21 @@ impl ParallelMapBatch {
 
         let mut threads = Vec::with_capacity(workers);
         for w in 0..workers {
-            let (feed, stop) = (Arc::clone(&feed), Arc::clone(&stop));
-            let ops = Arc::clone(&ops);
-            let (st, bst) = (Arc::clone(&map_stats), Arc::clone(&batch_stats));
-            let (policy, epoch, positions) = (config.policy, config.epoch, config.positions);
-            let seeds = Arc::clone(&config.seeds);
-            let next_work = move || {
-                if stop.load(Ordering::Relaxed) {
-                    return None;
-                }
-                feed.lock().unwrap_or_else(|e| e.into_inner()).next(&st)
+            let worker = Worker {
+                feed: Arc::clone(&feed),
+                stop: Arc::clone(&stop),
+                ops: Arc::clone(&ops),
+                map_stats: Arc::clone(&map_stats),
+                batch_stats: Arc::clone(&batch_stats),
+                policy: config.policy,
+                epoch: config.epoch,
+                positions: config.positions,
+                seeds: Arc::clone(&config.seeds),
+                pool: Arc::clone(&pool),
             };
-            let st = Arc::clone(&map_stats);
-            let pool = Arc::clone(&pool);
-            threads.push(
-                std::thread::Builder::new()
-                    .name(format!("stoker-map-{w}"))
-                    .spawn(move || {
-                        let pool = &pool;
-                        while let Some((element, index, pending, row)) = next_work() {
-                            let t = Instant::now();
-                            let slots = pending.row_slots(row);
-                            let out = catch_panic(&st.name, || {
-                                let position = (positions.at(index), epoch);
-                                apply_chain(
-                                    &ops,
-                                    element,
-                                    policy,
-                                    &st,
-                                    position,
-                                    slots.as_ref(),
-                                    &seeds,
-                                )
-                            });
-                            st.add_busy(t.elapsed());
-                            trace::span(st.trace_name(), trace::Category::Stage, t, Some(index));
-                            match out {
-                                Ok(Some(e)) => {
-                                    st.add_elements(1);
-                                    let t = Instant::now();
-                                    let w = pending.write(row, e, slots, pool);
-                                    bst.add_row_bytes(w.copied, w.in_place);
-                                    bst.add_busy(t.elapsed());
-                                    let name = bst.trace_name();
-                                    trace::span(name, trace::Category::Stage, t, Some(index));
-                                }
-                                // Only fused when bad records raise, so nothing is dropped.
-                                Ok(None) => pending.fail(Error::internal(
-                                    "an element was dropped inside a fused map and batch",
-                                )),
-                                Err(e) => pending.fail(e),
-                            }
-                        }
-                    })
-                    .map_err(|e| Error::spawn("spawning a map worker thread", e))?,
-            );
+            threads.push(start_thread(format!("stoker-map-{w}"), move || {
+                worker.run()
+            })?);
         }
         map_stats.set_workers(workers);
         // The copies into the batch run on the map's workers too.
