@@ -204,6 +204,7 @@ impl Feeder {
 }
 
 impl ParallelMap {
+    /// Starts the workers and the thread that feeds them `input`.
     pub fn spawn(
         input: BoxIter,
         ops: OpChain,
