@@ -2,20 +2,21 @@
 //! the accelerator sat idle and why, and what to change.
 
 pub mod analysis;
+mod build;
 pub mod compare;
+pub mod dialect;
 pub mod error;
-mod event;
 pub mod intervals;
 pub mod memory;
 pub mod model;
-pub mod read;
 pub mod report;
-pub mod split;
-pub mod xspace;
 
+pub use dialect::chrome_json::{read, split};
+pub use dialect::load;
+pub use dialect::xspace::decode as xspace;
 pub use error::{AnalyzeError, Result};
 
 /// Reads and analyses the trace at `path`.
 pub fn analyze_path(path: &std::path::Path) -> Result<analysis::Analysis> {
-    Ok(analysis::analyze(&model::load(path)?))
+    Ok(analysis::analyze(&load(path)?))
 }

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use stoker_analyze::{analysis, model, report};
+use stoker_analyze::{analysis, report};
 
 fn render(rel: &str) -> (analysis::Analysis, String) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/traces");
@@ -17,7 +17,7 @@ fn render(rel: &str) -> (analysis::Analysis, String) {
     } else {
         dir.join(rel)
     };
-    let trace = model::load(&path).unwrap();
+    let trace = stoker_analyze::load(&path).unwrap();
     let a = analysis::analyze(&trace);
     let html = report::render(&trace, &a);
     (a, html)

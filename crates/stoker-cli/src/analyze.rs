@@ -52,7 +52,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     }
     let mut results = Vec::with_capacity(args.traces.len());
     for path in &args.traces {
-        let trace = stoker_analyze::model::load(path)?;
+        let trace = stoker_analyze::load(path)?;
         let analysis = stoker_analyze::analysis::analyze(&trace);
         if let Some(out) = &args.html {
             let out = report_path(out, path, args.traces.len() > 1);
@@ -96,7 +96,7 @@ fn compare(args: &Args) -> anyhow::Result<ExitCode> {
     };
     let load = |p: &Path| -> anyhow::Result<_> {
         Ok(stoker_analyze::analysis::analyze(
-            &stoker_analyze::model::load(p)?,
+            &stoker_analyze::load(p)?,
         ))
     };
     let (b, a) = (load(before)?, load(after)?);

@@ -33,7 +33,7 @@ pub fn analyze_trace<'py>(
     html: Option<std::path::PathBuf>,
 ) -> PyResult<Bound<'py, pyo3::PyAny>> {
     let analysis = py.detach(|| -> PyResult<_> {
-        let trace = stoker_analyze::model::load(&path).map_err(analyze_error)?;
+        let trace = stoker_analyze::load(&path).map_err(analyze_error)?;
         let analysis = stoker_analyze::analysis::analyze(&trace);
         if let Some(out) = &html {
             std::fs::write(out, stoker_analyze::report::render(&trace, &analysis))
@@ -59,7 +59,7 @@ pub fn compare_traces<'py>(
 ) -> PyResult<Bound<'py, pyo3::PyAny>> {
     let c = py.detach(|| -> PyResult<_> {
         let load = |p: &std::path::Path| -> PyResult<_> {
-            let trace = stoker_analyze::model::load(p).map_err(analyze_error)?;
+            let trace = stoker_analyze::load(p).map_err(analyze_error)?;
             Ok(stoker_analyze::analysis::analyze(&trace))
         };
         let c = stoker_analyze::compare::Comparison::new(&load(&before)?, &load(&after)?);

@@ -1,19 +1,12 @@
-//! Reader of Chrome-trace-style JSON (Kineto, TensorFlow timeline, the JSON that the TensorFlow
-//! and JAX profilers export): the events are handed to a callback one at a time (found in the
-//! byte stream by [`crate::split`]), so memory does not grow with the file. Plain or gzipped
-//! (sniffed), object form (`{"traceEvents": [...], ...}`) or bare array.
+//! A Chrome trace JSON event as the readers hand it over: the fields the analysis reads, and
+//! what the file says about itself ([`Header`]).
 
 use std::fmt;
-use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
 
 use std::borrow::Cow;
 
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
-
-use crate::error::{AnalyzeError, Result};
 
 /// An id that traces write as a number or a string (Kineto's `pid`/`tid`, both forms seen).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -156,32 +149,4 @@ pub struct Header {
     /// The file was a bare array of events.
     pub bare_array: bool,
     pub events: u64,
-}
-
-/// Opens `path`, gunzipping when it is gzip (by magic bytes, whatever its name).
-pub(crate) fn open(path: &Path) -> Result<Box<dyn Read>> {
-    let file = File::open(path).map_err(|e| AnalyzeError::io(path, e))?;
-    let mut buf = BufReader::with_capacity(1 << 20, file);
-    let head = buf.fill_buf().map_err(|e| AnalyzeError::io(path, e))?;
-    if head.starts_with(&[0x1f, 0x8b]) {
-        Ok(Box::new(BufReader::with_capacity(
-            1 << 20,
-            flate2::bufread::MultiGzDecoder::new(buf),
-        )))
-    } else {
-        Ok(Box::new(buf))
-    }
-}
-
-/// Reads the trace at `path`, calling `on_event` for each event in file order.
-pub fn read_events(path: &Path, mut on_event: impl FnMut(RawEvent<'_>)) -> Result<Header> {
-    let reader = open(path)?;
-    let mut header = Header::default();
-    crate::split::split(reader, &mut header, &mut on_event).map_err(|e| AnalyzeError::Parse {
-        path: path.to_path_buf(),
-        line: e.line,
-        column: e.column,
-        message: e.message,
-    })?;
-    Ok(header)
 }

@@ -9,7 +9,7 @@
 
 use std::borrow::Cow;
 
-use crate::read::{Args, Id, Num, Raw, RawEvent};
+use super::raw::{Args, Id, Num, Raw, RawEvent};
 
 /// Nesting deeper than this inside an event is refused.
 const MAX_DEPTH: usize = 128;

@@ -1,5 +1,5 @@
 //! Finds the events of a trace in a byte stream without building a JSON tree: a scanner that
-//! follows the top level hands each event to [`crate::event::parse_event`] where it lies in
+//! follows the top level hands each event to [`super::event::parse_event`] where it lies in
 //! the buffer; an event that runs past the buffer is gathered by following its strings and
 //! nesting, then parsed. Each byte is looked at about once, and one event is held at a time.
 //!
@@ -8,8 +8,8 @@
 
 use std::io::Read;
 
-use crate::event::{parse_event, EventError};
-use crate::read::{Header, Num, RawEvent};
+use super::event::{parse_event, EventError};
+use super::raw::{Header, Num, RawEvent};
 
 /// Nesting deeper than this is refused (a hostile file; real events nest a few levels).
 const MAX_DEPTH: usize = 128;
