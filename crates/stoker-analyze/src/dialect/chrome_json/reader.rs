@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use super::raw::{as_f64, as_string, Id, Num, RawEvent};
+use super::raw::{as_f64, as_string, Args, Id, Num, RawEvent};
 use super::tf_timeline::{Pending, SessionRuns};
 use super::trace_viewer::xprof_plane;
 use crate::build::{
@@ -161,31 +161,11 @@ impl JsonReader {
         });
     }
 
+    /// A complete event (`X`, or a `B`/`E` pair): its time checked, then by its category.
     fn complete(&mut self, e: RawEvent<'_>) {
-        let (Some(ts), Some(dur)) = (e.ts, e.dur) else {
-            self.b.trace.skipped_events += 1;
+        let Some((start, end)) = self.timed(&e) else {
             return;
         };
-        let (start, end) = (ts.0, ts.0 + dur.0.max(0.0));
-        if !start.is_finite() || !end.is_finite() {
-            self.b.trace.skipped_events += 1;
-            return;
-        }
-        if dur.0 > MAX_DURATION_US || start.abs() > MAX_TIME_US {
-            let name = e.name.as_deref().unwrap_or("").to_string();
-            self.b.implausible(
-                "events left out (a duration over a day, or a time beyond any clock's)",
-                || {
-                    format!(
-                        "'{}' at {} µs lasting {} µs",
-                        short_name(&name),
-                        ts.0,
-                        dur.0
-                    )
-                },
-            );
-            return;
-        }
         self.b.note_span(start, end);
         let cat = lower(e.cat.as_deref());
         self.kineto |= KINETO_CATS.contains(&cat.as_str());
@@ -209,98 +189,160 @@ impl JsonReader {
             // (Kineto's `Trace` span covers the whole profiling window.)
             self.b.note_activity(start, end);
         }
+        let span = (start, end);
         match cat.as_str() {
             "kernel" | "gpu_memcpy" | "memcpy" | "gpu_memset" | "memset" => {
-                let id = self.b.intern(name);
-                let kind = match cat.as_str() {
-                    "kernel" if self.b.collective(id) => DeviceKind::Collective,
-                    "kernel" => DeviceKind::Kernel,
-                    "gpu_memset" | "memset" => DeviceKind::Memset,
-                    _ => DeviceKind::Memcpy(direction(name, as_string(args.kind))),
-                };
-                let pinned = if name.contains("Pinned") {
-                    Some(true)
-                } else if name.contains("Pageable") {
-                    Some(false)
-                } else {
-                    None
-                };
-                let device = as_f64(args.device).map_or_else(|| id_num(&e.pid), |d| d as i64);
-                let stream = as_f64(args.stream).map_or_else(|| id_num(&e.tid), |s| s as i64);
-                let mut bytes = as_f64(args.bytes);
-                if let Some(b) = bytes.filter(|b| !(0.0..=MAX_BYTES).contains(b)) {
-                    bytes = None;
-                    self.b
-                        .implausible("copy sizes left out (negative, or over a petabyte)", || {
-                            format!("'{}' at {start} µs of {b} bytes", short_name(name))
-                        });
-                }
-                let name = id;
-                self.b.trace.device_ops.push(DeviceOp {
-                    start,
-                    end,
-                    kind,
-                    device,
-                    stream,
-                    name,
-                    bytes,
-                    pinned,
-                    correlation: as_f64(args.correlation).map(|c| c as u64),
-                });
+                self.device_op(&e, &cat, &args, span);
             }
             "cuda_runtime" | "runtime" | "cuda_driver" | "hip_runtime" => {
-                if let Some(c) = as_f64(args.correlation) {
-                    self.b.trace.launches.push(Launch {
-                        correlation: c as u64,
-                        start,
-                        end,
-                    });
-                }
-                let thread = self.b.thread(ThreadKey::Ids(e.pid.clone(), e.tid.clone()));
-                self.b
-                    .push_host(runtime_kind(name), name, thread, start, end);
+                self.runtime_call(&e, &args, span);
             }
-            _ => {
-                let host = is_data_loading(name)
-                    || cat == "python_function"
-                    || cat == "cpu_op"
-                    || cat == "operator";
-                let thread = if host {
-                    self.b.thread(ThreadKey::Ids(e.pid.clone(), e.tid.clone()))
-                } else {
-                    0
-                };
-                if is_data_loading(name) {
-                    self.b
-                        .push_host(HostKind::DataLoading, name, thread, start, end);
-                } else if cat == "python_function" {
-                    self.b.trace.python_functions += 1;
-                    self.b.push_host(HostKind::Python, name, thread, start, end);
-                } else if cat == "cpu_op" || cat == "operator" {
-                    self.b.trace.cpu_ops += 1;
-                    let kind = if is_collective_call(name) {
-                        HostKind::Collective
-                    } else {
-                        HostKind::Cpu
-                    };
-                    self.b.push_host(kind, name, thread, start, end);
-                } else if let Some(pid) = e.pid {
-                    // TensorFlow 1.x timeline (`cat: "Op"`), TensorFlow / JAX trace viewer JSON:
-                    // decided by the process's (and thread's) name, which may come later.
-                    let name = self.b.intern(name);
-                    let source = as_string(args.name).as_deref() == Some("_SOURCE");
-                    self.pending.push(Pending {
-                        pid,
-                        source,
-                        correlation: as_f64(args.correlation).map(|c| c as u64),
-                        tid: e.tid,
-                        details: as_string(args.memcpy_details),
-                        start,
-                        end,
-                        name,
-                    });
-                }
-            }
+            _ => self.other_event(e, &cat, &args, span),
+        }
+    }
+
+    /// A complete event's start and end, where it has a plausible time and duration; else
+    /// counted as skipped (no time, or one not finite) or as implausible.
+    fn timed(&mut self, e: &RawEvent<'_>) -> Option<(f64, f64)> {
+        let (Some(ts), Some(dur)) = (e.ts, e.dur) else {
+            self.b.trace.skipped_events += 1;
+            return None;
+        };
+        let (start, end) = (ts.0, ts.0 + dur.0.max(0.0));
+        if !start.is_finite() || !end.is_finite() {
+            self.b.trace.skipped_events += 1;
+            return None;
+        }
+        if dur.0 > MAX_DURATION_US || start.abs() > MAX_TIME_US {
+            let name = e.name.as_deref().unwrap_or("").to_string();
+            self.b.implausible(
+                "events left out (a duration over a day, or a time beyond any clock's)",
+                || {
+                    format!(
+                        "'{}' at {} µs lasting {} µs",
+                        short_name(&name),
+                        ts.0,
+                        dur.0
+                    )
+                },
+            );
+            return None;
+        }
+        Some((start, end))
+    }
+
+    /// Kineto's device activity (`cat`: kernel, copy or memset), on the device and stream its
+    /// arguments name (else its pid and tid).
+    fn device_op(
+        &mut self,
+        e: &RawEvent<'_>,
+        cat: &str,
+        args: &Args<'_>,
+        (start, end): (f64, f64),
+    ) {
+        let name: &str = e.name.as_deref().unwrap_or("");
+        let id = self.b.intern(name);
+        let kind = match cat {
+            "kernel" if self.b.collective(id) => DeviceKind::Collective,
+            "kernel" => DeviceKind::Kernel,
+            "gpu_memset" | "memset" => DeviceKind::Memset,
+            _ => DeviceKind::Memcpy(direction(name, as_string(args.kind))),
+        };
+        let pinned = if name.contains("Pinned") {
+            Some(true)
+        } else if name.contains("Pageable") {
+            Some(false)
+        } else {
+            None
+        };
+        let device = as_f64(args.device).map_or_else(|| id_num(&e.pid), |d| d as i64);
+        let stream = as_f64(args.stream).map_or_else(|| id_num(&e.tid), |s| s as i64);
+        let mut bytes = as_f64(args.bytes);
+        if let Some(b) = bytes.filter(|b| !(0.0..=MAX_BYTES).contains(b)) {
+            bytes = None;
+            self.b
+                .implausible("copy sizes left out (negative, or over a petabyte)", || {
+                    format!("'{}' at {start} µs of {b} bytes", short_name(name))
+                });
+        }
+        let name = id;
+        self.b.trace.device_ops.push(DeviceOp {
+            start,
+            end,
+            kind,
+            device,
+            stream,
+            name,
+            bytes,
+            pinned,
+            correlation: as_f64(args.correlation).map(|c| c as u64),
+        });
+    }
+
+    /// A runtime or driver call: a launch (by its correlation id) and a host span.
+    fn runtime_call(&mut self, e: &RawEvent<'_>, args: &Args<'_>, (start, end): (f64, f64)) {
+        let name: &str = e.name.as_deref().unwrap_or("");
+        if let Some(c) = as_f64(args.correlation) {
+            self.b.trace.launches.push(Launch {
+                correlation: c as u64,
+                start,
+                end,
+            });
+        }
+        let thread = self.b.thread(ThreadKey::Ids(e.pid.clone(), e.tid.clone()));
+        self.b
+            .push_host(runtime_kind(name), name, thread, start, end);
+    }
+
+    /// Any other event: a host span of the categories Kineto writes for host work (Python,
+    /// operators) or of data loading, else an event whose kind its process's name tells,
+    /// kept until the names are read.
+    fn other_event(
+        &mut self,
+        e: RawEvent<'_>,
+        cat: &str,
+        args: &Args<'_>,
+        (start, end): (f64, f64),
+    ) {
+        let name: &str = e.name.as_deref().unwrap_or("");
+        let host = is_data_loading(name)
+            || cat == "python_function"
+            || cat == "cpu_op"
+            || cat == "operator";
+        let thread = if host {
+            self.b.thread(ThreadKey::Ids(e.pid.clone(), e.tid.clone()))
+        } else {
+            0
+        };
+        if is_data_loading(name) {
+            self.b
+                .push_host(HostKind::DataLoading, name, thread, start, end);
+        } else if cat == "python_function" {
+            self.b.trace.python_functions += 1;
+            self.b.push_host(HostKind::Python, name, thread, start, end);
+        } else if cat == "cpu_op" || cat == "operator" {
+            self.b.trace.cpu_ops += 1;
+            let kind = if is_collective_call(name) {
+                HostKind::Collective
+            } else {
+                HostKind::Cpu
+            };
+            self.b.push_host(kind, name, thread, start, end);
+        } else if let Some(pid) = e.pid {
+            // TensorFlow 1.x timeline (`cat: "Op"`), TensorFlow / JAX trace viewer JSON:
+            // decided by the process's (and thread's) name, which may come later.
+            let name = self.b.intern(name);
+            let source = as_string(args.name).as_deref() == Some("_SOURCE");
+            self.pending.push(Pending {
+                pid,
+                source,
+                correlation: as_f64(args.correlation).map(|c| c as u64),
+                tid: e.tid,
+                details: as_string(args.memcpy_details),
+                start,
+                end,
+                name,
+            });
         }
     }
 
