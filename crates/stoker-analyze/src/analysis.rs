@@ -598,170 +598,18 @@ fn overlap(spans: &[(f64, f64)], x: f64, y: f64) -> f64 {
 pub fn analyze(t: &Trace) -> Analysis {
     // The device's compute over the whole trace; the causes' work step by step, from what
     // overlaps each step (millions of host spans are not all merged at once).
-    let compute = {
-        let mut u = Union::builder();
-        for o in t
-            .device_ops
-            .iter()
-            .filter(|o| device_cause(o.kind).is_none())
-        {
-            u.push(o.start, o.end);
-        }
-        u.finish()
-    };
-    let compute = &compute;
+    let compute = &device_compute(t);
     let h2d_ops: Vec<_> = t
         .device_ops
         .iter()
         .filter(|o| o.kind == DeviceKind::Memcpy(Direction::HtoD))
         .collect();
-
-    // Steps: the markers, or the whole trace.
-    let (steps_from, marks): (String, Vec<(String, f64, f64)>) = if t.steps.is_empty() {
-        // From the first recorded activity to the last: not the profiler's window, whose
-        // stretches with nothing recorded say nothing about the device.
-        let (a, b) = match (t.activity_start, t.activity_end) {
-            (Some(a), Some(b)) => (a, b),
-            _ => t.span.unwrap_or((0.0, 0.0)),
-        };
-        (
-            "the whole trace (no step markers: from its first activity to its last)".into(),
-            vec![("trace".into(), a, b)],
-        )
-    } else {
-        (
-            t.steps_from
-                .clone()
-                .unwrap_or_else(|| "step markers".into()),
-            t.steps
-                .iter()
-                .map(|s| (s.name.clone(), s.start, s.end))
-                .collect(),
-        )
-    };
-    // The first of three or more steps is warm-up; a last step that ends long after the last
-    // activity was cut off by the profiler (both left out, unless nothing would be left).
-    let warmup_steps = usize::from(marks.len() >= 3);
-    let cut_last = match (marks.last(), t.activity_end) {
-        (Some((_, a, b)), Some(end)) => marks.len() > warmup_steps + 1 && *b > end + 0.1 * (b - a),
-        _ => false,
-    };
-
-    let mut steps = Vec::with_capacity(marks.len());
-    // The longest gaps of the steps kept, with their causes and what the host did then
-    // (found while the step's host spans are at hand), at most MAX_GAPS.
-    const MAX_GAPS: usize = 10;
-    let mut longest: Vec<(GapKey, IdleGap)> = Vec::with_capacity(MAX_GAPS + 1);
-    let mut evidence = Evidence::new();
-    // The smallest start of each mark and those after it: what each sweep must still hold.
-    // (Steps come in order of their start; measured on the device, they may not.)
-    let mut keep_after: Vec<f64> = marks.iter().map(|m| m.1).collect();
-    for i in (0..keep_after.len().saturating_sub(1)).rev() {
-        keep_after[i] = keep_after[i].min(keep_after[i + 1]);
-    }
-    let (mut op_sweep, mut host_sweep, mut step_sweep) = (
-        Sweep::new(t.device_ops.iter()),
-        Sweep::new(t.host_spans()),
-        Sweep::new(t.steps.iter()),
-    );
-    let (mut ops, mut host): (Vec<&DeviceOp>, Vec<HostSpan>) = (Vec::new(), Vec::new());
-    for (i, (name, a, b)) in marks.iter().enumerate() {
-        let (a, b) = (*a, *b);
-        ops.clear();
-        let keep = keep_after[i];
-        ops.extend(op_sweep.window(a, b, keep).copied());
-        host.clear();
-        host.extend(host_sweep.window(a, b, keep).copied());
-        let (_, by_priority) = unions(
-            &t.launches,
-            ops.iter().copied(),
-            host.iter(),
-            step_sweep.window(a, b, keep).copied(),
-        );
-        let busy = compute.covered(a, b);
-        let classes = classify(compute, &by_priority, a, b);
-        let gaps = GapCauses::from_classes(&classes);
-        let kept_step = i >= warmup_steps && !(cut_last && i + 1 == marks.len());
-        if kept_step {
-            evidence.add(t, &classes, compute, &ops, &host);
-        }
-        if kept_step && !t.device_ops.is_empty() {
-            // The step's longest gaps first, then those longer than the shortest kept: the
-            // causes and host activity are worked out for at most MAX_GAPS gaps per step.
-            let mut candidates: Vec<(GapKey, f64, f64)> = (compute.gaps(a, b).into_iter())
-                .map(|(x, y)| (((y - x).to_bits(), Reverse(i), Reverse(x.to_bits())), x, y))
-                .collect();
-            if candidates.len() > MAX_GAPS {
-                candidates.select_nth_unstable_by_key(MAX_GAPS - 1, |c| Reverse(c.0));
-                candidates.truncate(MAX_GAPS);
-            }
-            for (key, x, y) in candidates {
-                let shortest = longest.iter().map(|g| g.0).min();
-                if longest.len() == MAX_GAPS && shortest.is_some_and(|s| key < s) {
-                    continue;
-                }
-                let by_cause = GapCauses::from_classes(&classify(compute, &by_priority, x, y));
-                let gap = IdleGap {
-                    step: name.clone(),
-                    at_ms: (x - a) * 1e-3,
-                    ms: (y - x) * 1e-3,
-                    cause: by_cause.largest(),
-                    by_cause,
-                    host: host_during(t, &host, x, y),
-                };
-                longest.push((key, gap));
-                if longest.len() > MAX_GAPS {
-                    longest.sort_by_key(|g| Reverse(g.0));
-                    longest.truncate(MAX_GAPS);
-                }
-            }
-        }
-        let device_end = t
-            .device_ops
-            .iter()
-            .skip(t.device_ops.partition_point(|o| o.start < a))
-            .take_while(|o| o.start < b)
-            .map(|o| o.end)
-            .fold(b, f64::max);
-        // `h2d_ops` is sorted by start (as `device_ops` is): the step's copies are one run.
-        let first = h2d_ops.partition_point(|o| o.start < a);
-        let in_step: Vec<_> = h2d_ops[first..]
-            .iter()
-            .take_while(|o| o.start < b)
-            .collect();
-        let exposed: f64 = in_step
-            .iter()
-            .map(|o| (o.end - o.start) - compute.covered(o.start, o.end))
-            .fold(0.0, |a, b| a + b);
-        let input_ms = by_priority[0].covered(a, b) * 1e-3;
-        let step_ms = (b - a) * 1e-3;
-        steps.push(StepStats {
-            name: name.clone(),
-            step_ms,
-            device_step_ms: (device_end - a) * 1e-3,
-            busy_ms: busy * 1e-3,
-            idle_ms: step_ms - busy * 1e-3,
-            input_ms,
-            input_percent: if step_ms > 0.0 {
-                100.0 * input_ms / step_ms
-            } else {
-                0.0
-            },
-            gaps,
-            h2d_bytes: in_step
-                .iter()
-                .filter_map(|o| o.bytes)
-                .fold(0.0, |a, b| a + b),
-            h2d_ms: in_step
-                .iter()
-                .map(|o| o.end - o.start)
-                .fold(0.0, |a, b| a + b)
-                * 1e-3,
-            h2d_exposed_ms: exposed * 1e-3,
-            warmup: i < warmup_steps,
-            incomplete: cut_last && i + 1 == marks.len(),
-        });
-    }
+    let (steps_from, marks) = step_marks(t);
+    let Measured {
+        steps,
+        mut longest,
+        evidence,
+    } = measure_steps(t, compute, &h2d_ops, &marks);
 
     let kept: Vec<&StepStats> = steps
         .iter()
@@ -784,57 +632,8 @@ pub fn analyze(t: &Trace) -> Analysis {
     }
     gaps.scale(1.0 / n);
 
-    let h2d_bytes: f64 = kept.iter().map(|s| s.h2d_bytes).fold(0.0, |a, b| a + b);
-    let h2d_ms: f64 = kept.iter().map(|s| s.h2d_ms).fold(0.0, |a, b| a + b);
-    let (mut pageable, mut pinned) = (0.0, 0.0);
-    for o in &h2d_ops {
-        match o.pinned {
-            Some(true) => pinned += o.bytes.unwrap_or(0.0),
-            Some(false) => pageable += o.bytes.unwrap_or(0.0),
-            None => {}
-        }
-    }
-    let h2d_stats = H2d {
-        bytes_per_step: h2d_bytes / n,
-        ms_per_step: h2d_ms / n,
-        gbps: (h2d_ms > 0.0 && h2d_bytes > 0.0).then(|| h2d_bytes / (h2d_ms * 1e-3) / 1e9),
-        pageable_bytes: pageable,
-        pinned_bytes: pinned,
-        exposed_ms_per_step: kept
-            .iter()
-            .map(|s| s.h2d_exposed_ms)
-            .fold(0.0, |a, b| a + b)
-            / n,
-    };
-
-    // Top kernels.
-    let mut by_name: HashMap<u32, (u64, f64)> = HashMap::new();
-    let mut durations = Vec::new();
-    for o in (t.device_ops.iter())
-        .filter(|o| matches!(o.kind, DeviceKind::Kernel | DeviceKind::Collective))
-    {
-        let e = by_name.entry(o.name).or_insert((0, 0.0));
-        e.0 += 1;
-        e.1 += o.end - o.start;
-        durations.push(o.end - o.start);
-    }
-    let kernel_total: f64 = by_name.values().map(|v| v.1).fold(0.0, |a, b| a + b);
-    let mut top: Vec<KernelStat> = by_name
-        .iter()
-        .map(|(name, (count, total))| KernelStat {
-            name: t.names[*name as usize].clone(),
-            count: *count,
-            total_ms: total * 1e-3,
-            share: if kernel_total > 0.0 {
-                total / kernel_total
-            } else {
-                0.0
-            },
-        })
-        .collect();
-    top.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then(a.name.cmp(&b.name)));
-    let kernel_count = durations.len() as u64;
-    let median_kernel_us = median(durations);
+    let h2d_stats = h2d_summary(&kept, &h2d_ops, n);
+    let (top, kernel_count, median_kernel_us) = top_kernels(t);
     let mut devices: Vec<i64> = t.device_ops.iter().map(|o| o.device).collect();
     devices.sort_unstable();
     devices.dedup();
@@ -905,6 +704,306 @@ pub fn analyze(t: &Trace) -> Analysis {
         a.recommendations = recommend(&a);
     }
     a
+}
+
+/// The device's compute over the whole trace: its ops that no cause claims as idle time.
+fn device_compute(t: &Trace) -> Union {
+    let mut u = Union::builder();
+    for o in t
+        .device_ops
+        .iter()
+        .filter(|o| device_cause(o.kind).is_none())
+    {
+        u.push(o.start, o.end);
+    }
+    u.finish()
+}
+
+/// The steps the analysis measures, and how they were found: the trace's steps, or without
+/// any the whole trace as one.
+fn step_marks(t: &Trace) -> (String, Vec<(String, f64, f64)>) {
+    if t.steps.is_empty() {
+        // From the first recorded activity to the last: not the profiler's window, whose
+        // stretches with nothing recorded say nothing about the device.
+        let (a, b) = match (t.activity_start, t.activity_end) {
+            (Some(a), Some(b)) => (a, b),
+            _ => t.span.unwrap_or((0.0, 0.0)),
+        };
+        (
+            "the whole trace (no step markers: from its first activity to its last)".into(),
+            vec![("trace".into(), a, b)],
+        )
+    } else {
+        (
+            t.steps_from
+                .clone()
+                .unwrap_or_else(|| "step markers".into()),
+            t.steps
+                .iter()
+                .map(|s| (s.name.clone(), s.start, s.end))
+                .collect(),
+        )
+    }
+}
+
+/// The steps measured, each from what overlaps it, and across them the longest gaps and the
+/// evidence of the causes.
+struct Measured {
+    steps: Vec<StepStats>,
+    /// The longest gaps of the steps kept, with their causes and what the host did then.
+    longest: Vec<(GapKey, IdleGap)>,
+    evidence: Evidence,
+}
+
+/// The most gaps [`Measured::longest`] holds.
+const MAX_GAPS: usize = 10;
+
+/// Each step's idle time and its causes, copies and device span, in one sweep over the device
+/// ops, the host spans and the step markers; warm-up and cut-off steps are marked (and left
+/// out of the gaps and the evidence).
+fn measure_steps(
+    t: &Trace,
+    compute: &Union,
+    h2d_ops: &[&DeviceOp],
+    marks: &[(String, f64, f64)],
+) -> Measured {
+    // The first of three or more steps is warm-up; a last step that ends long after the last
+    // activity was cut off by the profiler (both left out, unless nothing would be left).
+    let warmup_steps = usize::from(marks.len() >= 3);
+    let cut_last = match (marks.last(), t.activity_end) {
+        (Some((_, a, b)), Some(end)) => marks.len() > warmup_steps + 1 && *b > end + 0.1 * (b - a),
+        _ => false,
+    };
+
+    let mut steps = Vec::with_capacity(marks.len());
+    // (The longest gaps are found while the step's host spans are at hand.)
+    let mut longest: Vec<(GapKey, IdleGap)> = Vec::with_capacity(MAX_GAPS + 1);
+    let mut evidence = Evidence::new();
+    // The smallest start of each mark and those after it: what each sweep must still hold.
+    // (Steps come in order of their start; measured on the device, they may not.)
+    let mut keep_after: Vec<f64> = marks.iter().map(|m| m.1).collect();
+    for i in (0..keep_after.len().saturating_sub(1)).rev() {
+        keep_after[i] = keep_after[i].min(keep_after[i + 1]);
+    }
+    let (mut op_sweep, mut host_sweep, mut step_sweep) = (
+        Sweep::new(t.device_ops.iter()),
+        Sweep::new(t.host_spans()),
+        Sweep::new(t.steps.iter()),
+    );
+    let (mut ops, mut host): (Vec<&DeviceOp>, Vec<HostSpan>) = (Vec::new(), Vec::new());
+    for (i, (name, a, b)) in marks.iter().enumerate() {
+        let (a, b) = (*a, *b);
+        ops.clear();
+        let keep = keep_after[i];
+        ops.extend(op_sweep.window(a, b, keep).copied());
+        host.clear();
+        host.extend(host_sweep.window(a, b, keep).copied());
+        let (_, by_priority) = unions(
+            &t.launches,
+            ops.iter().copied(),
+            host.iter(),
+            step_sweep.window(a, b, keep).copied(),
+        );
+        let busy = compute.covered(a, b);
+        let classes = classify(compute, &by_priority, a, b);
+        let gaps = GapCauses::from_classes(&classes);
+        let kept_step = i >= warmup_steps && !(cut_last && i + 1 == marks.len());
+        if kept_step {
+            evidence.add(t, &classes, compute, &ops, &host);
+        }
+        if kept_step && !t.device_ops.is_empty() {
+            keep_longest_gaps(
+                &mut longest,
+                t,
+                compute,
+                &by_priority,
+                &host,
+                (i, name),
+                (a, b),
+            );
+        }
+        steps.push(step_stats(
+            compute,
+            h2d_ops,
+            &by_priority,
+            t,
+            (name, a, b),
+            gaps,
+            busy,
+            (i < warmup_steps, cut_last && i + 1 == marks.len()),
+        ));
+    }
+
+    Measured {
+        steps,
+        longest,
+        evidence,
+    }
+}
+
+/// Adds the longest idle gaps of step `i` (named `name`, from `a` to `b`) to `longest`, which
+/// keeps the [`MAX_GAPS`] longest of all steps: the step's longest first, then those longer
+/// than the shortest kept, each with its causes and what the host did then.
+#[allow(clippy::too_many_arguments)]
+fn keep_longest_gaps(
+    longest: &mut Vec<(GapKey, IdleGap)>,
+    t: &Trace,
+    compute: &Union,
+    by_priority: &[Union; 9],
+    host: &[HostSpan],
+    (i, name): (usize, &str),
+    (a, b): (f64, f64),
+) {
+    // The step's longest gaps first, then those longer than the shortest kept: the
+    // causes and host activity are worked out for at most MAX_GAPS gaps per step.
+    let mut candidates: Vec<(GapKey, f64, f64)> = (compute.gaps(a, b).into_iter())
+        .map(|(x, y)| (((y - x).to_bits(), Reverse(i), Reverse(x.to_bits())), x, y))
+        .collect();
+    if candidates.len() > MAX_GAPS {
+        candidates.select_nth_unstable_by_key(MAX_GAPS - 1, |c| Reverse(c.0));
+        candidates.truncate(MAX_GAPS);
+    }
+    for (key, x, y) in candidates {
+        let shortest = longest.iter().map(|g| g.0).min();
+        if longest.len() == MAX_GAPS && shortest.is_some_and(|s| key < s) {
+            continue;
+        }
+        let by_cause = GapCauses::from_classes(&classify(compute, &by_priority, x, y));
+        let gap = IdleGap {
+            step: name.to_string(),
+            at_ms: (x - a) * 1e-3,
+            ms: (y - x) * 1e-3,
+            cause: by_cause.largest(),
+            by_cause,
+            host: host_during(t, host, x, y),
+        };
+        longest.push((key, gap));
+        if longest.len() > MAX_GAPS {
+            longest.sort_by_key(|g| Reverse(g.0));
+            longest.truncate(MAX_GAPS);
+        }
+    }
+}
+
+/// A step's figures (from `a` to `b`, named `name`): its time, the device's busy time and its
+/// last op's end, the input's share, the host-to-device copies and how much of them no
+/// compute hid; whether it is warm-up, or was cut off.
+#[allow(clippy::too_many_arguments)]
+fn step_stats(
+    compute: &Union,
+    h2d_ops: &[&DeviceOp],
+    by_priority: &[Union; 9],
+    t: &Trace,
+    (name, a, b): (&str, f64, f64),
+    gaps: GapCauses,
+    busy: f64,
+    (warmup, incomplete): (bool, bool),
+) -> StepStats {
+    let device_end = t
+        .device_ops
+        .iter()
+        .skip(t.device_ops.partition_point(|o| o.start < a))
+        .take_while(|o| o.start < b)
+        .map(|o| o.end)
+        .fold(b, f64::max);
+    // `h2d_ops` is sorted by start (as `device_ops` is): the step's copies are one run.
+    let first = h2d_ops.partition_point(|o| o.start < a);
+    let in_step: Vec<_> = h2d_ops[first..]
+        .iter()
+        .take_while(|o| o.start < b)
+        .collect();
+    let exposed: f64 = in_step
+        .iter()
+        .map(|o| (o.end - o.start) - compute.covered(o.start, o.end))
+        .fold(0.0, |a, b| a + b);
+    let input_ms = by_priority[0].covered(a, b) * 1e-3;
+    let step_ms = (b - a) * 1e-3;
+    StepStats {
+        name: name.to_string(),
+        step_ms,
+        device_step_ms: (device_end - a) * 1e-3,
+        busy_ms: busy * 1e-3,
+        idle_ms: step_ms - busy * 1e-3,
+        input_ms,
+        input_percent: if step_ms > 0.0 {
+            100.0 * input_ms / step_ms
+        } else {
+            0.0
+        },
+        gaps,
+        h2d_bytes: in_step
+            .iter()
+            .filter_map(|o| o.bytes)
+            .fold(0.0, |a, b| a + b),
+        h2d_ms: in_step
+            .iter()
+            .map(|o| o.end - o.start)
+            .fold(0.0, |a, b| a + b)
+            * 1e-3,
+        h2d_exposed_ms: exposed * 1e-3,
+        warmup,
+        incomplete,
+    }
+}
+
+/// The host-to-device copies per step kept (`n` of them), and the bytes copied from pinned
+/// and pageable memory over the trace.
+fn h2d_summary(kept: &[&StepStats], h2d_ops: &[&DeviceOp], n: f64) -> H2d {
+    let h2d_bytes: f64 = kept.iter().map(|s| s.h2d_bytes).fold(0.0, |a, b| a + b);
+    let h2d_ms: f64 = kept.iter().map(|s| s.h2d_ms).fold(0.0, |a, b| a + b);
+    let (mut pageable, mut pinned) = (0.0, 0.0);
+    for o in h2d_ops {
+        match o.pinned {
+            Some(true) => pinned += o.bytes.unwrap_or(0.0),
+            Some(false) => pageable += o.bytes.unwrap_or(0.0),
+            None => {}
+        }
+    }
+    H2d {
+        bytes_per_step: h2d_bytes / n,
+        ms_per_step: h2d_ms / n,
+        gbps: (h2d_ms > 0.0 && h2d_bytes > 0.0).then(|| h2d_bytes / (h2d_ms * 1e-3) / 1e9),
+        pageable_bytes: pageable,
+        pinned_bytes: pinned,
+        exposed_ms_per_step: kept
+            .iter()
+            .map(|s| s.h2d_exposed_ms)
+            .fold(0.0, |a, b| a + b)
+            / n,
+    }
+}
+
+/// The kernels that took the most time (all, by time), how many kernels ran, and their
+/// median duration (µs).
+fn top_kernels(t: &Trace) -> (Vec<KernelStat>, u64, f64) {
+    let mut by_name: HashMap<u32, (u64, f64)> = HashMap::new();
+    let mut durations = Vec::new();
+    for o in (t.device_ops.iter())
+        .filter(|o| matches!(o.kind, DeviceKind::Kernel | DeviceKind::Collective))
+    {
+        let e = by_name.entry(o.name).or_insert((0, 0.0));
+        e.0 += 1;
+        e.1 += o.end - o.start;
+        durations.push(o.end - o.start);
+    }
+    let kernel_total: f64 = by_name.values().map(|v| v.1).fold(0.0, |a, b| a + b);
+    let mut top: Vec<KernelStat> = by_name
+        .iter()
+        .map(|(name, (count, total))| KernelStat {
+            name: t.names[*name as usize].clone(),
+            count: *count,
+            total_ms: total * 1e-3,
+            share: if kernel_total > 0.0 {
+                total / kernel_total
+            } else {
+                0.0
+            },
+        })
+        .collect();
+    top.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then(a.name.cmp(&b.name)));
+    let kernel_count = durations.len() as u64;
+    let median_kernel_us = median(durations);
+    (top, kernel_count, median_kernel_us)
 }
 
 /// The verdict of a trace without step markers.
