@@ -868,7 +868,7 @@ fn keep_longest_gaps(
         if longest.len() == MAX_GAPS && shortest.is_some_and(|s| key < s) {
             continue;
         }
-        let by_cause = GapCauses::from_classes(&classify(compute, &by_priority, x, y));
+        let by_cause = GapCauses::from_classes(&classify(compute, by_priority, x, y));
         let gap = IdleGap {
             step: name.to_string(),
             at_ms: (x - a) * 1e-3,
