@@ -1084,7 +1084,22 @@ fn host_during(t: &Trace, host: &[HostSpan], x: f64, y: f64) -> Vec<HostActivity
 }
 
 fn recommend(a: &Analysis) -> Vec<Recommendation> {
-    let mut out = Vec::new();
+    [
+        input_advice(a),
+        pinned_copy_advice(a),
+        prefetch_advice(a),
+        launch_advice(a),
+        mixed_precision_advice(a),
+        batch_norm_advice(a),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// Where getting the next batch takes a share of each step: a faster input, as the trace's
+/// framework has it.
+fn input_advice(a: &Analysis) -> Option<Recommendation> {
     let g = &a.gaps_ms_per_step;
     if a.input_percent >= 5.0 {
         let action = if a.dialect == "kineto" {
@@ -1110,7 +1125,7 @@ fn recommend(a: &Analysis) -> Vec<Recommendation> {
                 g.input
             )
         };
-        out.push(Recommendation {
+        return Some(Recommendation {
             action: action.into(),
             evidence: format!(
                 "{:.1} % of each step ({:.2} of {:.2} ms) is spent getting the next batch \
@@ -1122,8 +1137,14 @@ fn recommend(a: &Analysis) -> Vec<Recommendation> {
             ),
         });
     }
+    None
+}
+
+/// Where copies from pageable memory are not hidden by compute: pinned memory, copied
+/// without blocking.
+fn pinned_copy_advice(a: &Analysis) -> Option<Recommendation> {
     if a.h2d.pageable_bytes > 0.0 && a.h2d.exposed_ms_per_step > 0.01 * a.step_ms {
-        out.push(Recommendation {
+        return Some(Recommendation {
             action: "copy from pinned memory without blocking: DataLoader(pin_memory=True) and \
                      .to(device, non_blocking=True)"
                 .into(),
@@ -1135,8 +1156,14 @@ fn recommend(a: &Analysis) -> Vec<Recommendation> {
             ),
         });
     }
+    None
+}
+
+/// Where the compute streams wait for host-to-device copies: prefetching to the device.
+fn prefetch_advice(a: &Analysis) -> Option<Recommendation> {
+    let g = &a.gaps_ms_per_step;
     if g.h2d > 0.0 && g.h2d >= 0.05 * a.step_ms {
-        out.push(Recommendation {
+        return Some(Recommendation {
             action: "prefetch batches to the device (copy the next batch while this one \
                      computes)"
                 .into(),
@@ -1146,6 +1173,12 @@ fn recommend(a: &Analysis) -> Vec<Recommendation> {
             ),
         });
     }
+    None
+}
+
+/// Where the device waits for kernel launches: fewer, bigger kernels.
+fn launch_advice(a: &Analysis) -> Option<Recommendation> {
+    let g = &a.gaps_ms_per_step;
     // Launch-bound: much idle time under host work, tiny kernels, and (when launches can be
     // tied to kernels) most kernels starting as soon as their launch returns.
     let waited = a.launches.as_ref().map(|l| l.waited_share);
@@ -1166,7 +1199,7 @@ fn recommend(a: &Analysis) -> Vec<Recommendation> {
                 )
             })
             .unwrap_or_default();
-        out.push(Recommendation {
+        return Some(Recommendation {
             action: "the device waits for kernel launches: use a larger batch, or compile the \
                      step (torch.compile / CUDA graphs, XLA) to launch fewer, bigger kernels"
                 .into(),
@@ -1180,6 +1213,11 @@ fn recommend(a: &Analysis) -> Vec<Recommendation> {
             ),
         });
     }
+    None
+}
+
+/// Where FP32 kernels take most of the top kernels' time: mixed precision.
+fn mixed_precision_advice(a: &Analysis) -> Option<Recommendation> {
     let fp32: f64 = a
         .top_kernels
         .iter()
@@ -1191,7 +1229,7 @@ fn recommend(a: &Analysis) -> Vec<Recommendation> {
         .map(|k| k.share)
         .fold(0.0, |a, b| a + b);
     if fp32 >= 0.5 {
-        out.push(Recommendation {
+        return Some(Recommendation {
             action: "use mixed precision (torch.autocast / Keras mixed_float16): FP32 kernels \
                      dominate"
                 .into(),
@@ -1201,6 +1239,11 @@ fn recommend(a: &Analysis) -> Vec<Recommendation> {
             ),
         });
     }
+    None
+}
+
+/// Where batch-norm kernels take a share of the top kernels' time: fused batch norm.
+fn batch_norm_advice(a: &Analysis) -> Option<Recommendation> {
     let bn: Vec<&KernelStat> = a
         .top_kernels
         .iter()
@@ -1214,7 +1257,7 @@ fn recommend(a: &Analysis) -> Vec<Recommendation> {
         .collect();
     let bn_share: f64 = bn.iter().map(|k| k.share).fold(0.0, |a, b| a + b);
     if bn_share >= 0.1 {
-        out.push(Recommendation {
+        return Some(Recommendation {
             action: "fuse batch norm (cuDNN's fused kernels, channels-last, or compile the \
                      model): many small batch-norm kernels"
                 .into(),
@@ -1225,7 +1268,7 @@ fn recommend(a: &Analysis) -> Vec<Recommendation> {
             ),
         });
     }
-    out
+    None
 }
 
 impl Analysis {
