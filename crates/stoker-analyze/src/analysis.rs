@@ -1274,6 +1274,18 @@ fn batch_norm_advice(a: &Analysis) -> Option<Recommendation> {
 impl Analysis {
     /// The analysis as text for a terminal.
     pub fn to_text(&self) -> String {
+        let mut out = self.text_summary();
+        self.text_idle_causes(&mut out);
+        self.text_notes(&mut out);
+        self.text_device_work(&mut out);
+        self.text_longest_gaps(&mut out);
+        self.text_recommendations(&mut out);
+        out.push('\n');
+        out
+    }
+
+    /// The trace, its steps, the verdict and the device's busy and idle time.
+    fn text_summary(&self) -> String {
         let a = self;
         let g = &a.gaps_ms_per_step;
         let kept = a
@@ -1282,7 +1294,7 @@ impl Analysis {
             .filter(|s| !s.warmup && !s.incomplete)
             .count();
         let rank = a.rank.map(|r| format!("rank {r}, ")).unwrap_or_default();
-        let mut out = format!(
+        format!(
             "{} ({rank}{}, {} events, {} kernels on device(s) {:?})\n\
              steps: {} from {} ({} warm-up or cut off, left out); {:.2} ms per step\n\
              verdict: {}\n\
@@ -1316,7 +1328,12 @@ impl Analysis {
                     "; busy {b:.1} % from the device's first event to its last (HTA's and \
                  TraceLens' window)"
                 )),
-        );
+        )
+    }
+
+    /// The idle time per step by cause, with what the device and the host did then.
+    fn text_idle_causes(&self, out: &mut String) {
+        let a = self;
         if !a.idle_by_cause.is_empty() {
             out.push_str("idle per step by cause (what the device and the host were doing):\n");
         }
@@ -1336,6 +1353,11 @@ impl Analysis {
                 c.name,
             ));
         }
+    }
+
+    /// xprof's conclusion, the events left out, the warnings, a trace without a device, and the memory.
+    fn text_notes(&self, out: &mut String) {
+        let a = self;
         if let Some(x) = &a.xprof_conclusion {
             out.push_str(&format!("in xprof's terms: {x}\n"));
         }
@@ -1358,6 +1380,11 @@ impl Analysis {
         for m in &a.memory {
             out.push_str(&format!("memory {}\n", m.summary()));
         }
+    }
+
+    /// The host-to-device copies, the top kernels and how soon kernels started after their launch.
+    fn text_device_work(&self, out: &mut String) {
+        let a = self;
         let h = &a.h2d;
         if h.bytes_per_step > 0.0 || h.ms_per_step > 0.0 {
             out.push_str(&format!(
@@ -1391,6 +1418,11 @@ impl Analysis {
                 l.waited_share * 100.0
             ));
         }
+    }
+
+    /// The longest idle gaps, and what the host was doing in each.
+    fn text_longest_gaps(&self, out: &mut String) {
+        let a = self;
         if !a.largest_gaps.is_empty() {
             out.push_str("longest idle gaps (what the host was doing):\n");
         }
@@ -1425,6 +1457,11 @@ impl Analysis {
                 }
             ));
         }
+    }
+
+    /// What to change, and why.
+    fn text_recommendations(&self, out: &mut String) {
+        let a = self;
         for (i, r) in a.recommendations.iter().enumerate() {
             out.push_str(&format!(
                 "  {}. {}\n     because {}\n",
@@ -1433,8 +1470,6 @@ impl Analysis {
                 r.evidence
             ));
         }
-        out.push('\n');
-        out
     }
 }
 
