@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use stoker_html::{esc, share_cell, stacked_bars, timeline_strip, Lane, Page, Series};
 
-use crate::analysis::{Analysis, Causes, CAUSES};
+use crate::analysis::{Analysis, Causes, StepStats, CAUSES};
 use crate::intervals::Union;
 use crate::model::{DeviceKind, Direction, HostKind, Trace};
 
@@ -18,10 +18,10 @@ const CAUSE_COLORS: [&str; 10] = [
     "#f538a0", "#9aa0a6",
 ];
 
-/// The report of `analysis`, made from `trace`.
 /// Rows of the memory table at most.
 const MAX_MEMORY_ROWS: usize = 200;
 
+/// The report of `analysis`, made from `trace`: a page of sections, in the order below.
 pub fn render(trace: &Trace, analysis: &Analysis) -> String {
     let a = analysis;
     let file = std::path::Path::new(&a.path)
@@ -50,7 +50,27 @@ pub fn render(trace: &Trace, analysis: &Analysis) -> String {
         ),
     );
 
-    // The verdict.
+    verdict_section(&mut page, a);
+    time_by_cause_section(&mut page, &kept);
+    idle_breakdown_section(&mut page, a);
+    longest_gaps_section(&mut page, a);
+    worst_step_section(&mut page, &kept, trace);
+    copies_section(&mut page, a);
+    memory_section(&mut page, a);
+    steps_section(&mut page, a);
+    kernels_section(&mut page, a);
+    page.finish(&format!(
+        "Made by stoker {}. Times are from the trace; idle time is on the compute streams \
+         (kernels and memsets, not collectives), each idle moment credited to the first of: \
+         input, communication, host-to-device copy, other copies, queued on the device (the \
+         next kernel launched, not started), synchronisation, kernel launch, host operators, Python (inside a step, no traced operator), host idle / \
+         untraced.",
+        env!("CARGO_PKG_VERSION")
+    ))
+}
+
+/// The verdict, xprof's conclusion and the recommendations.
+fn verdict_section(page: &mut Page, a: &Analysis) {
     let mut h = format!(
         "<h2>Verdict</h2><div class=\"verdict\"><p><b>{}:</b> {:.1} % of step time getting \
          the next batch. {:.2} ms per step; the device is busy {:.1} % and idle {:.1} % of it.\
@@ -80,8 +100,10 @@ pub fn render(trace: &Trace, analysis: &Analysis) -> String {
     }
     h.push_str("</div>");
     page.push(&h);
+}
 
-    // Step time by cause.
+/// Each kept step's time: the device busy, and its idle time by cause.
+fn time_by_cause_section(page: &mut Page, kept: &[&StepStats]) {
     let busy: Vec<f64> = kept.iter().map(|s| s.busy_ms).collect();
     let per_step: Vec<[f64; 10]> = kept.iter().map(|s| s.gaps.values()).collect();
     let by_cause: [Vec<f64>; 10] = std::array::from_fn(|i| per_step.iter().map(|v| v[i]).collect());
@@ -103,8 +125,10 @@ pub fn render(trace: &Trace, analysis: &Analysis) -> String {
         "Step time: device busy, and idle by cause",
         &series,
     ));
+}
 
-    // The idle-gap breakdown.
+/// The idle time per step by cause, with what the device and the host did then.
+fn idle_breakdown_section(page: &mut Page, a: &Analysis) {
     page.heading("Device idle time per step, by cause");
     let rows: Vec<Vec<String>> = a
         .idle_by_cause
@@ -129,8 +153,10 @@ pub fn render(trace: &Trace, analysis: &Analysis) -> String {
         &["cause", "ms per step", "share of idle time", "evidence"],
         &rows,
     );
+}
 
-    // The longest gaps, with the host's work during each.
+/// The longest idle gaps, with the host's work during each.
+fn longest_gaps_section(page: &mut Page, a: &Analysis) {
     if !a.largest_gaps.is_empty() {
         page.heading("Longest idle gaps, and what the host was doing");
         let rows: Vec<Vec<String>> = a
@@ -173,15 +199,19 @@ pub fn render(trace: &Trace, analysis: &Analysis) -> String {
             &rows,
         );
     }
+}
 
-    // The worst step's timeline.
+/// The timeline of the longest kept step.
+fn worst_step_section(page: &mut Page, kept: &[&StepStats], trace: &Trace) {
     if let Some(worst) = kept.iter().max_by(|x, y| x.step_ms.total_cmp(&y.step_ms)) {
         if let Some(mark) = step_bounds(trace, &worst.name) {
             page.push(&worst_step_strip(trace, &worst.name, mark));
         }
     }
+}
 
-    // Host-to-device copies.
+/// The host-to-device copies.
+fn copies_section(page: &mut Page, a: &Analysis) {
     let c = &a.h2d;
     if c.bytes_per_step > 0.0 || c.ms_per_step > 0.0 {
         page.heading("Host-to-device copies");
@@ -198,8 +228,10 @@ pub fn render(trace: &Trace, analysis: &Analysis) -> String {
             c.pinned_bytes / 1e6
         ));
     }
+}
 
-    // Device memory.
+/// The devices' memory.
+fn memory_section(page: &mut Page, a: &Analysis) {
     if !a.memory.is_empty() {
         page.heading("Memory");
         for m in &a.memory {
@@ -230,8 +262,10 @@ pub fn render(trace: &Trace, analysis: &Analysis) -> String {
             &rows,
         );
     }
+}
 
-    // Steps.
+/// The steps, a row each (at most a few hundred).
+fn steps_section(page: &mut Page, a: &Analysis) {
     page.heading("Steps");
     const MAX_ROWS: usize = 200;
     let rows: Vec<Vec<String>> = a
@@ -273,8 +307,10 @@ pub fn render(trace: &Trace, analysis: &Analysis) -> String {
             a.steps.len() - MAX_ROWS
         ));
     }
+}
 
-    // Kernels.
+/// The kernels that took the most time.
+fn kernels_section(page: &mut Page, a: &Analysis) {
     if !a.top_kernels.is_empty() {
         page.heading("Top kernels");
         let rows: Vec<Vec<String>> = a
@@ -298,14 +334,6 @@ pub fn render(trace: &Trace, analysis: &Analysis) -> String {
             a.median_kernel_us
         ));
     }
-    page.finish(&format!(
-        "Made by stoker {}. Times are from the trace; idle time is on the compute streams \
-         (kernels and memsets, not collectives), each idle moment credited to the first of: \
-         input, communication, host-to-device copy, other copies, queued on the device (the \
-         next kernel launched, not started), synchronisation, kernel launch, host operators, Python (inside a step, no traced operator), host idle / \
-         untraced.",
-        env!("CARGO_PKG_VERSION")
-    ))
 }
 
 /// The span of step `name` (the whole trace when there are no step markers).
