@@ -131,24 +131,7 @@ pub fn split(
     header: &mut Header,
     on_event: &mut dyn FnMut(RawEvent<'_>),
 ) -> Result<(), SplitError> {
-    let mut s = Scan {
-        line: 1,
-        line_start: 0,
-        counted: 0,
-        depth: 0,
-        in_str: false,
-        esc: false,
-        top: Top::Start,
-        events_depth: 0,
-        event: Vec::new(),
-        in_event: false,
-        event_at: (0, 0),
-        key: Vec::new(),
-        reading_key: false,
-        last_key: Vec::new(),
-        value: None,
-        saw_events: false,
-    };
+    let mut s = Scan::new();
     let mut buf = vec![0u8; READ_CHUNK];
     let mut base: u64 = 0;
     loop {
@@ -158,236 +141,108 @@ pub fn split(
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(s.err(&[], base, base, format!("reading: {e}"))),
         };
-        let chunk = &buf[..n];
+        s.chunk(&buf[..n], base, header, on_event)?;
+        base += n as u64;
+    }
+    s.end(base)
+}
+
+/// A `{` or `[` the scanner has handled: where it goes on.
+enum Opened {
+    /// At the next byte.
+    Next,
+    /// Past an event parsed where it lay, this many bytes long.
+    Past(usize),
+}
+
+impl Scan {
+    fn new() -> Scan {
+        Scan {
+            line: 1,
+            line_start: 0,
+            counted: 0,
+            depth: 0,
+            in_str: false,
+            esc: false,
+            top: Top::Start,
+            events_depth: 0,
+            event: Vec::new(),
+            in_event: false,
+            event_at: (0, 0),
+            key: Vec::new(),
+            reading_key: false,
+            last_key: Vec::new(),
+            value: None,
+            saw_events: false,
+        }
+    }
+
+    /// Scans `chunk`, the bytes read from offset `base`: the events that lie whole in it are
+    /// handed to `on_event` where they are, one that runs past its end is kept to be completed
+    /// by the next.
+    fn chunk(
+        &mut self,
+        chunk: &[u8],
+        base: u64,
+        header: &mut Header,
+        on_event: &mut dyn FnMut(RawEvent<'_>),
+    ) -> Result<(), SplitError> {
+        let n = chunk.len();
         // Start of the current event within this chunk, when it started here.
-        let mut ev_start: Option<usize> = s.in_event.then_some(0);
+        let mut ev_start: Option<usize> = self.in_event.then_some(0);
         let mut i = 0;
         while i < n {
-            let mut b = chunk[i];
-            if s.in_str && !s.esc && !s.reading_key && s.value.is_none() {
-                // Most of a trace is the text of strings: jump to the next quote or backslash.
-                match memchr::memchr2(b'"', b'\\', &chunk[i..]) {
-                    Some(k) => {
-                        i += k;
-                        b = chunk[i];
-                    }
-                    None => break,
-                }
-            }
-            if s.in_event && !s.in_str {
-                // Inside an event only quotes and brackets matter: skip numbers, separators
-                // and white space.
-                match chunk[i..].iter().position(|&c| STRUCTURAL[usize::from(c)]) {
-                    Some(k) => {
-                        i += k;
-                        b = chunk[i];
-                    }
-                    None => break,
-                }
-            }
+            let Some(at) = self.next_byte(chunk, i) else {
+                break;
+            };
+            i = at;
+            let b = chunk[i];
             let abs = base + i as u64;
-            if s.in_str {
-                if s.esc {
-                    s.esc = false;
-                } else if b == b'\\' {
-                    s.esc = true;
-                } else if b == b'"' {
-                    s.in_str = false;
-                    if s.reading_key {
-                        s.reading_key = false;
-                        s.last_key = std::mem::take(&mut s.key);
-                    }
-                } else if s.reading_key {
-                    s.key.push(b);
-                }
-                if let Some(v) = s.value.as_mut() {
-                    v.push(b);
-                }
+            if self.in_str {
+                self.string_byte(b);
                 i += 1;
                 continue;
             }
             match b {
-                b'"' => {
-                    let misplaced = match s.top {
-                        Top::Start | Top::Done => true,
-                        Top::Events => s.depth == s.events_depth && !s.in_event,
-                        Top::Object => false,
-                    };
-                    if misplaced {
-                        return Err(s.err(
-                            chunk,
-                            base,
-                            abs,
-                            "a string where an event or the trace belongs",
-                        ));
-                    }
-                    s.in_str = true;
-                    if s.top == Top::Object && s.depth == 1 && s.value.is_none() {
-                        // A key, or a string value of a key we skip.
-                        s.reading_key = s.key.is_empty() && s.last_key.is_empty();
-                        s.key.clear();
-                    }
-                }
+                b'"' => self.open_string(chunk, base, abs)?,
                 b'{' | b'[' => {
-                    s.depth += 1;
-                    if s.depth > MAX_DEPTH {
-                        return Err(s.err(
-                            chunk,
-                            base,
-                            abs,
-                            format!("nested deeper than {MAX_DEPTH} levels"),
-                        ));
-                    }
-                    match s.top {
-                        Top::Start => {
-                            s.top = if b == b'[' {
-                                s.events_depth = 1;
-                                s.saw_events = true;
-                                header.bare_array = true;
-                                Top::Events
-                            } else {
-                                Top::Object
-                            };
-                        }
-                        Top::Object if s.depth == 2 && s.last_key == b"traceEvents" => {
-                            if b != b'[' {
-                                return Err(s.err(
-                                    chunk,
-                                    base,
-                                    abs,
-                                    "\"traceEvents\" is not an array",
-                                ));
-                            }
-                            s.top = Top::Events;
-                            s.events_depth = 2;
-                            s.saw_events = true;
-                            s.last_key.clear();
-                        }
-                        Top::Events if s.depth == s.events_depth + 1 => {
-                            if b != b'{' {
-                                return Err(s.err(
-                                    chunk,
-                                    base,
-                                    abs,
-                                    "an event that is not an object",
-                                ));
-                            }
-                            // Most events lie whole in the buffer: parsed where they are.
-                            match parse_event(&chunk[i..]) {
-                                Ok((e, len)) => {
-                                    header.events += 1;
-                                    on_event(e);
-                                    s.depth -= 1;
-                                    i += len;
-                                    continue;
-                                }
-                                Err(EventError::Bad { at, message }) => {
-                                    return Err(s.err(chunk, base, abs + at as u64, message));
-                                }
-                                // It runs past the buffer: gathered, then parsed.
-                                Err(EventError::Incomplete) => {}
-                            }
-                            s.in_event = true;
-                            s.count_lines(chunk, base, abs);
-                            s.event_at = (s.line, (abs - s.line_start + 1) as usize);
-                            ev_start = Some(i);
-                        }
-                        _ => {}
+                    if let Opened::Past(len) =
+                        self.open(chunk, base, i, header, on_event, &mut ev_start)?
+                    {
+                        i += len;
+                        continue;
                     }
                 }
-                b'}' | b']' => {
-                    if s.depth == 0 {
-                        return Err(s.err(
-                            chunk,
-                            base,
-                            abs,
-                            "a closing bracket without an opening one",
-                        ));
-                    }
-                    if s.top == Top::Object && s.depth == 1 {
-                        // The end of the top-level object: the last key's value is complete.
-                        if let Some(v) = s.value.take() {
-                            header_value(header, &s.last_key, &v);
-                        }
-                    }
-                    s.depth -= 1;
-                    if s.top == Top::Events && s.in_event && s.depth == s.events_depth {
-                        // The event is complete.
-                        let start = ev_start.unwrap_or(0);
-                        let bytes: &[u8] = if s.event.is_empty() {
-                            &chunk[start..=i]
-                        } else {
-                            s.event.extend_from_slice(&chunk[start..=i]);
-                            &s.event
-                        };
-                        match parse_event(bytes) {
-                            Ok((e, _)) => {
-                                header.events += 1;
-                                on_event(e);
-                            }
-                            Err(e) => {
-                                let (at, message) = match e {
-                                    EventError::Bad { at, message } => (at, message),
-                                    // (The scanner saw it close: cannot happen.)
-                                    EventError::Incomplete => {
-                                        (bytes.len(), "an incomplete event".to_string())
-                                    }
-                                };
-                                let (l, c) = s.event_at;
-                                let before = &bytes[..at.min(bytes.len())];
-                                let (line, column) = match memchr::memrchr(b'\n', before) {
-                                    None => (l, c + at),
-                                    Some(nl) => {
-                                        (l + memchr::memchr_iter(b'\n', before).count(), at - nl)
-                                    }
-                                };
-                                return Err(SplitError {
-                                    line,
-                                    column,
-                                    message,
-                                });
-                            }
-                        }
-                        s.event.clear();
-                        s.in_event = false;
-                        ev_start = None;
-                    } else if s.top == Top::Events && s.depth == s.events_depth - 1 {
-                        // The end of the events array.
-                        s.top = if s.events_depth == 1 {
-                            Top::Done
-                        } else {
-                            Top::Object
-                        };
-                    } else if s.depth == 0 {
-                        s.top = Top::Done;
-                    }
-                }
-                b':' if s.top == Top::Object
-                    && s.depth == 1
-                    && HEADER_KEYS.contains(&s.last_key.as_slice()) =>
+                b'}' | b']' => self.close(chunk, base, i, header, on_event, &mut ev_start)?,
+                b':' if self.top == Top::Object
+                    && self.depth == 1
+                    && HEADER_KEYS.contains(&self.last_key.as_slice()) =>
                 {
-                    s.value = Some(Vec::new());
+                    self.value = Some(Vec::new());
                     i += 1;
                     continue;
                 }
-                b',' if s.top == Top::Object && s.depth == 1 => {
-                    if let Some(v) = s.value.take() {
-                        header_value(header, &s.last_key, &v);
+                b',' if self.top == Top::Object && self.depth == 1 => {
+                    if let Some(v) = self.value.take() {
+                        header_value(header, &self.last_key, &v);
                     }
-                    s.last_key.clear();
+                    self.last_key.clear();
                 }
                 b' ' | b'\n' | b'\r' | b'\t' => {}
-                b',' if s.top == Top::Events => {}
-                _ if s.top == Top::Events && s.depth == s.events_depth && !s.in_event => {
-                    return Err(s.err(
+                b',' if self.top == Top::Events => {}
+                _ if self.top == Top::Events
+                    && self.depth == self.events_depth
+                    && !self.in_event =>
+                {
+                    return Err(self.err(
                         chunk,
                         base,
                         abs,
                         format!("unexpected {:?} between events", b as char),
                     ));
                 }
-                _ if s.top == Top::Start || s.top == Top::Done => {
-                    return Err(s.err(
+                _ if self.top == Top::Start || self.top == Top::Done => {
+                    return Err(self.err(
                         chunk,
                         base,
                         abs,
@@ -396,38 +251,253 @@ pub fn split(
                 }
                 _ => {}
             }
-            if let Some(v) = s.value.as_mut() {
+            if let Some(v) = self.value.as_mut() {
                 v.push(b);
             }
             i += 1;
         }
-        s.count_lines(chunk, base, base + n as u64);
-        if s.in_event {
+        self.count_lines(chunk, base, base + n as u64);
+        if self.in_event {
             let start = ev_start.unwrap_or(0);
-            s.event.extend_from_slice(&chunk[start..]);
-            if s.event.len() > MAX_EVENT_BYTES {
-                return Err(s.err(chunk, base, base + n as u64, "an event larger than 64 MB"));
+            self.event.extend_from_slice(&chunk[start..]);
+            if self.event.len() > MAX_EVENT_BYTES {
+                return Err(self.err(chunk, base, base + n as u64, "an event larger than 64 MB"));
             }
         }
-        base += n as u64;
+        Ok(())
     }
-    if s.top != Top::Done || s.in_str {
-        return Err(s.err(
-            &[],
-            base,
-            base,
-            "the file ends inside the trace (truncated?)",
-        ));
+
+    /// Where in `chunk`, from `i`, the next byte that matters is (`None`: none in the chunk).
+    #[inline]
+    fn next_byte(&self, chunk: &[u8], i: usize) -> Option<usize> {
+        if self.in_str && !self.esc && !self.reading_key && self.value.is_none() {
+            // Most of a trace is the text of strings: jump to the next quote or backslash.
+            memchr::memchr2(b'"', b'\\', &chunk[i..]).map(|k| i + k)
+        } else if self.in_event && !self.in_str {
+            // Inside an event only quotes and brackets matter: skip numbers, separators and
+            // white space.
+            (chunk[i..].iter())
+                .position(|&c| STRUCTURAL[usize::from(c)])
+                .map(|k| i + k)
+        } else {
+            Some(i)
+        }
     }
-    if !s.saw_events {
-        return Err(s.err(
-            &[],
-            base,
-            base,
-            "no \"traceEvents\" in the object: not a Chrome/Kineto trace",
-        ));
+
+    /// A byte inside a string: an escape, its end, or a byte of a key or header value read.
+    #[inline]
+    fn string_byte(&mut self, b: u8) {
+        if self.esc {
+            self.esc = false;
+        } else if b == b'\\' {
+            self.esc = true;
+        } else if b == b'"' {
+            self.in_str = false;
+            if self.reading_key {
+                self.reading_key = false;
+                self.last_key = std::mem::take(&mut self.key);
+            }
+        } else if self.reading_key {
+            self.key.push(b);
+        }
+        if let Some(v) = self.value.as_mut() {
+            v.push(b);
+        }
     }
-    Ok(())
+
+    /// A string starting at `abs`: refused where an event or the trace belongs; at the top
+    /// level of the object, a key (or a value skipped).
+    #[inline]
+    fn open_string(&mut self, chunk: &[u8], base: u64, abs: u64) -> Result<(), SplitError> {
+        let misplaced = match self.top {
+            Top::Start | Top::Done => true,
+            Top::Events => self.depth == self.events_depth && !self.in_event,
+            Top::Object => false,
+        };
+        if misplaced {
+            return Err(self.err(
+                chunk,
+                base,
+                abs,
+                "a string where an event or the trace belongs",
+            ));
+        }
+        self.in_str = true;
+        if self.top == Top::Object && self.depth == 1 && self.value.is_none() {
+            // A key, or a string value of a key we skip.
+            self.reading_key = self.key.is_empty() && self.last_key.is_empty();
+            self.key.clear();
+        }
+        Ok(())
+    }
+
+    /// A `{` or `[` at `chunk[i]`: the trace's top level, its events array, or an event,
+    /// parsed where it lies when it lies whole in the chunk.
+    #[inline]
+    fn open(
+        &mut self,
+        chunk: &[u8],
+        base: u64,
+        i: usize,
+        header: &mut Header,
+        on_event: &mut dyn FnMut(RawEvent<'_>),
+        ev_start: &mut Option<usize>,
+    ) -> Result<Opened, SplitError> {
+        let (b, abs) = (chunk[i], base + i as u64);
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(self.err(
+                chunk,
+                base,
+                abs,
+                format!("nested deeper than {MAX_DEPTH} levels"),
+            ));
+        }
+        match self.top {
+            Top::Start => {
+                self.top = if b == b'[' {
+                    self.events_depth = 1;
+                    self.saw_events = true;
+                    header.bare_array = true;
+                    Top::Events
+                } else {
+                    Top::Object
+                };
+            }
+            Top::Object if self.depth == 2 && self.last_key == b"traceEvents" => {
+                if b != b'[' {
+                    return Err(self.err(chunk, base, abs, "\"traceEvents\" is not an array"));
+                }
+                self.top = Top::Events;
+                self.events_depth = 2;
+                self.saw_events = true;
+                self.last_key.clear();
+            }
+            Top::Events if self.depth == self.events_depth + 1 => {
+                if b != b'{' {
+                    return Err(self.err(chunk, base, abs, "an event that is not an object"));
+                }
+                // Most events lie whole in the buffer: parsed where they are.
+                match parse_event(&chunk[i..]) {
+                    Ok((e, len)) => {
+                        header.events += 1;
+                        on_event(e);
+                        self.depth -= 1;
+                        return Ok(Opened::Past(len));
+                    }
+                    Err(EventError::Bad { at, message }) => {
+                        return Err(self.err(chunk, base, abs + at as u64, message));
+                    }
+                    // It runs past the buffer: gathered, then parsed.
+                    Err(EventError::Incomplete) => {}
+                }
+                self.in_event = true;
+                self.count_lines(chunk, base, abs);
+                self.event_at = (self.line, (abs - self.line_start + 1) as usize);
+                *ev_start = Some(i);
+            }
+            _ => {}
+        }
+        Ok(Opened::Next)
+    }
+
+    /// A `}` or `]` at `chunk[i]`: the end of a header value, of an event gathered across
+    /// chunks, of the events array, or of the trace.
+    #[inline]
+    fn close(
+        &mut self,
+        chunk: &[u8],
+        base: u64,
+        i: usize,
+        header: &mut Header,
+        on_event: &mut dyn FnMut(RawEvent<'_>),
+        ev_start: &mut Option<usize>,
+    ) -> Result<(), SplitError> {
+        if self.depth == 0 {
+            let abs = base + i as u64;
+            return Err(self.err(chunk, base, abs, "a closing bracket without an opening one"));
+        }
+        if self.top == Top::Object && self.depth == 1 {
+            // The end of the top-level object: the last key's value is complete.
+            if let Some(v) = self.value.take() {
+                header_value(header, &self.last_key, &v);
+            }
+        }
+        self.depth -= 1;
+        if self.top == Top::Events && self.in_event && self.depth == self.events_depth {
+            self.gathered_event(&chunk[ev_start.unwrap_or(0)..=i], header, on_event)?;
+            *ev_start = None;
+        } else if self.top == Top::Events && self.depth == self.events_depth - 1 {
+            // The end of the events array.
+            self.top = if self.events_depth == 1 {
+                Top::Done
+            } else {
+                Top::Object
+            };
+        } else if self.depth == 0 {
+            self.top = Top::Done;
+        }
+        Ok(())
+    }
+
+    /// An event that ran past a chunk, complete with `tail` (its bytes in this chunk): parsed
+    /// and handed over, or an error at its line and column.
+    fn gathered_event(
+        &mut self,
+        tail: &[u8],
+        header: &mut Header,
+        on_event: &mut dyn FnMut(RawEvent<'_>),
+    ) -> Result<(), SplitError> {
+        let bytes: &[u8] = if self.event.is_empty() {
+            tail
+        } else {
+            self.event.extend_from_slice(tail);
+            &self.event
+        };
+        match parse_event(bytes) {
+            Ok((e, _)) => {
+                header.events += 1;
+                on_event(e);
+            }
+            Err(e) => {
+                let (at, message) = match e {
+                    EventError::Bad { at, message } => (at, message),
+                    // (The scanner saw it close: cannot happen.)
+                    EventError::Incomplete => (bytes.len(), "an incomplete event".to_string()),
+                };
+                let (l, c) = self.event_at;
+                let before = &bytes[..at.min(bytes.len())];
+                let (line, column) = match memchr::memrchr(b'\n', before) {
+                    None => (l, c + at),
+                    Some(nl) => (l + memchr::memchr_iter(b'\n', before).count(), at - nl),
+                };
+                return Err(SplitError {
+                    line,
+                    column,
+                    message,
+                });
+            }
+        }
+        self.event.clear();
+        self.in_event = false;
+        Ok(())
+    }
+
+    /// The end of the file, at offset `end`: the trace must be complete, with its events.
+    fn end(&mut self, end: u64) -> Result<(), SplitError> {
+        if self.top != Top::Done || self.in_str {
+            return Err(self.err(&[], end, end, "the file ends inside the trace (truncated?)"));
+        }
+        if !self.saw_events {
+            return Err(self.err(
+                &[],
+                end,
+                end,
+                "no \"traceEvents\" in the object: not a Chrome/Kineto trace",
+            ));
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
