@@ -154,7 +154,7 @@ pub struct Trace {
 }
 
 impl Trace {
-    /// Every host span, in the order of [`sort_host`]: those held, merged with those a
+    /// Every host span, in the order of `sort_host`: those held, merged with those a
     /// dialect left in the file (an XSpace's lines, decoded again: a pass over them).
     pub fn host_spans(&self) -> HostSpans<'_> {
         let mut spans = HostSpans {
@@ -187,7 +187,7 @@ pub(crate) trait HostInFile: Send + Sync {
     fn read_again(&self) -> Vec<Box<dyn Iterator<Item = HostSpan> + '_>>;
 }
 
-/// See [`HostInFile`].
+/// Host spans a dialect left in the file (`HostInFile`).
 pub struct LazyHost(pub(crate) Box<dyn HostInFile>);
 
 impl std::fmt::Debug for LazyHost {

@@ -1,5 +1,10 @@
 //! The trace formats stoker reads ("dialects"), each read into the one model
-//! ([`crate::model::Trace`]) that the analysis works on.
+//! ([`crate::model::Trace`]) that the analysis works on:
+//! - [`chrome_json`]: Chrome trace JSON, as Kineto, TensorFlow's timeline and the trace viewer
+//!   export of the TensorFlow and JAX profilers write it;
+//! - [`xspace`]: the XSpace protobuf of the TensorFlow and JAX profilers;
+//! - `xprof`: xprof's model of planes and lines, which the XSpace and the trace viewer JSON
+//!   share.
 
 pub mod chrome_json;
 mod registry;
@@ -17,20 +22,17 @@ pub use registry::{load, DIALECTS};
 
 /// A trace format: how to tell a file is in it, and how to read such a file into the model.
 ///
-/// A new dialect (the Nsight Systems SQLite export is the next one) is a module beside these
-/// that implements:
-/// - [`Dialect::name`]: what the format is called in messages;
+/// A new dialect (such as the Nsight Systems SQLite export, `nsys_sqlite.rs`) is a module
+/// beside these that implements:
 /// - [`Dialect::by_name`]: whether a file's name says it is in this format (`.xplane.pb`);
 /// - [`Dialect::by_content`]: whether a file's first bytes say so, for a file whose name says
 ///   nothing (a magic number, such as SQLite's `SQLite format 3`);
-/// - [`Dialect::read`]: the file read into a [`Trace`], through [`crate::build::Builder`]
+/// - [`Dialect::read`]: the file read into a [`Trace`], through `crate::build::Builder`
 ///   (which derives the steps, names the threads and sorts what the dialect hands it);
 ///
 /// and registers with one line in [`DIALECTS`] (`registry.rs`), whose order is the order the
 /// dialects are asked in.
 pub trait Dialect: Sync {
-    /// The format's name, for messages.
-    fn name(&self) -> &'static str;
     /// Whether the file's name says it is in this format.
     fn by_name(&self, name: &str) -> bool;
     /// Whether the file's first bytes (gunzipped; fewer where the file is shorter) say it is

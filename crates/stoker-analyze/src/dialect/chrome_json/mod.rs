@@ -18,10 +18,6 @@ use crate::model::Trace;
 pub struct ChromeJson;
 
 impl super::Dialect for ChromeJson {
-    fn name(&self) -> &'static str {
-        "Chrome trace JSON"
-    }
-
     fn by_name(&self, name: &str) -> bool {
         name.ends_with(".json") || name.ends_with(".json.gz")
     }

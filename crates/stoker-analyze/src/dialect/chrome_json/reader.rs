@@ -65,6 +65,8 @@ fn id_num(id: &Option<Id>) -> i64 {
 }
 
 impl JsonReader {
+    /// An event, by its phase: complete (`X`, or a `B` and its `E`), Kineto's allocator event,
+    /// or the metadata naming processes and threads.
     pub(crate) fn event(&mut self, e: RawEvent<'_>) {
         match e.ph.as_deref() {
             Some("X") => self.complete(e),
@@ -115,6 +117,8 @@ impl JsonReader {
         }
     }
 
+    /// Kineto's allocator event (`[memory]`): the bytes allocated or freed, and the totals
+    /// after it, on the device its arguments name.
     fn memory(&mut self, e: RawEvent<'_>) {
         let (Some(ts), Some(args)) = (e.ts, e.args) else {
             return;

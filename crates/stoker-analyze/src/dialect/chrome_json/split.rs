@@ -1,6 +1,6 @@
 //! Finds the events of a trace in a byte stream without building a JSON tree: a scanner that
-//! follows the top level hands each event to [`super::event::parse_event`] where it lies in
-//! the buffer; an event that runs past the buffer is gathered by following its strings and
+//! follows the top level hands each event to `event::parse_event` where it lies in the
+//! buffer; an event that runs past the buffer is gathered by following its strings and
 //! nesting, then parsed. Each byte is looked at about once, and one event is held at a time.
 //!
 //! The top level is an object with `"traceEvents": [...]` (other keys are skipped, a few are

@@ -1,6 +1,6 @@
 //! The XSpace of the TensorFlow and JAX profilers (`.xplane.pb`), read into the model through
 //! xprof's model of planes and lines. Its host spans are mostly left in the file and read
-//! again when asked for ([`host_lines`]).
+//! again when asked for (`host_lines`).
 
 pub mod decode;
 mod host_lines;
@@ -23,10 +23,6 @@ use crate::model::{HostKind, LazyHost, MemoryEvent, Trace};
 pub struct Xspace;
 
 impl super::Dialect for Xspace {
-    fn name(&self) -> &'static str {
-        "XSpace"
-    }
-
     fn by_name(&self, name: &str) -> bool {
         name.ends_with(".pb") || name.ends_with(".pb.gz")
     }
