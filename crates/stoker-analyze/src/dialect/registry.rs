@@ -36,3 +36,39 @@ fn choose(path: &Path) -> Result<&'static dyn Dialect> {
         .find(|d| d.by_content(&head[..n]))
         .unwrap_or(&ChromeJson))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    /// A file whose name says nothing is read by the dialect its first bytes (gunzipped) say,
+    /// and what none claims as JSON, whose error names the line and column.
+    #[test]
+    fn a_file_without_a_known_name_by_its_first_bytes() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/traces");
+        let xspace = std::fs::read(dir.join("jax/jax_train.xplane.pb")).unwrap_or_default();
+        let json = std::fs::read(dir.join("tensorflow/tf1_timeline/cpu_timeline_01.json"))
+            .unwrap_or_default();
+        assert!(!xspace.is_empty() && !json.is_empty());
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        let gzipped = gz.write_all(&xspace).and_then(|()| gz.finish());
+        let gzipped = gzipped.unwrap_or_default();
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        for (name, bytes, dialect) in [
+            ("profile", &xspace, "xspace"),
+            ("profile.gz", &gzipped, "xspace"),
+            ("timeline.trace", &json, "tensorflow-timeline"),
+        ] {
+            let path = tmp.path().join(name);
+            std::fs::write(&path, bytes).unwrap_or_else(|e| panic!("{e}"));
+            let trace = load(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(trace.dialect, dialect, "{name}");
+        }
+        let path = tmp.path().join("notes.txt");
+        std::fs::write(&path, "not a trace\n").unwrap_or_else(|e| panic!("{e}"));
+        let message = load(&path).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(message.contains("line 1, column 1"), "{message}");
+    }
+}
