@@ -70,7 +70,8 @@ lint: $(JPEG_TOOLS)
 	$(CARGO) fmt --all -- --check
 	$(BUILD_ENV) $(CARGO) clippy --workspace --all-targets $(NO_TURBO) -- -D warnings
 	$(BUILD_ENV) $(CARGO) clippy -p stoker-ops --all-targets $(if $(NO_TURBO),,--no-default-features) -- -D warnings
-	$(VENV)/bin/ruff check crates/stoker-python/python crates/stoker-python/tests examples bench tests/golden
+	$(VENV)/bin/ruff check crates/stoker-python/python crates/stoker-python/tests examples bench tests/golden tools
+	$(VPY) tools/check_structure.py
 	$(VENV)/bin/mypy crates/stoker-python/python/stoker --ignore-missing-imports
 
 fmt:

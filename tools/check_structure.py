@@ -22,8 +22,16 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CRATES = ["stoker-core", "stoker-formats", "stoker-ops", "stoker", "stoker-analyze", "stoker-html",
-          "stoker-cli", "stoker-python"]
+CRATES = [
+    "stoker-core",
+    "stoker-formats",
+    "stoker-ops",
+    "stoker",
+    "stoker-analyze",
+    "stoker-html",
+    "stoker-cli",
+    "stoker-python",
+]
 PY_PACKAGE = ROOT / "crates/stoker-python/python/stoker"
 
 _TOKEN = re.compile(

@@ -95,9 +95,7 @@ fn compare(args: &Args) -> anyhow::Result<ExitCode> {
         );
     };
     let load = |p: &Path| -> anyhow::Result<_> {
-        Ok(stoker_analyze::analysis::analyze(
-            &stoker_analyze::load(p)?,
-        ))
+        Ok(stoker_analyze::analysis::analyze(&stoker_analyze::load(p)?))
     };
     let (b, a) = (load(before)?, load(after)?);
     let c = stoker_analyze::compare::Comparison::new(&b, &a);

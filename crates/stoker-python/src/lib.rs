@@ -8,13 +8,14 @@ mod iter;
 mod offline;
 mod plan;
 mod py_ops;
+mod py_plan;
 mod trace;
 
 use pyo3::prelude::*;
 
 #[pymodule]
 fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<plan::PyPlan>()?;
+    m.add_class::<py_plan::PyPlan>()?;
     m.add_function(wrap_pyfunction!(step_kinds, m)?)?;
     m.add_class::<iter::PyIter>()?;
     m.add_class::<io::TFRecordWriter>()?;

@@ -12,7 +12,7 @@ use stoker::convert::{self, Conversion, ConvertOptions, Images, Manifest, Progre
 use stoker_core::{Error, Result};
 
 use crate::errors::IntoPyResult;
-use crate::plan::PyPlan;
+use crate::py_plan::PyPlan;
 
 fn to_json<T: serde::Serialize>(v: &T) -> Result<String> {
     serde_json::to_string(v).map_err(|e| Error::internal(e.to_string()))

@@ -1,6 +1,6 @@
 //! `stoker._stoker.Plan`: the dataset graph as the Python `Dataset` builds it.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -12,9 +12,8 @@ use stoker::datasets::{
     sample_from_datasets::SampleFromDatasets, scan::Scan, shard::Shard, text_line::TextLine,
     tfrecord::TfRecord, window::Window, zip::Zip,
 };
-use stoker::plan::{DatasetOp, Plan, SpecCtx};
+use stoker::plan::{Plan, SpecCtx};
 use stoker::sources::{Opener, TfRecordOpener};
-use stoker::Pipeline;
 use stoker_core::element::{FieldSpec, Schema};
 use stoker_core::exec::padded_batch::Padding;
 use stoker_core::op::Op;
@@ -27,56 +26,7 @@ use crate::convert::py_to_tensor;
 use crate::errors::IntoPyResult;
 use crate::iter::PyIter;
 use crate::py_ops::{PyFuncOp, PyGenerator, PyGrouper, PyOpener, PyPredicate, PyScanner};
-
-#[pyclass(frozen, name = "Plan", module = "stoker._stoker")]
-pub struct PyPlan {
-    pub plan: Plan,
-    /// Made on first use and kept, so that stats add up over every iteration.
-    pipeline: Mutex<Option<Arc<Pipeline>>>,
-}
-
-impl PyPlan {
-    /// Runs the pipeline alone on fresh counters, with the GIL released.
-    fn bench(
-        &self,
-        py: Python<'_>,
-        seconds: Option<f64>,
-        elements: Option<u64>,
-        warmup: u64,
-    ) -> PyResult<stoker::bench_run::BenchResult> {
-        let limits = stoker::bench_run::BenchLimits {
-            warmup,
-            seconds,
-            elements,
-        };
-        let plan = self.plan.clone();
-        py.detach(|| stoker::bench_run::bench(&plan, limits)).py(py)
-    }
-
-    pub(crate) fn wrap(plan: Plan) -> PyPlan {
-        PyPlan {
-            plan,
-            pipeline: Mutex::new(None),
-        }
-    }
-
-    fn then<T: DatasetOp>(&self, py: Python<'_>, step: T) -> PyResult<PyPlan> {
-        Ok(PyPlan::wrap(Plan::new(step).py(py)?))
-    }
-
-    pub fn pipeline(&self, py: Python<'_>) -> PyResult<Arc<Pipeline>> {
-        let mut guard = self
-            .pipeline
-            .lock()
-            .map_err(|_| crate::errors::internal("pipeline lock poisoned"))?;
-        if let Some(p) = guard.as_ref() {
-            return Ok(Arc::clone(p));
-        }
-        let p = Arc::new(Pipeline::new(&self.plan).py(py)?);
-        *guard = Some(Arc::clone(&p));
-        Ok(p)
-    }
-}
+pub use crate::py_plan::PyPlan;
 
 pub(crate) fn json_to_py<'py>(
     py: Python<'py>,

@@ -22,7 +22,7 @@ use stoker_core::{Error, ErrorPolicy, Result, StageStats, StatsRegistry};
 
 use crate::convert::{py_to_tensor, tensor_to_py};
 use crate::errors::from_pyerr;
-use crate::plan::PyPlan;
+use crate::py_plan::PyPlan;
 
 /// Python calls in progress on engine threads: the thread's Python id and the stage they run
 /// for. Entries are added and removed with the GIL held, right around the call, so that whoever

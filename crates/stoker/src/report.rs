@@ -7,6 +7,7 @@ use std::fmt::Write;
 use stoker_html::{esc, line_chart, share_cell, stacked_bars, Page, Series};
 
 use crate::bench_run::BenchResult;
+use crate::verdict::Verdict;
 
 /// A training loop's steps, as measured by the step timer (milliseconds per step).
 #[derive(Clone, Debug, Default)]
@@ -43,8 +44,22 @@ pub fn render(title: &str, run: &BenchResult, steps: Option<&Steps>) -> String {
             }
         ),
     );
+    page.push(&verdict(v, steps));
+    page.push(&step_time(run, steps));
+    page.push(&throughput(run));
+    page.push(&buffer_fill(run));
+    stages(&mut page, v);
+    ops(&mut page, v);
+    page.finish(&format!(
+        "CPU budget used: {:.0} %; Python held the GIL {:.0} % of the run. Made by stoker {}.",
+        v.cpu_utilisation * 100.0,
+        v.gil_utilisation * 100.0,
+        env!("CARGO_PKG_VERSION")
+    ))
+}
 
-    // The verdict.
+/// The verdict: the training loop's and the pipeline's, and the advice.
+fn verdict(v: &Verdict, steps: Option<&Steps>) -> String {
     let mut h = String::from("<h2>Verdict</h2><div class=\"verdict\">");
     if let Some(st) = steps {
         let _ = write!(h, "<p><b>Training loop:</b> {}</p>", esc(&st.verdict));
@@ -69,10 +84,12 @@ pub fn render(title: &str, run: &BenchResult, steps: Option<&Steps>) -> String {
         h.push_str("</ol>");
     }
     h.push_str("</div>");
-    page.push(&h);
+    h
+}
 
-    // Step time: the training loop's, else the time the consumer waited for each element.
-    let chart = match steps {
+/// Step time: the training loop's, else the time the consumer waited for each element.
+fn step_time(run: &BenchResult, steps: Option<&Steps>) -> String {
+    match steps {
         Some(st) => stacked_bars(
             "Step time (training loop)",
             &[
@@ -99,10 +116,11 @@ pub fn render(title: &str, run: &BenchResult, steps: Option<&Steps>) -> String {
                 }],
             )
         }
-    };
-    page.push(&chart);
+    }
+}
 
-    // Throughput over time.
+/// Throughput over time.
+fn throughput(run: &BenchResult) -> String {
     let samples = &run.series.samples;
     let rate: Vec<(f64, f64)> = samples
         .windows(2)
@@ -114,14 +132,17 @@ pub fn render(title: &str, run: &BenchResult, steps: Option<&Steps>) -> String {
             )
         })
         .collect();
-    page.push(&line_chart(
+    line_chart(
         "Throughput",
         "elements/s",
         &[("elements per second".into(), rate)],
         None,
-    ));
+    )
+}
 
-    // Buffer fill over time.
+/// Buffer fill over time.
+fn buffer_fill(run: &BenchResult) -> String {
+    let samples = &run.series.samples;
     let fills: Vec<(String, Vec<(f64, f64)>)> = run
         .series
         .buffers
@@ -135,14 +156,11 @@ pub fn render(title: &str, run: &BenchResult, steps: Option<&Steps>) -> String {
             (name.clone(), points)
         })
         .collect();
-    page.push(&line_chart(
-        "Buffer fill (share of capacity)",
-        "fill",
-        &fills,
-        Some(1.0),
-    ));
+    line_chart("Buffer fill (share of capacity)", "fill", &fills, Some(1.0))
+}
 
-    // Stages.
+/// The stages' table, sink first.
+fn stages(page: &mut Page, v: &Verdict) {
     page.heading("Stages (sink first)");
     let rows: Vec<Vec<String>> = v
         .stages
@@ -185,36 +203,35 @@ pub fn render(title: &str, run: &BenchResult, steps: Option<&Steps>) -> String {
         ],
         &rows,
     );
-    if !v.ops.is_empty() {
-        page.heading("Ops inside maps");
-        let rows: Vec<Vec<String>> = v
-            .ops
-            .iter()
-            .map(|o| {
-                vec![
-                    esc(&o.name),
-                    o.calls.to_string(),
-                    format!("{:.3}", o.busy_s * 1e3 / o.calls.max(1) as f64),
-                    format!("{:.2}", o.busy_s),
-                    share_cell(o.share),
-                ]
-            })
-            .collect();
-        page.table(
-            &[
-                "op",
-                "calls",
-                "ms / call",
-                "busy s",
-                "share of all busy time",
-            ],
-            &rows,
-        );
+}
+
+/// The ops inside maps, where the run timed them.
+fn ops(page: &mut Page, v: &Verdict) {
+    if v.ops.is_empty() {
+        return;
     }
-    page.finish(&format!(
-        "CPU budget used: {:.0} %; Python held the GIL {:.0} % of the run. Made by stoker {}.",
-        v.cpu_utilisation * 100.0,
-        v.gil_utilisation * 100.0,
-        env!("CARGO_PKG_VERSION")
-    ))
+    page.heading("Ops inside maps");
+    let rows: Vec<Vec<String>> = v
+        .ops
+        .iter()
+        .map(|o| {
+            vec![
+                esc(&o.name),
+                o.calls.to_string(),
+                format!("{:.3}", o.busy_s * 1e3 / o.calls.max(1) as f64),
+                format!("{:.2}", o.busy_s),
+                share_cell(o.share),
+            ]
+        })
+        .collect();
+    page.table(
+        &[
+            "op",
+            "calls",
+            "ms / call",
+            "busy s",
+            "share of all busy time",
+        ],
+        &rows,
+    );
 }

@@ -151,9 +151,9 @@ impl DatasetOp for Shard {
         if self.by_rank && !self.placed {
             // Where the planner places a rank's share decides how its batches are made.
             if let Ok(placed) = place_rank_share(self) {
-                if !placed
+                if placed
                     .op::<Shard>()
-                    .is_some_and(|s| s.input.id() == self.input.id())
+                    .is_none_or(|s| s.input.id() != self.input.id())
                 {
                     return placed.step().cardinality();
                 }

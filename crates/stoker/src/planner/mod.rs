@@ -189,9 +189,9 @@ pub fn autotuned_stages(plan: &Plan) -> usize {
             step.parallelism_knob(),
             Some((_, Some(crate::plan::AUTOTUNE)))
         )
-        && !plan
+        && plan
             .op::<Map>()
-            .is_some_and(|m| m.input.step().batch_of().is_some());
+            .is_none_or(|m| m.input.step().batch_of().is_none());
     let below: usize = if plan.op::<GlobalShuffle>().is_some() {
         0
     } else {
