@@ -656,11 +656,40 @@ def xspace_part(d: dict) -> list[str]:
     return L
 
 
+def ab_runs(pattern: str) -> list[dict]:
+    """bench/ab_builds.py's runs saved as `pattern` in bench/results, oldest first."""
+    docs = []
+    for path in sorted(glob.glob(os.path.join(RESULTS, pattern))):
+        with open(path) as f:
+            docs.append(json.load(f))
+    return sorted(docs, key=lambda d: d["started"])
+
+
+def ab_table(d: dict, name: dict | None = None, digits: int = 1) -> list[str]:
+    """One bench/ab_builds.py run: its command, and per core count each build's rate, B's ratio to
+    A and their peak RSS. `name`: how to call each build in the header (default its label); the
+    run's `commits`, where it names them, say what each build was built from."""
+    a, b = list(d["builds"])
+    name = name or {a: a, b: b}
+    unit = {"w1": "ex/s", "w2": "pairs/s", "w4": "ex/s"}.get(d["workload"], "images/s")
+    built = ", ".join(f"`{k}`: the extension built at commit `{c}`" for k, c in d.get("commits", {}).items())
+    built = f"; {built}" if built else ""
+    L = [f"Run {d['started']}–{d['ended'][-9:]} · `{d['command']}` · {d['workload'].upper()}, "
+         f"{d['rounds']} rounds × {d['runs_per_child']} timed epochs per child{built}", "",
+         f"| cores | {name[a]} {unit} | {name[b]} {unit} | {b} ÷ {a} | peak RSS MiB ({a} / {b}) |",
+         "|---|---|---|---|---|"]
+    for cores, v in d["summary"].items():
+        r = v[f"{b}/{a}"]
+        L.append(f"| {cores} | {v[a]['ex_per_s']:,.{digits}f} | {v[b]['ex_per_s']:,.{digits}f} | "
+                 f"{r['ex_per_s']:.3f} | {v[a]['peak_rss_mib']:.0f} / {v[b]['peak_rss_mib']:.0f} |")
+    return L + [""]
+
+
 def allocator_section() -> list[str]:
     """The extension's allocator settings against each other, from bench/ab_builds.py's runs
     (bench/results/ab_*.json)."""
-    paths = sorted(glob.glob(os.path.join(RESULTS, "ab_*.json")))
-    if not paths:
+    docs = ab_runs("ab_*.json")
+    if not docs:
         return []
     L = ["## Allocator: mimalloc without transparent huge pages", "",
          "The extension's mimalloc is built with `no_thp`: it does not ask the kernel for transparent huge "
@@ -670,23 +699,11 @@ def allocator_section() -> list[str]:
          "alternating, the stoker contender of the workload's table, medians over the rounds of each "
          "child's median rate and its peak RSS. `thp` is the extension as built at commit `77eb9e0` "
          "(mimalloc's default: huge pages asked for), `no_thp` the same code built with the feature.", ""]
-    docs = []
-    for path in paths:
-        with open(path) as f:
-            docs.append(json.load(f))
-    for d in sorted(docs, key=lambda d: d["started"]):
+    for d in docs:
         a, b = list(d["builds"])
         name = {k: k + (f" ({' '.join(f'{e}={v}' for e, v in env.items())})" if env else "")
                 for k, env in ((k, d.get("env", {}).get(k, {})) for k in (a, b))}
-        L += [f"Run {d['started']}–{d['ended'][-9:]} · `{d['command']}` · {d['workload'].upper()}, "
-              f"{d['rounds']} rounds × {d['runs_per_child']} timed epochs per child", "",
-              f"| cores | {name[a]} images/s | {name[b]} images/s | {b} ÷ {a} | peak RSS MiB ({a} / {b}) |",
-              "|---|---|---|---|---|"]
-        for cores, v in d["summary"].items():
-            r = v[f"{b}/{a}"]
-            L.append(f"| {cores} | {v[a]['ex_per_s']:,.0f} | {v[b]['ex_per_s']:,.0f} | {r['ex_per_s']:.3f} | "
-                     f"{v[a]['peak_rss_mib']:.0f} / {v[b]['peak_rss_mib']:.0f} |")
-        L.append("")
+        L += ab_table(d, name, digits=0)
     L += ["Workload tables above that ran before this change (each names its commit) had mimalloc's "
           "huge pages: on two cores the build of now gives less than their stoker rows, for W3 by the "
           "ratio here. The stoker decode-only limits were not measured again.", ""]
@@ -696,8 +713,8 @@ def allocator_section() -> list[str]:
 def decode_checks_section() -> list[str]:
     """What this wave's decode changes cost or gain, from bench/ab_builds.py's runs of the build
     before them against the build with them (bench/results/decode_ab_*.json)."""
-    paths = sorted(glob.glob(os.path.join(RESULTS, "decode_ab_*.json")))
-    if not paths:
+    docs = ab_runs("decode_ab_*.json")
+    if not docs:
         return []
     L = ["## Decoding as TensorFlow does, and checking every PNG stream", "",
          "Two changes to decoding, measured with `bench/ab_builds.py` (the two builds alternating, the "
@@ -707,26 +724,31 @@ def decode_checks_section() -> list[str]:
          "with; and every PNG path inflates the image data to its end to check its zlib checksum, "
          "which W2's fused crop decodes skipped below the crop before (they still unfilter only "
          "down to the crop).", ""]
-    docs = []
-    for path in paths:
-        with open(path) as f:
-            docs.append(json.load(f))
-    for d in sorted(docs, key=lambda d: d["started"]):
-        a, b = list(d["builds"])
-        unit = "pairs/s" if d["workload"] == "w2" else "images/s"
-        built = ", ".join(f"`{k}`: the extension built at commit `{c}`" for k, c in d.get("commits", {}).items())
-        L += [f"Run {d['started']}–{d['ended'][-9:]} · `{d['command']}` · {d['workload'].upper()}, "
-              f"{d['rounds']} rounds × {d['runs_per_child']} timed epochs per child; {built}", "",
-              f"| cores | {a} {unit} | {b} {unit} | {b} ÷ {a} | peak RSS MiB ({a} / {b}) |",
-              "|---|---|---|---|---|"]
-        for cores, v in d["summary"].items():
-            r = v[f"{b}/{a}"]
-            L.append(f"| {cores} | {v[a]['ex_per_s']:,.1f} | {v[b]['ex_per_s']:,.1f} | {r['ex_per_s']:.3f} | "
-                     f"{v[a]['peak_rss_mib']:.0f} / {v[b]['peak_rss_mib']:.0f} |")
-        L.append("")
+    for d in docs:
+        L += ab_table(d)
     L += ["The W2 and W3 tables above ran before these changes (each names its commit): by the ratios "
           "here, W2's stoker rows are now that much slower; W3's are unchanged within the noise (its "
           "crops decode only their region, where the IDCT is a small part of the work).", ""]
+    return L
+
+
+def refactor_section() -> list[str]:
+    """The restructuring of issue 40 (operators behind a trait object and a registry, the split
+    parallel maps, the analyzer's dialects) against the build before it, from bench/ab_builds.py's
+    runs (bench/results/refactor_ab_*.json)."""
+    docs = ab_runs("refactor_ab_*.json")
+    if not docs:
+        return []
+    L = ["## Restructured code, same speed", "",
+         "The operators behind a trait object and a registry instead of a closed enum, the parallel "
+         "maps' thread bodies split into functions, and the other restructuring of issue 40 were to "
+         "change no figure. Measured with `bench/ab_builds.py` (the two builds alternating, the stoker "
+         "contender of the workload's table, medians over the rounds of each child's median rate and "
+         "its peak RSS):", ""]
+    for d in docs:
+        L += ab_table(d)
+    L += ["Peak RSS on W3 varies between runs of either build (one core: 377–512 MiB for both), so a "
+          "difference of the medians there is not the build's.", ""]
     return L
 
 
@@ -952,6 +974,7 @@ def render(docs: list[dict], out_path: str) -> str:
     L += analyze_section()
     L += allocator_section()
     L += decode_checks_section()
+    L += refactor_section()
     L += [METHOD]
     L += many_ranks_section()
     text = "\n".join(L).rstrip() + "\n"

@@ -4,6 +4,8 @@
 //! microseconds, as every dialect writes `ts` and `dur` (Kineto keeps them in µs even when
 //! `displayTimeUnit` says `ns`).
 
+use std::collections::VecDeque;
+
 use crate::dialect::chrome_json::raw::Header;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -165,7 +167,12 @@ impl Trace {
         let Some(lazy) = self.lazy_host.as_ref().filter(|l| l.0.lines() > 0) else {
             return spans; // the held spans alone, not merged
         };
-        spans.lines = lazy.0.read_again();
+        spans.lines = (lazy.0.read_again().into_iter())
+            .map(|source| Buffered {
+                source,
+                ready: VecDeque::with_capacity(SPAN_BATCH),
+            })
+            .collect();
         if let Some(&h) = spans.held.next() {
             spans.heap.push(std::cmp::Reverse((InOrder(h), 0)));
         }
@@ -184,7 +191,32 @@ pub(crate) trait HostInFile: Send + Sync {
     /// How many sources (lines) of spans are left in the file.
     fn lines(&self) -> usize;
     /// A reader of each source's spans, each in the order of [`sort_host`].
-    fn read_again(&self) -> Vec<Box<dyn Iterator<Item = HostSpan> + '_>>;
+    fn read_again(&self) -> Vec<Box<dyn SpanSource + '_>>;
+}
+
+/// One source's spans, in order, handed over a batch at a time: a call per batch, not per
+/// span, as a merge over millions of spans would otherwise make.
+pub(crate) trait SpanSource {
+    /// Appends the next spans, up to `max`, to `out`; none once the source is done.
+    fn fill(&mut self, out: &mut VecDeque<HostSpan>, max: usize);
+}
+
+/// How many spans a source hands over at a time.
+const SPAN_BATCH: usize = 256;
+
+/// A source of spans and those of its spans taken and not yet merged.
+struct Buffered<'t> {
+    source: Box<dyn SpanSource + 't>,
+    ready: VecDeque<HostSpan>,
+}
+
+impl Buffered<'_> {
+    fn next(&mut self) -> Option<HostSpan> {
+        if self.ready.is_empty() {
+            self.source.fill(&mut self.ready, SPAN_BATCH);
+        }
+        self.ready.pop_front()
+    }
 }
 
 /// Host spans a dialect left in the file (`HostInFile`).
@@ -199,7 +231,7 @@ impl std::fmt::Debug for LazyHost {
 /// See [`Trace::host_spans`].
 pub struct HostSpans<'t> {
     held: std::slice::Iter<'t, HostSpan>,
-    lines: Vec<Box<dyn Iterator<Item = HostSpan> + 't>>,
+    lines: Vec<Buffered<'t>>,
     /// The next span of each source (0: the held spans; i + 1: line i).
     heap: std::collections::BinaryHeap<std::cmp::Reverse<(InOrder, usize)>>,
 }

@@ -1,12 +1,13 @@
 //! An XSpace's host spans left in the file: its bytes (mapped), and the host lines read again,
 //! span by span, when the model's host spans are read ([`crate::model::Trace::host_spans`]).
 
+use std::collections::VecDeque;
 use std::io::Read;
 use std::path::Path;
 
 use super::decode::{Event, IdMap, Index, LineEvents, LineRef};
 use crate::error::{AnalyzeError, Result};
-use crate::model::{host_order, HostInFile, HostKind, HostSpan};
+use crate::model::{host_order, HostInFile, HostKind, HostSpan, SpanSource};
 
 /// The host lines of an XSpace left in the file: those whose spans come in order of their
 /// start (all, in the profilers' files), which are decoded again and merged.
@@ -24,9 +25,9 @@ impl HostInFile for LazyLines {
         self.lines.len()
     }
 
-    fn read_again(&self) -> Vec<Box<dyn Iterator<Item = HostSpan> + '_>> {
+    fn read_again(&self) -> Vec<Box<dyn SpanSource + '_>> {
         (self.lines.iter())
-            .map(|l| -> Box<dyn Iterator<Item = HostSpan> + '_> {
+            .map(|l| -> Box<dyn SpanSource + '_> {
                 Box::new(LineCursor {
                     events: LineEvents::new(&self.bytes, &self.index, &l.line),
                     names: self.names.get(l.line.plane),
@@ -71,11 +72,14 @@ struct LineCursor<'t> {
     ahead: Option<HostSpan>,
 }
 
-impl Iterator for LineCursor<'_> {
-    type Item = HostSpan;
-
-    fn next(&mut self) -> Option<HostSpan> {
-        self.next_in_order()
+impl SpanSource for LineCursor<'_> {
+    fn fill(&mut self, out: &mut VecDeque<HostSpan>, max: usize) {
+        for _ in 0..max {
+            match self.next_in_order() {
+                Some(h) => out.push_back(h),
+                None => return,
+            }
+        }
     }
 }
 
