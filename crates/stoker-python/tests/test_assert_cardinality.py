@@ -10,8 +10,6 @@ import numpy as np
 import pytest
 import stoker as sk
 
-tf = pytest.importorskip("tensorflow")
-
 
 def _run(make: Callable[[], Any], errors: tuple[type[BaseException], ...]) -> tuple[list[int], str | None]:
     """The elements a pass hands out before it ends or fails, and the failure's message."""
@@ -26,6 +24,9 @@ def _run(make: Callable[[], Any], errors: tuple[type[BaseException], ...]) -> tu
 
 @pytest.mark.parametrize("stated", [5, 4, 7, 0])
 def test_matches_tensorflow(stated: int) -> None:
+    # Imported here, not at collection: TensorFlow loaded before torch makes torch's import
+    # abort in the same process (the suite's other tests import torch).
+    tf = pytest.importorskip("tensorflow")
     ours = sk.Dataset.range(10).filter(lambda x: x % 2 == 0).assert_cardinality(stated)
     theirs = (
         tf.data.Dataset.range(10).filter(lambda x: x % 2 == 0).apply(tf.data.experimental.assert_cardinality(stated))
