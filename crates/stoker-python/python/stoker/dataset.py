@@ -436,7 +436,8 @@ class Dataset:
         """Stacks ``batch_size`` consecutive elements; the last batch may be smaller unless
         ``drop_remainder``. Written straight into pooled buffers."""
         size = _whole("batch: batch_size", batch_size, 1)
-        batched = Dataset(self._plan.step({"step": "batch", "batch_size": size, "drop_remainder": bool(drop_remainder)}), self._structure)
+        plan = self._plan.step({"step": "batch", "batch_size": size, "drop_remainder": bool(drop_remainder)})
+        batched = Dataset(plan, self._structure)
         return batched._batched(self, size, drop_remainder)
 
     def padded_batch(
@@ -760,7 +761,8 @@ class Dataset:
     def repeat(self, count: int | None = None) -> Dataset:
         """Repeats ``count`` times, or forever (``None`` or -1)."""
         c = None if count is None else _whole("repeat: count", count, -1, " (-1: forever)")
-        return Dataset(self._plan.step({"step": "repeat", "count": None if c == -1 else c}), self._structure)._rows_of(self)
+        plan = self._plan.step({"step": "repeat", "count": None if c == -1 else c})
+        return Dataset(plan, self._structure)._rows_of(self)
 
     def cache(self, filename: PathLike = "") -> Dataset:
         """Caches elements in memory (``filename=""``) or in a file. The first complete pass
