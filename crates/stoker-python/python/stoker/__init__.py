@@ -14,7 +14,7 @@ batches to NumPy without copying.
         ...
 """
 
-from . import datasets, errors, io, ops
+from . import data, datasets, errors, experimental, io, ops
 from ._dtypes import (
     bfloat16,
     bool_,
@@ -105,6 +105,8 @@ __all__ = [
     "VarLenFeature",
     "ops",
     "io",
+    "data",
+    "experimental",
     "errors",
     "datasets",
     "StokerError",

@@ -273,8 +273,22 @@ class Dataset:
         return Dataset(plan, "filename")
 
     @staticmethod
-    def zip(datasets: tuple[Dataset, ...] | dict[str, Dataset]) -> Dataset:
-        """One element from each dataset, as a tuple (or dict); ends with the shortest."""
+    def zip(
+        *args: Dataset | tuple[Dataset, ...] | dict[str, Dataset],
+        datasets: tuple[Dataset, ...] | dict[str, Dataset] | None = None,
+    ) -> Dataset:
+        """One element from each dataset, as a tuple (or dict); ends with the shortest. As in
+        tf.data, the datasets come as one tuple or dict (``zip((a, b))``, ``datasets=``) or as
+        arguments (``zip(a, b)``); one dataset alone is itself."""
+        if datasets is not None and args:
+            raise InvalidArgumentError("zip: give the datasets as arguments or as datasets=, not both")
+        if datasets is None:
+            if not args:
+                raise InvalidArgumentError("zip: no datasets given")
+            if len(args) == 1 and isinstance(args[0], Dataset):
+                return args[0]
+            datasets = args[0] if len(args) == 1 else args  # type: ignore[assignment]
+        assert datasets is not None
         keys: list[str] | None = None
         if isinstance(datasets, dict):
             names = list(datasets)
@@ -777,6 +791,26 @@ class Dataset:
         size = _whole("prefetch: buffer_size", buffer_size, AUTOTUNE, " (AUTOTUNE)")
         return Dataset(self._plan.step({"step": "prefetch", "buffer_size": size}), self._structure)._rows_of(self)
 
+    def apply(self, transformation_func: Callable[[Dataset], Dataset]) -> Dataset:
+        """``transformation_func(self)``, as tf.data's ``apply``: for the transformations of
+        :mod:`stoker.experimental` and for functions that chain several steps. A result that
+        is not a :class:`Dataset` is an ``ArgumentTypeError``."""
+        out = transformation_func(self)
+        if not isinstance(out, Dataset):
+            raise ArgumentTypeError(
+                f"apply: transformation_func must return a stoker.Dataset, got {type(out).__name__}"
+            )
+        return out
+
+    def get_single_element(self) -> Any:
+        """The dataset's one element; an ``InvalidArgumentError`` when it has none or more than
+        one (as tf.data's)."""
+        first = list(self.take(2))
+        if len(first) != 1:
+            which = "no element" if not first else "more than one element"
+            raise InvalidArgumentError(f"get_single_element: the dataset has {which}; it must have exactly one")
+        return first[0]
+
     def assert_cardinality(self, expected_cardinality: int) -> Dataset:
         """The same elements, with ``expected_cardinality`` as :meth:`cardinality` (tf.data's
         ``experimental.assert_cardinality``): for a length the plan cannot know (after a
@@ -836,9 +870,11 @@ class Dataset:
         (default yes).
         """
         if options is not None:
+            if type(options).__module__.startswith("tensorflow"):
+                options = Options.from_tf(options)
             if not isinstance(options, Options):
                 raise InvalidArgumentError(
-                    f"with_options: options must be a stoker.Options, got {type(options).__name__}"
+                    f"with_options: options must be a stoker.Options or a tf.data.Options, got {type(options).__name__}"
                 )
             o = options._as_keywords()
             on_bad_record = on_bad_record if on_bad_record is not None else o.get("on_bad_record")
@@ -1314,10 +1350,32 @@ class Options(_Settings):
     experimental_optimization: OptimizationOptions
     on_bad_record: str | None
 
+    # tf.data's deprecated names that TF still accepts, and the name each stands for.
+    _aliases = {"experimental_deterministic": "deterministic", "experimental_threading": "threading"}
+
     def __init__(self) -> None:
         super().__init__()
         self.threading = ThreadingOptions()
         self.experimental_optimization = OptimizationOptions()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(self._aliases.get(name, name), value)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in Options._aliases:
+            return getattr(self, Options._aliases[name])
+        raise AttributeError(f"Options has no option '{name}' (it has: {', '.join(self._names)})")
+
+    @staticmethod
+    def from_tf(options: Any) -> Options:
+        """The settings of a ``tf.data.Options`` that apply to stoker (see :class:`Options`),
+        so that ``ds.with_options(tf_options)`` works as in tf.data."""
+        out = Options()
+        out.deterministic = options.deterministic
+        out.threading.private_threadpool_size = options.threading.private_threadpool_size
+        for name in OptimizationOptions._names:
+            setattr(out.experimental_optimization, name, getattr(options.experimental_optimization, name, None))
+        return out
 
     def _as_keywords(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -1,0 +1,138 @@
+"""``Dataset.apply`` with the transformations of ``sk.data.experimental``, checked against
+TensorFlow's ``tf.data.experimental`` on the same input: the same elements in the same order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import stoker as sk
+
+
+def _plain(x: Any) -> Any:
+    """An element as nested Python lists and numbers (stoker's and TF's alike)."""
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (tuple, list)):
+        return [_plain(v) for v in x]
+    return np.asarray(x).tolist()
+
+
+def _both(ours: sk.Dataset, theirs: Any) -> tuple[list[Any], list[Any]]:
+    return [_plain(e) for e in ours], [_plain(e) for e in theirs.as_numpy_iterator()]
+
+
+def test_the_namespace_mirrors_tf_data() -> None:
+    tf = pytest.importorskip("tensorflow")
+    assert sk.data.Dataset is sk.Dataset
+    assert sk.data.experimental.AUTOTUNE == sk.AUTOTUNE
+    assert sk.data.INFINITE_CARDINALITY == tf.data.INFINITE_CARDINALITY
+    assert sk.data.experimental.UNKNOWN_CARDINALITY == tf.data.experimental.UNKNOWN_CARDINALITY
+    ds = sk.Dataset.range(7).repeat()
+    assert sk.data.experimental.cardinality(ds) == int(
+        tf.data.experimental.cardinality(tf.data.Dataset.range(7).repeat())
+    )
+
+
+CASES = {
+    "enumerate_dataset": (
+        lambda x: x.enumerate_dataset(start=3),
+        lambda: sk.Dataset.range(5),
+        lambda tf: tf.data.Dataset.range(5),
+    ),
+    "group_by_window": (
+        lambda x: x.group_by_window(lambda e: e % 3, lambda k, w: w.batch(2), window_size=2),
+        lambda: sk.Dataset.range(12),
+        lambda tf: tf.data.Dataset.range(12),
+    ),
+    "scan": (
+        lambda x: x.scan(np.int64(0), lambda s, e: (s + e, s * 10 + e)),
+        lambda: sk.Dataset.range(6),
+        lambda tf: tf.data.Dataset.range(6),
+    ),
+    "unbatch": (
+        lambda x: x.unbatch(),
+        lambda: sk.Dataset.range(7).batch(3),
+        lambda tf: tf.data.Dataset.range(7).batch(3),
+    ),
+    "assert_cardinality": (
+        lambda x: x.assert_cardinality(4),
+        lambda: sk.Dataset.range(8).filter(lambda e: e % 2 == 1),
+        lambda tf: tf.data.Dataset.range(8).filter(lambda e: e % 2 == 1),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_apply_matches_tensorflow(name: str) -> None:
+    tf = pytest.importorskip("tensorflow")
+    transformation, ours, theirs = CASES[name]
+    got, want = _both(
+        ours().apply(transformation(sk.data.experimental)), theirs(tf).apply(transformation(tf.data.experimental))
+    )
+    assert got == want
+
+
+def test_ignore_errors_drops_what_failed_as_tensorflow_does() -> None:
+    tf = pytest.importorskip("tensorflow")
+    values = [1.0, 0.0, 4.0, 0.0, 8.0]
+
+    def inverse(x: Any) -> Any:
+        if float(x) == 0.0:
+            raise ValueError("division by zero")
+        return np.float32(1.0 / float(x))
+
+    ours = sk.Dataset.from_tensor_slices(np.array(values, np.float32)).map(inverse)
+    theirs = tf.data.Dataset.from_tensor_slices(values).map(lambda x: tf.debugging.check_numerics(1.0 / x, "inverse"))
+    got, want = _both(
+        ours.apply(sk.data.experimental.ignore_errors()), theirs.apply(tf.data.experimental.ignore_errors())
+    )
+    assert got == want == [1.0, 0.25, 0.125]
+
+
+def test_get_single_element() -> None:
+    assert int(sk.data.experimental.get_single_element(sk.Dataset.range(3, 4))) == 3
+    assert int(sk.Dataset.range(5, 6).get_single_element()) == 5
+    for many in (sk.Dataset.range(0), sk.Dataset.range(2)):
+        with pytest.raises(sk.InvalidArgumentError, match="exactly one"):
+            sk.data.experimental.get_single_element(many)
+
+
+def test_apply_refuses_a_function_that_returns_no_dataset() -> None:
+    with pytest.raises(TypeError, match="transformation_func must return a stoker.Dataset, got list"):
+        sk.Dataset.range(3).apply(lambda ds: list(ds))
+
+
+def test_zip_takes_datasets_as_arguments_as_tensorflow() -> None:
+    tf = pytest.importorskip("tensorflow")
+    a, b = sk.Dataset.range(3), sk.Dataset.range(10, 14)
+    ta, tb = tf.data.Dataset.range(3), tf.data.Dataset.range(10, 14)
+    assert _both(sk.Dataset.zip(a, b), tf.data.Dataset.zip(ta, tb)) == _both(
+        sk.Dataset.zip((a, b)), tf.data.Dataset.zip((ta, tb))
+    )
+    assert _both(sk.Dataset.zip(a, b), tf.data.Dataset.zip(ta, tb))[0] == [[0, 10], [1, 11], [2, 12]]
+    got, want = _both(sk.Dataset.zip(a), tf.data.Dataset.zip(ta))
+    assert got == want == [0, 1, 2]
+    got, want = _both(sk.Dataset.zip(datasets={"x": a, "y": b}), tf.data.Dataset.zip(datasets={"x": ta, "y": tb}))
+    assert got == want
+    with pytest.raises(sk.InvalidArgumentError, match="not both"):
+        sk.Dataset.zip(a, datasets=(a, b))
+
+
+def test_tf_options_and_their_deprecated_names() -> None:
+    tf = pytest.importorskip("tensorflow")
+    ds = sk.Dataset.range(4).map(lambda x: x * 2, num_parallel_calls=2)
+    theirs = tf.data.Options()
+    theirs.experimental_deterministic = False
+    theirs.threading.private_threadpool_size = 2
+    theirs.experimental_optimization.map_fusion = False
+    ours = sk.data.Options()
+    ours.experimental_deterministic = False
+    assert ours.deterministic is False and ours.experimental_deterministic is False
+    ours.threading.private_threadpool_size = 2
+    ours.experimental_optimization.map_fusion = False
+    keywords = ds.with_options(threads=2, deterministic=False, optimizations={"fuse_maps": False})
+    assert ds.with_options(theirs).explain() == ds.with_options(ours).explain() == keywords.explain()
+    with pytest.raises(AttributeError, match="no option 'no_such_option'"):
+        ours.no_such_option = True
