@@ -9,8 +9,8 @@ use stoker::datasets::{
     filter::Filter, fixed_length_record::FixedLengthRecord, from_generator::FromGenerator,
     from_tensor_slices::FromTensorSlices, global_shuffle::GlobalShuffle,
     group_by_window::GroupByWindow, interleave::Interleave, options::WithOptions, range::Range,
-    sample_from_datasets::SampleFromDatasets, scan::Scan, shard::Shard, text_line::TextLine,
-    tfrecord::TfRecord, window::Window, zip::Zip,
+    sample_from_datasets::SampleFromDatasets, scan::Scan, shard::Shard, take_while::TakeWhile,
+    text_line::TextLine, tfrecord::TfRecord, window::Window, zip::Zip,
 };
 use stoker::plan::{Plan, SpecCtx};
 use stoker::sources::{Opener, TfRecordOpener};
@@ -303,6 +303,17 @@ impl PyPlan {
                 .padded_batch(batch_size, drop_remainder, padding)
                 .py(py)?,
         ))
+    }
+
+    fn take_while(&self, py: Python<'_>, predicate: Py<PyAny>) -> PyResult<PyPlan> {
+        let predicate = Arc::new(PyPredicate::new(py, predicate));
+        self.then(
+            py,
+            TakeWhile {
+                input: self.plan.clone(),
+                predicate,
+            },
+        )
     }
 
     fn filter(&self, py: Python<'_>, predicate: Py<PyAny>) -> PyResult<PyPlan> {

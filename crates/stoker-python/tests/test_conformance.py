@@ -148,6 +148,11 @@ CASES: dict[str, Case] = {
     ),
     "filter": Case(lambda t: _native(12).filter(lambda e: e["i"] % 3 != 1), None, loadable=False),
     "take": Case(lambda t: _native(12).take(7), lambda t: _native().take(-3)),
+    "take_while": Case(
+        lambda t: _native(12).take_while(lambda e: e["i"] < 7),
+        None,
+        loadable=False,
+    ),
     "assert_cardinality": Case(
         lambda t: _native(12).filter(lambda e: e["i"] % 2 == 0).assert_cardinality(6),
         lambda t: _native(12).assert_cardinality(5),

@@ -51,6 +51,11 @@ CASES = {
         lambda: sk.Dataset.range(6),
         lambda tf: tf.data.Dataset.range(6),
     ),
+    "take_while": (
+        lambda x: x.take_while(lambda e: e * e < 20),
+        lambda: sk.Dataset.range(10),
+        lambda tf: tf.data.Dataset.range(10),
+    ),
     "unbatch": (
         lambda x: x.unbatch(),
         lambda: sk.Dataset.range(7).batch(3),
@@ -136,3 +141,14 @@ def test_tf_options_and_their_deprecated_names() -> None:
     assert ds.with_options(theirs).explain() == ds.with_options(ours).explain() == keywords.explain()
     with pytest.raises(AttributeError, match="no option 'no_such_option'"):
         ours.no_such_option = True
+
+
+def test_take_while_ends_an_endless_dataset_and_resumes_where_it_stopped() -> None:
+    tf = pytest.importorskip("tensorflow")
+    ours = sk.Dataset.range(1000).repeat().take_while(lambda e: e < 5)
+    theirs = tf.data.Dataset.range(1000).repeat().take_while(lambda e: e < 5)
+    got, want = _both(ours, theirs)
+    assert got == want == [0, 1, 2, 3, 4]
+    it = ours.iterator()
+    assert [int(next(it)) for _ in range(3)] == [0, 1, 2]
+    assert [int(e) for e in ours.iterator(state=it.state())] == [3, 4]

@@ -56,6 +56,7 @@ registry! {
     filter::Filter,
     take::Take,
     assert_cardinality::AssertCardinality,
+    take_while::TakeWhile,
     skip::Skip,
     repeat::Repeat,
     cache::Cache,

@@ -112,8 +112,9 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// Runs `f`, turning a panic into [`Error::WorkerPanic`] for stage `step`.
-pub(crate) fn catch_panic<T>(step: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+/// Runs `f`, turning a panic into [`Error::WorkerPanic`] for stage `step` (for the operators
+/// that call user code on the pulling thread).
+pub fn catch_panic<T>(step: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(payload) => Err(Error::WorkerPanic {

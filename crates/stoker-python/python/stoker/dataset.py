@@ -732,6 +732,15 @@ class Dataset:
 
     def filter(self, predicate: Callable[..., Any]) -> Dataset:
         """Keeps the elements for which the Python ``predicate`` is true."""
+        return Dataset(self._plan.filter(self._test(predicate)), self._structure)
+
+    def take_while(self, predicate: Callable[..., Any]) -> Dataset:
+        """The elements up to the first for which the Python ``predicate`` is false (tf.data's
+        ``take_while``); the input is not read past it, so it ends an endless dataset."""
+        return Dataset(self._plan.take_while(self._test(predicate)), self._structure)
+
+    def _test(self, predicate: Callable[..., Any]) -> Callable[[dict[str, Any]], Any]:
+        """``predicate`` called on elements packed in this dataset's structure."""
         predicate = bound_now(predicate)
         structure = self._structure
 
@@ -740,7 +749,7 @@ class Dataset:
             return predicate(*args) if isinstance(args, tuple) else predicate(args)
 
         test.__name__ = getattr(predicate, "__name__", "predicate")
-        return Dataset(self._plan.filter(test), self._structure)
+        return test
 
     def concatenate(self, dataset: Dataset) -> Dataset:
         """This dataset's elements, then ``dataset``'s (tf.data's ``concatenate``). Both must

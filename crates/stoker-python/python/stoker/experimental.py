@@ -35,6 +35,7 @@ __all__ = [
     "ignore_errors",
     "sample_from_datasets",
     "scan",
+    "take_while",
     "unbatch",
 ]
 
@@ -60,6 +61,11 @@ def ignore_errors(log_warning: bool = False) -> Transformation:
 def enumerate_dataset(start: int = 0) -> Transformation:
     """:meth:`Dataset.enumerate`, for ``apply``."""
     return lambda ds: ds.enumerate(start)
+
+
+def take_while(predicate: Callable[..., Any]) -> Transformation:
+    """:meth:`Dataset.take_while`, for ``apply``."""
+    return lambda ds: ds.take_while(predicate)
 
 
 def unbatch() -> Transformation:

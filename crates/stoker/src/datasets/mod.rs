@@ -62,6 +62,7 @@ pub mod shard;
 pub mod shuffle;
 pub mod skip;
 pub mod take;
+pub mod take_while;
 pub mod text_line;
 pub mod tfrecord;
 pub mod unbatch;
