@@ -175,6 +175,14 @@ pub enum Work {
 /// A test of one element, for `filter`.
 pub trait Predicate: Send + Sync + Debug {
     fn name(&self) -> &str;
-    fn test(&self, element: &Element, ctx: &OpCtx<'_>) -> Result<bool>;
+    /// Whether the predicate holds; an element it could not be tested on, skipped under the
+    /// `skip` policy (counted in `ctx.stats`), is `false`.
+    fn test(&self, element: &Element, ctx: &OpCtx<'_>) -> Result<bool> {
+        Ok(self.test_or_skip(element, ctx)?.unwrap_or(false))
+    }
+    /// Whether the predicate holds, or `None` for an element it could not be tested on and
+    /// skipped under the `skip` policy (counted): an operator for which `false` means more than
+    /// leaving the element out (`take_while` ends there) tells the two apart.
+    fn test_or_skip(&self, element: &Element, ctx: &OpCtx<'_>) -> Result<Option<bool>>;
     fn spec(&self) -> Result<serde_json::Value>;
 }

@@ -286,14 +286,17 @@ impl Predicate for PyPredicate {
         &self.name
     }
 
-    fn test(&self, element: &Element, ctx: &OpCtx<'_>) -> Result<bool> {
+    fn test_or_skip(&self, element: &Element, ctx: &OpCtx<'_>) -> Result<Option<bool>> {
         engine_attach(|py| {
             let t = PyTime::start();
             let r = element_to_dict(py, element)
                 .and_then(|d| tracked(py, ctx.stats, || self.func.bind(py).call1((d,))))
                 .and_then(|v| v.is_truthy());
             ctx.stats.add_python(t.wall(), t.cpu());
-            r.or_else(|e| skipped(py, ctx, &self.name, e).map(|()| false))
+            match r {
+                Ok(holds) => Ok(Some(holds)),
+                Err(e) => skipped(py, ctx, &self.name, e).map(|()| None),
+            }
         })
     }
 

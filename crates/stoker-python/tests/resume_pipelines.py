@@ -113,8 +113,9 @@ def pipelines(data: dict[str, Any]) -> dict[str, Callable[[int], sk.Dataset]]:
         "refill": lambda t: opt(sk.TFRecordDataset(data["damaged"]).batch(4).map(s_only).ignore_errors(), t),
         "shuffle_unseeded": lambda t: opt(sk.Dataset.range(50).shuffle(16), t),
         "map_random_parallel": lambda t: opt(
-            sk.Dataset.from_tensor_slices({"image": np.arange(20 * 4 * 4 * 3, dtype=np.uint8).reshape(20, 4, 4, 3)})
-            .map([sk.ops.random_flip_left_right("image", seed=3)], num_parallel_calls=sk.AUTOTUNE),
+            sk.Dataset.from_tensor_slices(
+                {"image": np.arange(20 * 4 * 4 * 3, dtype=np.uint8).reshape(20, 4, 4, 3)}
+            ).map([sk.ops.random_flip_left_right("image", seed=3)], num_parallel_calls=sk.AUTOTUNE),
             t,
         ),
         "map_python": lambda t: opt(sk.Dataset.range(30).map(lambda v: v * v), t),
@@ -131,6 +132,10 @@ def pipelines(data: dict[str, Any]) -> dict[str, Callable[[int], sk.Dataset]]:
         ),
         "filter": lambda t: opt(sk.Dataset.range(40).filter(lambda v: int(v) % 3 == 0), t),
         "take": lambda t: opt(sk.Dataset.range(40).take(13), t),
+        "take_while": lambda t: opt(sk.Dataset.range(40).repeat().take_while(lambda v: int(v) < 33), t),
+        "assert_cardinality": lambda t: opt(
+            sk.Dataset.range(40).filter(lambda v: int(v) % 2 == 0).assert_cardinality(20), t
+        ),
         "skip": lambda t: opt(sk.Dataset.range(40).skip(13), t),
         "repeat": lambda t: opt(sk.Dataset.range(7).shuffle(7, seed=2).repeat(4), t),
         "cache_memory": lambda t: opt(
@@ -181,9 +186,9 @@ def pipelines(data: dict[str, Any]) -> dict[str, Callable[[int], sk.Dataset]]:
             sk.Dataset.range(25).shuffle(6, seed=1).scan(0, lambda s, v: (s + int(v), np.int64(s * 3 - int(v)))), t
         ),
         "group_by_window": lambda t: opt(
-            sk.Dataset.range(40).shuffle(9, seed=4).group_by_window(
-                lambda v: int(v) % 3, lambda k, w: w.batch(4), window_size=4
-            ),
+            sk.Dataset.range(40)
+            .shuffle(9, seed=4)
+            .group_by_window(lambda v: int(v) % 3, lambda k, w: w.batch(4), window_size=4),
             t,
         ),
         "csv": lambda t: opt(

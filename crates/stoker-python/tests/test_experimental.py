@@ -152,3 +152,23 @@ def test_take_while_ends_an_endless_dataset_and_resumes_where_it_stopped() -> No
     it = ours.iterator()
     assert [int(next(it)) for _ in range(3)] == [0, 1, 2]
     assert [int(e) for e in ours.iterator(state=it.state())] == [3, 4]
+
+
+def test_take_while_under_ignore_errors_skips_what_raised_and_goes_on_as_tensorflow() -> None:
+    """An element the predicate raised on is skipped and counted; the elements after it are
+    tested, not lost (the take ends only where the predicate is false)."""
+    tf = pytest.importorskip("tensorflow")
+
+    def under_6(x: Any) -> bool:
+        if int(x) == 3:
+            raise ValueError("no 3")
+        return int(x) < 6
+
+    ours = sk.Dataset.range(10).take_while(under_6).ignore_errors()
+    theirs = tf.data.Dataset.range(10).take_while(
+        lambda x: tf.logical_and(x < 6, tf.debugging.check_numerics(1.0 / tf.cast(x - 3, tf.float32), "p") != 0.0)
+    )
+    got, want = _both(ours, theirs.apply(tf.data.experimental.ignore_errors()))
+    assert got == want == [0, 1, 2, 4, 5]
+    skipped = {s["name"]: s["skipped"] for s in ours.stats()}
+    assert skipped.get("take_while[under_6]") == 1, skipped

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
-use stoker_core::exec::{catch_panic, BoxIter, ElementIter, State};
+use stoker_core::exec::{catch_panic, BoxIter, CancelFlag, ElementIter, State};
 use stoker_core::op::{OpCtx, Predicate};
 use stoker_core::stats::Metered;
 use stoker_core::{ErrorPolicy, Result, StageStats};
@@ -81,6 +81,7 @@ impl DatasetOp for TakeWhile {
             predicate: Arc::clone(&self.predicate),
             policy: ctx.options.on_bad_record,
             stats: Arc::clone(&stats),
+            cancel: Arc::clone(&ctx.cancel),
             ended,
         };
         Ok(Metered::wrap(Box::new(it), stats))
@@ -99,13 +100,15 @@ impl DatasetOp for TakeWhile {
     }
 }
 
-/// Hands out its input's elements until the predicate fails on one, then nothing more. Its
-/// state: whether it ended so, and its input's.
+/// Hands out its input's elements until the predicate fails on one, then nothing more. An
+/// element the predicate could not be tested on, under the skip policy, is skipped (counted)
+/// and the elements after it are tested. Its state: whether it ended, and its input's.
 struct WhileIter {
     input: BoxIter,
     predicate: Arc<dyn Predicate>,
     policy: ErrorPolicy,
     stats: Arc<StageStats>,
+    cancel: CancelFlag,
     ended: bool,
 }
 
@@ -118,24 +121,28 @@ impl ElementIter for WhileIter {
     }
 
     fn next(&mut self) -> Result<Option<Element>> {
-        if self.ended {
-            return Ok(None);
+        while !self.ended {
+            // Skipped elements may follow each other: a Ctrl-C ends the run meanwhile.
+            if self.cancel.load(std::sync::atomic::Ordering::Relaxed) {
+                return Ok(None);
+            }
+            let Some(e) = self.stats.pull(&mut self.input)? else {
+                return Ok(None);
+            };
+            let ctx = OpCtx {
+                policy: self.policy,
+                stats: &self.stats,
+                element: 0,
+                epoch: 0,
+                row: None,
+                seeds: stoker_core::seed::Seeds::none(),
+            };
+            match catch_panic(&self.stats.name, || self.predicate.test_or_skip(&e, &ctx))? {
+                Some(true) => return Ok(Some(e)),
+                Some(false) => self.ended = true,
+                None => {}
+            }
         }
-        let Some(e) = self.stats.pull(&mut self.input)? else {
-            return Ok(None);
-        };
-        let ctx = OpCtx {
-            policy: self.policy,
-            stats: &self.stats,
-            element: 0,
-            epoch: 0,
-            row: None,
-            seeds: stoker_core::seed::Seeds::none(),
-        };
-        if catch_panic(&self.stats.name, || self.predicate.test(&e, &ctx))? {
-            return Ok(Some(e));
-        }
-        self.ended = true;
         Ok(None)
     }
 }
