@@ -675,6 +675,11 @@ impl PyPlan {
         Ok(pyo3::types::PyBytes::new(py, &state))
     }
 
+    /// Its last step's identity, unique in this process (Python keeps notes on steps by it).
+    fn id(&self) -> u64 {
+        self.plan.id()
+    }
+
     /// The kind of its last step (as `step_kinds()` names it).
     fn kind(&self) -> &'static str {
         self.plan.step().kind()

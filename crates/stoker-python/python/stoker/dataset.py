@@ -14,7 +14,7 @@ from typing import Any, Callable, Union
 
 import numpy as np
 
-from . import _generator, _stoker
+from . import _generator, _stoker, _tf_function
 from ._capture import bound_now
 from ._check import path as _path
 from ._check import whole as _whole
@@ -27,6 +27,7 @@ from ._structure import (
     after_native_ops,
     flatten,
     known_template,
+    leaves,
     pack_element,
     prefixed,
 )
@@ -442,9 +443,42 @@ class Dataset:
             return Dataset(plan, structure)._rows_of(self)
         if not callable(map_func):
             raise ArgumentTypeError("map takes stoker.ops native ops (or a list of them) or a Python function")
+        if _tf_function.uses_tensorflow(map_func):
+            return self._map_tensorflow(map_func, npc, det)
         out = Dynamic()
         adapter = _adapter(bound_now(map_func), self._structure, out)
         return Dataset(self._plan.map([adapter], npc, det), out)
+
+    def _map_tensorflow(self, fn: Callable[..., Any], npc: int | None, det: bool | None) -> Dataset:
+        """A function that uses TensorFlow, traced now as tf.data traces it: as native ops
+        where each of its ops has one, else as its graph (see ``_tf_function``)."""
+        name = getattr(fn, "__name__", "map_fn")
+        schema = self._plan.schema()
+        if schema is None:
+            schema = [(n, d, [None] * rank) for n, (d, rank) in self._first_element().items()]
+        try:
+            traced = _tf_function.trace(fn, _known(self, learn=True), schema)
+        except Exception as e:  # noqa: BLE001 - not traceable: it runs as Python, as before
+            out = Dynamic()
+            plan = self._plan.map([_adapter(bound_now(fn), self._structure, out)], npc, det)
+            why = f"{type(e).__name__}: {e}"
+            _NOTES[plan.id()] = f"map '{name}': TensorFlow function runs eagerly: tracing failed ({why})"
+            return Dataset(plan, out)
+        try:
+            translation = _tf_function.translate(traced)
+        except _tf_function.Untranslatable as why:
+            out = Dynamic()
+            plan = self._plan.map([_tf_function.graph_call(traced, out)], npc, det)
+            _NOTES[plan.id()] = f"map '{name}': TensorFlow function runs as its traced graph, per element: {why}"
+            return Dataset(plan, out)
+        specs = [o.spec for o in translation.ops]
+        plan = self._plan.map(specs[:-1], npc, det)  # without the last op, a `select`, if it keeps all
+        schema = plan.schema()
+        if schema is None or sorted(n for n, _, _ in schema) != sorted(leaves(translation.template)):
+            plan = self._plan.map(specs, npc, det)
+        done = ", ".join(translation.done) or "nothing to compute"
+        _NOTES[plan.id()] = f"map '{name}': TensorFlow function translated to native ops: {done}"
+        return Dataset(plan, translation.template)._rows_of(self)
 
     def batch(self, batch_size: int, drop_remainder: bool = False) -> Dataset:
         """Stacks ``batch_size`` consecutive elements; the last batch may be smaller unless
@@ -1044,8 +1078,22 @@ class Dataset:
         self._plan.report(_path(path), title or repr(self), seconds, batches, warmup, step_data)
 
     def explain(self) -> str:
-        """The pipeline as stoker runs it (after its rewrites), sink first, with schemas."""
-        return self._plan.explain()
+        """The pipeline as stoker runs it (after its rewrites), sink first, with schemas; then
+        what became of the TensorFlow functions handed to ``map``: translated to native ops
+        (which op became which), or run as their traced graph (and the op that kept them
+        there)."""
+        text = self._plan.explain()
+        notes = []
+        stack = [self._plan]
+        while stack:
+            plan = stack.pop()
+            note = _NOTES.get(plan.id())
+            if note is not None:
+                notes.append(note)
+            stack.extend(plan.inputs())
+        if notes:
+            text += "TensorFlow functions:\n" + "".join(f"  {n}\n" for n in reversed(notes))
+        return text
 
     def convert(
         self,
@@ -1111,6 +1159,10 @@ class Dataset:
     def __repr__(self) -> str:
         # Not learnt here: printing a dataset must not run it.
         return f"<stoker.Dataset element_spec={self._element_spec(learn=False)!r}>"
+
+
+# What became of each TensorFlow function handed to `map`, by the id of its map step.
+_NOTES: dict[int, str] = {}
 
 
 def tf_signature(spec: Any) -> Any:

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from ._check import whole as _whole
 from .dataset import AUTOTUNE, INFINITE, UNKNOWN, CsvDataset, Dataset
+from .errors import InvalidArgumentError
 
 Transformation = Callable[[Dataset], Dataset]
 
@@ -33,6 +34,7 @@ __all__ = [
     "get_single_element",
     "group_by_window",
     "ignore_errors",
+    "map_and_batch",
     "sample_from_datasets",
     "scan",
     "take_while",
@@ -61,6 +63,26 @@ def ignore_errors(log_warning: bool = False) -> Transformation:
 def enumerate_dataset(start: int = 0) -> Transformation:
     """:meth:`Dataset.enumerate`, for ``apply``."""
     return lambda ds: ds.enumerate(start)
+
+
+def map_and_batch(
+    map_func: Callable[..., Any],
+    batch_size: int,
+    num_parallel_batches: int | None = None,
+    drop_remainder: bool = False,
+    num_parallel_calls: int | None = None,
+) -> Transformation:
+    """``map`` then ``batch``, for ``apply`` (tf.data's deprecated fused form, which BERT's
+    input function uses). ``num_parallel_batches`` (batches computed at once in tf.data) makes
+    the map parallel with ``AUTOTUNE`` threads: stoker's planner runs a map before a batch on
+    whole batches where it can."""
+    if num_parallel_batches is not None and num_parallel_calls is not None:
+        raise InvalidArgumentError("map_and_batch: give num_parallel_batches or num_parallel_calls, not both")
+    calls = num_parallel_calls
+    if num_parallel_batches is not None:
+        _whole("map_and_batch: num_parallel_batches", num_parallel_batches, 1)
+        calls = AUTOTUNE
+    return lambda ds: ds.map(map_func, num_parallel_calls=calls).batch(batch_size, drop_remainder)
 
 
 def take_while(predicate: Callable[..., Any]) -> Transformation:

@@ -1,0 +1,264 @@
+"""TensorFlow functions in ``map``: the same tf.data code run by tf.data and by stoker (only the
+import changed), beside stoker's hand-written ``sk.ops`` pipeline where there is one, in one
+process on the same cores. Elements per second, median of ``--runs`` epochs after one warm-up.
+
+    .venv/bin/python bench/tf_functions.py --data /tmp/stoker-bench-data --out bench/results/tf_functions.json
+
+Pipelines: BERT's pre-training ``input_fn`` (TFRecord → parse_single_example → int64 to int32
+→ map_and_batch), W1 as tf.data's fast form writes it (batch → parse_example → bit math), W2
+(decode_png → float /255 → resize_with_crop_or_pad, label one-hot by colour code) and W3 as its
+users write it (decode_jpeg → random_crop → random_flip → /255 → normalise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+BERT_RECORDS = 20_000
+SEQ, PREDS = 128, 20
+
+
+def write_bert(path: str, tf: Any) -> None:
+    """Pre-training examples as BERT's create_pretraining_data.py writes them (seeded)."""
+    rng = np.random.default_rng(0)
+
+    def ints(v: Any) -> Any:
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=list(v)))
+
+    with tf.io.TFRecordWriter(path) as w:
+        for i in range(BERT_RECORDS):
+            f = {
+                "input_ids": ints(rng.integers(0, 30522, SEQ)),
+                "input_mask": ints([1] * SEQ),
+                "segment_ids": ints([0] * 64 + [1] * 64),
+                "masked_lm_positions": ints(rng.integers(0, SEQ, PREDS)),
+                "masked_lm_ids": ints(rng.integers(0, 30522, PREDS)),
+                "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(value=[1.0] * PREDS)),
+                "next_sentence_labels": ints([i % 2]),
+            }
+            w.write(tf.train.Example(features=tf.train.Features(feature=f)).SerializeToString())
+
+
+def bert(lib: Any, tf: Any, files: list[str]) -> Any:
+    """google-research/bert run_pretraining.py's input_fn (its evaluation form, no shuffle)."""
+    name_to_features = {
+        "input_ids": tf.io.FixedLenFeature([SEQ], tf.int64),
+        "input_mask": tf.io.FixedLenFeature([SEQ], tf.int64),
+        "segment_ids": tf.io.FixedLenFeature([SEQ], tf.int64),
+        "masked_lm_positions": tf.io.FixedLenFeature([PREDS], tf.int64),
+        "masked_lm_ids": tf.io.FixedLenFeature([PREDS], tf.int64),
+        "masked_lm_weights": tf.io.FixedLenFeature([PREDS], tf.float32),
+        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+    }
+
+    def _decode_record(record: Any, name_to_features: Any) -> Any:
+        example = tf.io.parse_single_example(record, name_to_features)
+        for name in list(example.keys()):
+            t = example[name]
+            if t.dtype == tf.int64:
+                t = tf.cast(t, tf.int32)
+            example[name] = t
+        return example
+
+    d = lib.TFRecordDataset(files)
+    d = d.apply(
+        lib.experimental.map_and_batch(
+            lambda record: _decode_record(record, name_to_features),
+            batch_size=32,
+            num_parallel_batches=2,
+            drop_remainder=True,
+        )
+    )
+    return d
+
+
+def w1(lib: Any, tf: Any, files: list[str]) -> Any:
+    import w1_peers
+
+    spec = w1_peers._tf_spec(tf)
+
+    def parse(serialized: Any) -> dict:
+        p = tf.io.parse_example(serialized, spec)
+        return w1_peers._tf_math(tf, tf.io.decode_raw(p["d"], tf.uint8), p["s"], batched=True)
+
+    ds = lib.TFRecordDataset(files, num_parallel_reads=lib.AUTOTUNE).batch(512, drop_remainder=True)
+    return ds.map(parse, num_parallel_calls=lib.AUTOTUNE).prefetch(lib.AUTOTUNE)
+
+
+def w2(lib: Any, tf: Any, pairs: tuple[list[str], list[str], list[list[int]]]) -> Any:
+    import w2_peers
+
+    images, labels, colors = pairs
+    codes = tf.constant(w2_peers.color_codes(colors))
+
+    def load(image_path: Any, label_path: Any) -> dict:
+        img = tf.io.decode_png(tf.io.read_file(image_path), channels=3)
+        img = tf.image.resize_with_crop_or_pad(tf.cast(img, tf.float32) / 255.0, 512, 512)
+        lab = tf.io.decode_png(tf.io.read_file(label_path), channels=3)
+        lab = tf.cast(tf.image.resize_with_crop_or_pad(lab, 512, 512), tf.int32)
+        key = lab[..., 0] * 65536 + lab[..., 1] * 256 + lab[..., 2]
+        return {"image": img, "label": tf.cast(tf.equal(key[..., None], codes), tf.float32)}
+
+    ds = lib.Dataset.from_tensor_slices((images, labels)).map(load, num_parallel_calls=lib.AUTOTUNE)
+    return ds.batch(3).prefetch(lib.AUTOTUNE)
+
+
+def w2_image_only(lib: Any, tf: Any, pairs: tuple[list[str], list[str], list[list[int]]]) -> Any:
+    """W2's photo half alone (decode_png → /255 → resize_with_crop_or_pad): all of it native."""
+    images = pairs[0]
+
+    def load(image_path: Any) -> Any:
+        img = tf.io.decode_png(tf.io.read_file(image_path), channels=3)
+        return tf.image.resize_with_crop_or_pad(tf.cast(img, tf.float32) / 255.0, 512, 512)
+
+    ds = lib.Dataset.from_tensor_slices(images).map(load, num_parallel_calls=lib.AUTOTUNE)
+    return ds.batch(3).prefetch(lib.AUTOTUNE)
+
+
+def w3(lib: Any, tf: Any, files: tuple[list[str], list[int]]) -> Any:
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+    def preprocess(path: Any, label: Any) -> Any:
+        img = tf.io.decode_jpeg(tf.io.read_file(path), channels=3)
+        img = tf.image.random_crop(img, [224, 224, 3])
+        img = tf.image.random_flip_left_right(img)
+        img = tf.cast(img, tf.float32) / 255.0
+        return (img - mean) / std, label
+
+    ds = lib.Dataset.from_tensor_slices(files).map(preprocess, num_parallel_calls=lib.AUTOTUNE)
+    return ds.batch(256).prefetch(lib.AUTOTUNE)
+
+
+def rate(make: Callable[[], Any], elements: int, runs: int) -> dict:
+    ds = make()
+    times = []
+    for i in range(runs + 1):
+        t = time.perf_counter()
+        for _ in ds:
+            pass
+        if i:
+            times.append(time.perf_counter() - t)
+    med = statistics.median(times)
+    return {"elements_per_s": elements / med, "seconds": times}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default="/tmp/stoker-bench-data")
+    ap.add_argument("--out", default="bench/results/tf_functions.json")
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args()
+
+    import stoker as sk
+    import stoker.workloads
+    import tensorflow as tf
+    from stoker import _tf_function
+
+    os.makedirs(os.path.join(args.data, "bert"), exist_ok=True)
+    bert_file = os.path.join(args.data, "bert", "pretrain.tfrecord")
+    if not os.path.exists(bert_file):
+        write_bert(bert_file, tf)
+    w1_files = sorted(
+        os.path.join(args.data, "w1-ab", f)
+        for f in os.listdir(os.path.join(args.data, "w1-ab"))
+        if f.endswith(".tfrecord")
+    )
+    w1_n = json.load(open(os.path.join(args.data, "w1-ab", "meta.json")))["num_examples"] // 512 * 512
+    w2_dir = os.path.join(args.data, "w2-240")
+    import w2_peers
+
+    w2_images = sorted(os.path.join(w2_dir, "images", f) for f in os.listdir(os.path.join(w2_dir, "images")))[:60]
+    w2_labels = sorted(os.path.join(w2_dir, "labels", f) for f in os.listdir(os.path.join(w2_dir, "labels")))[:60]
+    colors = w2_peers.read_colors(os.path.join(w2_dir, "class_dict.csv"))
+    w3_root = os.path.join(args.data, "w3-1200")
+    paths, labels = [], []
+    for i, c in enumerate(sorted(d for d in os.listdir(w3_root) if d.startswith("class"))):
+        for f in sorted(os.listdir(os.path.join(w3_root, c))):
+            paths.append(os.path.join(w3_root, c, f))
+            labels.append(i)
+    paths, labels = paths[:600], labels[:600]
+
+    cases: list[tuple[str, Callable[..., Any], Any, int, Callable[[], Any] | None]] = [
+        ("BERT input_fn", bert, [bert_file], BERT_RECORDS // 32 * 32, None),
+        (
+            "W1 (tf.data's fast form)",
+            w1,
+            w1_files,
+            w1_n,
+            lambda: sk.workloads.chess_pipeline(w1_files, shuffle_buffer=0),
+        ),
+        (
+            "W2 photo: decode_png, /255, crop/pad",
+            w2_image_only,
+            (w2_images, w2_labels, colors),
+            len(w2_images),
+            lambda: (
+                sk.Dataset.from_tensor_slices(np.array(w2_images, dtype=object))
+                .map(
+                    [
+                        sk.ops.read_file("value"),
+                        sk.ops.decode_image("value", channels=3),
+                        sk.ops.resize_with_crop_or_pad("value", 512, 512),
+                        sk.ops.rescale("value", divisor=255.0),
+                    ],
+                    num_parallel_calls=sk.AUTOTUNE,
+                )
+                .batch(3)
+                .prefetch(sk.AUTOTUNE)
+            ),
+        ),
+        (
+            "W2 (photo and one-hot label)",
+            w2,
+            (w2_images, w2_labels, colors),
+            len(w2_images),
+            lambda: sk.workloads.segmentation_pipeline(w2_images, w2_labels, colors),
+        ),
+        ("W3 as users write it (random_crop)", w3, (paths, labels), len(paths), None),
+    ]
+    rows = []
+    for name, fn, data, n, native in cases:
+        row: dict[str, Any] = {"pipeline": name, "elements": n}
+
+        def on(lib: Any, fn: Callable[..., Any] = fn, data: Any = data) -> Callable[[], Any]:
+            return lambda: fn(lib, tf, data)
+
+        row["tf.data"] = rate(on(tf.data), n, args.runs)
+        row["stoker"] = rate(on(sk.data), n, args.runs)
+        row["stoker_explain"] = on(sk.data)().explain().split("TensorFlow functions:")[-1].strip()
+        if native is not None:
+            row["stoker sk.ops"] = rate(native, n, args.runs)
+        if name.startswith("BERT"):
+            _tf_function.TRACE = False
+            row["stoker eager (before)"] = rate(on(sk.data), n, 1)
+            _tf_function.TRACE = True
+        rows.append(row)
+        print(name, {k: round(v["elements_per_s"]) for k, v in row.items() if isinstance(v, dict)}, flush=True)
+    doc = {
+        "command": " ".join([os.path.relpath(sys.executable), *sys.argv]),
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+        "affinity": len(os.sched_getaffinity(0)),
+        "tensorflow": tf.__version__,
+        "rows": rows,
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+    }
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(doc, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

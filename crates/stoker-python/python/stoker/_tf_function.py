@@ -1,0 +1,931 @@
+"""TensorFlow functions in ``map``: traced as tf.data traces them, then run natively.
+
+A function handed to ``map`` that uses TensorFlow (``tf.io.parse_single_example``,
+``tf.cast``, ``tf.image.*``) is traced once, when ``map`` is called, into a ``tf.function``
+with the input's signature, as tf.data does. Its graph is then read op by op:
+
+- each op stoker has natively becomes that native op (``ParseExampleV2`` → ``parse_example``,
+  ``DecodeJpeg`` → ``decode_image``, ``Cast`` → ``cast``, element-wise arithmetic → one
+  ``compute``, ...), and the ``tf.image`` functions whose graph is a block of shape checks
+  around one operation (``resize_with_crop_or_pad``, ``random_flip_left_right``) are read as
+  that one operation; the whole function then runs as native ops, without the GIL, with the
+  planner's fusions;
+- if one op has no native counterpart, the function runs as its traced graph (one TensorFlow
+  call per element, never eagerly), and ``explain()`` names the op and why.
+
+TensorFlow is only imported for a function that uses it (it is then already imported).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from . import ops
+from ._expr import Expr
+from ._structure import Dynamic, Template, flatten, pack
+
+# ----------------------------------------------------------------------------- detection
+
+
+# Off: TensorFlow functions run eagerly as Python, as before tracing (for A/B measurements).
+TRACE = True
+
+
+def uses_tensorflow(fn: Any, depth: int = 0) -> bool:
+    """Whether ``fn`` calls TensorFlow: it is a ``tf.function``, or its code reads a
+    TensorFlow module, tensor or a function that does (a few calls deep)."""
+    if not TRACE or "tensorflow" not in sys.modules or depth > 3:
+        return False
+    module = getattr(type(fn), "__module__", "") or ""
+    if module.startswith(("tensorflow", "tf_keras", "keras")):
+        return True
+    if isinstance(fn, types.MethodType):
+        fn = fn.__func__
+    inner = getattr(fn, "func", None)  # functools.partial
+    if inner is not None and inner is not fn:
+        return uses_tensorflow(inner, depth + 1)
+    code = getattr(fn, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return False
+    seen: list[Any] = []
+    names = {n for c in _codes(code) for n in c.co_names}
+    scope = getattr(fn, "__globals__", {})
+    seen.extend(scope[n] for n in names if n in scope)
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            seen.append(cell.cell_contents)
+        except ValueError:
+            continue
+    for obj in seen:
+        if isinstance(obj, types.ModuleType):
+            if obj.__name__.split(".")[0] in ("tensorflow", "keras", "tf_keras"):
+                return True
+        elif (getattr(type(obj), "__module__", "") or "").startswith("tensorflow"):
+            return True
+        elif isinstance(obj, (types.FunctionType, types.MethodType)) and obj is not fn:
+            if uses_tensorflow(obj, depth + 1):
+                return True
+    return False
+
+
+def _codes(code: types.CodeType) -> list[types.CodeType]:
+    out = [code]
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            out.extend(_codes(c))
+    return out
+
+
+# ----------------------------------------------------------------------------- tracing
+
+
+@dataclass
+class Traced:
+    """A function traced with the input's signature: the concrete function, the field each
+    of its placeholders reads, and the structure of its outputs."""
+
+    name: str
+    concrete: Any
+    in_template: Template
+    in_fields: list[str]
+    in_dtypes: dict[str, str]
+    out_template: Template
+    out_values: list[tuple[str, Any]]  # (flat name, graph tensor or Python value)
+
+
+def _tf_dtype(tf: Any, name: str) -> Any:
+    return tf.string if name == "string" else tf.as_dtype(name)
+
+
+def trace(fn: Callable[..., Any], template: Template, schema: list[tuple[str, str, list[int | None]]]) -> Traced:
+    """Traces ``fn`` as tf.data's ``map`` does: a ``tf.function`` (with AutoGraph) called with
+    the element's structure of ``TensorSpec`` s (a tuple element as separate arguments)."""
+    import tensorflow as tf
+
+    by_name = {n: tf.TensorSpec(shape, _tf_dtype(tf, d), name=None) for n, d, shape in schema}
+    args = pack(template, by_name)
+    fields = pack(template, {n: n for n, _, _ in schema})
+    name = getattr(fn, "__name__", "map_fn")
+
+    def call(*a: Any) -> Any:
+        result = fn(*a)
+        return tuple(result) if isinstance(result, list) else result
+
+    wrapped = tf.function(call, autograph=True)
+    concrete = wrapped.get_concrete_function(*args) if isinstance(args, tuple) else wrapped.get_concrete_function(args)
+    out_template, out_values = flatten(concrete.structured_outputs)
+    return Traced(
+        name=name,
+        concrete=concrete,
+        in_template=template,
+        in_fields=[str(f) for f in tf.nest.flatten(fields)],
+        in_dtypes={n: d for n, d, _ in schema},
+        out_template=out_template,
+        out_values=out_values,
+    )
+
+
+def graph_call(traced: Traced, out: Dynamic) -> Callable[[dict[str, Any]], list[tuple[str, Any]]]:
+    """The traced graph as a Python map function: one TensorFlow call per element."""
+    concrete = traced.concrete
+
+    def call(flat: dict[str, Any]) -> list[tuple[str, Any]]:
+        args = pack(traced.in_template, flat)
+        result = concrete(*args) if isinstance(args, tuple) else concrete(args)
+        template, pairs = flatten(result)
+        out.template = template
+        return [(n, v.numpy() if hasattr(v, "numpy") else _python_value(v)) for n, v in pairs]
+
+    call.__name__ = f"{traced.name} (TensorFlow graph)"
+    return call
+
+
+def _python_value(value: Any) -> Any:
+    """A constant a function returned, as tf.data makes it a tensor (a Python int is int32,
+    a float float32)."""
+    if isinstance(value, bool):
+        return np.bool_(value)
+    if isinstance(value, int):
+        return np.int32(value)
+    if isinstance(value, float):
+        return np.float32(value)
+    return np.asarray(value)
+
+
+# ----------------------------------------------------------------------------- translation
+
+
+class Untranslatable(Exception):
+    """An op of the graph with no native counterpart (the message says which and why)."""
+
+
+@dataclass
+class _Field:
+    name: str
+
+
+@dataclass
+class _Lazy:
+    """An element-wise expression not computed yet (one ``compute`` for the chain)."""
+
+    expr: Expr
+    dtype: str
+    # uint8 field x as float32 times or divided by a constant (a `rescale`): (x, op, constant,
+    # the tensors of the chain), where the expression is one
+    scaled: tuple[str, str, float, list[Any]] | None = None
+    # the TensorFlow ops folded into it (for explain())
+    steps: list[str] = field(default_factory=list)
+    # whether its rescale may overwrite the uint8 field (nothing else reads it)
+    in_place: bool = False
+
+
+@dataclass
+class _Const:
+    value: np.ndarray
+
+
+@dataclass
+class _Centered:
+    """``x - mean`` with a per-channel mean: a ``normalize`` once the division comes."""
+
+    field: str
+    mean: list[float]
+
+
+Value = Any  # _Field | _Lazy | _Const | _Centered
+
+
+@dataclass
+class Translation:
+    """Native ops equal to a traced function, the structure they hand out, and what became
+    what (for ``explain()``)."""
+
+    ops: list[ops.NativeOp]
+    template: Template
+    done: list[str] = field(default_factory=list)
+
+
+_FLOATS = ("float32", "float64")
+# dtypes whose values compute() (float32 or float64 arithmetic) holds exactly
+_EXACT_IN = {
+    "float32": ("bool", "uint8", "int8", "uint16", "int16", "float32"),
+    "float64": ("bool", "uint8", "int8", "uint16", "int16", "int32", "uint32", "float32", "float64"),
+}
+
+_UNARY: dict[str, Callable[[Any], Any]] = {
+    "Neg": lambda x: -x,
+    "Abs": abs,
+    "Tanh": ops.tanh,
+    "Exp": ops.exp,
+    "Log": ops.log,
+    "Sqrt": ops.sqrt,
+    "Square": ops.square,
+    "Sign": ops.sign,
+    "Floor": ops.floor,
+    "Ceil": ops.ceil,
+    "Round": round,
+    "Relu": lambda x: ops.maximum(x, 0.0),
+    "LogicalNot": lambda x: ~x,
+}
+_BINARY: dict[str, Callable[[Any, Any], Any]] = {
+    "AddV2": lambda a, b: a + b,
+    "Add": lambda a, b: a + b,
+    "Sub": lambda a, b: a - b,
+    "Mul": lambda a, b: a * b,
+    "RealDiv": lambda a, b: a / b,
+    "Div": lambda a, b: a / b,
+    "Maximum": ops.maximum,
+    "Minimum": ops.minimum,
+    "Pow": lambda a, b: a**b,
+    "Less": lambda a, b: a < b,
+    "LessEqual": lambda a, b: a <= b,
+    "Greater": lambda a, b: a > b,
+    "GreaterEqual": lambda a, b: a >= b,
+    "Equal": lambda a, b: a == b,
+    "NotEqual": lambda a, b: a != b,
+    "LogicalAnd": lambda a, b: a & b,
+    "LogicalOr": lambda a, b: a | b,
+}
+_PASS = ("Identity", "StopGradient", "Snapshot", "PreventGradient")
+# tf.image functions read as one operation: the scope's name, without a `_N` suffix
+_SCOPES = (
+    "resize_image_with_crop_or_pad",
+    "random_flip_left_right",
+    "random_flip_up_down",
+    "flip_left_right",
+    "flip_up_down",
+)
+
+
+class _Translator:
+    def __init__(self, traced: Traced) -> None:
+        self.traced = traced
+        self.values: dict[Any, Value] = {}
+        self.ops: list[ops.NativeOp] = []
+        self.done: list[str] = []
+        self.used_names = set(traced.in_fields)
+        self.count = 0
+        self.pending: set[str] = set()  # the needed ops not translated yet
+        self.returned: set[Any] = set()
+        graph = traced.concrete.graph
+        self.graph = graph
+        for f, t in zip(traced.in_fields, traced.concrete.inputs):
+            self.values[t.ref()] = _Field(f)
+        for t in traced.concrete.inputs[len(traced.in_fields) :]:
+            raise Untranslatable(f"it captures '{t.name}' (a variable or tensor from outside the function)")
+
+    # -- values
+    def fresh(self) -> str:
+        while True:
+            self.count += 1
+            name = f"_tf{self.count}"
+            if name not in self.used_names:
+                self.used_names.add(name)
+                return name
+
+    def dtype(self, t: Any) -> str:
+        return str(t.dtype.name)
+
+    def value(self, t: Any) -> Value:
+        v = self.values.get(t.ref())
+        if v is None:
+            raise Untranslatable(f"'{t.op.name}' ({t.op.type}) is not translated")
+        return v
+
+    def materialize(self, t: Any) -> str:
+        """The field holding ``t``, computing a pending expression into one."""
+        v = self.value(t)
+        if isinstance(v, _Field):
+            return v.name
+        if isinstance(v, _Centered):
+            name = self.fresh()
+            self.emit(ops.normalize(v.field, v.mean, [1.0] * len(v.mean), output=name), "Sub", "normalize")
+        elif isinstance(v, _Lazy):
+            if v.dtype not in _FLOATS:
+                raise Untranslatable(
+                    f"'{t.op.name}' ({t.op.type}) gives {v.dtype}; computed natively are float32/float64"
+                )
+            name = self.fresh()
+            steps = ", ".join(v.steps)
+            if v.scaled is not None:
+                x, how, c, _ = v.scaled
+                out = None if v.in_place else name
+                name = x if v.in_place else name
+                rescale = ops.rescale(x, divisor=c, output=out) if how == "div" else ops.rescale(x, scale=c, output=out)
+                self.emit(rescale, steps, "rescale")
+            else:
+                self.emit(ops.compute(name, v.expr, v.dtype), steps, "compute")
+        else:
+            raise Untranslatable(
+                f"it hands out the constant '{t.op.name}' (a field of the same value in every element)"
+            )
+        self.values[t.ref()] = _Field(name)
+        return name
+
+    def expr(self, t: Any, dtype: str) -> Expr | float:
+        """``t`` as an operand of a ``compute`` in ``dtype``."""
+        v = self.value(t)
+        if isinstance(v, _Const):
+            if v.value.ndim != 0:
+                raise Untranslatable(f"'{t.op.name}' is a constant array of shape {list(v.value.shape)}")
+            return float(v.value)
+        if isinstance(v, _Lazy):
+            if v.dtype != dtype and not (v.dtype == "bool" or dtype == "bool"):
+                raise Untranslatable(f"'{t.op.name}' mixes {v.dtype} into {dtype} arithmetic")
+            return v.expr
+        name = self.materialize(t)
+        src = self.dtype(t)
+        if src != dtype and src not in _EXACT_IN.get(dtype, ()) and dtype != "bool":
+            raise Untranslatable(f"'{t.op.name}' ({src}) read in {dtype} arithmetic")
+        return ops.field(name)
+
+    def dest(self, t: Any, op: Any) -> str:
+        """Where ``op`` writes its result on ``t``: over ``t``'s field when nothing still to
+        run reads that field (fewer fields, and the planner's fusions want ops in place),
+        else a new field."""
+        name = self.materialize(t)
+        for ref, v in self.values.items():
+            if isinstance(v, _Field):
+                reads = v.name == name
+            elif isinstance(v, _Lazy):
+                reads = name in _touched(v.expr.node) or (v.scaled is not None and v.scaled[0] == name)
+            else:
+                reads = isinstance(v, _Centered) and v.field == name
+            if not reads:
+                continue
+            tensor = ref.deref()
+            if ref in self.returned or any(c.name != op.name and c.name in self.pending for c in tensor.consumers()):
+                return self.fresh()
+        return name
+
+    def emit(self, op: ops.NativeOp, tf_op: str, native: str) -> None:
+        self.ops.append(op)
+        self.done.append(f"{tf_op} → {native}")
+
+    # -- the graph
+    def run(self) -> Translation:
+        outputs = [t for _, t in self.traced.out_values if _is_tensor(t)]
+        needed = _needed(outputs)
+        self.pending = set(needed)
+        self.returned = {t.ref() for t in outputs}
+        groups = _groups(self.graph.get_operations())
+        for op in self.graph.get_operations():
+            if op.name not in self.pending or op.type == "Placeholder":
+                continue
+            scope = groups.get(op.name)
+            if scope is not None:
+                members = [o for o in self.graph.get_operations() if groups.get(o.name) == scope]
+                self.pending.difference_update(o.name for o in members)
+                self.scope(scope, members)
+                continue
+            self.pending.discard(op.name)
+            self.op(op)
+        return self.finish()
+
+    def op(self, op: Any) -> None:
+        t = op.type
+        if t == "NoOp":
+            return  # it groups checks (their ops are translated, or refused, on their own)
+        if not op.outputs:
+            raise Untranslatable(f"op '{op.name}' ({t}) has no native counterpart")
+        out = op.outputs[0]
+        if t in _PASS:
+            self.values[out.ref()] = self.value(op.inputs[0])
+        elif t == "Const":
+            self.values[out.ref()] = _Const(_const_value(op))
+        elif not op._is_stateful and (static := _static(op)) is not None:
+            for o, value in zip(op.outputs, static):
+                self.values[o.ref()] = _Const(value)  # known when traced (a reshaped default)
+        elif t == "Cast":
+            self.cast(op)
+        elif t in _UNARY or t in _BINARY or t in ("Select", "SelectV2"):
+            self.elementwise(op)
+        else:
+            handler = _HANDLERS.get(t)
+            if handler is None:
+                raise Untranslatable(f"op '{op.name}' ({t}) has no native counterpart")
+            handler(self, op)
+
+    def cast(self, op: Any) -> None:
+        src, dst = self.dtype(op.inputs[0]), self.dtype(op.outputs[0])
+        out = op.outputs[0].ref()
+        v = self.value(op.inputs[0])
+        if src == dst:
+            self.values[out] = v
+            return
+        if isinstance(v, _Const) and src != "string" and dst != "string":
+            self.values[out] = _Const(v.value.astype(dst))
+            return
+        if src == "string" or dst in ("string", "bool"):
+            raise Untranslatable(f"'{op.name}': Cast from {src} to {dst}")
+        if dst in _FLOATS:
+            if isinstance(v, _Lazy) and v.dtype == "bool":
+                self.values[out] = _Lazy(v.expr, dst, None, v.steps + [f"Cast(bool→{dst})"])
+            else:
+                # a value compute() reads exactly is read as it is; others are cast natively
+                # first, with TensorFlow's rounding
+                name = self.materialize(op.inputs[0])
+                if src not in _EXACT_IN[dst]:
+                    cast = self.fresh()
+                    self.ops.append(ops.cast(name, dst, output=cast))
+                    name = cast
+                scaled = (name, "mul", 1.0, [op.inputs[0]]) if (src, dst) == ("uint8", "float32") else None
+                self.values[out] = _Lazy(ops.field(name), dst, scaled, [f"Cast({src}→{dst})"])
+            return
+        src_field = self.materialize(op.inputs[0])
+        name = self.dest(op.inputs[0], op)
+        self.emit(ops.cast(src_field, dst, output=name), f"Cast({src}→{dst})", "cast")
+        self.values[out] = _Field(name)
+
+    def elementwise(self, op: Any) -> None:
+        t = op.type
+        dtype = self.dtype(op.outputs[0])
+        operand = dtype
+        if t in ("Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual"):
+            operand = self.dtype(op.inputs[0])
+        if operand not in _FLOATS and operand != "bool":
+            raise Untranslatable(f"'{op.name}' ({t}) on {operand}: only float arithmetic is translated")
+        if t in ("Sub", "RealDiv", "Div") and self.per_channel(op):
+            return
+        e: Any
+        if t in _UNARY:
+            e = _UNARY[t](self.expr(op.inputs[0], operand))
+        elif t in _BINARY:
+            e = _BINARY[t](self.expr(op.inputs[0], operand), self.expr(op.inputs[1], operand))
+        else:
+            cond = self.expr(op.inputs[0], "bool")
+            e = ops.where(cond, self.expr(op.inputs[1], operand), self.expr(op.inputs[2], operand))
+        if not isinstance(e, Expr):
+            raise Untranslatable(f"'{op.name}' ({t}) of constants only")
+        steps = [s for i in op.inputs for s in getattr(self.values.get(i.ref()), "steps", [])]
+        self.values[op.outputs[0].ref()] = _Lazy(e, dtype, self.scaled(op), _unique(steps + [t]))
+
+    def scaled(self, op: Any) -> tuple[str, str, float, list[Any]] | None:
+        """A cast uint8 field times or divided by a scalar constant: a ``rescale``."""
+        if op.type not in ("Mul", "RealDiv", "Div") or len(op.inputs) != 2:
+            return None
+        a, b = (self.values.get(i.ref()) for i in op.inputs)
+        if op.type == "Mul" and isinstance(a, _Const):
+            a, b = b, a
+        if not (isinstance(a, _Lazy) and a.scaled is not None and a.scaled[1:3] == ("mul", 1.0)):
+            return None
+        if not (isinstance(b, _Const) and b.value.ndim == 0):
+            return None
+        x, _, _, chain = a.scaled
+        lazy = op.inputs[0] if isinstance(self.values.get(op.inputs[0].ref()), _Lazy) else op.inputs[1]
+        return (x, "div" if op.type != "Mul" else "mul", float(b.value), chain + [lazy])
+
+    def per_channel(self, op: Any) -> bool:
+        """``x - mean`` and ``(x - mean) / std`` with per-channel constants: ``normalize``."""
+        a, b = (self.values.get(i.ref()) for i in op.inputs)
+        if not isinstance(b, _Const) or b.value.ndim == 0 or self.dtype(op.outputs[0]) != "float32":
+            return False
+        channels = b.value.reshape(-1)
+        if b.value.shape[-1] != channels.size or op.inputs[0].shape.rank in (None, 0):
+            return False
+        if op.inputs[0].shape[-1] != channels.size:
+            return False
+        out = op.outputs[0].ref()
+        if op.type == "Sub" and not isinstance(a, _Centered):
+            self.values[out] = _Centered(self.materialize(op.inputs[0]), [float(c) for c in channels])
+            return True
+        if op.type in ("RealDiv", "Div"):
+            src, mean = (
+                (a.field, a.mean)
+                if isinstance(a, _Centered)
+                else (self.materialize(op.inputs[0]), [0.0] * channels.size)
+            )
+            name = self.fresh()
+            self.emit(
+                ops.normalize(src, mean, [float(c) for c in channels], output=name),
+                "Sub/RealDiv per channel",
+                "normalize",
+            )
+            self.values[out] = _Field(name)
+            return True
+        return False
+
+    def scope(self, scope: str, members: list[Any]) -> None:
+        names = {o.name for o in members}
+        inputs = {t.ref(): t for o in members for t in o.inputs if t.op.name not in names and t.op.type != "Const"}
+        outputs = [t for o in members for t in o.outputs if _used_outside(t, names, self.traced)]
+        if len(inputs) != 1 or len(outputs) != 1:
+            raise Untranslatable(f"'{scope}' reads {len(inputs)} tensors and hands out {len(outputs)}")
+        src = next(iter(inputs.values()))
+        out = outputs[0]
+        kind = re.sub(r"_\d+$", "", scope)
+        if src.shape.rank != 3:
+            raise Untranslatable(f"'{scope}' on a tensor of rank {src.shape.rank} (natively: one image [H, W, C])")
+        v = self.value(src)
+        if kind == "resize_image_with_crop_or_pad" and isinstance(v, _Lazy) and self.crop_first(v, src, names):
+            return
+        field_in = self.materialize(src)
+        name = self.dest(src, members[0])
+        if kind == "resize_image_with_crop_or_pad":
+            h, w = out.shape[0], out.shape[1]
+            if h is None or w is None:
+                raise Untranslatable(f"'{scope}': its size is not a constant")
+            self.emit(
+                ops.resize_with_crop_or_pad(field_in, h, w, output=name),
+                "tf.image.resize_with_crop_or_pad",
+                "resize_with_crop_or_pad",
+            )
+        elif kind.startswith("random_"):
+            seed = _seed_of(members)
+            flip = ops.random_flip_left_right if kind == "random_flip_left_right" else ops.random_flip_up_down
+            self.emit(flip(field_in, seed=seed, output=name), f"tf.image.{kind}", f"{kind} (stoker's draws)")
+        else:
+            flip = ops.random_flip_left_right if kind == "flip_left_right" else ops.random_flip_up_down
+            self.emit(flip(field_in, seed=0, probability=1.0, output=name), f"tf.image.{kind}", "flip")
+        self.values[out.ref()] = _Field(name)
+
+    def crop_first(self, v: _Lazy, src: Any, scope: set[str]) -> bool:
+        """Crops or pads a rescaled uint8 image before its rescale (the same result: padding
+        is 0 either way), which the planner then fuses into the decode, where nothing else
+        reads the image before the crop."""
+        if v.scaled is None:
+            return False
+        x, _, _, chain = v.scaled
+        tensors = chain + [src]
+        inside = {t.op.name for t in tensors[1:]} | scope
+        if any(c.name not in inside for t in tensors for c in t.consumers()):
+            return False
+        out = next(
+            t
+            for o in self.graph.get_operations()
+            if o.name in scope
+            for t in o.outputs
+            if _used_outside(t, scope, self.traced)
+        )
+        h, w = out.shape[0], out.shape[1]
+        if h is None or w is None:
+            return False
+        self.emit(
+            ops.resize_with_crop_or_pad(x, h, w),
+            "tf.image.resize_with_crop_or_pad",
+            "resize_with_crop_or_pad (before the rescale)",
+        )
+        self.values[out.ref()] = _Lazy(v.expr, v.dtype, v.scaled, v.steps, in_place=True)
+        return True
+
+    def finish(self) -> Translation:
+        by_path: dict[str, str] = {}
+        taken: set[str] = set()
+        for path, t in self.traced.out_values:
+            if not _is_tensor(t):
+                raise Untranslatable(f"it hands out the constant {t!r} (a field of the same value in every element)")
+            name = self.materialize(t)
+            if name in taken:
+                raise Untranslatable(f"the function hands out '{t.name}' twice")
+            taken.add(name)
+            by_path[path] = name
+        for path, name in list(by_path.items()):
+            if name.startswith("_tf") and path not in by_path.values() and self.free_after(path, name):
+                for op in self.ops:
+                    op.spec = _renamed(op.spec, {name: path})
+                by_path[path] = path
+        fields = [by_path[p] for p, _ in self.traced.out_values]
+        self.ops.append(ops.select(fields))
+        return Translation(self.ops, _retemplate(self.traced.out_template, by_path), self.done)
+
+    def free_after(self, path: str, name: str) -> bool:
+        """Whether field ``name`` can be called ``path``: no op after the one that writes
+        ``name`` reads or writes a field ``path``."""
+        writer = max(i for i, op in enumerate(self.ops) if name in _touched(op.spec))
+        return all(path not in _touched(op.spec) for op in self.ops[writer + 1 :])
+
+
+def _touched(spec: Any) -> set[str]:
+    """The field names an op spec reads or writes."""
+    out: set[str] = set()
+    if isinstance(spec, dict):
+        for k, v in spec.items():
+            if k in ("field", "output", "key", "box_output") and isinstance(v, str):
+                out.add(v)
+            elif k == "name" and spec.get("e") == "field" or k == "name" and "kind" in spec:
+                out.add(str(v))
+            elif k == "fields" and isinstance(v, list):
+                out.update(str(f) for f in v)
+            else:
+                out |= _touched(v)
+    elif isinstance(spec, list):
+        for v in spec:
+            out |= _touched(v)
+    return out
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _retemplate(template: Template, by_path: dict[str, str]) -> Template:
+    if isinstance(template, str):
+        return by_path[template]
+    if isinstance(template, dict):
+        return {k: _retemplate(v, by_path) for k, v in template.items()}
+    return tuple(_retemplate(v, by_path) for v in template)
+
+
+def _renamed(spec: Any, renames: dict[str, str]) -> Any:
+    if isinstance(spec, dict):
+        return {k: _renamed(v, renames) for k, v in spec.items()}
+    if isinstance(spec, list):
+        return [_renamed(v, renames) for v in spec]
+    if isinstance(spec, str):
+        return renames.get(spec, spec)
+    return spec
+
+
+def _is_tensor(v: Any) -> bool:
+    return hasattr(v, "op") and hasattr(v, "ref")
+
+
+def _needed(outputs: list[Any]) -> set[str]:
+    """The ops the outputs depend on, through data and control inputs."""
+    seen: set[str] = set()
+    stack = [t.op for t in outputs]
+    while stack:
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    return seen
+
+
+def _groups(operations: list[Any]) -> dict[str, str]:
+    """Op name → the tf.image scope it belongs to, for the scopes read as one operation."""
+    out = {}
+    for op in operations:
+        top = op.name.split("/")[0]
+        if re.sub(r"_\d+$", "", top) in _SCOPES:
+            out[op.name] = top
+    return out
+
+
+def _used_outside(t: Any, names: set[str], traced: Traced) -> bool:
+    if any(c.name not in names for c in t.consumers()):
+        return True
+    return any(_is_tensor(v) and v.ref() == t.ref() for _, v in traced.out_values)
+
+
+def _const_value(op: Any) -> np.ndarray:
+    from tensorflow.python.framework import tensor_util
+
+    return np.asarray(tensor_util.MakeNdarray(op.get_attr("value")))
+
+
+def _static(op: Any) -> list[np.ndarray] | None:
+    """The outputs' values where TensorFlow knows them from the graph alone."""
+    import tensorflow as tf
+
+    values = [tf.get_static_value(o) for o in op.outputs]
+    return None if any(v is None for v in values) else [np.asarray(v) for v in values]
+
+
+def _seed_of(members: list[Any]) -> int | None:
+    """The op seed a tf.image random function was given (``None``: none, so the pipeline
+    draws one)."""
+    for o in members:
+        if o.type in ("RandomUniform", "RandomUniformInt"):
+            seed, seed2 = int(o.get_attr("seed")), int(o.get_attr("seed2"))
+            return None if seed == 0 and seed2 == 0 else seed2
+    return None
+
+
+# ----------------------------------------------------------------------------- op handlers
+
+
+def _attr(op: Any, name: str, default: Any = None) -> Any:
+    try:
+        return op.get_attr(name)
+    except ValueError:
+        return default
+
+
+def _dims(shape: Any) -> list[int | None] | None:
+    import tensorflow as tf
+
+    s = tf.TensorShape(shape)
+    return None if s.rank is None else s.as_list()
+
+
+def _const_input(tr: _Translator, op: Any, i: int, what: str) -> np.ndarray:
+    v = tr.values.get(op.inputs[i].ref())
+    if not isinstance(v, _Const):
+        raise Untranslatable(f"'{op.name}' ({op.type}): its {what} is not a constant")
+    return v.value
+
+
+def _parse_example(tr: _Translator, op: Any) -> None:
+    if int(_attr(op, "num_sparse", 0)) or list(_attr(op, "ragged_value_types", []) or []):
+        raise Untranslatable(f"'{op.name}': sparse or ragged features (VarLenFeature) are parsed by TensorFlow")
+    serialized = op.inputs[0]
+    if len(serialized.consumers()) != 1:
+        raise Untranslatable(f"'{op.name}': the serialized example is also used elsewhere")
+    keys = [k.decode() if isinstance(k, bytes) else str(k) for k in _const_input(tr, op, 3, "dense keys").ravel()]
+    shapes = _attr(op, "dense_shapes")
+    features: dict[str, ops.Feature] = {}
+    for i, key in enumerate(keys):
+        shape = _dims(shapes[i])
+        if shape is None or any(d is None or d < 0 for d in shape):
+            raise Untranslatable(f"'{op.name}': feature '{key}' has no fixed shape (FixedLenSequenceFeature)")
+        default = _const_input(tr, op, 5 + i, f"default of '{key}'")
+        dtype = op.outputs[i].dtype.name
+        features[key] = ops.FixedLenFeature([int(d or 0) for d in shape], dtype, None if default.size == 0 else default)
+        if key in tr.used_names and key not in (tr.materialize(serialized),):
+            raise Untranslatable(f"'{op.name}': feature '{key}' has the name of another field")
+    source = tr.materialize(serialized)
+    tr.emit(ops.parse_example(features, key=source), "ParseExampleV2", "parse_example")
+    tr.used_names.update(keys)
+    for i, key in enumerate(keys):
+        tr.values[op.outputs[i].ref()] = _Field(key)
+
+
+def _decode(tr: _Translator, op: Any) -> None:
+    t = op.type
+    if t == "DecodeJpeg" and (
+        int(_attr(op, "ratio", 1)) != 1
+        or not _attr(op, "fancy_upscaling", True)
+        or _attr(op, "try_recover_truncated", False)
+        or float(_attr(op, "acceptable_fraction", 1.0)) != 1.0
+    ):
+        raise Untranslatable(f"'{op.name}': decode_jpeg with ratio, fancy_upscaling or recovery settings")
+    if t == "DecodeImage" and _attr(op, "expand_animations", True):
+        raise Untranslatable(
+            f"'{op.name}': decode_image with expand_animations=True (a GIF's frames); pass expand_animations=False"
+        )
+    dtype = op.outputs[0].dtype.name
+    if dtype not in ("uint8", "uint16"):
+        raise Untranslatable(f"'{op.name}': decoding to {dtype}")
+    dct = _attr(op, "dct_method", b"")
+    dct = dct.decode() if isinstance(dct, bytes) else str(dct or "")
+    src = tr.materialize(op.inputs[0])
+    name = tr.dest(op.inputs[0], op)
+    tr.emit(
+        ops.decode_image(src, int(_attr(op, "channels", 0)), output=name, dtype=dtype, dct_method=dct),
+        t,
+        "decode_image",
+    )
+    tr.values[op.outputs[0].ref()] = _Field(name)
+
+
+def _decode_raw(tr: _Translator, op: Any) -> None:
+    src = tr.materialize(op.inputs[0])
+    name = tr.dest(op.inputs[0], op)
+    dtype = op.outputs[0].dtype.name
+    little = bool(_attr(op, "little_endian", True))
+    tr.emit(ops.decode_raw(src, dtype, little, output=name), "DecodeRaw", "decode_raw")
+    tr.values[op.outputs[0].ref()] = _Field(name)
+
+
+def _read_file(tr: _Translator, op: Any) -> None:
+    src = tr.materialize(op.inputs[0])
+    name = tr.dest(op.inputs[0], op)
+    tr.emit(ops.read_file(src, output=name), "ReadFile", "read_file")
+    tr.values[op.outputs[0].ref()] = _Field(name)
+
+
+def _reshape(tr: _Translator, op: Any) -> None:
+    dtype = op.outputs[0].dtype.name
+    shape = [int(d) for d in _const_input(tr, op, 1, "shape").ravel()]
+    src = op.inputs[0]
+    const = tr.values.get(src.ref())
+    if isinstance(const, _Const):
+        tr.values[op.outputs[0].ref()] = _Const(const.value.reshape(shape))
+        return
+    if src.shape.rank == 1 and src.shape[0] is not None and -1 not in shape:
+        name = tr.fresh()
+        tr.emit(ops.unflatten(tr.materialize(src), shape, axis=0, output=name), "Reshape", "unflatten")
+        tr.values[op.outputs[0].ref()] = _Field(name)
+        return
+    precision = "float32" if dtype in _EXACT_IN["float32"] else "float64"
+    if dtype not in _EXACT_IN[precision]:
+        raise Untranslatable(f"'{op.name}': Reshape of {dtype} (natively: a 1-D tensor of known length)")
+    name = tr.fresh()
+    tr.emit(ops.compute(name, ops.field(tr.materialize(src), shape=shape), dtype), "Reshape", "compute")
+    tr.values[op.outputs[0].ref()] = _Field(name)
+
+
+def _slices(tr: _Translator, op: Any, bounds: list[tuple[int, int]]) -> None:
+    src = op.inputs[0]
+    rank = src.shape.rank
+    current = tr.materialize(src)
+    name = None
+    for axis, (b, e) in enumerate(bounds):
+        dim = src.shape[axis]
+        if b == 0 and dim is not None and e == dim:
+            continue
+        out = name or tr.fresh()
+        tr.ops.append(ops.slice(current, b, e, axis=axis - rank, output=out))
+        current = name = out
+    tr.done.append(f"{op.type} → slice")
+    tr.values[op.outputs[0].ref()] = _Field(current)
+
+
+def _slice(tr: _Translator, op: Any) -> None:
+    src = op.inputs[0]
+    if src.shape.rank is None:
+        raise Untranslatable(f"'{op.name}': Slice of a tensor of unknown rank")
+    begin = [int(v) for v in _const_input(tr, op, 1, "begin")]
+    size = [int(v) for v in _const_input(tr, op, 2, "size")]
+    bounds = []
+    for axis, (b, s) in enumerate(zip(begin, size)):
+        dim = src.shape[axis]
+        if s == -1:
+            if dim is None:
+                raise Untranslatable(f"'{op.name}': Slice to the end of an axis of unknown length")
+            s = dim - b
+        bounds.append((b, b + s))
+    _slices(tr, op, bounds)
+
+
+def _strided_slice(tr: _Translator, op: Any) -> None:
+    src = op.inputs[0]
+    if any(int(_attr(op, m, 0)) for m in ("ellipsis_mask", "new_axis_mask", "shrink_axis_mask")):
+        raise Untranslatable(f"'{op.name}': StridedSlice with ..., newaxis or an index (natively: ranges)")
+    if src.shape.rank is None:
+        raise Untranslatable(f"'{op.name}': StridedSlice of a tensor of unknown rank")
+    begin, end, strides = (
+        list(int(v) for v in _const_input(tr, op, i, w)) for i, w in ((1, "begin"), (2, "end"), (3, "strides"))
+    )
+    if any(s != 1 for s in strides):
+        raise Untranslatable(f"'{op.name}': StridedSlice with a step other than 1")
+    bm, em = int(_attr(op, "begin_mask", 0)), int(_attr(op, "end_mask", 0))
+    bounds = []
+    for axis in range(len(begin)):
+        dim = src.shape[axis]
+        b = 0 if bm >> axis & 1 else begin[axis]
+        e = dim if em >> axis & 1 else end[axis]
+        if (b < 0 or e is None or e < 0) and dim is None:
+            raise Untranslatable(f"'{op.name}': negative or open bounds on an axis of unknown length")
+        b = b + dim if b < 0 else b
+        e = e + dim if e < 0 else e
+        bounds.append((b, e if dim is None else min(e, dim)))
+    _slices(tr, op, bounds)
+
+
+def _transpose(tr: _Translator, op: Any) -> None:
+    perm = [int(v) for v in _const_input(tr, op, 1, "perm")]
+    name = tr.fresh()
+    src = tr.materialize(op.inputs[0])
+    if perm == [2, 0, 1]:
+        tr.emit(ops.hwc_to_chw(src, output=name), "Transpose", "hwc_to_chw")
+    elif perm == [1, 2, 0]:
+        tr.emit(ops.chw_to_hwc(src, output=name), "Transpose", "chw_to_hwc")
+    elif perm == list(range(len(perm))):
+        tr.values[op.outputs[0].ref()] = _Field(src)
+        return
+    else:
+        raise Untranslatable(f"'{op.name}': Transpose {perm} (natively: HWC↔CHW)")
+    tr.values[op.outputs[0].ref()] = _Field(name)
+
+
+def _reverse(tr: _Translator, op: Any) -> None:
+    axes = [int(v) for v in _const_input(tr, op, 1, "axis").ravel()]
+    if op.inputs[0].shape.rank != 3 or len(axes) != 1 or axes[0] % 3 not in (0, 1):
+        raise Untranslatable(f"'{op.name}': ReverseV2 on axes {axes} (natively: an image's rows or columns)")
+    src = tr.materialize(op.inputs[0])
+    name = tr.dest(op.inputs[0], op)
+    flip = ops.random_flip_left_right if axes[0] % 3 == 1 else ops.random_flip_up_down
+    tr.emit(flip(src, seed=0, probability=1.0, output=name), "ReverseV2", "flip")
+    tr.values[op.outputs[0].ref()] = _Field(name)
+
+
+def _one_hot(tr: _Translator, op: Any) -> None:
+    depth = int(_const_input(tr, op, 1, "depth"))
+    on, off = float(_const_input(tr, op, 2, "on_value")), float(_const_input(tr, op, 3, "off_value"))
+    if (on, off) != (1.0, 0.0) or int(_attr(op, "axis", -1)) != -1 or op.outputs[0].dtype.name != "float32":
+        raise Untranslatable(f"'{op.name}': one_hot with on/off values, an axis or a dtype other than float32")
+    src = tr.materialize(op.inputs[0])
+    name = tr.dest(op.inputs[0], op)
+    tr.emit(ops.one_hot(src, depth, output=name), "OneHot", "one_hot")
+    tr.values[op.outputs[0].ref()] = _Field(name)
+
+
+_HANDLERS: dict[str, Callable[[_Translator, Any], None]] = {
+    "ParseExampleV2": _parse_example,
+    "DecodeJpeg": _decode,
+    "DecodePng": _decode,
+    "DecodeImage": _decode,
+    "DecodeRaw": _decode_raw,
+    "ReadFile": _read_file,
+    "Reshape": _reshape,
+    "Slice": _slice,
+    "StridedSlice": _strided_slice,
+    "Transpose": _transpose,
+    "ReverseV2": _reverse,
+    "OneHot": _one_hot,
+}
+
+
+def translate(traced: Traced) -> Translation:
+    """Native ops equal to the traced function, or :class:`Untranslatable` naming the op."""
+    return _Translator(traced).run()

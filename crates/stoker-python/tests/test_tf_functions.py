@@ -1,0 +1,291 @@
+"""TensorFlow functions in ``map``: traced when ``map`` is called, translated into native ops
+where each op has one, else run as the traced graph; the elements equal tf.data's on the same
+input, dtypes included, and ``explain()`` says which way each function went."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import stoker as sk
+
+
+def _tf() -> Any:
+    return pytest.importorskip("tensorflow")
+
+
+def _notes(ds: sk.Dataset) -> str:
+    return ds.explain().split("TensorFlow functions:")[-1]
+
+
+def _equal(ours: Any, theirs: Any, ulps: int = 0) -> None:
+    """The same structure, dtypes, shapes and values (floats within ``ulps`` of their scale)."""
+    if isinstance(theirs, dict):
+        assert isinstance(ours, dict) and sorted(ours) == sorted(theirs)
+        for k in theirs:
+            _equal(ours[k], theirs[k], ulps)
+        return
+    if isinstance(theirs, tuple):
+        assert isinstance(ours, tuple) and len(ours) == len(theirs)
+        for a, b in zip(ours, theirs):
+            _equal(a, b, ulps)
+        return
+    a, b = np.asarray(ours), np.asarray(theirs)
+    assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, b.dtype, a.shape, b.shape)
+    if ulps and a.dtype.kind == "f":
+        # a composed affine map rounds differently: within `ulps` of the values' scale
+        assert np.abs(a - b).max() <= ulps * np.spacing(np.float32(max(1.0, np.abs(b).max())))
+    else:
+        assert np.array_equal(a, b)
+
+
+def _same(make: Any, fn: Any, batch: int | None = None, ulps: int = 0, **options: Any) -> sk.Dataset:
+    """``make(lib)`` mapped with ``fn`` (then batched) in tf.data and in stoker: equal."""
+    tf = _tf()
+    ours_in = make(sk.data)
+    if options:
+        ours_in = ours_in.with_options(**options)
+    ds, ref = ours_in.map(fn), make(tf.data).map(fn)
+    if batch:
+        ds, ref = ds.batch(batch), ref.batch(batch)
+    ours, theirs = list(ds), list(ref.as_numpy_iterator())
+    assert len(ours) == len(theirs) > 0
+    for a, b in zip(ours, theirs):
+        _equal(a, b, ulps)
+    return ds
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory: pytest.TempPathFactory) -> str:
+    tf = _tf()
+    rng = np.random.default_rng(1)
+    path = str(tmp_path_factory.mktemp("bert") / "pretrain.tfrecord")
+    with tf.io.TFRecordWriter(path) as w:
+        for i in range(50):
+            feature = {
+                "input_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=rng.integers(0, 30522, 16))),
+                "segment_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 2] * 16)),
+                "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(value=rng.random(4))),
+                "next_sentence_labels": tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 2])),
+            }
+            w.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    return path
+
+
+def test_bert_input_fn_runs_native_and_equals_tf_data(records: str) -> None:
+    """google-research/bert's `_decode_record`: parse_single_example, int64 → int32."""
+    tf = _tf()
+    name_to_features = {
+        "input_ids": tf.io.FixedLenFeature([16], tf.int64),
+        "segment_ids": tf.io.FixedLenFeature([16], tf.int64),
+        "masked_lm_weights": tf.io.FixedLenFeature([4], tf.float32),
+        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+        "missing": tf.io.FixedLenFeature([2], tf.int64, default_value=[7, 8]),
+    }
+
+    def _decode_record(record: Any, name_to_features: Any) -> Any:
+        example = tf.io.parse_single_example(record, name_to_features)
+        for name in list(example.keys()):
+            t = example[name]
+            if t.dtype == tf.int64:
+                t = tf.cast(t, tf.int32)
+            example[name] = t
+        return example
+
+    ds = _same(lambda lib: lib.TFRecordDataset([records]), lambda r: _decode_record(r, name_to_features), batch=8)
+    assert next(iter(ds))["input_ids"].dtype == np.int32
+    notes = _notes(ds)
+    assert "translated to native ops" in notes and "ParseExampleV2 → parse_example" in notes
+    assert "map[parse_example, cast" in ds.explain()  # native ops, moved after the batch
+    assert "TensorFlow graph" not in ds.explain()
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    tf = _tf()
+    root = tmp_path_factory.mktemp("images")
+    paths = []
+    for i in range(12):
+        h, w = 40 + 3 * i, 70 - 2 * i
+        img = (np.add.outer(np.arange(h), np.arange(w))[..., None] * [1, 2, 3] % 256).astype(np.uint8)
+        path = str(root / f"{i}.{'png' if i % 2 else 'jpg'}")
+        tf.io.write_file(path, tf.io.encode_png(img) if i % 2 else tf.io.encode_jpeg(img, quality=90))
+        paths.append(path)
+    return paths
+
+
+def test_segmentation_style_png_chain_is_native_and_fused(images: list[str]) -> None:
+    """W2 as its users write it: decode_png, convert_image_dtype, resize_with_crop_or_pad."""
+    tf = _tf()
+
+    def load(path: Any) -> Any:
+        img = tf.io.decode_png(tf.io.read_file(path), channels=3)
+        img = tf.image.convert_image_dtype(img, tf.float32)
+        return tf.image.resize_with_crop_or_pad(img, 48, 64)
+
+    ds = _same(lambda lib: lib.Dataset.from_tensor_slices(images[1::2]), load, batch=3)
+    assert "decode_crop_or_pad+rescale" in ds.explain()  # the planner's fusion applies
+    assert "tf.image.resize_with_crop_or_pad → resize_with_crop_or_pad" in _notes(ds)
+
+
+def test_imagenet_style_chain_is_native(images: list[str]) -> None:
+    tf = _tf()
+
+    def prep(path: Any, label: Any) -> Any:
+        img = tf.io.decode_jpeg(tf.io.read_file(path), channels=3)
+        img = tf.cast(img, tf.float32) / 255.0
+        img = tf.image.resize_with_crop_or_pad(img, 40, 40)
+        img = tf.image.flip_left_right(img)
+        img = (img - [0.485, 0.456, 0.406]) / [0.229, 0.224, 0.225]
+        return tf.transpose(img, [2, 0, 1]), tf.one_hot(label, 12)
+
+    def make(lib: Any) -> Any:
+        return lib.Dataset.from_tensor_slices((images[::2], list(range(0, 12, 2))))
+
+    # The planner composes the per-pixel affine steps into one (`fuse_pixels`), as for
+    # hand-written ops: within a few float32 ulps; without it, bit for bit.
+    _same(make, prep, optimizations={"fuse_pixels": False})
+    ds = _same(make, prep, ulps=4)
+    assert "pixel_chain" in ds.explain()
+    notes = _notes(ds)
+    assert "translated to native ops" in notes
+    for native in ("normalize", "hwc_to_chw", "one_hot", "flip", "rescale"):
+        assert f"→ {native}" in notes
+
+
+def test_arithmetic_is_one_compute_equal_to_tensorflow_bit_for_bit() -> None:
+    tf = _tf()
+
+    def score(s: Any) -> Any:
+        mate = tf.cast(tf.abs(s) < 30.0, tf.float32)
+        plain = 0.75 * tf.tanh(s / 600.0)
+        return (1.0 - mate) * plain + mate * tf.sign(s) * (0.75 + 0.25 / 29.0 * tf.maximum(0.0, 30.0 - tf.abs(s)))
+
+    values = np.linspace(-900, 900, 2001, dtype=np.float32)
+    ds = _same(lambda lib: lib.Dataset.from_tensor_slices(values).batch(100), score)
+    assert "map[compute]" in ds.explain()
+
+
+def test_values_used_twice_are_not_overwritten(images: list[str]) -> None:
+    """An op writes over its input's field only when nothing else still reads it."""
+    tf = _tf()
+
+    def both(path: Any) -> Any:
+        raw = tf.io.read_file(path)
+        img = tf.io.decode_image(raw, channels=3, expand_animations=False)
+        return img, tf.cast(img, tf.float32) / 255.0, tf.strings.length(raw) > 0
+
+    # StringLength has no native op: the traced graph runs, and TensorFlow's graph optimizer
+    # makes its division by 255 a multiplication by 1/255 there (it does not in tf.data)
+    ds = _same(lambda lib: lib.Dataset.from_tensor_slices(images[:4]), both, ulps=1)
+    assert "runs as its traced graph" in _notes(ds)
+
+    def twice(path: Any) -> Any:
+        img = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
+        return img, tf.cast(img, tf.float32) / 255.0, tf.image.flip_up_down(img)
+
+    ds = _same(lambda lib: lib.Dataset.from_tensor_slices(images[:4]), twice, ulps=1)  # fuse_pixels
+    assert "translated to native ops" in _notes(ds)
+
+
+def test_an_op_without_native_counterpart_runs_the_traced_graph_not_eagerly() -> None:
+    tf = _tf()
+    calls = []
+
+    def shout(s: Any) -> Any:
+        calls.append(1)  # a Python side effect: runs when traced, not per element
+        return tf.strings.upper(s), tf.strings.length(s)
+
+    words = [b"alpha", b"beta", b"gamma", b"delta", b"epsilon"]
+    ds = sk.data.Dataset.from_tensor_slices(words).map(shout)
+    traced = len(calls)
+    ours = list(ds)
+    assert len(calls) == traced  # no call per element: the graph runs
+    ref = list(tf.data.Dataset.from_tensor_slices(words).map(shout).as_numpy_iterator())
+    for a, b in zip(ours, ref):
+        _equal(a, b)
+    notes = _notes(ds)
+    assert "runs as its traced graph" in notes and "StringUpper" in notes
+
+
+def test_python_constants_returned_are_tensors_as_in_tf_data() -> None:
+    """A Python int a function returns is int32, a float float32 (tf.data's conversion)."""
+    tf = _tf()
+    ds = _same(lambda lib: lib.Dataset.range(5), lambda x: (tf.cast(x, tf.float32) * 2.0, 1, 0.5))
+    assert "hands out the constant" in _notes(ds)
+    assert [e[1].dtype for e in ds] == [np.int32] * 5 and next(iter(ds))[2].dtype == np.float32
+
+
+def test_random_flip_is_native_seeded_and_flips_or_keeps(images: list[str]) -> None:
+    tf = _tf()
+
+    def aug(path: Any) -> Any:
+        img = tf.io.decode_png(tf.io.read_file(path), channels=3)
+        return tf.image.random_flip_left_right(img, seed=5)
+
+    ds = sk.data.Dataset.from_tensor_slices(images[1::2]).map(aug)
+    assert "random_flip_left_right" in _notes(ds) and "translated to native ops" in _notes(ds)
+    plain = [tf.io.decode_png(tf.io.read_file(p), channels=3).numpy() for p in images[1::2]]
+    first, again = list(ds), list(ds.iterator(epoch=0))
+    flipped = 0
+    for out, img, out2 in zip(first, plain, again):
+        assert np.array_equal(out, img) or np.array_equal(out, img[:, ::-1])
+        flipped += int(not np.array_equal(out, img))
+        assert np.array_equal(out, out2)  # the same draws for the same seed and epoch
+    assert 0 < flipped < len(plain)
+
+
+def test_untraceable_function_still_runs_eagerly_and_says_so() -> None:
+    tf = _tf()
+
+    def eager_only(x: Any) -> Any:
+        return tf.constant(int(x) * 3)  # int() of a traced tensor fails
+
+    ds = sk.data.Dataset.range(4).map(eager_only)
+    assert [int(v) for v in ds] == [0, 3, 6, 9]
+    assert "runs eagerly: tracing failed" in _notes(ds)
+
+
+def test_plain_python_functions_are_not_traced() -> None:
+    _tf()
+    ds = sk.Dataset.range(4).map(lambda x: x * 2)
+    assert [int(v) for v in ds] == [0, 2, 4, 6]
+    assert "TensorFlow functions" not in ds.explain()
+
+
+def test_translated_map_resumes_in_a_new_pipeline(records: str, tmp_path: Path) -> None:
+    tf = _tf()
+    features = {"input_ids": tf.io.FixedLenFeature([16], tf.int64)}
+
+    def make() -> sk.Dataset:
+        ds = sk.data.TFRecordDataset([records]).map(lambda r: tf.io.parse_single_example(r, features))
+        return ds.batch(4)
+
+    it = iter(make())
+    for _ in range(3):
+        next(it)
+    state = it.state()
+    rest = [b["input_ids"] for b in it]
+    resumed = [b["input_ids"] for b in make().iterator(state=state)]
+    assert len(rest) == len(resumed) > 0
+    assert all(np.array_equal(a, b) for a, b in zip(rest, resumed))
+
+
+def test_map_and_batch_as_bert_spells_it(records: str) -> None:
+    tf = _tf()
+    features = {"input_ids": tf.io.FixedLenFeature([16], tf.int64)}
+
+    def make(lib: Any) -> Any:
+        fn = lib.experimental.map_and_batch(
+            lambda r: tf.io.parse_single_example(r, features), batch_size=8, num_parallel_batches=2, drop_remainder=True
+        )
+        return lib.TFRecordDataset([records]).apply(fn)
+
+    ours, theirs = list(make(sk.data)), list(make(tf.data).as_numpy_iterator())
+    assert len(ours) == len(theirs) == 50 // 8
+    for a, b in zip(ours, theirs):
+        _equal(a, b)
+    with pytest.raises(sk.InvalidArgumentError, match="num_parallel_batches or num_parallel_calls"):
+        sk.data.experimental.map_and_batch(lambda r: r, 8, num_parallel_batches=1, num_parallel_calls=2)
