@@ -226,7 +226,26 @@ def main() -> int:
             len(w2_images),
             lambda: sk.workloads.segmentation_pipeline(w2_images, w2_labels, colors),
         ),
-        ("W3 as users write it (random_crop)", w3, (paths, labels), len(paths), None),
+        (
+            "W3 as users write it (random_crop)",
+            w3,
+            (paths, labels),
+            len(paths),
+            lambda: sk.Dataset.from_tensor_slices((np.array(paths, dtype=object), np.array(labels)))
+            .map(
+                [
+                    sk.ops.read_file("0"),
+                    sk.ops.decode_image("0", channels=3),
+                    sk.ops.random_crop("0", 224),
+                    sk.ops.random_flip_left_right("0"),
+                    sk.ops.rescale("0", divisor=255.0),
+                    sk.ops.normalize("0", [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+                ],
+                num_parallel_calls=sk.AUTOTUNE,
+            )
+            .batch(256)
+            .prefetch(sk.AUTOTUNE),
+        ),
     ]
     rows = []
     for name, fn, data, n, native in cases:

@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
             let Ok(n) = list.count() else { continue };
             // (A count is bounded by the record's length: each value takes a byte at least.)
             assert!(n <= data.len(), "{n} values in {} bytes", data.len());
-            let _ = list.int64s_into(&mut vec![0; n]);
+            let _ = list.int64s_into(&mut vec![0i64; n]);
             let _ = list.floats_into(&mut vec![0.0; n]);
             let _ = list.bytes_into(&mut Vec::with_capacity(n));
         }

@@ -12,6 +12,24 @@
 use bytes::{Buf, Bytes};
 use prost::encoding::{decode_key, decode_varint, WireType};
 
+/// An integer an int64 list's values are written as.
+pub trait FromInt64: Copy {
+    fn from_int64(v: i64) -> Self;
+}
+
+impl FromInt64 for i64 {
+    fn from_int64(v: i64) -> Self {
+        v
+    }
+}
+
+impl FromInt64 for i32 {
+    /// The low 32 bits, as `static_cast<int32>` in TensorFlow's `Cast`.
+    fn from_int64(v: i64) -> Self {
+        v as i32
+    }
+}
+
 /// One feature's list, as found in the record (not decoded yet).
 #[derive(Clone, Debug, PartialEq)]
 pub enum ListRef {
@@ -199,13 +217,14 @@ impl ListRef {
         Ok(n)
     }
 
-    /// Writes the values of an int64 list (already counted) into `out`.
-    pub fn int64s_into(&self, out: &mut [i64]) -> R<()> {
+    /// Writes the values of an int64 list (already counted) into `out`, as `i64`, or as `i32`
+    /// truncated the way `tf.cast` (and C++) converts them.
+    pub fn int64s_into<T: FromInt64>(&self, out: &mut [T]) -> R<()> {
         let mut i = 0;
         self.for_each(|wire, buf| {
             let mut put = |v: u64| {
                 if let Some(slot) = out.get_mut(i) {
-                    *slot = v as i64;
+                    *slot = T::from_int64(v as i64);
                 }
                 i += 1;
             };

@@ -15,6 +15,7 @@ use crate::image::color_index::ColorIndex;
 use crate::image::color_jitter::ColorJitter;
 use crate::image::decode_image::DecodeImage;
 use crate::image::one_hot_colors::OneHotColors;
+use crate::image::random_crop::RandomCrop;
 use crate::image::random_flip::RandomFlip;
 use crate::image::random_resized_crop::RandomResizedCrop;
 use crate::image::resize::Resize;
@@ -44,6 +45,7 @@ pub enum OpSpec {
     ParseConverted(ParseConverted),
     ReadFile(ReadFile),
     RandomFlip(RandomFlip),
+    RandomCrop(RandomCrop),
     RandomResizedCrop(RandomResizedCrop),
     ColorJitter(ColorJitter),
     DecodeRandomResizedCrop(DecodeRandomResizedCrop),
@@ -98,6 +100,7 @@ impl OpSpec {
             OpSpec::DecodeCsv(o) => Arc::new(o),
             OpSpec::ReadFile(o) => Arc::new(o),
             OpSpec::RandomFlip(o) => Arc::new(o),
+            OpSpec::RandomCrop(o) => Arc::new(o),
             OpSpec::RandomResizedCrop(o) => Arc::new(o),
             OpSpec::ColorJitter(o) => Arc::new(o),
             OpSpec::DecodeRandomResizedCrop(o) => Arc::new(o),
@@ -239,6 +242,7 @@ mod tests {
             json!({"op": "slice", "field": "x", "start": 0, "stop": 2, "axis": 0,
                    "output": "y"}),
             json!({"op": "unflatten", "field": "x", "shape": [2, 3]}),
+            json!({"op": "random_crop", "field": "image", "height": 2, "width": 3, "seed": 4}),
             json!({"op": "unflatten", "field": "x", "shape": [4], "axis": 1, "output": "y"}),
         ]
     }
@@ -250,6 +254,7 @@ mod tests {
             OpSpec::ParseConverted(o) => o,
             OpSpec::ReadFile(o) => o,
             OpSpec::RandomFlip(o) => o,
+            OpSpec::RandomCrop(o) => o,
             OpSpec::RandomResizedCrop(o) => o,
             OpSpec::ColorJitter(o) => o,
             OpSpec::DecodeRandomResizedCrop(o) => o,
@@ -294,7 +299,7 @@ mod tests {
             assert_eq!(OpSpec::of(&built), Some(spec));
         }
         // One per variant: a new variant fails `op` above until it is listed in `examples`.
-        assert_eq!(variants.len(), 30);
+        assert_eq!(variants.len(), 31);
     }
 
     /// The fusions recognise an op (`Known::of`) exactly when the registry reads its spec as

@@ -172,3 +172,21 @@ def test_take_while_under_ignore_errors_skips_what_raised_and_goes_on_as_tensorf
     assert got == want == [0, 1, 2, 4, 5]
     skipped = {s["name"]: s["skipped"] for s in ours.stats()}
     assert skipped.get("take_while[under_6]") == 1, skipped
+
+
+def test_element_spec_reads_as_tf_data_specs() -> None:
+    """Code that walks an element_spec with tf.nest and reads `.shape` / `.dtype` as of a
+    tf.TensorSpec gets tf.data's answers."""
+    tf = pytest.importorskip("tensorflow")
+    data = {"image": np.zeros((6, 4, 3), np.float32), "label": np.arange(6)}
+    ours = sk.data.Dataset.from_tensor_slices(data).batch(2, drop_remainder=True).element_spec
+    theirs = tf.data.Dataset.from_tensor_slices(data).batch(2, drop_remainder=True).element_spec
+    tf.nest.assert_same_structure(ours, theirs)
+    for a, b in zip(tf.nest.flatten(ours), tf.nest.flatten(theirs)):
+        assert a.shape.as_list() == b.shape.as_list() and a.shape.rank == b.shape.rank == a.shape.ndims
+        assert a.shape.is_fully_defined() and a.shape.num_elements() == b.shape.num_elements()
+        assert b.dtype == a.dtype and a.dtype == b.dtype.name and a.dtype.name == b.dtype.name
+    shapes = tf.nest.map_structure(lambda s: tuple(s.shape), ours)
+    assert shapes == {"image": (2, 4, 3), "label": (2,)}
+    assert not sk.TensorSpec([None, 3], sk.float32).shape.is_fully_defined()
+    assert sk.TensorSpec([None, 3]).shape.num_elements() is None

@@ -97,8 +97,8 @@ def test_bert_input_fn_runs_native_and_equals_tf_data(records: str) -> None:
     ds = _same(lambda lib: lib.TFRecordDataset([records]), lambda r: _decode_record(r, name_to_features), batch=8)
     assert next(iter(ds))["input_ids"].dtype == np.int32
     notes = _notes(ds)
-    assert "translated to native ops" in notes and "ParseExampleV2 → parse_example" in notes
-    assert "map[parse_example, cast" in ds.explain()  # native ops, moved after the batch
+    assert "translated to native ops" in notes and "with the Casts to int32 of input_ids" in notes
+    assert "map[parse_example]" in ds.explain()  # one native op, moved after the batch
     assert "TensorFlow graph" not in ds.explain()
 
 
@@ -177,10 +177,9 @@ def test_values_used_twice_are_not_overwritten(images: list[str]) -> None:
         img = tf.io.decode_image(raw, channels=3, expand_animations=False)
         return img, tf.cast(img, tf.float32) / 255.0, tf.strings.length(raw) > 0
 
-    # StringLength has no native op: the traced graph runs, and TensorFlow's graph optimizer
-    # makes its division by 255 a multiplication by 1/255 there (it does not in tf.data)
+    # StringLength has no native op: it runs in TensorFlow, after the native decode
     ds = _same(lambda lib: lib.Dataset.from_tensor_slices(images[:4]), both, ulps=1)
-    assert "runs as its traced graph" in _notes(ds)
+    assert "partly translated" in _notes(ds) and "StringLength" in _notes(ds)
 
     def twice(path: Any) -> Any:
         img = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
@@ -289,3 +288,55 @@ def test_map_and_batch_as_bert_spells_it(records: str) -> None:
         _equal(a, b)
     with pytest.raises(sk.InvalidArgumentError, match="num_parallel_batches or num_parallel_calls"):
         sk.data.experimental.map_and_batch(lambda r: r, 8, num_parallel_batches=1, num_parallel_calls=2)
+
+
+def test_an_untranslated_tail_runs_in_tensorflow_after_the_native_head(images: list[str]) -> None:
+    """W3 as its users write it (decode_jpeg, random_crop) is native; an op without a native
+    counterpart (a reverse of the channels) and what reads it run in TensorFlow on the
+    native part's results."""
+    tf = _tf()
+
+    def prep(path: Any, tail: bool) -> Any:
+        img = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
+        img = tf.image.random_crop(img, [20, 24, 3], seed=1)
+        if tail:
+            img = tf.reverse(img, [2])
+        return tf.cast(img, tf.float32) / 255.0, tf.shape(img)
+
+    for tail in (False, True):
+        ds = sk.data.Dataset.from_tensor_slices(images).map(lambda p, tail=tail: prep(p, tail))
+        notes = _notes(ds)
+        assert "random_crop → random_crop" in notes
+        assert ("partly translated" in notes and "ReverseV2" in notes) == tail
+        for path, (crop, shape) in zip(images, ds):
+            assert crop.dtype == np.float32 and crop.shape == (20, 24, 3) and shape.dtype == np.int32
+            assert shape.tolist() == [20, 24, 3]
+            img = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False).numpy()
+            pixels = np.round(crop * 255).astype(np.uint8)
+            pixels = pixels[..., ::-1] if tail else pixels
+            h, w = img.shape[:2]
+            assert any(
+                np.array_equal(img[y : y + 20, x : x + 24], pixels) for y in range(h - 19) for x in range(w - 23)
+            ), path
+
+
+def test_int64_features_cast_to_int32_wrap_as_tensorflow_casts(tmp_path: Path) -> None:
+    """Parsed straight to int32 for their casts: values beyond int32 keep their low 32 bits."""
+    tf = _tf()
+    path = str(tmp_path / "big.tfrecord")
+    values = [0, -1, 2**31, 2**40 + 5, -(2**35) - 7, 2**63 - 1]
+    with tf.io.TFRecordWriter(path) as w:
+        for v in values:
+            f = {"v": tf.train.Feature(int64_list=tf.train.Int64List(value=[v, v // 3]))}
+            w.write(tf.train.Example(features=tf.train.Features(feature=f)).SerializeToString())
+    features = {
+        "v": tf.io.FixedLenFeature([2], tf.int64),
+        "d": tf.io.FixedLenFeature([1], tf.int64, default_value=[2**33 + 1]),
+    }
+
+    def parse(r: Any) -> Any:
+        ex = tf.io.parse_single_example(r, features)
+        return tf.cast(ex["v"], tf.int32), tf.cast(ex["d"], tf.int32), ex["v"]
+
+    ds = _same(lambda lib: lib.TFRecordDataset([path]), parse)
+    assert "with the Casts to int32 of d" in _notes(ds)  # "v" is also handed out as int64

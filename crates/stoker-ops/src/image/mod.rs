@@ -6,6 +6,7 @@ pub mod color_index;
 pub mod color_jitter;
 pub mod decode_image;
 pub mod one_hot_colors;
+pub mod random_crop;
 pub mod random_flip;
 pub mod random_resized_crop;
 pub mod resize;

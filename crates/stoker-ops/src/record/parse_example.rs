@@ -59,17 +59,18 @@ pub struct ParseExample {
 /// A default resolved to the feature's dtype, with exactly `numel` values.
 enum Resolved {
     I64(Vec<i64>),
+    I32(Vec<i32>),
     F32(Vec<f32>),
     Bytes(Vec<Bytes>),
 }
 
 fn dtype_ok(d: DType) -> bool {
-    matches!(d, DType::I64 | DType::F32 | DType::Bytes)
+    matches!(d, DType::I64 | DType::I32 | DType::F32 | DType::Bytes)
 }
 
 fn list_name(d: DType) -> &'static str {
     match d {
-        DType::I64 => "int64_list",
+        DType::I64 | DType::I32 => "int64_list",
         DType::F32 => "float_list",
         _ => "bytes_list",
     }
@@ -94,7 +95,7 @@ impl ParseExample {
                 return Err(Error::schema(
                     OP,
                     format!(
-                        "feature '{}': dtype {dtype} is not one of int64, float32, string",
+                        "feature '{}': dtype {dtype} is not one of int64, int32 (from an int64 list), float32, string",
                         f.name
                     ),
                 ));
@@ -130,6 +131,9 @@ impl ParseExample {
         };
         let resolved = match (dtype, default) {
             (DType::I64, DefaultValue::Int(v)) => Resolved::I64(v.clone()),
+            (DType::I32, DefaultValue::Int(v)) => {
+                Resolved::I32(v.iter().map(|&x| x as i32).collect())
+            }
             (DType::F32, DefaultValue::Int(v)) => {
                 Resolved::F32(v.iter().map(|&x| x as f32).collect())
             }
@@ -145,11 +149,13 @@ impl ParseExample {
         };
         let len = match &resolved {
             Resolved::I64(v) => v.len(),
+            Resolved::I32(v) => v.len(),
             Resolved::F32(v) => v.len(),
             Resolved::Bytes(v) => v.len(),
         };
         let broadcast = |r: Resolved| match r {
             Resolved::I64(v) => Resolved::I64(vec![v[0]; numel]),
+            Resolved::I32(v) => Resolved::I32(vec![v[0]; numel]),
             Resolved::F32(v) => Resolved::F32(vec![v[0]; numel]),
             Resolved::Bytes(v) => Resolved::Bytes(vec![v[0].clone(); numel]),
         };
@@ -417,7 +423,7 @@ impl ParseExample {
 fn check_type(name: &str, dtype: DType, l: &ListRef) -> Result<(), String> {
     let ok = matches!(
         (dtype, l),
-        (DType::I64, ListRef::Int64(_))
+        (DType::I64 | DType::I32, ListRef::Int64(_))
             | (DType::F32, ListRef::Float(_))
             | (DType::Bytes, ListRef::Bytes(_))
     );
@@ -492,6 +498,16 @@ fn fill_feature(
                     }
                     Ok(())
                 }),
+                DType::I32 => build::<i32>(DType::I32, out_shape, |out| {
+                    for (dst, row) in out.chunks_exact_mut(numel.max(1)).zip(rows) {
+                        match (list(row, index), default) {
+                            (Some((l, _)), _) => l.int64s_into(dst).map_err(bad)?,
+                            (None, Some(Resolved::I32(d))) => dst.copy_from_slice(d),
+                            _ => {}
+                        }
+                    }
+                    Ok(())
+                }),
                 DType::F32 => build::<f32>(DType::F32, out_shape, |out| {
                     for (dst, row) in out.chunks_exact_mut(numel.max(1)).zip(rows) {
                         match (list(row, index), default) {
@@ -528,6 +544,14 @@ fn fill_feature(
             let out_shape = if batched { vec![n, width] } else { vec![width] };
             match dtype {
                 DType::I64 => build_zeroed::<i64>(DType::I64, out_shape, |out| {
+                    for (dst, row) in out.chunks_mut(width.max(1)).zip(rows) {
+                        if let Some((l, _)) = list(row, index) {
+                            l.int64s_into(dst).map_err(bad)?;
+                        }
+                    }
+                    Ok(())
+                }),
+                DType::I32 => build_zeroed::<i32>(DType::I32, out_shape, |out| {
                     for (dst, row) in out.chunks_mut(width.max(1)).zip(rows) {
                         if let Some((l, _)) = list(row, index) {
                             l.int64s_into(dst).map_err(bad)?;

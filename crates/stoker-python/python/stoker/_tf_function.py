@@ -7,11 +7,13 @@ with the input's signature, as tf.data does. Its graph is then read op by op:
 - each op stoker has natively becomes that native op (``ParseExampleV2`` → ``parse_example``,
   ``DecodeJpeg`` → ``decode_image``, ``Cast`` → ``cast``, element-wise arithmetic → one
   ``compute``, ...), and the ``tf.image`` functions whose graph is a block of shape checks
-  around one operation (``resize_with_crop_or_pad``, ``random_flip_left_right``) are read as
-  that one operation; the whole function then runs as native ops, without the GIL, with the
-  planner's fusions;
-- if one op has no native counterpart, the function runs as its traced graph (one TensorFlow
-  call per element, never eagerly), and ``explain()`` names the op and why.
+  around one operation (``resize_with_crop_or_pad``, ``random_crop``, the flips) are read as
+  that one operation; where every op is translated, the function runs as native ops, without
+  the GIL, with the planner's fusions;
+- an op without a native counterpart, and every op that reads what it computes, stay in
+  TensorFlow: they run as one graph (cut out of the traced one) per element, on what the
+  native ops computed; when nothing is translated the whole traced graph runs, never eagerly.
+  ``explain()`` names the first such op and why.
 
 TensorFlow is only imported for a function that uses it (it is then already imported).
 """
@@ -206,9 +208,11 @@ class Translation:
     """Native ops equal to a traced function, the structure they hand out, and what became
     what (for ``explain()``)."""
 
-    ops: list[ops.NativeOp]
+    ops: list[ops.NativeOp | Callable[[dict[str, Any]], list[tuple[str, Any]]]]
     template: Template
     done: list[str] = field(default_factory=list)
+    # why the ops after the native ones run in TensorFlow (None: none do)
+    rest: str | None = None
 
 
 _FLOATS = ("float32", "float64")
@@ -256,6 +260,7 @@ _PASS = ("Identity", "StopGradient", "Snapshot", "PreventGradient")
 # tf.image functions read as one operation: the scope's name, without a `_N` suffix
 _SCOPES = (
     "resize_image_with_crop_or_pad",
+    "random_crop",
     "random_flip_left_right",
     "random_flip_up_down",
     "flip_left_right",
@@ -268,17 +273,27 @@ class _Translator:
         self.traced = traced
         self.values: dict[Any, Value] = {}
         self.ops: list[ops.NativeOp] = []
-        self.done: list[str] = []
+        self.done: list[str] = []  # what became what, for explain()
         self.used_names = set(traced.in_fields)
         self.count = 0
         self.pending: set[str] = set()  # the needed ops not translated yet
+        self.int32: set[Any] = set()  # int64 features parsed as int32 (read only by casts to it)
         self.returned: set[Any] = set()
         graph = traced.concrete.graph
         self.graph = graph
         for f, t in zip(traced.in_fields, traced.concrete.inputs):
             self.values[t.ref()] = _Field(f)
-        for t in traced.concrete.inputs[len(traced.in_fields) :]:
-            raise Untranslatable(f"it captures '{t.name}' (a variable or tensor from outside the function)")
+        # Tensors the function captured: constants where they are (an eager tensor), fed to
+        # the TensorFlow part as they are; a variable keeps the whole function in TensorFlow.
+        self.captured: dict[Any, Any] = {}
+        for t, value in zip(traced.concrete.inputs[len(traced.in_fields) :], traced.concrete.captured_inputs):
+            if t.dtype.name == "resource":
+                raise Untranslatable(f"it reads a variable ('{t.name}')")
+            self.values[t.ref()] = _Const(np.asarray(value.numpy()))
+            self.captured[t.ref()] = value
+        self.tf_ops: set[str] = set()  # ops left to TensorFlow
+        self.tf_values: set[Any] = set()  # the tensors they compute
+        self.why: str | None = None  # why the first of them could not be translated
 
     # -- values
     def fresh(self) -> str:
@@ -315,8 +330,9 @@ class _Translator:
             steps = ", ".join(v.steps)
             if v.scaled is not None:
                 x, how, c, _ = v.scaled
-                out = None if v.in_place else name
-                name = x if v.in_place else name
+                in_place = v.in_place or (t.ref() not in self.returned and self.free(x))
+                out = None if in_place else name
+                name = x if in_place else name
                 rescale = ops.rescale(x, divisor=c, output=out) if how == "div" else ops.rescale(x, scale=c, output=out)
                 self.emit(rescale, steps, "rescale")
             else:
@@ -350,6 +366,11 @@ class _Translator:
         run reads that field (fewer fields, and the planner's fusions want ops in place),
         else a new field."""
         name = self.materialize(t)
+        return name if self.free(name) else self.fresh()
+
+    def free(self, name: str) -> bool:
+        """Whether field ``name`` may be written over: no op still to run (nor the outputs)
+        reads a value held in it, or an expression that reads it."""
         for ref, v in self.values.items():
             if isinstance(v, _Field):
                 reads = v.name == name
@@ -357,12 +378,9 @@ class _Translator:
                 reads = name in _touched(v.expr.node) or (v.scaled is not None and v.scaled[0] == name)
             else:
                 reads = isinstance(v, _Centered) and v.field == name
-            if not reads:
-                continue
-            tensor = ref.deref()
-            if ref in self.returned or any(c.name != op.name and c.name in self.pending for c in tensor.consumers()):
-                return self.fresh()
-        return name
+            if reads and (ref in self.returned or any(c.name in self.pending for c in ref.deref().consumers())):
+                return False
+        return True
 
     def emit(self, op: ops.NativeOp, tf_op: str, native: str) -> None:
         self.ops.append(op)
@@ -375,18 +393,33 @@ class _Translator:
         self.pending = set(needed)
         self.returned = {t.ref() for t in outputs}
         groups = _groups(self.graph.get_operations())
+        done: set[str] = set()
         for op in self.graph.get_operations():
-            if op.name not in self.pending or op.type == "Placeholder":
+            if op.name not in self.pending or op.name in done or op.type == "Placeholder":
                 continue
             scope = groups.get(op.name)
-            if scope is not None:
-                members = [o for o in self.graph.get_operations() if groups.get(o.name) == scope]
-                self.pending.difference_update(o.name for o in members)
-                self.scope(scope, members)
+            members = [o for o in self.graph.get_operations() if groups.get(o.name) == scope] if scope else [op]
+            names = {o.name for o in members}
+            done |= names
+            self.pending -= names
+            if any(t.ref() in self.tf_values for o in members for t in o.inputs if t.op.name not in names):
+                self.to_tensorflow(members, None)
                 continue
-            self.pending.discard(op.name)
-            self.op(op)
+            try:
+                self.scope(scope, members) if scope else self.op(op)
+            except Untranslatable as why:
+                self.to_tensorflow(members, str(why))
         return self.finish()
+
+    def to_tensorflow(self, members: list[Any], why: str | None) -> None:
+        """Leaves ``members`` to TensorFlow: they run in the traced graph after the native ops,
+        and so does every op that reads what they compute."""
+        for o in members:
+            self.tf_ops.add(o.name)
+            self.tf_values.update(t.ref() for t in o.outputs)
+            self.pending.add(o.name)  # still to read their inputs (see `dest`)
+        if why is not None and self.why is None:
+            self.why = why
 
     def op(self, op: Any) -> None:
         t = op.type
@@ -416,7 +449,7 @@ class _Translator:
         src, dst = self.dtype(op.inputs[0]), self.dtype(op.outputs[0])
         out = op.outputs[0].ref()
         v = self.value(op.inputs[0])
-        if src == dst:
+        if src == dst or (op.inputs[0].ref() in self.int32 and dst == "int32"):
             self.values[out] = v
             return
         if isinstance(v, _Const) and src != "string" and dst != "string":
@@ -501,7 +534,7 @@ class _Translator:
                 if isinstance(a, _Centered)
                 else (self.materialize(op.inputs[0]), [0.0] * channels.size)
             )
-            name = self.fresh()
+            name = src if self.free(src) else self.fresh()
             self.emit(
                 ops.normalize(src, mean, [float(c) for c in channels], output=name),
                 "Sub/RealDiv per channel",
@@ -535,6 +568,15 @@ class _Translator:
                 ops.resize_with_crop_or_pad(field_in, h, w, output=name),
                 "tf.image.resize_with_crop_or_pad",
                 "resize_with_crop_or_pad",
+            )
+        elif kind == "random_crop":
+            h, w, c = (out.shape[i] for i in range(3))
+            if h is None or w is None or c is None or c != src.shape[2]:
+                raise Untranslatable(f"'{scope}': a crop of the channels, or of a size not constant")
+            self.emit(
+                ops.random_crop(field_in, (h, w), seed=_seed_of(members), output=name),
+                "tf.image.random_crop",
+                "random_crop (stoker's draws)",
             )
         elif kind.startswith("random_"):
             seed = _seed_of(members)
@@ -575,11 +617,17 @@ class _Translator:
         return True
 
     def finish(self) -> Translation:
+        for _, t in self.traced.out_values:
+            if not _is_tensor(t):
+                raise Untranslatable(f"it hands out the constant {t!r} (a field of the same value in every element)")
+            if isinstance(self.values.get(t.ref()), _Const):
+                # the same value in every element: TensorFlow hands it out
+                self.to_tensorflow([t.op], f"it hands out the constant '{t.op.name}'")
+        if self.tf_ops:
+            return self.finish_in_tensorflow()
         by_path: dict[str, str] = {}
         taken: set[str] = set()
         for path, t in self.traced.out_values:
-            if not _is_tensor(t):
-                raise Untranslatable(f"it hands out the constant {t!r} (a field of the same value in every element)")
             name = self.materialize(t)
             if name in taken:
                 raise Untranslatable(f"the function hands out '{t.name}' twice")
@@ -592,7 +640,41 @@ class _Translator:
                 by_path[path] = path
         fields = [by_path[p] for p, _ in self.traced.out_values]
         self.ops.append(ops.select(fields))
-        return Translation(self.ops, _retemplate(self.traced.out_template, by_path), self.done)
+        return Translation(list(self.ops), _retemplate(self.traced.out_template, by_path), self.done)
+
+    def finish_in_tensorflow(self) -> Translation:
+        """The native ops, then one op that runs the rest of the graph in TensorFlow: from
+        the tensors the native ops computed (and the captured ones) to the outputs that
+        TensorFlow computes; the outputs computed natively pass through."""
+        if not self.ops:
+            raise Untranslatable(self.why or "no op of it is translated")
+        feeds: dict[Any, Any] = {}
+        for o in self.graph.get_operations():
+            if o.name not in self.tf_ops:
+                continue
+            for t in o.inputs:
+                if t.ref() not in self.tf_values and t.op.type != "Const" and t.ref() not in feeds:
+                    feeds[t.ref()] = t
+        fed: list[tuple[Any, str | Any]] = []  # (tensor, its field or its captured value)
+        for ref, t in feeds.items():
+            if ref in self.captured:
+                fed.append((t, self.captured[ref]))
+            elif isinstance(self.values.get(ref), _Const):
+                fed.append((t, self.values[ref].value))
+            else:
+                fed.append((t, self.materialize(t)))
+        outputs: list[tuple[str, str | int]] = []  # (path, native field or index of a fetch)
+        fetches: list[Any] = []
+        for path, t in self.traced.out_values:
+            if t.ref() in self.tf_values:
+                outputs.append((path, len(fetches)))
+                fetches.append(t)
+            else:
+                outputs.append((path, self.materialize(t)))
+        checks = [o for o in self.graph.get_operations() if o.name in self.tf_ops and not o.outputs]
+        pruned = _prune(self.traced.concrete, self.tf_ops, [t for t, _ in fed], fetches, checks)
+        rest = _rest(self.traced.name, pruned, [v for _, v in fed], outputs)
+        return Translation([*self.ops, rest], self.traced.out_template, self.done, self.why)
 
     def free_after(self, path: str, name: str) -> bool:
         """Whether field ``name`` can be called ``path``: no op after the one that writes
@@ -618,6 +700,69 @@ def _touched(spec: Any) -> set[str]:
         for v in spec:
             out |= _touched(v)
     return out
+
+
+def _prune(concrete: Any, keep: set[str], feeds: list[Any], fetches: list[Any], checks: list[Any]) -> Any:
+    """The ops ``keep`` of ``concrete``'s graph as a function of ``feeds`` (the tensors the
+    native ops computed) to ``fetches``, running ``checks`` too. Made from the graph's
+    definition: the kept ops, the constants, a placeholder per feed, and the control edges
+    between kept ops only (TensorFlow orders a function's stateful ops by control edges, which
+    would otherwise reach back to ops that now run natively)."""
+    import tensorflow as tf
+    from tensorflow.core.framework import graph_pb2, node_def_pb2
+
+    whole = concrete.graph.as_graph_def()
+    fed = {_tensor_name(t): f"stoker_feed_{i}" for i, t in enumerate(feeds)}
+    part = graph_pb2.GraphDef()
+    part.versions.CopyFrom(whole.versions)
+    part.library.CopyFrom(whole.library)
+    for node in whole.node:
+        if node.name in keep:
+            inputs = [fed.get(_tensor_name(i), i) for i in node.input if not i.startswith("^") or i[1:] in keep]
+            del node.input[:]
+            node.input.extend(inputs)
+            part.node.append(node)
+        elif node.op == "Const":
+            part.node.append(node)
+    for t in feeds:
+        ph = node_def_pb2.NodeDef(name=fed[_tensor_name(t)], op="Placeholder")
+        ph.attr["dtype"].type = t.dtype.as_datatype_enum
+        ph.attr["shape"].shape.CopyFrom(t.shape.as_proto())
+        part.node.append(ph)
+    names = [t.name for t in fetches] + [o.name for o in checks]
+
+    def body(*args: Any) -> Any:
+        found = tf.graph_util.import_graph_def(
+            part, input_map={f"{fed[_tensor_name(t)]}:0": a for t, a in zip(feeds, args)}, return_elements=names
+        )
+        with tf.control_dependencies(found[len(fetches) :]):
+            return [tf.identity(t) for t in found[: len(fetches)]] or tf.constant(0)
+
+    return tf.compat.v1.wrap_function(body, [tf.TensorSpec(t.shape, t.dtype) for t in feeds])
+
+
+def _tensor_name(t: Any) -> str:
+    """A tensor's name as a graph definition's inputs spell it (``op`` for ``op:0``)."""
+    name = t if isinstance(t, str) else t.name
+    return name[:-2] if name.endswith(":0") else name
+
+
+def _rest(
+    name: str, pruned: Any, fed: list[Any], outputs: list[tuple[str, str | int]]
+) -> Callable[[dict[str, Any]], list[tuple[str, Any]]]:
+    """The map function that runs the TensorFlow part of a partly translated function."""
+    import tensorflow as tf
+
+    constants = {i: tf.constant(v) for i, v in enumerate(fed) if not isinstance(v, str)}
+
+    def call(flat: dict[str, Any]) -> list[tuple[str, Any]]:
+        args = [constants[i] if i in constants else tf.convert_to_tensor(flat[v]) for i, v in enumerate(fed)]
+        results = pruned(*args)
+        results = results if isinstance(results, (list, tuple)) else [results]
+        return [(p, results[v].numpy() if isinstance(v, int) else flat[v]) for p, v in outputs]
+
+    call.__name__ = f"{name} (TensorFlow graph, rest)"
+    return call
 
 
 def _unique(items: list[str]) -> list[str]:
@@ -739,14 +884,30 @@ def _parse_example(tr: _Translator, op: Any) -> None:
             raise Untranslatable(f"'{op.name}': feature '{key}' has no fixed shape (FixedLenSequenceFeature)")
         default = _const_input(tr, op, 5 + i, f"default of '{key}'")
         dtype = op.outputs[i].dtype.name
+        if dtype == "int64" and _only_cast_to_int32(tr, op.outputs[i]):
+            # parsed straight to int32 (the cast's truncation), without an int64 copy
+            dtype = "int32"
+            tr.int32.add(op.outputs[i].ref())
         features[key] = ops.FixedLenFeature([int(d or 0) for d in shape], dtype, None if default.size == 0 else default)
         if key in tr.used_names and key not in (tr.materialize(serialized),):
             raise Untranslatable(f"'{op.name}': feature '{key}' has the name of another field")
     source = tr.materialize(serialized)
-    tr.emit(ops.parse_example(features, key=source), "ParseExampleV2", "parse_example")
+    casts = [k for i, k in enumerate(keys) if op.outputs[i].ref() in tr.int32]
+    what = f"ParseExampleV2 (with the Casts to int32 of {', '.join(casts)})" if casts else "ParseExampleV2"
+    tr.emit(ops.parse_example(features, key=source), what, "parse_example")
     tr.used_names.update(keys)
     for i, key in enumerate(keys):
         tr.values[op.outputs[i].ref()] = _Field(key)
+
+
+def _only_cast_to_int32(tr: _Translator, t: Any) -> bool:
+    """Whether every reader of ``t`` casts it to int32 (and the function does not hand it out)."""
+    readers = t.consumers()
+    return (
+        bool(readers)
+        and t.ref() not in tr.returned
+        and all(c.type == "Cast" and c.outputs[0].dtype.name == "int32" for c in readers)
+    )
 
 
 def _decode(tr: _Translator, op: Any) -> None:

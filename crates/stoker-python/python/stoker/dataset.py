@@ -18,8 +18,9 @@ from . import _generator, _stoker, _tf_function
 from ._capture import bound_now
 from ._check import path as _path
 from ._check import whole as _whole
-from ._dtypes import dtype_name
+from ._dtypes import DType, dtype_name
 from ._profile import next_span
+from ._strings import plain, texts
 from ._structure import (
     Dynamic,
     Template,
@@ -43,6 +44,29 @@ INFINITE: int = -1
 UNKNOWN: int = -2
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+class TensorShape(tuple):  # type: ignore[type-arg]
+    """A shape as a tuple of dimensions (``None`` where it varies) that code written for
+    ``tf.TensorShape`` reads too: ``as_list()``, ``rank`` / ``ndims``, ``is_fully_defined()``,
+    ``num_elements()``."""
+
+    def as_list(self) -> list[int | None]:
+        return list(self)
+
+    @property
+    def rank(self) -> int:
+        return len(self)
+
+    @property
+    def ndims(self) -> int:
+        return len(self)
+
+    def is_fully_defined(self) -> bool:
+        return all(d is not None for d in self)
+
+    def num_elements(self) -> int | None:
+        return int(np.prod(self, dtype=np.int64)) if self.is_fully_defined() else None
 
 
 class TensorSpec:
@@ -75,12 +99,12 @@ class TensorSpec:
         self._name = name
 
     @property
-    def shape(self) -> tuple[int | None, ...]:
-        return self._shape
+    def shape(self) -> TensorShape:
+        return TensorShape(self._shape)
 
     @property
-    def dtype(self) -> str:
-        return self._dtype
+    def dtype(self) -> DType:
+        return DType(self._dtype)
 
     @property
     def name(self) -> str | None:
@@ -411,7 +435,8 @@ class Dataset:
         """Applies native ops (``stoker.ops``; a list runs as one stage) or a Python function.
 
         A Python function receives NumPy arrays (a tuple element is passed as separate
-        arguments, as in tf.data) and returns arrays; it runs on worker threads and holds the
+        arguments, as in tf.data; a string field as ``bytes`` that also equal the ``str`` of
+        the same text) and returns arrays; it runs on worker threads and holds the
         GIL only while it runs. ``num_parallel_calls`` (an int or ``AUTOTUNE``) runs it on
         several threads; results stay in order unless ``deterministic=False`` (``None``: the
         pipeline's option, see :class:`Options`, else in order).
@@ -421,6 +446,10 @@ class Dataset:
         variables and the module globals it reads) have when ``map`` is called, so that
         ``ds.map(lambda x: f(x, i))`` in a loop keeps each turn's ``i``; objects are not
         copied (a list's later changes are seen). The same holds for the functions of
+
+        A function that uses TensorFlow is traced when ``map`` is called, as tf.data traces
+        it, and runs as native ops where each of its ops has one, else partly or wholly as its
+        traced graph (see the README's "TensorFlow functions in map" and ``explain()``).
         ``filter``, ``interleave``, ``flat_map``, ``scan``, ``group_by_window`` and
         ``bucket_by_sequence_length``.
         """
@@ -471,12 +500,21 @@ class Dataset:
             plan = self._plan.map([_tf_function.graph_call(traced, out)], npc, det)
             _NOTES[plan.id()] = f"map '{name}': TensorFlow function runs as its traced graph, per element: {why}"
             return Dataset(plan, out)
-        specs = [o.spec for o in translation.ops]
+        specs = [o.spec if isinstance(o, NativeOp) else o for o in translation.ops]
+        done = ", ".join(translation.done) or "nothing"
+        if translation.rest is not None:
+            plan = self._plan.map(specs, npc, det)
+            _NOTES[plan.id()] = (
+                f"map '{name}': TensorFlow function partly translated to native ops: {done}; "
+                f"the rest runs as its traced graph, per element, from {translation.rest}"
+            )
+            out = Dynamic()
+            out.template = translation.template
+            return Dataset(plan, out)
         plan = self._plan.map(specs[:-1], npc, det)  # without the last op, a `select`, if it keeps all
         schema = plan.schema()
         if schema is None or sorted(n for n, _, _ in schema) != sorted(leaves(translation.template)):
             plan = self._plan.map(specs, npc, det)
-        done = ", ".join(translation.done) or "nothing to compute"
         _NOTES[plan.id()] = f"map '{name}': TensorFlow function translated to native ops: {done}"
         return Dataset(plan, translation.template)._rows_of(self)
 
@@ -779,7 +817,7 @@ class Dataset:
         structure = self._structure
 
         def test(flat: dict[str, Any]) -> Any:
-            args = pack_element(structure, list(flat), list(flat.values()))
+            args = pack_element(structure, list(flat), texts(list(flat.values())))
             return predicate(*args) if isinstance(args, tuple) else predicate(args)
 
         test.__name__ = getattr(predicate, "__name__", "predicate")
@@ -1628,7 +1666,7 @@ def _adapter(
     fn: Callable[..., Any], structure: Template | Dynamic, out: Dynamic
 ) -> Callable[[dict[str, Any]], list[tuple[str, Any]]]:
     def call(flat: dict[str, Any]) -> list[tuple[str, Any]]:
-        args = pack_element(structure, list(flat), list(flat.values()))
+        args = pack_element(structure, list(flat), texts(list(flat.values())))
         result = fn(*args) if isinstance(args, tuple) else fn(args)
         if isinstance(result, list):
             # tf.data takes a returned list as a tuple of components (`decode_csv` returns
@@ -1636,7 +1674,7 @@ def _adapter(
             result = tuple(result)
         template, pairs = flatten(result)
         out.template = template
-        return pairs
+        return [(n, plain(v)) for n, v in pairs]
 
     call.__name__ = getattr(fn, "__name__", "map_fn")
     return call

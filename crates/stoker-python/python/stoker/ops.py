@@ -507,6 +507,16 @@ def random_flip_up_down(
     return _out(spec, output)
 
 
+def random_crop(field: str, size: int | Sequence[int], seed: int | None = None, output: str | None = None) -> NativeOp:
+    """A ``size = (height, width)`` window of ``[H, W, C]`` at a random position, every
+    position equally likely, like ``tf.image.random_crop(image, [height, width, C])`` (an image
+    smaller than the window is an error). The position depends on (seed, epoch, element
+    position) only (see ``random_flip_left_right``)."""
+    height, width = _size(size, "random_crop")
+    spec = {"op": "random_crop", "field": field, "height": height, "width": width, "seed": _seed(seed)}
+    return _out(spec, output)
+
+
 def random_resized_crop(
     field: str,
     size: int | Sequence[int],
@@ -643,6 +653,7 @@ __all__ = [
     "read_class_colors",
     "random_flip_left_right",
     "random_flip_up_down",
+    "random_crop",
     "random_resized_crop",
     "color_jitter",
     "normalize",
