@@ -205,7 +205,7 @@ class Dataset:
         if not pairs:
             raise InvalidArgumentError("from_tensor_slices needs at least one array")
         names = [n for n, _ in pairs]
-        plan = _stoker.Plan.from_arrays(names, [a for _, a in pairs])
+        plan = _stoker.Plan.from_arrays(names, [_as_tf_converts(a) for _, a in pairs])
         return Dataset(plan, template)
 
     @staticmethod
@@ -215,7 +215,10 @@ class Dataset:
         template, pairs = flatten(tensors)
         if not pairs:
             raise InvalidArgumentError("from_tensors needs at least one array")
-        rows = [np.asarray(a, dtype=object if isinstance(a, (str, bytes)) else None)[np.newaxis] for _, a in pairs]
+        rows = [
+            np.asarray(_as_tf_converts(a), dtype=object if isinstance(a, (str, bytes)) else None)[np.newaxis]
+            for _, a in pairs
+        ]
         plan = _stoker.Plan.from_arrays([n for n, _ in pairs], rows)
         return Dataset(plan, template)
 
@@ -805,6 +808,47 @@ class Dataset:
     def filter(self, predicate: Callable[..., Any]) -> Dataset:
         """Keeps the elements for which the Python ``predicate`` is true."""
         return Dataset(self._plan.filter(self._test(predicate)), self._structure)
+
+    def unique(self) -> Dataset:
+        """The elements not seen before in this pass, in order, as tf.data's ``unique``: the
+        elements must be scalars of int32, int64 or string. The set of those seen is Python's:
+        resuming runs the pass again from its start up to the saved position (as ``scan``)."""
+        spec = self._element_spec(learn=True)
+        if not isinstance(spec, TensorSpec) or spec.shape != () or spec.dtype not in ("int32", "int64", "string"):
+            raise InvalidArgumentError(
+                f"unique: the elements must be scalars of int32, int64 or string, got {spec!r}"
+            )
+
+        def first_time(seen: set[Any], x: Any) -> tuple[set[Any], tuple[Any, np.bool_]]:
+            key = x.item() if isinstance(x, np.ndarray) else bytes(x) if isinstance(x, bytes) else x
+            new = key not in seen
+            seen.add(key)
+            return seen, (x, np.bool_(new))
+
+        # The set grows in place: scan copies the empty one at the start of each pass.
+        marked = self.scan(set(), first_time).filter(lambda x, new: bool(new))
+        kept = marked.map(NativeOp({"op": "select", "fields": ["0"]}))
+        return Dataset(kept._plan, "0")
+
+    def ragged_batch(self, batch_size: int, drop_remainder: bool = False, row_splits_dtype: Any = "int64") -> Dataset:
+        """tf.data's ``ragged_batch``, with padded batches for ragged tensors: each component
+        becomes ``(values, row_lengths)``, ``values`` padded with zeros to the batch's longest
+        (as :meth:`padded_batch`) and ``row_lengths`` each row's length along the first axis,
+        of ``row_splits_dtype`` (int64 or int32): what ``tf.RaggedTensor.from_tensor(values,
+        lengths=row_lengths)`` makes the ragged batch of."""
+        dtype = dtype_name(row_splits_dtype)
+        if dtype not in ("int32", "int64"):
+            raise InvalidArgumentError(f"ragged_batch: row_splits_dtype must be int32 or int64, got {dtype}")
+        template = _known(self, learn=True)
+
+        def with_lengths(*args: Any) -> Any:
+            element = args[0] if len(args) == 1 else args
+            _, pairs = flatten(element)
+            by_name = {n: (v, np.asarray(len(v) if np.ndim(v) else 0, dtype=dtype)) for n, v in pairs}
+            return _nested(template, by_name)
+
+        size = _whole("ragged_batch: batch_size", batch_size, 1)
+        return self.map(with_lengths).padded_batch(size, drop_remainder=drop_remainder)
 
     def take_while(self, predicate: Callable[..., Any]) -> Dataset:
         """The elements up to the first for which the Python ``predicate`` is false (tf.data's
@@ -1635,6 +1679,32 @@ def _known(ds: Dataset, learn: bool = False) -> Template:
             )
         return {n: n for n, _, _ in schema}
     return s
+
+
+def _as_tf_converts(value: Any) -> Any:
+    """A Python number or (nested) list of them as TensorFlow converts it: ints as int32 when
+    they all fit (else int64), floats as float32. NumPy arrays and other values keep their
+    type."""
+    if isinstance(value, (np.ndarray, np.generic, str, bytes)) or not isinstance(value, (int, float, list)):
+        return value
+    try:
+        a = np.asarray(value)
+    except ValueError:  # ragged lists: the engine says what is wrong
+        return value
+    if a.dtype == np.int64 and (a.size == 0 or (a.min() >= -(2**31) and a.max() < 2**31)):
+        return a.astype(np.int32)
+    if a.dtype == np.float64:
+        return a.astype(np.float32)
+    return a if a.dtype.kind in "biuf" else value
+
+
+def _nested(template: Template, by_name: dict[str, Any]) -> Any:
+    """``template`` with each field name replaced by its value in ``by_name``."""
+    if isinstance(template, str):
+        return by_name[template]
+    if isinstance(template, dict):
+        return {k: _nested(v, by_name) for k, v in template.items()}
+    return tuple(_nested(v, by_name) for v in template)
 
 
 def _normalized(t: Template) -> Any:

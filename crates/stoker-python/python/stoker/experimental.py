@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any, Callable
 
 from ._check import whole as _whole
+from ._make_csv import make_csv_dataset
 from .dataset import AUTOTUNE, INFINITE, UNKNOWN, CsvDataset, Dataset
 from .errors import InvalidArgumentError
 
@@ -34,6 +35,7 @@ __all__ = [
     "get_single_element",
     "group_by_window",
     "ignore_errors",
+    "make_csv_dataset",
     "map_and_batch",
     "sample_from_datasets",
     "scan",

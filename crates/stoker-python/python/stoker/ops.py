@@ -120,14 +120,14 @@ def _csv_column(i: int, name: str, d: Any) -> dict[str, Any]:
         raise InvalidArgumentError(f"decode_csv: record_defaults[{i}]: bool columns are not CSV types")
     if isinstance(d, DType):  # before str: stoker's dtypes are strings too
         col.update(dtype=dtype_name(d))
+    elif isinstance(d, np.generic):  # before float: np.float64 is a float too
+        col.update(dtype=dtype_name(d.dtype), default=d.item())
     elif isinstance(d, int):
         col.update(dtype="int32", default=d)
     elif isinstance(d, float):
         col.update(dtype="float32", default=d)
     elif isinstance(d, (str, bytes)):
         col.update(dtype="string", default=d.decode() if isinstance(d, bytes) else d)
-    elif isinstance(d, np.generic):
-        col.update(dtype=dtype_name(d.dtype), default=d.item())
     elif isinstance(d, (np.dtype, type)) or hasattr(d, "as_numpy_dtype"):
         col.update(dtype=dtype_name(d))
     elif isinstance(d, (list, tuple, np.ndarray)) and np.size(d) == 0:
