@@ -58,3 +58,48 @@ def test_ragged_batch_is_padded_values_and_row_lengths_of_tf_s_ragged_batch() ->
     assert lengths.dtype == np.int32
     with pytest.raises(sk.InvalidArgumentError, match="row_splits_dtype"):
         sk.Dataset.range(3).ragged_batch(2, row_splits_dtype="float32")
+
+
+def _imbalanced() -> sk.Dataset:
+    labels = (np.arange(4000) % 10 == 0).astype(np.int64)  # 90 % class 0
+    return sk.Dataset.from_tensor_slices({"x": np.arange(4000), "label": labels})
+
+
+@pytest.mark.parametrize("initial", [[0.9, 0.1], None])
+def test_rejection_resample_follows_the_target_distribution(initial: Any) -> None:
+    ds = _imbalanced().rejection_resample(lambda e: e["label"], [0.5, 0.5], initial_dist=initial, seed=4)
+    out = list(ds)
+    classes = np.array([int(c) for c, _ in out])
+    assert 600 < len(out) < 1000  # the 400 of class 1 kept, about as many of class 0
+    assert abs(classes.mean() - 0.5) < 0.06
+    assert all(int(c) == int(e["label"]) for c, e in out)
+    assert len({int(e["x"]) for _, e in out}) == len(out)  # each element at most once
+    again = [int(e["x"]) for _, e in ds]
+    assert again == [int(e["x"]) for _, e in out]  # a seed: the same draws each pass
+
+
+def test_rejection_resample_has_tf_data_s_structure_and_resumes() -> None:
+    tf = pytest.importorskip("tensorflow")
+    ours = _imbalanced().rejection_resample(lambda e: e["label"], [0.5, 0.5], seed=1)
+    theirs = tf.data.Dataset.from_tensor_slices(
+        {"x": np.arange(4000), "label": (np.arange(4000) % 10 == 0).astype(np.int64)}
+    ).rejection_resample(lambda e: tf.cast(e["label"], tf.int32), [0.5, 0.5], seed=1)
+    a, b = ours.element_spec, theirs.element_spec
+    tf.nest.assert_same_structure(a, b)
+    assert [s.dtype for s in tf.nest.flatten(a)] == [s.dtype.name for s in tf.nest.flatten(b)]
+    it = iter(ours)
+    for _ in range(50):
+        next(it)
+    state = it.state()
+    rest = [int(e["x"]) for _, e in it]
+    assert [int(e["x"]) for _, e in ours.iterator(state=state)] == rest
+
+
+def test_rejection_resample_names_wrong_arguments() -> None:
+    with pytest.raises(sk.InvalidArgumentError, match="target_dist must be probabilities"):
+        _imbalanced().rejection_resample(lambda e: e["label"], [0.7, 0.7])
+    with pytest.raises(sk.InvalidArgumentError, match="initial_dist has 3 classes"):
+        _imbalanced().rejection_resample(lambda e: e["label"], [0.5, 0.5], initial_dist=[0.2, 0.3, 0.5])
+    bad = _imbalanced().rejection_resample(lambda e: e["label"] + 5, [0.5, 0.5])
+    with pytest.raises(sk.InvalidArgumentError, match="outside"):
+        list(bad)

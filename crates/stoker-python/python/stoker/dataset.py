@@ -830,6 +830,49 @@ class Dataset:
         kept = marked.map(NativeOp({"op": "select", "fields": ["0"]}))
         return Dataset(kept._plan, "0")
 
+    def rejection_resample(
+        self,
+        class_func: Callable[..., Any],
+        target_dist: Sequence[float],
+        initial_dist: Sequence[float] | None = None,
+        seed: int | None = None,
+    ) -> Dataset:
+        """tf.data's ``rejection_resample``: ``(class, element)`` pairs whose classes follow
+        ``target_dist``, by keeping each element of class ``c`` with probability
+        ``(target[c] / initial[c]) / max(target / initial)``. ``initial_dist`` is the input's
+        class distribution; without it, the counts so far (the estimate tf.data makes too).
+        The class is ``class_func(element)``, an int32 in ``[0, len(target_dist))``. The
+        draws come from ``seed`` (each pass draws the same; ``None``: new ones each pass);
+        they are Python's, so a restore runs the pass again up to the saved position."""
+        target = _distribution("target_dist", target_dist)
+        initial = None if initial_dist is None else _distribution("initial_dist", initial_dist)
+        if initial is not None and len(initial) != len(target):
+            raise InvalidArgumentError(
+                f"rejection_resample: initial_dist has {len(initial)} classes, target_dist {len(target)}"
+            )
+        class_func = bound_now(class_func)
+        classes = len(target)
+
+        def draw(state: dict[str, Any], *element: Any) -> tuple[dict[str, Any], Any]:
+            if state["rng"] is None:
+                state["rng"] = np.random.default_rng(seed)
+            whole = element[0] if len(element) == 1 else element
+            c = int(np.asarray(class_func(*element)))
+            if not 0 <= c < classes:
+                raise InvalidArgumentError(f"rejection_resample: class_func gave {c}, outside [0, {classes})")
+            state["counts"][c] += 1
+            dist = initial if initial is not None else state["counts"] / state["counts"].sum()
+            ratio = np.divide(target, dist, out=np.zeros(classes), where=dist > 0)
+            keep = state["rng"].random() < ratio[c] / ratio.max()
+            return state, (np.int32(c), whole, np.bool_(keep))
+
+        marked = self.scan({"rng": None, "counts": np.zeros(classes)}, draw)
+        kept = marked.filter(lambda c, element, keep: bool(keep))
+        template = _known(self, learn=True)
+        fields = ["0", *leaves(prefixed(template, "1/"))]
+        selected = kept.map(NativeOp({"op": "select", "fields": fields}))
+        return Dataset(selected._plan, ("0", prefixed(template, "1/")))
+
     def ragged_batch(self, batch_size: int, drop_remainder: bool = False, row_splits_dtype: Any = "int64") -> Dataset:
         """tf.data's ``ragged_batch``, with padded batches for ragged tensors: each component
         becomes ``(values, row_lengths)``, ``values`` padded with zeros to the batch's longest
@@ -1696,6 +1739,14 @@ def _as_tf_converts(value: Any) -> Any:
     if a.dtype == np.float64:
         return a.astype(np.float32)
     return a if a.dtype.kind in "biuf" else value
+
+
+def _distribution(name: str, values: Sequence[float]) -> np.ndarray:
+    """A class distribution: non-negative, summing to 1."""
+    d = np.asarray(values, dtype=np.float64).reshape(-1)
+    if d.size == 0 or (d < 0).any() or not np.isclose(d.sum(), 1.0, atol=1e-3):
+        raise InvalidArgumentError(f"rejection_resample: {name} must be probabilities summing to 1, got {values!r}")
+    return d
 
 
 def _nested(template: Template, by_name: dict[str, Any]) -> Any:
