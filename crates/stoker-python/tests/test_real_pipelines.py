@@ -177,7 +177,7 @@ def test_tensorflow_text_tutorial(tmp_path: Path) -> None:
         labeled_data_sets = []
         for i, file_name in enumerate(names):
             lines_dataset = lib.TextLineDataset(str(tmp_path / file_name))
-            labeled_dataset = lines_dataset.map(lambda ex: labeler(ex, i))
+            labeled_dataset = lines_dataset.map(lambda ex: labeler(ex, i))  # noqa: B023 - the tutorial's code
             labeled_data_sets.append(labeled_dataset)
         all_labeled_data = labeled_data_sets[0]
         for labeled_dataset in labeled_data_sets[1:]:
