@@ -212,9 +212,12 @@ def test_an_op_without_native_counterpart_runs_the_traced_graph_not_eagerly() ->
 def test_python_constants_returned_are_tensors_as_in_tf_data() -> None:
     """A Python int a function returns is int32, a float float32 (tf.data's conversion)."""
     tf = _tf()
-    ds = _same(lambda lib: lib.Dataset.range(5), lambda x: (tf.cast(x, tf.float32) * 2.0, 1, 0.5))
-    assert "hands out the constant" in _notes(ds)
+    ds = _same(lambda lib: lib.Dataset.range(5), lambda x: (tf.cast(x, tf.float32) * 2.0, 1, 0.5, True))
+    assert "translated to native ops" in _notes(ds) and "the constant 1 → compute" in _notes(ds)
     assert [e[1].dtype for e in ds] == [np.int32] * 5 and next(iter(ds))[2].dtype == np.float32
+    # a constant tensor too (the text tutorial's labeler), beside an op left to TensorFlow
+    ds = _same(lambda lib: lib.Dataset.range(3), lambda x: (tf.strings.as_string(x), tf.cast(7, tf.int64)))
+    assert "partly translated" in _notes(ds) and "the constant 7 → compute" in _notes(ds)
 
 
 def test_random_flip_is_native_seeded_and_flips_or_keeps(images: list[str]) -> None:

@@ -737,10 +737,8 @@ impl Op for Compute {
         if !is_numeric(self.dtype) {
             return Err(Error::schema(OP, "the output must be a numeric type"));
         }
+        // An expression of constants only is a scalar of that value in every element.
         let program = Program::compile(&self.expr);
-        if program.fields.is_empty() {
-            return Err(Error::invalid(OP, "the expression reads no field"));
-        }
         if input.dynamic {
             return Ok(input.clone());
         }

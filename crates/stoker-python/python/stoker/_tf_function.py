@@ -154,7 +154,7 @@ def _python_value(value: Any) -> Any:
     if isinstance(value, bool):
         return np.bool_(value)
     if isinstance(value, int):
-        return np.int32(value)
+        return np.int32(value) if -(2**31) <= value < 2**31 else np.int64(value)
     if isinstance(value, float):
         return np.float32(value)
     return np.asarray(value)
@@ -279,6 +279,7 @@ class _Translator:
         self.pending: set[str] = set()  # the needed ops not translated yet
         self.int32: set[Any] = set()  # int64 features parsed as int32 (read only by casts to it)
         self.returned: set[Any] = set()
+        self.constants: dict[str, str] = {}  # outputs that are constants: their fields
         graph = traced.concrete.graph
         self.graph = graph
         for f, t in zip(traced.in_fields, traced.concrete.inputs):
@@ -617,18 +618,28 @@ class _Translator:
         return True
 
     def finish(self) -> Translation:
-        for _, t in self.traced.out_values:
+        # Constants handed out (a label, `return image, 1`): a field of the same value in
+        # every element, as tf.data makes them tensors (a Python int is int32).
+        self.constants = {}
+        for path, t in self.traced.out_values:
             if not _is_tensor(t):
-                raise Untranslatable(f"it hands out the constant {t!r} (a field of the same value in every element)")
-            if isinstance(self.values.get(t.ref()), _Const):
-                # the same value in every element: TensorFlow hands it out
-                self.to_tensorflow([t.op], f"it hands out the constant '{t.op.name}'")
+                value = _python_value(t)
+                name = self.constant_field(value)
+                if name is None:
+                    raise Untranslatable(f"it hands out the constant {t!r}")
+                self.constants[path] = name
+            elif isinstance(self.values.get(t.ref()), _Const):
+                name = self.constant_field(self.values[t.ref()].value.astype(t.dtype.as_numpy_dtype))
+                if name is None:
+                    self.to_tensorflow([t.op], f"it hands out the constant '{t.op.name}'")
+                else:
+                    self.values[t.ref()] = _Field(name)
         if self.tf_ops:
             return self.finish_in_tensorflow()
         by_path: dict[str, str] = {}
         taken: set[str] = set()
         for path, t in self.traced.out_values:
-            name = self.materialize(t)
+            name = self.constants.get(path) or self.materialize(t)
             if name in taken:
                 raise Untranslatable(f"the function hands out '{t.name}' twice")
             taken.add(name)
@@ -666,7 +677,9 @@ class _Translator:
         outputs: list[tuple[str, str | int]] = []  # (path, native field or index of a fetch)
         fetches: list[Any] = []
         for path, t in self.traced.out_values:
-            if t.ref() in self.tf_values:
+            if path in self.constants:
+                outputs.append((path, self.constants[path]))
+            elif t.ref() in self.tf_values:
                 outputs.append((path, len(fetches)))
                 fetches.append(t)
             else:
@@ -675,6 +688,15 @@ class _Translator:
         pruned = _prune(self.traced.concrete, self.tf_ops, [t for t, _ in fed], fetches, checks)
         rest = _rest(self.traced.name, pruned, [v for _, v in fed], outputs)
         return Translation([*self.ops, rest], self.traced.out_template, self.done, self.why)
+
+    def constant_field(self, value: np.ndarray) -> str | None:
+        """A new field holding the scalar ``value`` in every element, where ``compute`` holds
+        it exactly; else None."""
+        if value.ndim or value.dtype.kind not in "biuf" or (value.dtype.kind in "iu" and abs(int(value)) > 2**53):
+            return None
+        name = self.fresh()
+        self.emit(ops.compute(name, float(value), value.dtype.name), f"the constant {value.item()!r}", "compute")
+        return name
 
     def free_after(self, path: str, name: str) -> bool:
         """Whether field ``name`` can be called ``path``: no op after the one that writes
