@@ -946,6 +946,49 @@ class Dataset:
         plan = self._plan.step({"step": "repeat", "count": None if c == -1 else c})
         return Dataset(plan, self._structure)._rows_of(self)
 
+    def save(
+        self,
+        path: PathLike,
+        compression: str | None = None,
+        shard_func: Callable[..., Any] | None = None,
+        checkpoint_args: Any = None,
+    ) -> None:
+        """Writes one pass of the elements to the directory ``path``, as tf.data's ``save``,
+        in stoker's format: a disk-cache file of the elements (CRC-checked, its completion
+        record last) and ``dataset.json`` (structure, fields, count), written last, so a
+        directory with it holds a complete pass. Read it back with :meth:`Dataset.load`.
+        stoker writes one file: ``shard_func`` (which only spreads tf.data's files) and
+        ``checkpoint_args`` are accepted and not used; ``compression`` must be None."""
+        del shard_func, checkpoint_args
+        from . import _saved
+
+        _saved.save(self, _path(path), compression)
+
+    @staticmethod
+    def load(
+        path: PathLike, element_spec: Any = None, compression: str | None = None, reader_func: Any = None
+    ) -> Dataset:
+        """The elements :meth:`save` wrote to ``path``, with their structure and their count
+        (``len()`` works), as tf.data's ``load``. ``element_spec``, if given, must match the
+        saved fields; ``reader_func`` is accepted and not used (one file)."""
+        del reader_func
+        from . import _saved
+
+        return _saved.load(_path(path), element_spec, compression)
+
+    def snapshot(
+        self, path: PathLike, compression: str | None = None, reader_func: Any = None, shard_func: Any = None
+    ) -> Dataset:
+        """tf.data's ``snapshot``: the first complete pass writes the elements under ``path``
+        in a file named after this pipeline (its spec, or with Python functions its
+        description: a change inside a Python function is not seen, so delete the file);
+        later passes, in this process or a later one running the same pipeline, read it
+        instead of running the pipeline. A pass cut short writes nothing (see ``cache``)."""
+        del reader_func, shard_func
+        from . import _saved
+
+        return _saved.snapshot(self, _path(path), compression)
+
     def cache(self, filename: PathLike = "") -> Dataset:
         """Caches elements in memory (``filename=""``) or in a file. The first complete pass
         fills the cache; later passes are served from it — from memory without copying, as
