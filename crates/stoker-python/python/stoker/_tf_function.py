@@ -96,7 +96,6 @@ class Traced:
     concrete: Any
     in_template: Template
     in_fields: list[str]
-    in_dtypes: dict[str, str]
     out_template: Template
     out_values: list[tuple[str, Any]]  # (flat name, graph tensor or Python value)
 
@@ -127,7 +126,6 @@ def trace(fn: Callable[..., Any], template: Template, schema: list[tuple[str, st
         concrete=concrete,
         in_template=template,
         in_fields=[str(f) for f in tf.nest.flatten(fields)],
-        in_dtypes={n: d for n, d, _ in schema},
         out_template=out_template,
         out_values=out_values,
     )
