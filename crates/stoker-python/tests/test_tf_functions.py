@@ -343,3 +343,33 @@ def test_int64_features_cast_to_int32_wrap_as_tensorflow_casts(tmp_path: Path) -
 
     ds = _same(lambda lib: lib.TFRecordDataset([path]), parse)
     assert "with the Casts to int32 of d" in _notes(ds)  # "v" is also handed out as int64
+
+
+def test_a_per_colour_one_hot_is_one_native_op(tmp_path: Path) -> None:
+    """W2's label one-hot as its users write it (tf.equal per class colour, reduce_all, stack,
+    cast): one ``one_hot_colors`` fused into the decode, a pixel of no class colour a row of
+    zeros as in TensorFlow."""
+    tf = _tf()
+    colors = [[0, 0, 0], [128, 0, 0], [0, 128, 0], [64, 64, 64]]
+    paths = []
+    for i in range(4):
+        lab = np.zeros((30 + i, 40, 3), np.uint8)
+        lab[5:15, 5:20] = colors[1]
+        lab[15:, 20:] = colors[2]
+        lab[10, 12] = [1, 2, 3]  # no class's colour
+        path = str(tmp_path / f"{i}.png")
+        tf.io.write_file(path, tf.io.encode_png(lab))
+        paths.append(path)
+    rgb = tf.constant(np.asarray(colors, np.uint8))
+
+    def load(path: Any) -> Any:
+        lab = tf.io.decode_png(tf.io.read_file(path), channels=3)
+        lab = tf.image.resize_with_crop_or_pad(lab, 32, 32)
+        matches = [tf.reduce_all(tf.equal(lab, rgb[i]), axis=-1) for i in range(len(colors))]
+        return tf.cast(tf.stack(matches, axis=-1), tf.float32)
+
+    ds = _same(lambda lib: lib.Dataset.from_tensor_slices(paths), load)
+    assert "→ one_hot_colors" in _notes(ds) and "decode_crop_or_pad+one_hot_colors" in ds.explain()
+    assert not next(iter(ds))[11, 8].any()  # the pixel of no class colour, after the pad and crop
+    with pytest.raises(sk.InvalidArgumentError, match="others"):
+        sk.ops.one_hot_colors("x", colors, others="drop")

@@ -251,6 +251,7 @@ mod tests {
             field: "x".into(),
             colors: COLORS.to_vec(),
             fallback: None,
+            zeros_for_others: false,
             output: None,
         });
         let rescale = CropRowOp::Rescale(Rescale {

@@ -32,6 +32,7 @@ impl ColorIndex {
             field: self.field.clone(),
             colors: self.colors.clone(),
             fallback: self.fallback,
+            zeros_for_others: false,
             output: None,
         }
     }

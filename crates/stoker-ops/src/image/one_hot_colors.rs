@@ -22,6 +22,10 @@ pub struct OneHotColors {
     pub colors: Vec<[u8; 3]>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback: Option<usize>,
+    /// A pixel of no class colour gets a row of zeros (as TensorFlow's per-colour `equal`
+    /// one-hot gives), instead of an error.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub zeros_for_others: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
 }
@@ -35,6 +39,12 @@ impl OneHotColors {
     fn check(&self) -> Result<HashMap<u32, u32>> {
         if self.colors.is_empty() {
             return Err(Error::schema(OP, "no class colours"));
+        }
+        if self.fallback.is_some() && self.zeros_for_others {
+            return Err(Error::schema(
+                OP,
+                "give fallback or zeros_for_others, not both",
+            ));
         }
         if let Some(f) = self.fallback {
             if f >= self.colors.len() {
@@ -66,7 +76,12 @@ impl OneHotColors {
         Ok(ClassLookup {
             op,
             index: self.check()?,
-            fallback: self.fallback.map(|f| f as u32),
+            // Class `len` is no class: its one-hot row is all zeros.
+            fallback: if self.zeros_for_others {
+                Some(self.colors.len() as u32)
+            } else {
+                self.fallback.map(|f| f as u32)
+            },
             last: (u32::MAX, 0),
         })
     }

@@ -198,7 +198,18 @@ class _Centered:
     mean: list[float]
 
 
-Value = Any  # _Field | _Lazy | _Const | _Centered
+@dataclass
+class _Colors:
+    """Per-colour matches of an RGB label field, as the one-hot of its colours is written in
+    TensorFlow: ``tf.equal(label, rgb)`` (``all`` False: per channel), reduced with
+    ``reduce_all(axis=-1)`` (``all`` True), stacked on the last axis (``colors`` several)."""
+
+    field: str
+    colors: list[list[int]]
+    all: bool
+
+
+Value = Any  # _Field | _Lazy | _Const | _Centered | _Colors
 
 
 @dataclass
@@ -317,6 +328,8 @@ class _Translator:
         v = self.value(t)
         if isinstance(v, _Field):
             return v.name
+        if isinstance(v, _Colors):
+            raise Untranslatable(f"'{t.op.name}' ({t.op.type}): colour matches used other than as a float32 one-hot")
         if isinstance(v, _Centered):
             name = self.fresh()
             self.emit(ops.normalize(v.field, v.mean, [1.0] * len(v.mean), output=name), "Sub", "normalize")
@@ -376,7 +389,7 @@ class _Translator:
             elif isinstance(v, _Lazy):
                 reads = name in _touched(v.expr.node) or (v.scaled is not None and v.scaled[0] == name)
             else:
-                reads = isinstance(v, _Centered) and v.field == name
+                reads = isinstance(v, (_Centered, _Colors)) and v.field == name
             if reads and (ref in self.returned or any(c.name in self.pending for c in ref.deref().consumers())):
                 return False
         return True
@@ -434,6 +447,8 @@ class _Translator:
         elif not op._is_stateful and (static := _static(op)) is not None:
             for o, value in zip(op.outputs, static):
                 self.values[o.ref()] = _Const(value)  # known when traced (a reshaped default)
+        elif t in ("Equal", "All", "Pack") and self.colors(op):
+            return
         elif t == "Cast":
             self.cast(op)
         elif t in _UNARY or t in _BINARY or t in ("Select", "SelectV2"):
@@ -453,6 +468,15 @@ class _Translator:
             return
         if isinstance(v, _Const) and src != "string" and dst != "string":
             self.values[out] = _Const(v.value.astype(dst))
+            return
+        if isinstance(v, _Colors) and v.all and dst == "float32" and op.inputs[0].shape.rank != 0:
+            name = v.field if self.free(v.field) else self.fresh()
+            self.emit(
+                ops.one_hot_colors(v.field, v.colors, output=name, others="zeros"),
+                "Equal, All, Pack per colour, Cast",
+                "one_hot_colors",
+            )
+            self.values[out] = _Field(name)
             return
         if src == "string" or dst in ("string", "bool"):
             raise Untranslatable(f"'{op.name}': Cast from {src} to {dst}")
@@ -474,6 +498,48 @@ class _Translator:
         name = self.dest(op.inputs[0], op)
         self.emit(ops.cast(src_field, dst, output=name), f"Cast({src}→{dst})", "cast")
         self.values[out] = _Field(name)
+
+    def colors(self, op: Any) -> bool:
+        """The steps of a per-colour one-hot (see :class:`_Colors`), kept for the cast that
+        makes it float32: then one ``one_hot_colors``."""
+        t = op.type
+        values = [self.values.get(i.ref()) for i in op.inputs]
+        out = op.outputs[0].ref()
+        if t == "Equal":
+            a, b = values
+            if isinstance(a, _Const):
+                a, b = b, a
+            src = op.inputs[0] if isinstance(values[0], _Field) else op.inputs[1]
+            rgb = b.value if isinstance(b, _Const) else None
+            if (
+                isinstance(a, _Field)
+                and rgb is not None
+                and rgb.shape == (3,)
+                and src.dtype.name == "uint8"
+                and src.shape.rank is not None
+                and src.shape[-1] == 3
+            ):
+                self.values[out] = _Colors(a.name, [[int(v) for v in rgb]], False)
+                return True
+        elif t == "All" and isinstance(values[0], _Colors) and not values[0].all:
+            axis = (
+                [int(v) for v in np.ravel(self.values[op.inputs[1].ref()].value)]
+                if isinstance(values[1], _Const)
+                else []
+            )
+            rank = op.inputs[0].shape.rank
+            if not _attr(op, "keep_dims", False) and rank is not None and axis in ([-1], [rank - 1]):
+                self.values[out] = _Colors(values[0].field, values[0].colors, True)
+                return True
+        elif t == "Pack":
+            matches = [v for v in values if isinstance(v, _Colors) and v.all]
+            rank = op.outputs[0].shape.rank
+            fields = {v.field for v in matches}
+            if matches and len(matches) == len(values) and len(fields) == 1 and rank is not None:
+                if int(_attr(op, "axis", 0)) in (-1, rank - 1):
+                    self.values[out] = _Colors(fields.pop(), [c for v in matches for c in v.colors], True)
+                    return True
+        return False
 
     def elementwise(self, op: Any) -> None:
         t = op.type
@@ -1030,6 +1096,10 @@ def _slice(tr: _Translator, op: Any) -> None:
 
 def _strided_slice(tr: _Translator, op: Any) -> None:
     src = op.inputs[0]
+    const = tr.values.get(src.ref())
+    if isinstance(const, _Const) and not any(int(_attr(op, m, 0)) for m in ("ellipsis_mask", "new_axis_mask")):
+        tr.values[op.outputs[0].ref()] = _Const(_sliced(op, tr, const.value))  # `rgb[i]` of a constant table
+        return
     if any(int(_attr(op, m, 0)) for m in ("ellipsis_mask", "new_axis_mask", "shrink_axis_mask")):
         raise Untranslatable(f"'{op.name}': StridedSlice with ..., newaxis or an index (natively: ranges)")
     if src.shape.rank is None:
@@ -1051,6 +1121,21 @@ def _strided_slice(tr: _Translator, op: Any) -> None:
         e = e + dim if e < 0 else e
         bounds.append((b, e if dim is None else min(e, dim)))
     _slices(tr, op, bounds)
+
+
+def _sliced(op: Any, tr: _Translator, value: np.ndarray) -> np.ndarray:
+    """A ``StridedSlice`` (ranges and indices) of a constant, in NumPy."""
+    begin, end, strides = (
+        [int(v) for v in _const_input(tr, op, i, w)] for i, w in ((1, "begin"), (2, "end"), (3, "strides"))
+    )
+    bm, em, shrink = (int(_attr(op, m, 0)) for m in ("begin_mask", "end_mask", "shrink_axis_mask"))
+    index: list[Any] = []
+    for axis, (b, e, step) in enumerate(zip(begin, end, strides)):
+        if shrink >> axis & 1:
+            index.append(b)
+        else:
+            index.append(slice(None if bm >> axis & 1 else b, None if em >> axis & 1 else e, step))
+    return np.asarray(value[tuple(index)])
 
 
 def _transpose(tr: _Translator, op: Any) -> None:

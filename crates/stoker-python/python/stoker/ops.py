@@ -423,13 +423,20 @@ def one_hot_colors(
     colors: Sequence[Sequence[int]] | tuple[list[str], list[list[int]]],
     fallback: int | None = None,
     output: str | None = None,
+    others: str = "error",
 ) -> NativeOp:
     """RGB label map ``[..., 3]`` uint8 → one-hot ``[..., len(colors)]`` float32. ``colors``: one
     ``(r, g, b)`` per class, or what :func:`read_class_colors` returns (names and colours). A
-    pixel of another colour raises ``InvalidArgumentError`` unless ``fallback`` names its class."""
+    pixel of another colour raises ``InvalidArgumentError`` unless ``fallback`` names its class,
+    or ``others="zeros"`` gives it a row of zeros (what TensorFlow's per-colour ``tf.equal``
+    one-hot gives)."""
+    if others not in ("error", "zeros"):
+        raise InvalidArgumentError(f"one_hot_colors: others must be 'error' or 'zeros', got {others!r}")
     spec: dict[str, Any] = {"op": "one_hot_colors", "field": field, "colors": _color_table("one_hot_colors", colors)}
     if fallback is not None:
         spec["fallback"] = int(fallback)
+    if others == "zeros":
+        spec["zeros_for_others"] = True
     return _out(spec, output)
 
 
