@@ -136,6 +136,14 @@ def pipelines(data: dict[str, Any]) -> dict[str, Callable[[int], sk.Dataset]]:
         "assert_cardinality": lambda t: opt(
             sk.Dataset.range(40).filter(lambda v: int(v) % 2 == 0).assert_cardinality(20), t
         ),
+        "unique": lambda t: opt(sk.Dataset.from_tensor_slices(np.arange(60) % 17).unique(), t),
+        "rejection_resample": lambda t: opt(
+            sk.Dataset.from_tensor_slices(np.arange(60) % 4).rejection_resample(
+                lambda v: int(v) % 2, [0.5, 0.5], initial_dist=[0.5, 0.5], seed=3
+            ),
+            t,
+        ),
+        "ragged_batch": lambda t: opt(sk.Dataset.range(1, 14).map(lambda v: np.arange(int(v))).ragged_batch(3), t),
         "skip": lambda t: opt(sk.Dataset.range(40).skip(13), t),
         "repeat": lambda t: opt(sk.Dataset.range(7).shuffle(7, seed=2).repeat(4), t),
         "cache_memory": lambda t: opt(

@@ -108,3 +108,14 @@ def test_wrong_arguments_name_themselves(tmp_path: Path) -> None:
         sk.data.experimental.make_csv_dataset(path, 2, select_columns=["nope"])
     with pytest.raises(sk.MissingFileError):
         sk.data.experimental.make_csv_dataset(str(tmp_path / "none*.csv"), 2)
+
+
+def test_a_file_that_does_not_decode_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_bytes(b"a,b\n1,2\n\xff\xfe,3\n")
+    with pytest.raises(sk.InvalidArgumentError, match=r"bad\.csv: 'utf-8' codec"):
+        sk.data.experimental.make_csv_dataset(str(path), 2)
+    gz = tmp_path / "bad.csv.gz"
+    gz.write_bytes(b"not gzip at all")
+    with pytest.raises(sk.InvalidArgumentError, match=r"bad\.csv\.gz"):
+        sk.data.experimental.make_csv_dataset(str(gz), 2, compression_type="GZIP")

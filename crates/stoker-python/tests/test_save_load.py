@@ -95,3 +95,10 @@ def test_load_checks_a_given_element_spec(tmp_path: Path) -> None:
     assert [int(e["x"]) for e in sk.Dataset.load(tmp_path, element_spec=spec)] == [0, 1, 2, 3]
     with pytest.raises(sk.InvalidArgumentError, match="does not match the saved fields"):
         sk.Dataset.load(tmp_path, element_spec={"x": tf.TensorSpec([], tf.int64), "y": tf.TensorSpec([], tf.float32)})
+
+
+def test_save_leaves_a_dataset_json_stoker_did_not_write(tmp_path: Path) -> None:
+    (tmp_path / "dataset.json").write_text('{"mine": true}')
+    with pytest.raises(sk.InvalidArgumentError, match="not a file stoker wrote"):
+        sk.Dataset.range(3).save(tmp_path)
+    assert (tmp_path / "dataset.json").read_text() == '{"mine": true}'

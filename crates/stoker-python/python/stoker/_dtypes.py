@@ -46,3 +46,22 @@ def dtype_name(d: Any) -> str:
 
         name = np.dtype(d).name
     return str(_ALIASES.get(name, name))
+
+
+def as_tf_converts(value: Any) -> Any:
+    """A Python number or (nested) list of them as TensorFlow converts it: ints as int32 when
+    they all fit (else int64), floats as float32, bools as bool. NumPy values and anything else
+    are returned as they are."""
+    import numpy as np
+
+    if isinstance(value, (np.ndarray, np.generic, str, bytes)) or not isinstance(value, (int, float, list)):
+        return value
+    try:
+        a = np.asarray(value)
+    except ValueError:  # ragged lists: the engine says what is wrong
+        return value
+    if a.dtype == np.int64 and (a.size == 0 or (a.min() >= -(2**31) and a.max() < 2**31)):
+        return a.astype(np.int32)
+    if a.dtype == np.float64:
+        return a.astype(np.float32)
+    return a if a.dtype.kind in "biuf" else value

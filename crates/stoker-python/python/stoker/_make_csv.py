@@ -90,17 +90,21 @@ def _infer(
 
 
 def _records(path: str, delim: str, compression_type: str | None, encoding: str) -> Iterator[list[str]]:
-    """The records of a CSV file, read as they are needed (Python's csv reader)."""
+    """The records of a CSV file, read as they are needed (Python's csv reader); a file that
+    does not decode is an error naming it."""
     kind = (compression_type or "").upper()
-    if kind == "ZLIB":
-        with open(path, "rb") as raw:
-            text: Any = io.StringIO(zlib.decompress(raw.read()).decode(encoding), newline="")
-    elif kind == "GZIP":
-        text = gzip.open(path, "rt", encoding=encoding, newline="")
-    else:
-        text = open(path, encoding=encoding, newline="")  # noqa: SIM115 - closed below
-    with text:
-        yield from csv.reader(text, delimiter=delim)
+    try:
+        if kind == "ZLIB":
+            with open(path, "rb") as raw:
+                text: Any = io.StringIO(zlib.decompress(raw.read()).decode(encoding), newline="")
+        elif kind == "GZIP":
+            text = gzip.open(path, "rt", encoding=encoding, newline="")
+        else:
+            text = open(path, encoding=encoding, newline="")  # noqa: SIM115 - closed below
+        with text:
+            yield from csv.reader(text, delimiter=delim)
+    except (UnicodeDecodeError, csv.Error, OSError, EOFError, zlib.error) as e:
+        raise InvalidArgumentError(f"make_csv_dataset: {path}: {e}") from None
 
 
 def make_csv_dataset(

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 ELEMENTS = "elements.cache"
 META = "dataset.json"
+FORMAT = "stoker saved dataset 1"
 
 
 def _uncompressed(op: str, compression: Any) -> None:
@@ -64,7 +65,14 @@ def save(ds: Dataset, path: str, compression: Any = None) -> None:
     os.makedirs(path, exist_ok=True)
     meta_path = os.path.join(path, META)
     if os.path.exists(meta_path):
-        os.remove(meta_path)  # stoker wrote it: a new save replaces the old one
+        try:
+            with open(meta_path) as f:
+                ours = json.load(f).get("format") == FORMAT
+        except (OSError, ValueError, AttributeError):
+            ours = False
+        if not ours:
+            raise InvalidArgumentError(f"save: {meta_path} is not a file stoker wrote; it is left as it is")
+        os.remove(meta_path)  # a new save replaces the old one
     cached = ds.cache(os.path.join(path, ELEMENTS))
     count = 0
     first: Any = None
@@ -79,7 +87,7 @@ def save(ds: Dataset, path: str, compression: Any = None) -> None:
     if schema is None:  # after a Python function: the first element's dtypes
         schema = [(n, _dtype(v), [None] * np.ndim(v)) for n, v in flatten(first)[1]] if count else []
     meta = {
-        "format": "stoker saved dataset 1",
+        "format": FORMAT,
         "structure": _encode(_known(cached, learn=True)),
         "fields": [[n, d, s] for n, d, s in schema],
         "elements": count,

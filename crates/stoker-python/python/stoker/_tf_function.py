@@ -29,6 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import ops
+from ._dtypes import as_tf_converts
 from ._expr import Expr
 from ._structure import Dynamic, Template, flatten, pack
 
@@ -147,15 +148,8 @@ def graph_call(traced: Traced, out: Dynamic) -> Callable[[dict[str, Any]], list[
 
 
 def _python_value(value: Any) -> Any:
-    """A constant a function returned, as tf.data makes it a tensor (a Python int is int32,
-    a float float32)."""
-    if isinstance(value, bool):
-        return np.bool_(value)
-    if isinstance(value, int):
-        return np.int32(value) if -(2**31) <= value < 2**31 else np.int64(value)
-    if isinstance(value, float):
-        return np.float32(value)
-    return np.asarray(value)
+    """A constant a function returned, as tf.data makes it a tensor (a Python int is int32)."""
+    return np.asarray(as_tf_converts(value))
 
 
 # ----------------------------------------------------------------------------- translation

@@ -18,7 +18,7 @@ from . import _generator, _stoker, _tf_function
 from ._capture import bound_now
 from ._check import path as _path
 from ._check import whole as _whole
-from ._dtypes import DType, dtype_name
+from ._dtypes import DType, as_tf_converts, dtype_name
 from ._profile import next_span
 from ._strings import plain, texts
 from ._structure import (
@@ -205,7 +205,7 @@ class Dataset:
         if not pairs:
             raise InvalidArgumentError("from_tensor_slices needs at least one array")
         names = [n for n, _ in pairs]
-        plan = _stoker.Plan.from_arrays(names, [_as_tf_converts(a) for _, a in pairs])
+        plan = _stoker.Plan.from_arrays(names, [as_tf_converts(a) for _, a in pairs])
         return Dataset(plan, template)
 
     @staticmethod
@@ -216,7 +216,7 @@ class Dataset:
         if not pairs:
             raise InvalidArgumentError("from_tensors needs at least one array")
         rows = [
-            np.asarray(_as_tf_converts(a), dtype=object if isinstance(a, (str, bytes)) else None)[np.newaxis]
+            np.asarray(as_tf_converts(a), dtype=object if isinstance(a, (str, bytes)) else None)[np.newaxis]
             for _, a in pairs
         ]
         plan = _stoker.Plan.from_arrays([n for n, _ in pairs], rows)
@@ -868,10 +868,12 @@ class Dataset:
 
         marked = self.scan({"rng": None, "counts": np.zeros(classes)}, draw)
         kept = marked.filter(lambda c, element, keep: bool(keep))
+        # The fields scan names (class, element, keep) by, as flatten names them.
         template = _known(self, learn=True)
-        fields = ["0", *leaves(prefixed(template, "1/"))]
-        selected = kept.map(NativeOp({"op": "select", "fields": fields}))
-        return Dataset(selected._plan, ("0", prefixed(template, "1/")))
+        shape, pairs = flatten((0, _nested(template, {n: 0 for n in leaves(template)}), 0))
+        assert isinstance(shape, tuple)
+        selected = kept.map(NativeOp({"op": "select", "fields": [n for n, _ in pairs[:-1]]}))
+        return Dataset(selected._plan, (shape[0], shape[1]))
 
     def ragged_batch(self, batch_size: int, drop_remainder: bool = False, row_splits_dtype: Any = "int64") -> Dataset:
         """tf.data's ``ragged_batch``, with padded batches for ragged tensors: each component
@@ -1765,23 +1767,6 @@ def _known(ds: Dataset, learn: bool = False) -> Template:
             )
         return {n: n for n, _, _ in schema}
     return s
-
-
-def _as_tf_converts(value: Any) -> Any:
-    """A Python number or (nested) list of them as TensorFlow converts it: ints as int32 when
-    they all fit (else int64), floats as float32. NumPy arrays and other values keep their
-    type."""
-    if isinstance(value, (np.ndarray, np.generic, str, bytes)) or not isinstance(value, (int, float, list)):
-        return value
-    try:
-        a = np.asarray(value)
-    except ValueError:  # ragged lists: the engine says what is wrong
-        return value
-    if a.dtype == np.int64 and (a.size == 0 or (a.min() >= -(2**31) and a.max() < 2**31)):
-        return a.astype(np.int32)
-    if a.dtype == np.float64:
-        return a.astype(np.float32)
-    return a if a.dtype.kind in "biuf" else value
 
 
 def _distribution(name: str, values: Sequence[float]) -> np.ndarray:
