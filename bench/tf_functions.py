@@ -5,7 +5,8 @@ process on the same cores. Elements per second, median of ``--runs`` epochs afte
     .venv/bin/python bench/tf_functions.py --data /tmp/stoker-bench-data --out bench/results/tf_functions.json
 
 Pipelines: BERT's pre-training ``input_fn`` (TFRecord → parse_single_example → int64 to int32
-→ map_and_batch), W1 as tf.data's fast form writes it (batch → parse_example → bit math), W2
+→ map_and_batch), W1 as tf.data's fast form writes it (batch → parse_example → bit math) and
+as workloads.md words it (``// 2**k % 2``, a gather, signs), W2
 (decode_png → float /255 → resize_with_crop_or_pad, the label one-hot per class colour) and W3 as its
 users write it (decode_jpeg → random_crop → random_flip → /255 → normalise).
 """
@@ -97,6 +98,37 @@ def w1(lib: Any, tf: Any, files: list[str]) -> Any:
     return ds.map(parse, num_parallel_calls=lib.AUTOTUNE).prefetch(lib.AUTOTUNE)
 
 
+def w1_literal(lib: Any, tf: Any, files: list[str]) -> Any:
+    """W1 as workloads.md words it: ``(x // [128..1]) % 2`` in int32, a reshape, a gather of
+    the channels and int32 signs, then the score."""
+    import w1_peers
+
+    spec = w1_peers._tf_spec(tf)
+    channels = [0, 4, 8, 12, 16, 20, 1, 5, 9, 13, 17, 21, 2, 6, 10, 14, 18, 22, 3, 7, 11, 15, 19, 23]
+    signs = [1] * 6 + [-1] * 6 + [1] * 6 + [-1] * 6
+
+    def parse(serialized: Any) -> dict:
+        p = tf.io.parse_example(serialized, spec)
+        x = tf.io.decode_raw(p["d"], tf.uint8)
+        pw = tf.constant([128, 64, 32, 16, 8, 4, 2, 1], dtype=tf.int32)
+        bits = tf.reshape((tf.cast(x, tf.int32)[:, :, None] // pw) % 2, (-1, 1552))
+        board = tf.reshape(bits[:, :1536], (-1, 8, 8, 24))
+        board = tf.cast(tf.gather(board, channels, axis=-1) * tf.constant(signs, dtype=tf.int32), tf.float32)
+        flags = tf.cast(bits[:, 1536:1546], tf.float32)
+        is_mate = tf.cast(bits[:, 1546], tf.float32)
+        s = tf.cast(p["s"], tf.float32)
+        a, k, b = tf.constant(w1_peers.A), tf.constant(w1_peers.K), tf.constant(w1_peers.B)
+        one, zero = tf.constant(1.0), tf.constant(0.0)
+        slope = (one - a) / (b - one)
+        score = (one - is_mate) * a * tf.math.tanh(s / k) + is_mate * tf.math.sign(s) * (
+            a + slope * tf.math.maximum(zero, b - tf.math.abs(s))
+        )
+        return {"board": board, "flags": flags, "score": score}
+
+    ds = lib.TFRecordDataset(files, num_parallel_reads=lib.AUTOTUNE).batch(512, drop_remainder=True)
+    return ds.map(parse, num_parallel_calls=lib.AUTOTUNE).prefetch(lib.AUTOTUNE)
+
+
 def w2(lib: Any, tf: Any, pairs: tuple[list[str], list[str], list[list[int]]]) -> Any:
 
     images, labels, colors = pairs
@@ -142,14 +174,19 @@ def w3(lib: Any, tf: Any, files: tuple[list[str], list[int]]) -> Any:
 
 
 def rate(make: Callable[[], Any], elements: int, runs: int) -> dict:
+    """Elements per second: the median of ``runs`` samples after one warm-up epoch, a sample
+    being as many whole epochs as take at least half a second (short epochs are noisy)."""
     ds = make()
+    for _ in ds:
+        pass
     times = []
-    for i in range(runs + 1):
-        t = time.perf_counter()
-        for _ in ds:
-            pass
-        if i:
-            times.append(time.perf_counter() - t)
+    for _ in range(runs):
+        t, epochs = time.perf_counter(), 0
+        while not epochs or time.perf_counter() - t < 0.5:
+            for _ in ds:
+                pass
+            epochs += 1
+        times.append((time.perf_counter() - t) / epochs)
     med = statistics.median(times)
     return {"elements_per_s": elements / med, "seconds": times}
 
@@ -195,6 +232,13 @@ def main() -> int:
         (
             "W1 (tf.data's fast form)",
             w1,
+            w1_files,
+            w1_n,
+            lambda: sk.workloads.chess_pipeline(w1_files, shuffle_buffer=0),
+        ),
+        (
+            "W1 (workloads.md's form)",
+            w1_literal,
             w1_files,
             w1_n,
             lambda: sk.workloads.chess_pipeline(w1_files, shuffle_buffer=0),

@@ -137,6 +137,36 @@ fn map_entry(mut entry: Bytes, names: &[&str], found: &mut [Option<ListRef>]) ->
     Ok(())
 }
 
+/// Decodes packed varints, as prost's `decode_varint` each (at most 10 bytes, the tenth at
+/// most 1), with a short path for the one-byte values that most lists are made of.
+fn packed_varints(mut s: &[u8], mut put: impl FnMut(u64)) -> R<()> {
+    while let Some((&b, rest)) = s.split_first() {
+        if b & 0x80 == 0 {
+            put(u64::from(b));
+            s = rest;
+            continue;
+        }
+        let mut v = 0u64;
+        let mut i = 0;
+        loop {
+            let Some(&b) = s.get(i) else {
+                return Err("a packed int64_list ends inside a varint".into());
+            };
+            if i == 9 && b > 1 {
+                return Err("invalid varint".into());
+            }
+            v |= u64::from(b & 0x7f) << (7 * i);
+            i += 1;
+            if b & 0x80 == 0 {
+                break;
+            }
+        }
+        put(v);
+        s = &s[i..];
+    }
+    Ok(())
+}
+
 impl ListRef {
     pub fn type_name(&self) -> &'static str {
         match self {
@@ -199,11 +229,13 @@ impl ListRef {
             ListRef::Int64(_) => self.for_each(|wire, buf| {
                 match wire {
                     WireType::LengthDelimited => {
-                        let mut packed = take_len(buf)?;
-                        while packed.has_remaining() {
-                            decode_varint(&mut packed).map_err(err)?;
-                            n += 1;
+                        // One value per byte that ends a varint (its high bit clear); the
+                        // values themselves are checked when decoded.
+                        let packed = take_len(buf)?;
+                        if packed.last().is_some_and(|b| b & 0x80 != 0) {
+                            return Err("a packed int64_list ends inside a varint".into());
                         }
+                        n += packed.iter().filter(|&&b| b & 0x80 == 0).count();
                     }
                     WireType::Varint => {
                         decode_varint(buf).map_err(err)?;
@@ -229,10 +261,7 @@ impl ListRef {
                 i += 1;
             };
             if wire == WireType::LengthDelimited {
-                let mut packed = take_len(buf)?;
-                while packed.has_remaining() {
-                    put(decode_varint(&mut packed).map_err(err)?);
-                }
+                packed_varints(&take_len(buf)?, put)?;
             } else {
                 put(decode_varint(buf).map_err(err)?);
             }
@@ -315,6 +344,46 @@ mod tests {
                 value: vec![Bytes::from_static(b"<none>")],
             }),
         })
+    }
+
+    /// The packed-varint decoder against prost's, value by value, and on truncated and
+    /// over-long varints; the count of a packed list is its number of values.
+    #[test]
+    fn packed_varints_agree_with_prost() {
+        let mut values: Vec<u64> = vec![0, 1, 127, 128, 300, 16_383, 16_384, u64::MAX];
+        values.extend([i64::MIN as u64, (-1i64) as u64, 1 << 35, (1 << 49) + 5]);
+        let mut packed = Vec::new();
+        for &v in &values {
+            prost::encoding::encode_varint(v, &mut packed);
+        }
+        let mut got = Vec::new();
+        packed_varints(&packed, |v| got.push(v)).unwrap();
+        assert_eq!(got, values);
+        let mut list = Vec::new();
+        prost::encoding::encode_key(1, WireType::LengthDelimited, &mut list);
+        prost::encoding::encode_varint(packed.len() as u64, &mut list);
+        list.extend_from_slice(&packed);
+        assert_eq!(
+            ListRef::Int64(Bytes::from(list)).count().unwrap(),
+            values.len()
+        );
+        let bad: [&[u8]; 3] = [&[0x80], &[1, 0xff, 0xff], &[0xff; 11]];
+        for b in bad {
+            let mut buf = Bytes::copy_from_slice(b);
+            let mut prost_ok = true;
+            while buf.has_remaining() {
+                if decode_varint(&mut buf).is_err() {
+                    prost_ok = false;
+                    break;
+                }
+            }
+            assert!(!prost_ok);
+            assert!(packed_varints(b, |_| {}).is_err(), "{b:?}");
+        }
+        // a tenth byte above 1 overflows 64 bits
+        let mut over = vec![0xff; 9];
+        over.push(2);
+        assert!(packed_varints(&over, |_| {}).is_err());
     }
 
     #[test]

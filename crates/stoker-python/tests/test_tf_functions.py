@@ -373,3 +373,65 @@ def test_a_per_colour_one_hot_is_one_native_op(tmp_path: Path) -> None:
     assert not next(iter(ds))[11, 8].any()  # the pixel of no class colour, after the pad and crop
     with pytest.raises(sk.InvalidArgumentError, match="others"):
         sk.ops.one_hot_colors("x", colors, others="drop")
+
+
+def _filtered(make: Any, predicate: Any) -> sk.Dataset:
+    """``make(lib)`` filtered with ``predicate`` in tf.data and in stoker: the same elements."""
+    tf = _tf()
+    ds, ref = make(sk.data).filter(predicate), make(tf.data).filter(predicate)
+    ours, theirs = list(ds), list(ref.as_numpy_iterator())
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        _equal(a, b)
+    return ds
+
+
+def test_filter_predicates_are_traced_and_computed_natively() -> None:
+    """Float comparisons in float32 (the product rounds as TensorFlow's), integer ones exact,
+    combined: one native compute each, the elements tf.data keeps."""
+    tf = _tf()
+    rng = np.random.default_rng(3)
+    x = (rng.random(300) * 8).astype(np.float32)
+    y = rng.integers(-(2**31), 2**31, 300, dtype=np.int64).astype(np.int32)
+    y[::7] = 2**30 + 1  # integers float32 cannot hold
+
+    def make(lib: Any) -> Any:
+        return lib.Dataset.from_tensor_slices((x, y))
+
+    def pred(a: Any, b: Any) -> Any:
+        return tf.logical_or(a * np.float32(1.1) > 4.4, tf.equal(b, 2**30 + 1))
+
+    ds = _filtered(make, pred)
+    notes = _notes(ds)
+    assert "TensorFlow predicate translated to native ops" in notes and "compute" in notes, notes
+    assert "TensorFlow graph" not in ds.explain().split("TensorFlow functions:")[0]
+    assert 0 < len(list(ds)) < 300
+
+
+def test_filter_on_parsed_records_as_real_code_writes_it(records: str) -> None:
+    tf = _tf()
+    spec = {
+        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+        "masked_lm_weights": tf.io.FixedLenFeature([4], tf.float32),
+    }
+
+    def make(lib: Any) -> Any:
+        return lib.TFRecordDataset([records]).map(lambda r: tf.io.parse_single_example(r, spec))
+
+    # int64 is compared in TensorFlow (float64 does not hold every int64), per element
+    ds = _filtered(make, lambda ex: tf.math.greater(tf.reduce_max(ex["next_sentence_labels"]), 0))
+    assert "filter '<lambda>': TensorFlow predicate runs as its traced graph" in _notes(ds)
+    ds = _filtered(make, lambda ex: tf.math.less(ex["masked_lm_weights"][0], 0.5))
+    assert len(list(ds)) > 0
+    # a predicate that does not use TensorFlow runs as Python, on NumPy values
+    ds = _filtered(make, lambda ex: ex["next_sentence_labels"][0] > 0)
+    assert "filter" not in _notes(ds)
+
+
+def test_filter_predicates_without_native_ops_run_as_graphs_not_eagerly() -> None:
+    tf = _tf()
+    words = np.array([b"a", b"bbb", b"cc", b"dddd"], dtype=object)
+    ds = _filtered(lambda lib: lib.Dataset.from_tensor_slices(words), lambda w: tf.strings.length(w) > 1)
+    assert "runs as its traced graph, per element" in _notes(ds) and "StringLength" in _notes(ds)
+    with pytest.raises(sk.InvalidArgumentError, match="scalar bool"):
+        sk.data.Dataset.from_tensor_slices(words).filter(lambda w: tf.strings.length(w))

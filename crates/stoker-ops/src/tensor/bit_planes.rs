@@ -38,6 +38,10 @@ pub struct BitPlanes {
     pub signs: Vec<i8>,
     #[serde(default = "f32_dtype")]
     pub dtype: DType,
+    /// The number of bytes every row must have (any when absent): a TensorFlow reshape of
+    /// the unpacked bits fails on a row of another length, and so does this op.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_bytes: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
 }
@@ -71,6 +75,16 @@ impl BitPlanes {
             *last = self.plan().len();
         }
         shape
+    }
+
+    fn check_row(&self, bytes: usize) -> std::result::Result<(), String> {
+        match self.row_bytes {
+            Some(n) if n != bytes => Err(format!(
+                "field '{}' has rows of {bytes} bytes where {n} are expected",
+                self.field
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn check(&self) -> Result<()> {
@@ -116,6 +130,7 @@ impl Op for BitPlanes {
             ));
         };
         if let Some(bytes) = last {
+            self.check_row(bytes).map_err(|e| Error::schema(OP, e))?;
             if self.start + self.bits() > bytes * 8 {
                 return Err(Error::schema(
                     OP,
@@ -164,6 +179,7 @@ impl Op for BitPlanes {
                 format!("field '{}' is a scalar", self.field),
             ));
         };
+        self.check_row(bytes).map_err(|e| Error::invalid(OP, e))?;
         if self.start + self.bits() > bytes * 8 {
             return Err(Error::invalid(
                 OP,
@@ -364,6 +380,7 @@ mod tests {
             indices: vec![3, 0, 15, 8, 8, 1],
             signs: vec![1, -1, 1, -1, 1, -1],
             dtype: DType::F32,
+            row_bytes: None,
             output: None,
         };
         // Byte-aligned float32: the table path; a start off the byte and int8: the bit path.
@@ -418,6 +435,7 @@ mod tests {
             indices,
             signs,
             dtype: DType::F32,
+            row_bytes: None,
             output: None,
         };
         let want = reference(&op, &rows);
@@ -441,10 +459,46 @@ mod tests {
             indices: vec![],
             signs: vec![],
             dtype: DType::F32,
+            row_bytes: None,
             output: None,
         };
         let schema = Schema::new(vec![FieldSpec::fixed("d", DType::U8, &[8])]);
         let err = op.output_schema(&schema).unwrap_err().to_string();
         assert!(err.contains("past the 64 bits"), "{err}");
+    }
+
+    /// With `row_bytes`, a row of another length is an error (as TensorFlow's reshape of the
+    /// unpacked bits fails), in the schema and at run time; a row of that length is read.
+    #[test]
+    fn rows_of_another_length_are_refused() {
+        let op = BitPlanes {
+            field: "d".into(),
+            start: 0,
+            shape: vec![8],
+            indices: vec![],
+            signs: vec![],
+            dtype: DType::F32,
+            row_bytes: Some(2),
+            output: None,
+        };
+        let schema = Schema::new(vec![FieldSpec::fixed("d", DType::U8, &[3])]);
+        let err = op.output_schema(&schema).unwrap_err().to_string();
+        assert!(err.contains("rows of 3 bytes where 2"), "{err}");
+        let stats = StageStats::new("t", "t");
+        let ctx = OpCtx {
+            policy: ErrorPolicy::Raise,
+            stats: &stats,
+            element: 0,
+            epoch: 0,
+            row: None,
+            seeds: stoker_core::Seeds::none(),
+        };
+        let t = Tensor::from_slice(DType::U8, vec![1, 3], &[1u8, 2, 3]).unwrap();
+        let err = op
+            .apply(Element::new(names(&["d"]), vec![t]), &ctx)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("rows of 3 bytes where 2"), "{err}");
+        assert_eq!(run(&op, &[vec![0b1000_0001, 0]]).shape(), &[1, 8]);
     }
 }

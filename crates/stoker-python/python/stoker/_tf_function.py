@@ -32,6 +32,7 @@ from . import ops
 from ._dtypes import as_tf_converts
 from ._expr import Expr
 from ._structure import Dynamic, Template, flatten, pack
+from ._tf_bits import Bits
 
 # ----------------------------------------------------------------------------- detection
 
@@ -147,6 +148,19 @@ def graph_call(traced: Traced, out: Dynamic) -> Callable[[dict[str, Any]], list[
     return call
 
 
+def graph_test(traced: Traced) -> Callable[[dict[str, Any]], bool]:
+    """A traced predicate as a filter's test: one TensorFlow call per element."""
+    concrete = traced.concrete
+
+    def test(flat: dict[str, Any]) -> bool:
+        args = pack(traced.in_template, flat)
+        result = concrete(*args) if isinstance(args, tuple) else concrete(args)
+        return bool(result.numpy() if hasattr(result, "numpy") else result)
+
+    test.__name__ = f"{traced.name} (TensorFlow graph)"
+    return test
+
+
 def _python_value(value: Any) -> Any:
     """A constant a function returned, as tf.data makes it a tensor (a Python int is int32)."""
     return np.asarray(as_tf_converts(value))
@@ -177,6 +191,8 @@ class _Lazy:
     steps: list[str] = field(default_factory=list)
     # whether its rescale may overwrite the uint8 field (nothing else reads it)
     in_place: bool = False
+    # a bool expression: the precision its comparisons are made in
+    within: str | None = None
 
 
 @dataclass
@@ -203,7 +219,7 @@ class _Colors:
     all: bool
 
 
-Value = Any  # _Field | _Lazy | _Const | _Centered | _Colors
+Value = Any  # _Field | _Lazy | _Const | _Centered | _Colors | Bits
 
 
 @dataclass
@@ -259,7 +275,27 @@ _BINARY: dict[str, Callable[[Any, Any], Any]] = {
     "LogicalAnd": lambda a, b: a & b,
     "LogicalOr": lambda a, b: a | b,
 }
+# element-wise ops folded when every input is a constant: those NumPy rounds as TensorFlow
+_EXACT_FOLD: dict[str, Callable[..., Any]] = {
+    "Neg": np.negative,
+    "Abs": np.abs,
+    "AddV2": np.add,
+    "Add": np.add,
+    "Sub": np.subtract,
+    "Mul": np.multiply,
+    "RealDiv": np.true_divide,
+    "Div": np.true_divide,
+    "Maximum": np.maximum,
+    "Minimum": np.minimum,
+    "Sqrt": np.sqrt,
+    "Square": np.square,
+}
+_COMPARISONS = ("Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual")
 _PASS = ("Identity", "StopGradient", "Snapshot", "PreventGradient")
+# integer arithmetic that unpacks bits from bytes (see Bits), and the ops that move them
+_BIT_MATH = ("FloorDiv", "RightShift", "FloorMod", "BitwiseAnd")
+_BIT_INDEX = ("Reshape", "StridedSlice", "Slice", "ExpandDims", "Squeeze", "GatherV2", "Transpose")
+_BIT_OPS = _BIT_MATH + _BIT_INDEX + ("Cast", "Bitcast", "Mul", "Neg")
 # tf.image functions read as one operation: the scope's name, without a `_N` suffix
 _SCOPES = (
     "resize_image_with_crop_or_pad",
@@ -271,9 +307,15 @@ _SCOPES = (
 )
 
 
+# the field a filter's translated predicate is computed into
+KEEP = "_stoker_keep"
+
+
 class _Translator:
-    def __init__(self, traced: Traced) -> None:
+    def __init__(self, traced: Traced, keep_inputs: bool = False) -> None:
         self.traced = traced
+        # a predicate (filter): the input fields are kept as they are, beside its result
+        self.keep_inputs = keep_inputs
         self.values: dict[Any, Value] = {}
         self.ops: list[ops.NativeOp] = []
         self.done: list[str] = []  # what became what, for explain()
@@ -324,6 +366,10 @@ class _Translator:
             return v.name
         if isinstance(v, _Colors):
             raise Untranslatable(f"'{t.op.name}' ({t.op.type}): colour matches used other than as a float32 one-hot")
+        if isinstance(v, Bits):
+            name = self.bit_planes(t, v)
+            self.values[t.ref()] = _Field(name)
+            return name
         if isinstance(v, _Centered):
             name = self.fresh()
             self.emit(ops.normalize(v.field, v.mean, [1.0] * len(v.mean), output=name), "Sub", "normalize")
@@ -383,7 +429,7 @@ class _Translator:
             elif isinstance(v, _Lazy):
                 reads = name in _touched(v.expr.node) or (v.scaled is not None and v.scaled[0] == name)
             else:
-                reads = isinstance(v, (_Centered, _Colors)) and v.field == name
+                reads = isinstance(v, (_Centered, _Colors, Bits)) and v.field == name
             if reads and (ref in self.returned or any(c.name in self.pending for c in ref.deref().consumers())):
                 return False
         return True
@@ -398,6 +444,8 @@ class _Translator:
         needed = _needed(outputs)
         self.pending = set(needed)
         self.returned = {t.ref() for t in outputs}
+        if self.keep_inputs:
+            self.returned |= {t.ref() for t in self.traced.concrete.inputs[: len(self.traced.in_fields)]}
         groups = _groups(self.graph.get_operations())
         done: set[str] = set()
         for op in self.graph.get_operations():
@@ -442,6 +490,8 @@ class _Translator:
             for o, value in zip(op.outputs, static):
                 self.values[o.ref()] = _Const(value)  # known when traced (a reshaped default)
         elif t in ("Equal", "All", "Pack") and self.colors(op):
+            return
+        elif t in _BIT_OPS and self.bits(op):
             return
         elif t == "Cast":
             self.cast(op)
@@ -493,6 +543,71 @@ class _Translator:
         self.emit(ops.cast(src_field, dst, output=name), f"Cast({src}→{dst})", "cast")
         self.values[out] = _Field(name)
 
+    def bits(self, op: Any) -> bool:
+        """A step of bit unpacking (see :class:`Bits`): the arithmetic on a uint8 field that
+        picks bits, or any step on bits picked; one ``bit_planes`` where they are used."""
+        values = [self.values.get(i.ref()) for i in op.inputs]
+        at = next((i for i, x in enumerate(values) if isinstance(x, Bits)), None)
+        if at is None:
+            src = op.inputs[0] if op.inputs else None
+            if src is None or not isinstance(values[0], _Field) or src.dtype.name != "uint8":
+                return False
+            if src.shape.rank in (None, 0):
+                return False
+            if not (op.type in _BIT_MATH and isinstance(values[1], _Const)) and not (
+                op.type in _BIT_INDEX + ("Cast",) and _feeds_bit_math(op.outputs[0], self.returned)
+            ):
+                return False
+            n = _row_bytes(src, src.shape.rank - 1)
+            if n is None:  # rows of bytes of a length not known when traced
+                return False
+            v, at = Bits.of_bytes(values[0].name, src.shape.rank - 1, n), 0
+        else:
+            found = values[at]
+            assert isinstance(found, Bits)
+            v = found
+        out = op.outputs[0]
+        try:
+            if op.type in ("Cast", "Bitcast"):
+                new = _bits_cast(op, v)
+            elif op.type == "Neg":
+                if not (v.bit and out.dtype.is_integer and not out.dtype.is_unsigned):
+                    raise ValueError("a negation other than of bits as signed integers")
+                new = v.negated()
+            elif op.type in _BIT_MATH + ("Mul",):
+                c = values[1 - at]
+                if not isinstance(c, _Const) or (at != 0 and op.type not in ("Mul", "BitwiseAnd")):
+                    raise ValueError("by a tensor that is not a constant")
+                signed = out.dtype.is_integer and not out.dtype.is_unsigned
+                new = v.arithmetic(op.type, c.value, signed)
+            else:
+                new = v.reindexed(_index_fn(self, op, v.lead), out.shape.rank, op.type)
+        except ValueError as why:
+            raise Untranslatable(f"'{op.name}' ({op.type}): {why}") from None
+        self.values[out.ref()] = new
+        return True
+
+    def bit_planes(self, t: Any, v: Bits) -> str:
+        """The field holding the bits ``t``: one ``bit_planes`` from the packed bytes."""
+        dtype = self.dtype(t)
+        if not (t.dtype.is_integer or t.dtype.is_floating):
+            raise Untranslatable(f"'{t.op.name}' ({t.op.type}): bits as {dtype}")
+        try:
+            start, shape, indices, signs = v.planes()
+        except ValueError as why:
+            raise Untranslatable(f"'{t.op.name}' ({t.op.type}): {why}") from None
+        name = self.fresh()
+        steps = ", ".join(_unique(v.steps))
+        planes = ops.bit_planes(v.field, start, shape, indices, signs, dtype=dtype, output=name, row_bytes=v.n)
+        self.emit(planes, steps, "bit_planes")
+        if v.pos.ndim == 0:  # one bit per row: bit_planes gives it an axis of 1
+            if v.lead > 1 or dtype not in _EXACT_IN["float64"]:
+                raise Untranslatable(f"'{t.op.name}' ({t.op.type}): one bit per row as {dtype}")
+            one = self.fresh()
+            self.ops.append(ops.compute(one, ops.field(name, shape=[-1] * v.lead), dtype))
+            name = one
+        return name
+
     def colors(self, op: Any) -> bool:
         """The steps of a per-colour one-hot (see :class:`_Colors`), kept for the cast that
         makes it float32: then one ``one_hot_colors``."""
@@ -539,11 +654,28 @@ class _Translator:
         t = op.type
         dtype = self.dtype(op.outputs[0])
         operand = dtype
-        if t in ("Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual"):
+        if t in _COMPARISONS:
             operand = self.dtype(op.inputs[0])
+        if t in _COMPARISONS and operand in _EXACT_IN["float64"] and operand not in _FLOATS + ("bool",):
+            operand = "float64"  # integers compared exactly
+        if operand == "bool":
+            # one compute runs in one precision: comparisons made in float32 are computed
+            # first where they meet float64 ones
+            lazies = [(i, v) for i in op.inputs if isinstance(v := self.values.get(i.ref()), _Lazy)]
+            if len({v.within for _, v in lazies if v.within}) > 1:
+                for i, v in lazies:
+                    if v.within == "float32":
+                        self.bool_field(i)
         if operand not in _FLOATS and operand != "bool":
             raise Untranslatable(f"'{op.name}' ({t}) on {operand}: only float arithmetic is translated")
         if t in ("Sub", "RealDiv", "Div") and self.per_channel(op):
+            return
+        if t in _EXACT_FOLD and all(isinstance(self.values.get(i.ref()), _Const) for i in op.inputs):
+            # arithmetic of constants (`(1 - a) / (b - 1)`), in the op's dtype as TensorFlow
+            # rounds it (IEEE operations only: NumPy's tanh or exp may differ in the last bit)
+            args = [self.values[i.ref()].value.astype(operand) for i in op.inputs]
+            with np.errstate(all="ignore"):
+                self.values[op.outputs[0].ref()] = _Const(np.asarray(_EXACT_FOLD[t](*args)).astype(dtype))
             return
         e: Any
         if t in _UNARY:
@@ -556,7 +688,11 @@ class _Translator:
         if not isinstance(e, Expr):
             raise Untranslatable(f"'{op.name}' ({t}) of constants only")
         steps = [s for i in op.inputs for s in getattr(self.values.get(i.ref()), "steps", [])]
-        self.values[op.outputs[0].ref()] = _Lazy(e, dtype, self.scaled(op), _unique(steps + [t]))
+        within = None
+        if dtype == "bool":
+            inner = [getattr(self.values.get(i.ref()), "within", None) for i in op.inputs]
+            within = operand if operand != "bool" else ("float64" if "float64" in inner else None)
+        self.values[op.outputs[0].ref()] = _Lazy(e, dtype, self.scaled(op), _unique(steps + [t]), within=within)
 
     def scaled(self, op: Any) -> tuple[str, str, float, list[Any]] | None:
         """A cast uint8 field times or divided by a scalar constant: a ``rescale``."""
@@ -692,8 +828,19 @@ class _Translator:
                     self.to_tensorflow([t.op], f"it hands out the constant '{t.op.name}'")
                 else:
                     self.values[t.ref()] = _Field(name)
+        for _, t in self.traced.out_values:
+            if _is_tensor(t) and isinstance(self.values.get(t.ref()), Bits) and t.ref() not in self.tf_values:
+                try:
+                    self.materialize(t)
+                except Untranslatable as why:
+                    self.to_tensorflow([t.op], str(why))
         if self.tf_ops:
             return self.finish_in_tensorflow()
+        if self.keep_inputs:
+            ((path, t),) = self.traced.out_values
+            name = self.constants.get(path) or self.bool_field(t)
+            self.ops.append(ops.select(_unique([*self.traced.in_fields, name])))
+            return Translation(list(self.ops), name, self.done)
         by_path: dict[str, str] = {}
         taken: set[str] = set()
         for path, t in self.traced.out_values:
@@ -715,15 +862,9 @@ class _Translator:
         """The native ops, then one op that runs the rest of the graph in TensorFlow: from
         the tensors the native ops computed (and the captured ones) to the outputs that
         TensorFlow computes; the outputs computed natively pass through."""
+        feeds = self.feeds()
         if not self.ops:
             raise Untranslatable(self.why or "no op of it is translated")
-        feeds: dict[Any, Any] = {}
-        for o in self.graph.get_operations():
-            if o.name not in self.tf_ops:
-                continue
-            for t in o.inputs:
-                if t.ref() not in self.tf_values and t.op.type != "Const" and t.ref() not in feeds:
-                    feeds[t.ref()] = t
         fed: list[tuple[Any, str | Any]] = []  # (tensor, its field or its captured value)
         for ref, t in feeds.items():
             if ref in self.captured:
@@ -735,17 +876,55 @@ class _Translator:
         outputs: list[tuple[str, str | int]] = []  # (path, native field or index of a fetch)
         fetches: list[Any] = []
         for path, t in self.traced.out_values:
+            if self.keep_inputs:
+                path = KEEP
             if path in self.constants:
                 outputs.append((path, self.constants[path]))
             elif t.ref() in self.tf_values:
                 outputs.append((path, len(fetches)))
                 fetches.append(t)
             else:
-                outputs.append((path, self.materialize(t)))
+                outputs.append((path, self.bool_field(t) if self.keep_inputs else self.materialize(t)))
+        if self.keep_inputs:
+            outputs += [(f, f) for f in self.traced.in_fields if f != KEEP]
         checks = [o for o in self.graph.get_operations() if o.name in self.tf_ops and not o.outputs]
         pruned = _prune(self.traced.concrete, self.tf_ops, [t for t, _ in fed], fetches, checks)
         rest = _rest(self.traced.name, pruned, [v for _, v in fed], outputs)
-        return Translation([*self.ops, rest], self.traced.out_template, self.done, self.why)
+        template = KEEP if self.keep_inputs else self.traced.out_template
+        return Translation([*self.ops, rest], template, self.done, self.why)
+
+    def bool_field(self, t: Any) -> str:
+        """The field holding the truth value ``t`` (a filter's predicate): a comparison is
+        computed as 0 or 1 in the precision it compares in."""
+        v = self.value(t)
+        if isinstance(v, _Lazy) and v.dtype == "bool":
+            name = self.fresh()
+            self.emit(ops.compute(name, v.expr, v.within or "float32"), ", ".join(v.steps), "compute")
+            self.values[t.ref()] = _Field(name)
+            return name
+        return self.materialize(t)
+
+    def feeds(self) -> dict[Any, Any]:
+        """The tensors the TensorFlow part reads from the native part. Bits that no
+        ``bit_planes`` gives are not fed: the ops that picked them run in TensorFlow too."""
+        while True:
+            feeds: dict[Any, Any] = {}
+            for o in self.graph.get_operations():
+                if o.name not in self.tf_ops:
+                    continue
+                for t in o.inputs:
+                    if t.ref() not in self.tf_values and t.op.type != "Const" and t.ref() not in feeds:
+                        feeds[t.ref()] = t
+            stuck = []
+            for ref, t in feeds.items():
+                if isinstance(self.values.get(ref), Bits):
+                    try:
+                        self.materialize(t)
+                    except Untranslatable:
+                        stuck.append(t.op)
+            if not stuck:
+                return feeds
+            self.to_tensorflow(stuck, None)
 
     def constant_field(self, value: np.ndarray) -> str | None:
         """A new field holding the scalar ``value`` in every element, where ``compute`` holds
@@ -1159,6 +1338,112 @@ def _reverse(tr: _Translator, op: Any) -> None:
     tr.values[op.outputs[0].ref()] = _Field(name)
 
 
+def _feeds_bit_math(t: Any, returned: set[Any], depth: int = 0) -> bool:
+    """Whether every reader of ``t`` unpacks bits from it, maybe after index ops and casts
+    (so ``t``, bytes, need not be computed)."""
+    readers = t.consumers()
+    if not readers or t.ref() in returned or depth > 8:
+        return False
+    return all(
+        c.type in _BIT_MATH
+        or (
+            c.type in _BIT_INDEX + ("Cast",)
+            and c.inputs[0].ref() == t.ref()
+            and _feeds_bit_math(c.outputs[0], returned, depth + 1)
+        )
+        for c in readers
+    )
+
+
+def _row_bytes(t: Any, lead: int) -> int | None:
+    """The length of the rows of bytes ``t`` (after ``lead`` batch axes): its static one, or
+    (``decode_raw`` gives rows of no static length) the one a reshape of the bits unpacked
+    from it implies: the reshape's rows hold a known number of values, and its input's rows
+    one axis of unknown length, the bytes'."""
+    if t.shape[-1] is not None:
+        return int(t.shape[-1])
+    stack, seen = [t], set()
+    while stack:
+        for c in stack.pop().consumers():
+            if c.type not in _BIT_OPS or c.name in seen:
+                continue
+            seen.add(c.name)
+            if c.type == "Reshape" and c.inputs[0].shape.rank is not None and c.outputs[0].shape.rank is not None:
+                rows_in, rows_out = c.inputs[0].shape.as_list()[lead:], c.outputs[0].shape.as_list()[lead:]
+                if None not in rows_out and rows_in.count(None) == 1:
+                    known = int(np.prod([d for d in rows_in if d is not None]))
+                    total = int(np.prod(rows_out))
+                    if known and total % known == 0:
+                        return total // known
+                continue
+            stack.extend(c.outputs)
+    return None
+
+
+def _bits_cast(op: Any, v: Bits) -> Bits:
+    src, dst = op.inputs[0].dtype, op.outputs[0].dtype
+    if not (dst.is_integer or dst.is_floating):
+        raise ValueError(f"to {dst.name}")
+    if op.type == "Bitcast" and (src.size != dst.size or not v.bit):
+        raise ValueError("a bitcast other than of bits (0 or 1) to a type of the same size")
+    if not v.bit and not (dst.is_integer and dst.max >= 255):
+        raise ValueError(f"bytes as {dst.name} (natively: bits of them)")
+    if dst.is_unsigned and (v.sign < 0).any():
+        raise ValueError(f"negated bits as {dst.name}")
+    return Bits(v.field, v.lead, v.n, v.pos, v.shift, v.sign, v.bit, v.steps + [f"{op.type}({src.name}→{dst.name})"])
+
+
+def _index_fn(tr: _Translator, op: Any, lead: int) -> Callable[[np.ndarray], np.ndarray]:
+    """What the index op ``op`` does, on a NumPy array of its input's shape (the first
+    ``lead`` axes, the batch's, of any length)."""
+    t = op.type
+    if t == "Reshape":
+        out = op.outputs[0].shape
+        rows = out.as_list()[lead:] if out.rank is not None and out.rank >= lead else [None]
+        if None in rows:
+            raise ValueError("a reshape of the rows to a shape not known when traced")
+        return lambda a: a.reshape(a.shape[:lead] + tuple(rows))
+    if t == "ExpandDims":
+        axis = int(_const_input(tr, op, 1, "axis"))
+        return lambda a: np.expand_dims(a, axis)
+    if t == "Squeeze":
+        axes = tuple(int(d) for d in _attr(op, "squeeze_dims", []) or [])
+        if not axes:
+            raise ValueError("a squeeze of every axis of length 1")
+        return lambda a: np.squeeze(a, axis=axes)
+    if t == "Transpose":
+        perm = [int(v) for v in _const_input(tr, op, 1, "perm")]
+        return lambda a: np.transpose(a, perm)
+    if t == "GatherV2":
+        indices = np.asarray(_const_input(tr, op, 1, "indices")).astype(np.int64)
+        axis = int(_const_input(tr, op, 2, "axis"))
+        if int(_attr(op, "batch_dims", 0)) or (indices < 0).any():
+            raise ValueError("a gather with batch_dims or negative indices")
+        return lambda a: np.take(a, indices, axis=axis)
+    if t == "Slice":
+        begin = [int(v) for v in _const_input(tr, op, 1, "begin")]
+        size = [int(v) for v in _const_input(tr, op, 2, "size")]
+        return lambda a: a[tuple(slice(b, None if n == -1 else b + n) for b, n in zip(begin, size))]
+    begin, end, strides = (
+        [int(v) for v in _const_input(tr, op, i, w)] for i, w in ((1, "begin"), (2, "end"), (3, "strides"))
+    )
+    masks = [
+        int(_attr(op, m, 0)) for m in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
+    ]
+    index: list[Any] = []
+    for i, (b, e, step) in enumerate(zip(begin, end, strides)):
+        bm, em, ellipsis, new, shrink = (m >> i & 1 for m in masks)
+        if ellipsis:
+            index.append(Ellipsis)
+        elif new:
+            index.append(None)
+        elif shrink:
+            index.append(b)
+        else:
+            index.append(slice(None if bm else b, None if em else e, step))
+    return lambda a: a[tuple(index)]
+
+
 def _one_hot(tr: _Translator, op: Any) -> None:
     depth = int(_const_input(tr, op, 1, "depth"))
     on, off = float(_const_input(tr, op, 2, "on_value")), float(_const_input(tr, op, 3, "off_value"))
@@ -1186,6 +1471,8 @@ _HANDLERS: dict[str, Callable[[_Translator, Any], None]] = {
 }
 
 
-def translate(traced: Traced) -> Translation:
-    """Native ops equal to the traced function, or :class:`Untranslatable` naming the op."""
-    return _Translator(traced).run()
+def translate(traced: Traced, keep_inputs: bool = False) -> Translation:
+    """Native ops equal to the traced function, or :class:`Untranslatable` naming the op.
+    ``keep_inputs`` (a filter's predicate): the element's fields are kept as they are, and
+    the result is one more field, the template's name."""
+    return _Translator(traced, keep_inputs).run()

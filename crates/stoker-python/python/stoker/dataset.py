@@ -35,6 +35,7 @@ from ._structure import (
 from .diagnosis import Diagnosis
 from .errors import ArgumentTypeError, InvalidArgumentError, MissingFileError
 from .ops import NativeOp
+from .ops import select as _select
 from .timing import StepReport
 
 AUTOTUNE: int = _stoker.AUTOTUNE
@@ -806,8 +807,56 @@ class Dataset:
         return state
 
     def filter(self, predicate: Callable[..., Any]) -> Dataset:
-        """Keeps the elements for which the Python ``predicate`` is true."""
+        """Keeps the elements for which the Python ``predicate`` is true. A predicate that uses
+        TensorFlow is traced as ``map``'s functions are (it must give a scalar bool): computed
+        by native ops where its ops have them, else by its traced graph, never eagerly."""
+        if _tf_function.uses_tensorflow(predicate):
+            return self._filter_tensorflow(predicate)
         return Dataset(self._plan.filter(self._test(predicate)), self._structure)
+
+    def _filter_tensorflow(self, predicate: Callable[..., Any]) -> Dataset:
+        name = getattr(predicate, "__name__", "predicate")
+        schema = self._plan.schema()
+        if schema is None:
+            schema = [(n, d, [None] * rank) for n, (d, rank) in self._first_element().items()]
+        try:
+            traced = _tf_function.trace(predicate, _known(self, learn=True), schema)
+        except Exception as e:  # noqa: BLE001 - not traceable: it runs as Python, as before
+            plan = self._plan.filter(self._test(predicate))
+            why = f"{type(e).__name__}: {e}"
+            _NOTES[plan.id()] = f"filter '{name}': TensorFlow predicate runs eagerly: tracing failed ({why})"
+            return Dataset(plan, self._structure)
+        outs = traced.out_values
+        if len(outs) != 1 or getattr(outs[0][1], "dtype", None) is None or outs[0][1].dtype.name != "bool" or (
+            outs[0][1].shape.rank not in (None, 0)
+        ):
+            raise InvalidArgumentError(f"filter: predicate '{name}' must return a scalar bool tensor, got {outs!r}")
+        try:
+            translation = _tf_function.translate(traced, keep_inputs=True)
+        except _tf_function.Untranslatable as why:
+            plan = self._plan.filter(_tf_function.graph_test(traced))
+            _NOTES[plan.id()] = f"filter '{name}': TensorFlow predicate runs as its traced graph, per element: {why}"
+            return Dataset(plan, self._structure)
+        keep = translation.template
+        assert isinstance(keep, str)
+        specs = [o.spec if isinstance(o, NativeOp) else o for o in translation.ops]
+        plan = self._plan.map(specs, None, None)
+        def kept(flat: dict[str, Any]) -> bool:
+            return bool(flat[keep])
+
+        kept.__name__ = f"{name}: {keep} (its native result)"
+        plan = plan.filter(kept)
+        plan = plan.map([_select(traced.in_fields).spec], None, None)
+        done = ", ".join(translation.done) or "nothing"
+        if translation.rest is not None:
+            note = (
+                f"partly translated to native ops: {done}; "
+                f"the rest runs as its traced graph, per element, from {translation.rest}"
+            )
+        else:
+            note = f"translated to native ops: {done}"
+        _NOTES[plan.id()] = f"filter '{name}': TensorFlow predicate {note}"
+        return Dataset(plan, self._structure)
 
     def unique(self) -> Dataset:
         """The elements not seen before in this pass, in order, as tf.data's ``unique``: the

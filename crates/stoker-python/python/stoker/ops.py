@@ -279,11 +279,13 @@ def bit_planes(
     signs: Sequence[int] | None = None,
     dtype: Any = "float32",
     output: str | None = None,
+    row_bytes: int | None = None,
 ) -> NativeOp:
     """Bits ``start .. start + prod(shape)`` of each row of uint8 bytes (most significant bit
     first), as ``shape`` (channels last), the channels gathered by ``indices`` and negated by
     ``signs``, as ``dtype``, in one pass from the packed bytes: what ``unpack_bits → slice →
-    unflatten → gather_channels`` give, without their intermediate tensors."""
+    unflatten → gather_channels`` give, without their intermediate tensors. ``row_bytes``:
+    the length every row must have (a row of another length is an error)."""
     dims = [whole(f"bit_planes: shape[{i}]", d, 1) for i, d in enumerate(shape)]
     if not dims:
         raise InvalidArgumentError("bit_planes: shape must have at least one axis")
@@ -298,6 +300,8 @@ def bit_planes(
         spec["indices"] = [whole(f"bit_planes: indices[{i}]", v, 0) for i, v in enumerate(indices)]
     if signs is not None:
         spec["signs"] = [int(v) for v in signs]
+    if row_bytes is not None:
+        spec["row_bytes"] = whole("bit_planes: row_bytes", row_bytes, 1)
     return _out(spec, output)
 
 
