@@ -46,19 +46,23 @@ fn err(e: prost::DecodeError) -> String {
     e.to_string()
 }
 
-fn take_len(buf: &mut Bytes) -> R<Bytes> {
+// The walk reads plain slices of the record (no reference count per field); only the lists
+// found become `Bytes`, slices of the record.
+fn take_len<'a>(buf: &mut &'a [u8]) -> R<&'a [u8]> {
     let len = decode_varint(buf).map_err(err)?;
     let len = usize::try_from(len).map_err(|_| "length overflows".to_string())?;
-    if len > buf.remaining() {
+    if len > buf.len() {
         return Err(format!(
             "a field of {len} bytes runs past the end of its message ({} left)",
-            buf.remaining()
+            buf.len()
         ));
     }
-    Ok(buf.split_to(len))
+    let (field, rest) = buf.split_at(len);
+    *buf = rest;
+    Ok(field)
 }
 
-fn skip(wire: WireType, buf: &mut Bytes) -> R<()> {
+fn skip(wire: WireType, buf: &mut &[u8]) -> R<()> {
     let n = match wire {
         WireType::Varint => {
             decode_varint(buf).map_err(err)?;
@@ -74,7 +78,7 @@ fn skip(wire: WireType, buf: &mut Bytes) -> R<()> {
             return Err("groups are not valid in an Example".into())
         }
     };
-    if n > buf.remaining() {
+    if n > buf.len() {
         return Err("a fixed-size field runs past the end of its message".into());
     }
     buf.advance(n);
@@ -84,16 +88,16 @@ fn skip(wire: WireType, buf: &mut Bytes) -> R<()> {
 /// For each of `names`, the last list found for it in `record` (`None` if absent).
 pub fn find_features(record: &Bytes, names: &[&str]) -> R<Vec<Option<ListRef>>> {
     let mut found = vec![None; names.len()];
-    let mut buf = record.clone();
-    while buf.has_remaining() {
+    let mut buf: &[u8] = record;
+    while !buf.is_empty() {
         let (tag, wire) = decode_key(&mut buf).map_err(err)?;
         if tag == 1 && wire == WireType::LengthDelimited {
             let mut features = take_len(&mut buf)?;
-            while features.has_remaining() {
+            while !features.is_empty() {
                 let (tag, wire) = decode_key(&mut features).map_err(err)?;
                 if tag == 1 && wire == WireType::LengthDelimited {
                     let entry = take_len(&mut features)?;
-                    map_entry(entry, names, &mut found)?;
+                    map_entry(entry, record, names, &mut found)?;
                 } else {
                     skip(wire, &mut features)?;
                 }
@@ -105,31 +109,37 @@ pub fn find_features(record: &Bytes, names: &[&str]) -> R<Vec<Option<ListRef>>> 
     Ok(found)
 }
 
-fn map_entry(mut entry: Bytes, names: &[&str], found: &mut [Option<ListRef>]) -> R<()> {
-    let mut key = Bytes::new();
-    let mut value: Option<Bytes> = None;
-    while entry.has_remaining() {
+fn map_entry(
+    mut entry: &[u8],
+    record: &Bytes,
+    names: &[&str],
+    found: &mut [Option<ListRef>],
+) -> R<()> {
+    let mut key: &[u8] = &[];
+    let mut value: &[u8] = &[];
+    while !entry.is_empty() {
         let (tag, wire) = decode_key(&mut entry).map_err(err)?;
         match (tag, wire) {
             (1, WireType::LengthDelimited) => key = take_len(&mut entry)?,
-            (2, WireType::LengthDelimited) => value = Some(take_len(&mut entry)?),
+            (2, WireType::LengthDelimited) => value = take_len(&mut entry)?,
             _ => skip(wire, &mut entry)?,
         }
     }
-    if std::str::from_utf8(&key).is_err() {
+    if std::str::from_utf8(key).is_err() {
         return Err("a feature name is not valid UTF-8".into());
     }
-    let Some(i) = names.iter().position(|n| n.as_bytes() == key.as_ref()) else {
+    let Some(i) = names.iter().position(|n| n.as_bytes() == key) else {
         return Ok(());
     };
-    let mut feature = value.unwrap_or_default();
+    let mut feature = value;
     let mut kind = ListRef::NoKind;
-    while feature.has_remaining() {
+    while !feature.is_empty() {
         let (tag, wire) = decode_key(&mut feature).map_err(err)?;
+        let list = |feature: &mut &[u8]| take_len(feature).map(|l| record.slice_ref(l));
         match (tag, wire) {
-            (1, WireType::LengthDelimited) => kind = ListRef::Bytes(take_len(&mut feature)?),
-            (2, WireType::LengthDelimited) => kind = ListRef::Float(take_len(&mut feature)?),
-            (3, WireType::LengthDelimited) => kind = ListRef::Int64(take_len(&mut feature)?),
+            (1, WireType::LengthDelimited) => kind = ListRef::Bytes(list(&mut feature)?),
+            (2, WireType::LengthDelimited) => kind = ListRef::Float(list(&mut feature)?),
+            (3, WireType::LengthDelimited) => kind = ListRef::Int64(list(&mut feature)?),
             _ => skip(wire, &mut feature)?,
         }
     }
@@ -138,33 +148,45 @@ fn map_entry(mut entry: Bytes, names: &[&str], found: &mut [Option<ListRef>]) ->
 }
 
 /// Decodes packed varints, as prost's `decode_varint` each (at most 10 bytes, the tenth at
-/// most 1), with a short path for the one-byte values that most lists are made of.
+/// most 1), with short paths for the values of one to three bytes that lists are made of
+/// (token ids, masks, labels).
 fn packed_varints(mut s: &[u8], mut put: impl FnMut(u64)) -> R<()> {
-    while let Some((&b, rest)) = s.split_first() {
-        if b & 0x80 == 0 {
-            put(u64::from(b));
-            s = rest;
-            continue;
-        }
-        let mut v = 0u64;
-        let mut i = 0;
-        loop {
-            let Some(&b) = s.get(i) else {
-                return Err("a packed int64_list ends inside a varint".into());
-            };
-            if i == 9 && b > 1 {
-                return Err("invalid varint".into());
+    loop {
+        match *s {
+            [] => return Ok(()),
+            [b0, ref rest @ ..] if b0 < 0x80 => {
+                put(u64::from(b0));
+                s = rest;
             }
-            v |= u64::from(b & 0x7f) << (7 * i);
-            i += 1;
-            if b & 0x80 == 0 {
-                break;
+            [b0, b1, ref rest @ ..] if b1 < 0x80 => {
+                put(u64::from(b0 & 0x7f) | u64::from(b1) << 7);
+                s = rest;
+            }
+            [b0, b1, b2, ref rest @ ..] if b2 < 0x80 => {
+                put(u64::from(b0 & 0x7f) | u64::from(b1 & 0x7f) << 7 | u64::from(b2) << 14);
+                s = rest;
+            }
+            _ => {
+                let mut v = 0u64;
+                let mut i = 0;
+                loop {
+                    let Some(&b) = s.get(i) else {
+                        return Err("a packed int64_list ends inside a varint".into());
+                    };
+                    if i == 9 && b > 1 {
+                        return Err("invalid varint".into());
+                    }
+                    v |= u64::from(b & 0x7f) << (7 * i);
+                    i += 1;
+                    if b & 0x80 == 0 {
+                        break;
+                    }
+                }
+                put(v);
+                s = &s[i..];
             }
         }
-        put(v);
-        s = &s[i..];
     }
-    Ok(())
 }
 
 impl ListRef {
@@ -178,12 +200,12 @@ impl ListRef {
     }
 
     /// Walks the list's values: `f` gets each value's field (wire type and bytes after the key).
-    fn for_each(&self, mut f: impl FnMut(WireType, &mut Bytes) -> R<()>) -> R<()> {
+    fn for_each(&self, mut f: impl FnMut(WireType, &mut &[u8]) -> R<()>) -> R<()> {
         let (ListRef::Bytes(b) | ListRef::Float(b) | ListRef::Int64(b)) = self else {
             return Ok(());
         };
-        let mut buf = b.clone();
-        while buf.has_remaining() {
+        let mut buf: &[u8] = b;
+        while !buf.is_empty() {
             let (tag, wire) = decode_key(&mut buf).map_err(err)?;
             if tag == 1 {
                 f(wire, &mut buf)?;
@@ -261,7 +283,7 @@ impl ListRef {
                 i += 1;
             };
             if wire == WireType::LengthDelimited {
-                packed_varints(&take_len(buf)?, put)?;
+                packed_varints(take_len(buf)?, put)?;
             } else {
                 put(decode_varint(buf).map_err(err)?);
             }
@@ -281,7 +303,7 @@ impl ListRef {
             };
             if wire == WireType::LengthDelimited {
                 let mut packed = take_len(buf)?;
-                while packed.remaining() >= 4 {
+                while packed.len() >= 4 {
                     put(packed.get_f32_le());
                 }
             } else {
@@ -293,8 +315,11 @@ impl ListRef {
 
     /// Appends the values of a bytes list (slices of the record, not copies).
     pub fn bytes_into(&self, out: &mut Vec<Bytes>) -> R<()> {
+        let ListRef::Bytes(list) = self else {
+            return self.for_each(|_, buf| take_len(buf).map(drop));
+        };
         self.for_each(|_, buf| {
-            out.push(take_len(buf)?);
+            out.push(list.slice_ref(take_len(buf)?));
             Ok(())
         })
     }
@@ -352,6 +377,9 @@ mod tests {
     fn packed_varints_agree_with_prost() {
         let mut values: Vec<u64> = vec![0, 1, 127, 128, 300, 16_383, 16_384, u64::MAX];
         values.extend([i64::MIN as u64, (-1i64) as u64, 1 << 35, (1 << 49) + 5]);
+        // every length of varint, on both sides of each length's bounds
+        values.extend((1..64).flat_map(|k| [(1u64 << k) - 1, 1u64 << k, (1u64 << k) + 1]));
+        values.extend((0..1u64 << 22).step_by(997));
         let mut packed = Vec::new();
         for &v in &values {
             prost::encoding::encode_varint(v, &mut packed);
