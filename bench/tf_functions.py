@@ -8,7 +8,8 @@ Pipelines: BERT's pre-training ``input_fn`` (TFRecord → parse_single_example �
 → map_and_batch), W1 as tf.data's fast form writes it (batch → parse_example → bit math) and
 as workloads.md words it (``// 2**k % 2``, a gather, signs), W2
 (decode_png → float /255 → resize_with_crop_or_pad, the label one-hot per class colour) and W3 as its
-users write it (decode_jpeg → random_crop → random_flip → /255 → normalise).
+users write it (decode_jpeg → random_crop → random_flip → /255 → normalise), and the TensorFlow
+image tutorials' load (decode_jpeg → tf.image.resize → /255).
 """
 
 from __future__ import annotations
@@ -173,6 +174,18 @@ def w3(lib: Any, tf: Any, files: tuple[list[str], list[int]]) -> Any:
     return ds.batch(256).prefetch(lib.AUTOTUNE)
 
 
+def tutorial(lib: Any, tf: Any, files: tuple[list[str], list[int]]) -> Any:
+    """The TensorFlow image tutorials' load: decode_jpeg → tf.image.resize to 224x224 (bilinear,
+    float32) → /255."""
+
+    def load(path: Any, label: Any) -> Any:
+        img = tf.io.decode_jpeg(tf.io.read_file(path), channels=3)
+        return tf.image.resize(img, [224, 224]) / 255.0, label
+
+    ds = lib.Dataset.from_tensor_slices(files).map(load, num_parallel_calls=lib.AUTOTUNE)
+    return ds.batch(32).prefetch(lib.AUTOTUNE)
+
+
 def rate(make: Callable[[], Any], elements: int, runs: int) -> dict:
     """Elements per second: the median of ``runs`` samples after one warm-up epoch, a sample
     being as many whole epochs as take at least half a second (short epochs are noisy)."""
@@ -293,6 +306,28 @@ def main() -> int:
             ),
         ),
     ]
+    cases.append(
+        (
+            "TF tutorials' images (decode_jpeg, resize, /255)",
+            tutorial,
+            (paths, labels),
+            len(paths),
+            lambda: (
+                sk.Dataset.from_tensor_slices((np.array(paths, dtype=object), np.array(labels)))
+                .map(
+                    [
+                        sk.ops.read_file("0"),
+                        sk.ops.decode_image("0", channels=3),
+                        sk.ops.resize_bilinear("0", 224),
+                        sk.ops.compute("0", sk.ops.field("0") / 255.0),
+                    ],
+                    num_parallel_calls=sk.AUTOTUNE,
+                )
+                .batch(32)
+                .prefetch(sk.AUTOTUNE)
+            ),
+        )
+    )
     rows = []
     for name, fn, data, n, native in cases:
         row: dict[str, Any] = {"pipeline": name, "elements": n}

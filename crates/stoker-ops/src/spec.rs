@@ -19,6 +19,7 @@ use crate::image::random_crop::RandomCrop;
 use crate::image::random_flip::RandomFlip;
 use crate::image::random_resized_crop::RandomResizedCrop;
 use crate::image::resize::Resize;
+use crate::image::resize_bilinear::ResizeBilinear;
 use crate::image::resize_with_crop_or_pad::ResizeWithCropOrPad;
 use crate::record::decode_csv::DecodeCsv;
 use crate::record::decode_raw::DecodeRaw;
@@ -53,6 +54,7 @@ pub enum OpSpec {
     DeviceImage(DeviceImage),
     PixelChain(PixelChain),
     Resize(Resize),
+    ResizeBilinear(ResizeBilinear),
     CenterCrop(CenterCrop),
     Normalize(Normalize),
     Layout(ChangeLayout),
@@ -108,6 +110,7 @@ impl OpSpec {
             OpSpec::DeviceImage(o) => Arc::new(o),
             OpSpec::PixelChain(o) => Arc::new(o),
             OpSpec::Resize(o) => Arc::new(o),
+            OpSpec::ResizeBilinear(o) => Arc::new(o),
             OpSpec::CenterCrop(o) => Arc::new(o),
             OpSpec::Normalize(o) => Arc::new(o),
             OpSpec::Layout(o) => Arc::new(o),
@@ -243,6 +246,9 @@ mod tests {
                    "output": "y"}),
             json!({"op": "unflatten", "field": "x", "shape": [2, 3]}),
             json!({"op": "random_crop", "field": "image", "height": 2, "width": 3, "seed": 4}),
+            json!({"op": "resize_bilinear", "field": "image", "height": 2, "width": 3}),
+            json!({"op": "resize_bilinear", "field": "image", "height": 2, "width": 3,
+                   "align_corners": true, "half_pixel_centers": false, "output": "small"}),
             json!({"op": "unflatten", "field": "x", "shape": [4], "axis": 1, "output": "y"}),
         ]
     }
@@ -262,6 +268,7 @@ mod tests {
             OpSpec::DeviceImage(o) => o,
             OpSpec::PixelChain(o) => o,
             OpSpec::Resize(o) => o,
+            OpSpec::ResizeBilinear(o) => o,
             OpSpec::CenterCrop(o) => o,
             OpSpec::Normalize(o) => o,
             OpSpec::Layout(o) => o,
@@ -299,7 +306,7 @@ mod tests {
             assert_eq!(OpSpec::of(&built), Some(spec));
         }
         // One per variant: a new variant fails `op` above until it is listed in `examples`.
-        assert_eq!(variants.len(), 31);
+        assert_eq!(variants.len(), 32);
     }
 
     /// The fusions recognise an op (`Known::of`) exactly when the registry reads its spec as

@@ -435,3 +435,32 @@ def test_filter_predicates_without_native_ops_run_as_graphs_not_eagerly() -> Non
     assert "runs as its traced graph, per element" in _notes(ds) and "StringLength" in _notes(ds)
     with pytest.raises(sk.InvalidArgumentError, match="scalar bool"):
         sk.data.Dataset.from_tensor_slices(words).filter(lambda w: tf.strings.length(w))
+
+
+def test_tf_image_resize_is_native_and_bit_for_bit(images: list[str]) -> None:
+    """``tf.image.resize`` (bilinear, no antialias; uint8 or float32 in, float32 out, not
+    rounded) → ``resize_bilinear``, TensorFlow's values bit for bit, enlarging and shrinking,
+    and ``tf.compat.v1``'s ``align_corners``; a resize with antialias stays in TensorFlow."""
+    tf = _tf()
+
+    def tutorial(path: Any) -> Any:  # the TensorFlow image tutorials' form
+        img = tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
+        return tf.image.resize(img, [57, 31]) / 255.0
+
+    def floats(path: Any) -> Any:
+        img = tf.image.convert_image_dtype(tf.io.decode_jpeg(tf.io.read_file(path), channels=3), tf.float32)
+        return tf.compat.v1.image.resize(img, [90, 100], align_corners=True)
+
+    for fn in (tutorial, floats):
+        ds = _same(lambda lib: lib.Dataset.from_tensor_slices(images[::2]), fn, optimizations={"fuse_pixels": False})
+        assert "tf.image.resize → resize_bilinear" in _notes(ds)
+        assert "TensorFlow graph" not in ds.explain().split("TensorFlow functions:")[0]
+
+    def smooth(path: Any) -> Any:
+        img = tf.io.decode_jpeg(tf.io.read_file(path), channels=3)
+        return tf.image.resize(img, [20, 20], antialias=True)
+
+    ds = _same(lambda lib: lib.Dataset.from_tensor_slices(images[::2]), smooth)
+    assert "ScaleAndTranslate" in _notes(ds) and "→ decode_image" in _notes(ds)
+    with pytest.raises(sk.InvalidArgumentError, match="align_corners"):
+        sk.ops.resize_bilinear("image", 4, align_corners=True, half_pixel_centers=True)

@@ -10,4 +10,5 @@ pub mod random_crop;
 pub mod random_flip;
 pub mod random_resized_crop;
 pub mod resize;
+pub mod resize_bilinear;
 pub mod resize_with_crop_or_pad;

@@ -298,6 +298,8 @@ _BIT_INDEX = ("Reshape", "StridedSlice", "Slice", "ExpandDims", "Squeeze", "Gath
 _BIT_OPS = _BIT_MATH + _BIT_INDEX + ("Cast", "Bitcast", "Mul", "Neg")
 # tf.image functions read as one operation: the scope's name, without a `_N` suffix
 _SCOPES = (
+    "resize",
+    "resize_images",
     "resize_image_with_crop_or_pad",
     "random_crop",
     "random_flip_left_right",
@@ -748,6 +750,9 @@ class _Translator:
         src = next(iter(inputs.values()))
         out = outputs[0]
         kind = re.sub(r"_\d+$", "", scope)
+        if kind in ("resize", "resize_images"):
+            self.resize(scope, members, src, out)
+            return
         if src.shape.rank != 3:
             raise Untranslatable(f"'{scope}' on a tensor of rank {src.shape.rank} (natively: one image [H, W, C])")
         v = self.value(src)
@@ -780,6 +785,31 @@ class _Translator:
         else:
             flip = ops.random_flip_left_right if kind == "flip_left_right" else ops.random_flip_up_down
             self.emit(flip(field_in, seed=0, probability=1.0, output=name), f"tf.image.{kind}", "flip")
+        self.values[out.ref()] = _Field(name)
+
+    def resize(self, scope: str, members: list[Any], src: Any, out: Any) -> None:
+        """``tf.image.resize`` (and ``tf.compat.v1.image.resize``) as one ``resize_bilinear``,
+        where its op is ``ResizeBilinear`` (bilinear without antialias) on uint8 or float32."""
+        kinds = sorted({o.type for o in members} - {"Const", "ExpandDims", "Squeeze", "Identity"})
+        if kinds != ["ResizeBilinear"]:
+            raise Untranslatable(
+                f"'{scope}': {', '.join(kinds)} (natively: ResizeBilinear, bilinear without antialias)"
+            )
+        op = next(o for o in members if o.type == "ResizeBilinear")
+        if src.dtype.name not in ("uint8", "float32") or src.shape.rank not in (3, 4):
+            raise Untranslatable(f"'{scope}': a resize of {src.dtype.name} of rank {src.shape.rank}")
+        rank = out.shape.rank
+        h, w = (out.shape[rank - 3], out.shape[rank - 2]) if rank in (3, 4) else (None, None)
+        if h is None or w is None or out.dtype.name != "float32":
+            raise Untranslatable(f"'{scope}': a size not known when traced")
+        field_in = self.materialize(src)
+        name = self.fresh()
+        corners, half = bool(_attr(op, "align_corners", False)), bool(_attr(op, "half_pixel_centers", False))
+        self.emit(
+            ops.resize_bilinear(field_in, (h, w), align_corners=corners, half_pixel_centers=half, output=name),
+            "tf.image.resize",
+            "resize_bilinear",
+        )
         self.values[out.ref()] = _Field(name)
 
     def crop_first(self, v: _Lazy, src: Any, scope: set[str]) -> bool:

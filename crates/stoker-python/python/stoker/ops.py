@@ -395,6 +395,33 @@ def resize(
     return _out(spec, output)
 
 
+def resize_bilinear(
+    field: str,
+    size: int | Sequence[int],
+    align_corners: bool = False,
+    half_pixel_centers: bool = True,
+    output: str | None = None,
+) -> NativeOp:
+    """TensorFlow's ``tf.image.resize(images, size)`` (bilinear, without antialias): uint8 or
+    float32 ``[H, W, C]`` (or ``[B, H, W, C]``, any number of channels) to float32 ``size =
+    (height, width)``, not rounded, with the values of TensorFlow's ``ResizeBilinear`` kernel
+    bit for bit (its float32 weights and arithmetic). ``align_corners`` and
+    ``half_pixel_centers`` as that op's (``tf.compat.v1.image.resize`` has neither).
+    :func:`resize` is the uint8 resize."""
+    if bool(align_corners) and bool(half_pixel_centers):
+        raise InvalidArgumentError("resize_bilinear: align_corners and half_pixel_centers cannot both be True")
+    height, width = _size(size, "resize_bilinear")
+    spec = {
+        "op": "resize_bilinear",
+        "field": field,
+        "height": height,
+        "width": width,
+        "align_corners": bool(align_corners),
+        "half_pixel_centers": bool(half_pixel_centers),
+    }
+    return _out(spec, output)
+
+
 def _size(size: int | Sequence[int], op: str = "size") -> tuple[int, int]:
     if not isinstance(size, Sequence):
         side = whole(f"{op}: size", size, 1)
