@@ -767,7 +767,8 @@ def tf_functions_section() -> list[str]:
          "The same tf.data code, its map functions calling TensorFlow, run by tf.data and by stoker with "
          "only the import changed (`import stoker as sk` and `sk.data` for `tf.data`), beside stoker's "
          "hand-written `sk.ops` pipeline for the same work where there is one. One process, the same "
-         f"{d['affinity']} cores, elements per second, median of 3 epochs after one warm-up "
+         f"{d['affinity']} cores, elements per second, the median of 3 samples after one warm-up epoch, "
+         "each sample as many whole epochs as take at least half a second "
          f"(TensorFlow {d['tensorflow']}, {d['date']}):", "",
          "```", d["command"], "```", "",
          "| pipeline | tf.data | stoker, same code | vs tf.data | stoker `sk.ops` | same code / `sk.ops` "
@@ -781,13 +782,14 @@ def tf_functions_section() -> list[str]:
         L.append(f"| {r['pipeline']} | {tf_rate:,.0f} | {ours:,.0f} | {ours / tf_rate:.2f}× | "
                  + (f"{native:,.0f} | {ours / native:.0%}" if native else "– | –") + f" | {how} |")
     L += ["", "Where every op of a function has a native counterpart, the same code becomes the same native "
-          "ops as the hand-written pipeline, fusions included, and runs as fast (W2's per-colour `tf.equal` "
-          "one-hot becomes one `one_hot_colors` fused into the decode). W1's fast form computes its bit planes "
-          "with bitwise shifts, a bitcast and 5-D transposes, which have no native counterpart: from the first "
-          "of them the function runs in TensorFlow (once per element, which for W1 is a batch of 512: its map "
-          "comes after the batch), after the native parse. BERT's rate is `parse_example` with the two map "
-          "workers busy about half the time on these 2 cores (`stats()`); tf.data's own rate moves between runs "
-          "on this shared machine, so its ratio does too."]
+          "ops as the hand-written pipeline, fusions included, and runs as fast: W1's bit unpacking, in either "
+          "form (integer division and modulo with a gather, or shifts, masks, a bitcast and a transpose), becomes "
+          "three `bit_planes` straight from the packed bytes; W2's per-colour `tf.equal` one-hot one "
+          "`one_hot_colors` fused into the decode; `tf.image.resize` a `resize_bilinear` with TensorFlow's "
+          "values. The tutorials' load is decode-bound on both sides (the JPEG decode is most of each "
+          "element's time, in stoker as in tf.data). tf.data's own rate moves between runs on this shared "
+          "machine (its BERT epochs, in particular, take one of two durations), so its ratios do too: the "
+          "samples are in `bench/results/tf_functions.json`."]
     for r in d["rows"]:
         if "stoker eager (before)" in r:
             before = r["stoker eager (before)"]["elements_per_s"]

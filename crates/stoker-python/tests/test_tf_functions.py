@@ -464,3 +464,25 @@ def test_tf_image_resize_is_native_and_bit_for_bit(images: list[str]) -> None:
     assert "ScaleAndTranslate" in _notes(ds) and "→ decode_image" in _notes(ds)
     with pytest.raises(sk.InvalidArgumentError, match="align_corners"):
         sk.ops.resize_bilinear("image", 4, align_corners=True, half_pixel_centers=True)
+
+
+def test_an_untranslated_rest_runs_once_per_batch_where_a_batch_follows(images: list[str]) -> None:
+    """The native head per element, the batch, then the TensorFlow rest once per batch
+    (vectorized) where the fields it reads have one shape; per element where they do not."""
+    tf = _tf()
+
+    def contrast(path: Any) -> Any:
+        img = tf.io.decode_jpeg(tf.io.read_file(path), channels=3)
+        img = tf.image.resize_with_crop_or_pad(img, 32, 48)
+        return tf.image.rgb_to_grayscale(tf.image.adjust_contrast(tf.cast(img, tf.float32) / 255.0, 2.0))
+
+    ds = _same(lambda lib: lib.Dataset.from_tensor_slices(images[::2]), contrast, batch=4)
+    assert "once per batch (vectorized), from op 'adjust_contrast'" in _notes(ds)
+    assert "rest, per batch" in ds.explain()
+
+    def sizes(path: Any) -> Any:  # the decoded images' sizes differ: the rest reads them
+        img = tf.io.decode_jpeg(tf.io.read_file(path), channels=3)
+        return tf.image.adjust_contrast(tf.cast(img, tf.float32), 2.0)[:8, :8]
+
+    ds = _same(lambda lib: lib.Dataset.from_tensor_slices(images[::2]), sizes, batch=2)
+    assert "the rest runs as its traced graph, per element" in _notes(ds)

@@ -232,6 +232,9 @@ class Translation:
     done: list[str] = field(default_factory=list)
     # why the ops after the native ones run in TensorFlow (None: none do)
     rest: str | None = None
+    # where a batch follows: the native ops (then the fields the rest reads), and the rest as
+    # one TensorFlow call per batch (None: the rest cannot be batched)
+    batched: tuple[list[Any], Callable[[dict[str, Any]], list[tuple[str, Any]]]] | None = None
 
 
 _FLOATS = ("float32", "float64")
@@ -921,7 +924,17 @@ class _Translator:
         pruned = _prune(self.traced.concrete, self.tf_ops, [t for t, _ in fed], fetches, checks)
         rest = _rest(self.traced.name, pruned, [v for _, v in fed], outputs)
         template = KEEP if self.keep_inputs else self.traced.out_template
-        return Translation([*self.ops, rest], template, self.done, self.why)
+        batched = None
+        fields = [v for _, v in fed if isinstance(v, str)]
+        if fields and all(t.shape.is_fully_defined() for t, v in fed if isinstance(v, str)) and not self.keep_inputs:
+            # the rest's inputs have one shape in every element: batched, then the rest runs
+            # once per batch (vectorized_map)
+            needed = _unique(fields + [v for _, v in outputs if isinstance(v, str)])
+            batched = (
+                [*self.ops, ops.select(needed)],
+                _rest_batched(self.traced.name, pruned, [v for _, v in fed], outputs),
+            )
+        return Translation([*self.ops, rest], template, self.done, self.why, batched)
 
     def bool_field(self, t: Any) -> str:
         """The field holding the truth value ``t`` (a filter's predicate): a comparison is
@@ -1051,6 +1064,32 @@ def _rest(
         return [(p, results[v].numpy() if isinstance(v, int) else flat[v]) for p, v in outputs]
 
     call.__name__ = f"{name} (TensorFlow graph, rest)"
+    return call
+
+
+def _rest_batched(
+    name: str, pruned: Any, fed: list[Any], outputs: list[tuple[str, str | int]]
+) -> Callable[[dict[str, Any]], list[tuple[str, Any]]]:
+    """The TensorFlow part of a partly translated function as one call per batch: its graph
+    vectorized over the batch (``tf.vectorized_map``, a loop in the graph where an op has no
+    vectorized form)."""
+    import tensorflow as tf
+
+    constants = {i: tf.constant(v) for i, v in enumerate(fed) if not isinstance(v, str)}
+    fields = [v for v in fed if isinstance(v, str)]
+
+    def one(elements: Any) -> Any:
+        it = iter(elements)
+        results = pruned(*[constants[i] if i in constants else next(it) for i in range(len(fed))])
+        return tuple(results) if isinstance(results, (list, tuple)) else (results,)
+
+    run = tf.function(lambda *batch: tf.vectorized_map(one, tuple(batch), fallback_to_while_loop=True))
+
+    def call(flat: dict[str, Any]) -> list[tuple[str, Any]]:
+        results = run(*[tf.convert_to_tensor(flat[v]) for v in fields])
+        return [(p, results[v].numpy() if isinstance(v, int) else flat[v]) for p, v in outputs]
+
+    call.__name__ = f"{name} (TensorFlow graph, rest, per batch)"
     return call
 
 

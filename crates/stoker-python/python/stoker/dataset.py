@@ -508,12 +508,20 @@ class Dataset:
         done = ", ".join(translation.done) or "nothing"
         if translation.rest is not None:
             plan = self._plan.map(specs, npc, det)
-            _NOTES[plan.id()] = (
-                f"map '{name}': TensorFlow function partly translated to native ops: {done}; "
-                f"the rest runs as its traced graph, per element, from {translation.rest}"
-            )
+            head = f"map '{name}': TensorFlow function partly translated to native ops: {done}; "
+            _NOTES[plan.id()] = f"{head}the rest runs as its traced graph, per element, from {translation.rest}"
             out = Dynamic()
             out.template = translation.template
+            if translation.batched is not None:
+                native, rest = translation.batched
+                _PER_BATCH[plan.id()] = (
+                    self,
+                    [o.spec for o in native],
+                    rest,
+                    (npc, det),
+                    f"{head}the rest runs as its traced graph once per batch (vectorized), from {translation.rest}",
+                    translation.template,
+                )
             return Dataset(plan, out)
         plan = self._plan.map(specs[:-1], npc, det)  # without the last op, a `select`, if it keeps all
         schema = plan.schema()
@@ -526,8 +534,18 @@ class Dataset:
         """Stacks ``batch_size`` consecutive elements; the last batch may be smaller unless
         ``drop_remainder``. Written straight into pooled buffers."""
         size = _whole("batch: batch_size", batch_size, 1)
-        plan = self._plan.step({"step": "batch", "batch_size": size, "drop_remainder": bool(drop_remainder)})
-        batched = Dataset(plan, self._structure)
+        step = {"step": "batch", "batch_size": size, "drop_remainder": bool(drop_remainder)}
+        deferred = _PER_BATCH.get(self._plan.id())
+        if deferred is not None:
+            # A TensorFlow function whose untranslated rest reads fields of one shape: its
+            # native ops, the batch, then the rest once per batch.
+            source, native, rest, (npc, det), note, template = deferred
+            plan = source._plan.map(native, npc, det).step(step).map([rest], npc, det)
+            _NOTES[plan.id()] = note
+            out = Dynamic()
+            out.template = template
+            return Dataset(plan, out)._batched(self, size, drop_remainder)
+        batched = Dataset(self._plan.step(step), self._structure)
         return batched._batched(self, size, drop_remainder)
 
     def padded_batch(
@@ -1382,6 +1400,8 @@ class Dataset:
 
 # What became of each TensorFlow function handed to `map`, by the id of its map step.
 _NOTES: dict[int, str] = {}
+# maps whose TensorFlow rest may run once per batch: how, where a batch follows them
+_PER_BATCH: dict[int, tuple[Any, list[Any], Any, tuple[Any, Any], str, Any]] = {}
 
 
 def tf_signature(spec: Any) -> Any:
