@@ -486,3 +486,24 @@ def test_an_untranslated_rest_runs_once_per_batch_where_a_batch_follows(images: 
 
     ds = _same(lambda lib: lib.Dataset.from_tensor_slices(images[::2]), sizes, batch=2)
     assert "the rest runs as its traced graph, per element" in _notes(ds)
+
+
+def test_channel_gathers_and_reversals_are_gather_channels() -> None:
+    """RGB to BGR as real code writes it (``tf.gather(..., axis=-1)``, ``[..., ::-1]``,
+    ``tf.reverse(axis=[-1])``): one native ``gather_channels``, dtypes kept."""
+    tf = _tf()
+    x = np.random.default_rng(0).integers(0, 255, (6, 5, 4, 3)).astype(np.uint8)
+
+    def make(lib: Any) -> Any:
+        return lib.Dataset.from_tensor_slices(x)
+
+    for fn in (
+        lambda i: tf.gather(i, [2, 1, 0, 0], axis=-1),
+        lambda i: tf.identity(i)[..., ::-1],
+        lambda i: tf.cast(i, tf.int32)[:, :, ::-1],
+        lambda i: tf.reverse(tf.cast(i, tf.float32), axis=[-1]) / 255.0,
+    ):
+        ds = _same(make, fn)
+        assert "→ gather_channels" in _notes(ds) and "TensorFlow graph" not in ds.explain()
+    ds = _same(make, lambda i: tf.gather(i, [1, 0], axis=0))  # not the channels: in TensorFlow
+    assert "a gather other than of channels" in _notes(ds)

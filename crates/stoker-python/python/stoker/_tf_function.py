@@ -1342,6 +1342,9 @@ def _strided_slice(tr: _Translator, op: Any) -> None:
     if isinstance(const, _Const) and not any(int(_attr(op, m, 0)) for m in ("ellipsis_mask", "new_axis_mask")):
         tr.values[op.outputs[0].ref()] = _Const(_sliced(op, tr, const.value))  # `rgb[i]` of a constant table
         return
+    if _channels_reversed(tr, op, src):
+        _channels(tr, op, list(range(int(src.shape[-1]) - 1, -1, -1)), "StridedSlice [..., ::-1]")
+        return
     if any(int(_attr(op, m, 0)) for m in ("ellipsis_mask", "new_axis_mask", "shrink_axis_mask")):
         raise Untranslatable(f"'{op.name}': StridedSlice with ..., newaxis or an index (natively: ranges)")
     if src.shape.rank is None:
@@ -1363,6 +1366,28 @@ def _strided_slice(tr: _Translator, op: Any) -> None:
         e = e + dim if e < 0 else e
         bounds.append((b, e if dim is None else min(e, dim)))
     _slices(tr, op, bounds)
+
+
+def _channels_reversed(tr: _Translator, op: Any, src: Any) -> bool:
+    """Whether a StridedSlice is ``x[..., ::-1]`` (or ``x[:, :, ::-1]``): every axis whole,
+    the last one reversed."""
+    rank = src.shape.rank
+    if rank is None or rank == 0 or src.shape[-1] is None:
+        return False
+    if int(_attr(op, "new_axis_mask", 0)) or int(_attr(op, "shrink_axis_mask", 0)):
+        return False
+    stride = tr.values.get(op.inputs[3].ref())
+    if not isinstance(stride, _Const):
+        return False
+    strides = [int(v) for v in stride.value.ravel()]
+    bm, em, ellipsis = (int(_attr(op, m, 0)) for m in ("begin_mask", "end_mask", "ellipsis_mask"))
+    n = len(strides)
+    whole = all(bm >> a & 1 and em >> a & 1 and strides[a] == 1 for a in range(n - 1) if not ellipsis >> a & 1)
+    if ellipsis and ellipsis != 1:
+        return False
+    if not ellipsis and n != rank:
+        return False
+    return whole and strides[-1] == -1 and bool(bm >> (n - 1) & 1) and bool(em >> (n - 1) & 1)
 
 
 def _sliced(op: Any, tr: _Translator, value: np.ndarray) -> np.ndarray:
@@ -1396,8 +1421,38 @@ def _transpose(tr: _Translator, op: Any) -> None:
     tr.values[op.outputs[0].ref()] = _Field(name)
 
 
+def _channels(tr: _Translator, op: Any, indices: list[int], what: str) -> None:
+    """The last axis of the op's input, picked by ``indices``: one ``gather_channels``."""
+    src = op.inputs[0]
+    dtype = src.dtype.name
+    if dtype in ("int64", "uint64", "string", "bool") or src.shape.rank in (None, 0):
+        raise Untranslatable(f"'{op.name}' ({op.type}) of {dtype} (natively: channels of numbers float64 holds)")
+    field_in = tr.materialize(src)
+    name = tr.fresh()
+    tr.emit(ops.gather_channels(field_in, indices, dtype=dtype, output=name), what, "gather_channels")
+    tr.values[op.outputs[0].ref()] = _Field(name)
+
+
+def _gather(tr: _Translator, op: Any) -> None:
+    """``tf.gather(x, indices, axis=-1)``: channels picked (``[2, 1, 0]``: RGB to BGR)."""
+    indices = np.asarray(_const_input(tr, op, 1, "indices"))
+    axis = int(_const_input(tr, op, 2, "axis"))
+    src = op.inputs[0]
+    rank, last = src.shape.rank, src.shape[-1] if src.shape.rank else None
+    if int(_attr(op, "batch_dims", 0)) or indices.ndim != 1 or rank is None or axis not in (-1, rank - 1):
+        raise Untranslatable(f"'{op.name}': a gather other than of channels (the last axis, 1-D indices)")
+    if last is None or (indices < 0).any() or (indices >= last).any():
+        raise Untranslatable(f"'{op.name}': indices outside the {last} channels")
+    _channels(tr, op, [int(i) for i in indices], "GatherV2")
+
+
 def _reverse(tr: _Translator, op: Any) -> None:
     axes = [int(v) for v in _const_input(tr, op, 1, "axis").ravel()]
+    rank = op.inputs[0].shape.rank
+    last = op.inputs[0].shape[-1] if rank else None
+    if rank and len(axes) == 1 and axes[0] in (-1, rank - 1) and last is not None:
+        _channels(tr, op, list(range(last - 1, -1, -1)), "ReverseV2 (channels)")
+        return
     if op.inputs[0].shape.rank != 3 or len(axes) != 1 or axes[0] % 3 not in (0, 1):
         raise Untranslatable(f"'{op.name}': ReverseV2 on axes {axes} (natively: an image's rows or columns)")
     src = tr.materialize(op.inputs[0])
@@ -1537,6 +1592,7 @@ _HANDLERS: dict[str, Callable[[_Translator, Any], None]] = {
     "Transpose": _transpose,
     "ReverseV2": _reverse,
     "OneHot": _one_hot,
+    "GatherV2": _gather,
 }
 
 
