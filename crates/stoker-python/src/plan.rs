@@ -680,6 +680,17 @@ impl PyPlan {
         self.plan.id()
     }
 
+    /// Whether any of its steps skips bad records (`with_options(on_bad_record="skip")`).
+    fn skips_bad_records(&self) -> bool {
+        fn skips(plan: &Plan) -> bool {
+            let step = plan.step();
+            step.options()
+                .is_some_and(|o| o.on_bad_record == stoker_core::ErrorPolicy::Skip)
+                || step.inputs().into_iter().any(skips)
+        }
+        skips(&self.plan)
+    }
+
     /// The kind of its last step (as `step_kinds()` names it).
     fn kind(&self) -> &'static str {
         self.plan.step().kind()

@@ -507,3 +507,22 @@ def test_channel_gathers_and_reversals_are_gather_channels() -> None:
         assert "→ gather_channels" in _notes(ds) and "TensorFlow graph" not in ds.explain()
     ds = _same(make, lambda i: tf.gather(i, [1, 0], axis=0))  # not the channels: in TensorFlow
     assert "a gather other than of channels" in _notes(ds)
+
+
+def test_a_per_batch_rest_is_not_used_where_bad_records_are_skipped(images: list[str]) -> None:
+    """Skipped one by one: where bad records are skipped before the batch, the rest runs per
+    element; a skip asked for after such a batch is refused, naming the remedy."""
+    tf = _tf()
+
+    def contrast(path: Any) -> Any:
+        img = tf.image.resize_with_crop_or_pad(tf.io.decode_jpeg(tf.io.read_file(path), channels=3), 32, 48)
+        return tf.image.adjust_contrast(tf.cast(img, tf.float32), 2.0)
+
+    paths = images[::2]
+    ds = sk.data.Dataset.from_tensor_slices(paths).ignore_errors().map(contrast).batch(2)
+    assert "per element" in _notes(ds) and "once per batch" not in _notes(ds)
+    assert len(list(ds)) == 3
+    batched = sk.data.Dataset.from_tensor_slices(paths).map(contrast).batch(2)
+    assert "once per batch" in _notes(batched)
+    with pytest.raises(sk.InvalidArgumentError, match="before .batch"):
+        batched.with_options(on_bad_record="skip")

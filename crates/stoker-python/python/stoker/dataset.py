@@ -10,7 +10,7 @@ import os
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
-from typing import Any, Callable, Union
+from typing import Any, Callable, NamedTuple, Union
 
 import numpy as np
 
@@ -514,7 +514,8 @@ class Dataset:
             out.template = translation.template
             if translation.batched is not None:
                 native, rest = translation.batched
-                _PER_BATCH[plan.id()] = (
+                _PER_BATCH[plan.id()] = _PerBatch(
+                    name,
                     self,
                     [o.spec for o in native],
                     rest,
@@ -536,14 +537,16 @@ class Dataset:
         size = _whole("batch: batch_size", batch_size, 1)
         step = {"step": "batch", "batch_size": size, "drop_remainder": bool(drop_remainder)}
         deferred = _PER_BATCH.get(self._plan.id())
-        if deferred is not None:
+        if deferred is not None and not self._plan.skips_bad_records():
             # A TensorFlow function whose untranslated rest reads fields of one shape: its
-            # native ops, the batch, then the rest once per batch.
-            source, native, rest, (npc, det), note, template = deferred
-            plan = source._plan.map(native, npc, det).step(step).map([rest], npc, det)
-            _NOTES[plan.id()] = note
+            # native ops, the batch, then the rest once per batch. Not where bad records are
+            # skipped: a bad element would drop its whole batch.
+            npc, det = deferred.parallel
+            plan = deferred.source._plan.map(deferred.native, npc, det).step(step).map([deferred.rest], npc, det)
+            _NOTES[plan.id()] = deferred.note
+            _PER_BATCH_RESTS[plan.id()] = deferred.name
             out = Dynamic()
-            out.template = template
+            out.template = deferred.template
             return Dataset(plan, out)._batched(self, size, drop_remainder)
         batched = Dataset(self._plan.step(step), self._structure)
         return batched._batched(self, size, drop_remainder)
@@ -1164,6 +1167,13 @@ class Dataset:
                 optimizations = {**o["optimizations"], **(optimizations or {})}
         if threads is not None:
             threads = _whole("with_options: threads", threads, 1)
+        if on_bad_record == "skip" and (name := _per_batch_rest(self._plan)) is not None:
+            raise InvalidArgumentError(
+                f"with_options(on_bad_record='skip'): map '{name}' runs the TensorFlow part of its function once "
+                "per batch (the batch follows it), where one bad element would drop its whole batch; skip bad "
+                "records before that batch (ignore_errors() or with_options(on_bad_record='skip') on the "
+                "dataset before .batch()), so that they are skipped one by one"
+            )
         opts = None if optimizations is None else {str(k): bool(v) for k, v in optimizations.items()}
         det = None if deterministic is None else bool(deterministic)
         out = Dataset(self._plan.with_options(on_bad_record, threads, opts, det), self._structure)
@@ -1398,10 +1408,36 @@ class Dataset:
         return f"<stoker.Dataset element_spec={self._element_spec(learn=False)!r}>"
 
 
+def _per_batch_rest(plan: Any) -> str | None:
+    """The name of a function whose TensorFlow part a step of ``plan`` runs per batch."""
+    stack = [plan]
+    while stack:
+        p = stack.pop()
+        if p.id() in _PER_BATCH_RESTS:
+            return _PER_BATCH_RESTS[p.id()]
+        stack.extend(p.inputs())
+    return None
+
+
 # What became of each TensorFlow function handed to `map`, by the id of its map step.
 _NOTES: dict[int, str] = {}
-# maps whose TensorFlow rest may run once per batch: how, where a batch follows them
-_PER_BATCH: dict[int, tuple[Any, list[Any], Any, tuple[Any, Any], str, Any]] = {}
+class _PerBatch(NamedTuple):
+    """How a map whose TensorFlow rest may run once per batch runs where a batch follows it:
+    its native ops on ``source``, the batch, then ``rest``."""
+
+    name: str
+    source: Dataset
+    native: list[Any]
+    rest: Callable[[dict[str, Any]], list[tuple[str, Any]]]
+    parallel: tuple[int | None, bool | None]
+    note: str
+    template: Template
+
+
+# the maps whose TensorFlow rest may run once per batch, by id
+_PER_BATCH: dict[int, _PerBatch] = {}
+# the maps that run a TensorFlow rest once per batch, by id: the function's name
+_PER_BATCH_RESTS: dict[int, str] = {}
 
 
 def tf_signature(spec: Any) -> Any:
