@@ -251,13 +251,27 @@ impl ListRef {
             ListRef::Int64(_) => self.for_each(|wire, buf| {
                 match wire {
                     WireType::LengthDelimited => {
-                        // One value per byte that ends a varint (its high bit clear); the
-                        // values themselves are checked when decoded.
-                        let packed = take_len(buf)?;
-                        if packed.last().is_some_and(|b| b & 0x80 != 0) {
+                        // One value per byte that ends a varint (its high bit clear), each
+                        // varint checked as prost checks it, so that a bad record is found
+                        // here, where the rows are read.
+                        let mut run = 0usize;
+                        for &b in take_len(buf)? {
+                            if b & 0x80 != 0 {
+                                run += 1;
+                                if run > 9 {
+                                    return Err("invalid varint".into());
+                                }
+                            } else {
+                                if run == 9 && b > 1 {
+                                    return Err("invalid varint".into());
+                                }
+                                n += 1;
+                                run = 0;
+                            }
+                        }
+                        if run != 0 {
                             return Err("a packed int64_list ends inside a varint".into());
                         }
-                        n += packed.iter().filter(|&&b| b & 0x80 == 0).count();
                     }
                     WireType::Varint => {
                         decode_varint(buf).map_err(err)?;
@@ -395,6 +409,17 @@ mod tests {
             ListRef::Int64(Bytes::from(list)).count().unwrap(),
             values.len()
         );
+        // count() refuses what decoding refuses: a bad record is found when its rows are read
+        for b in [
+            &[0xffu8; 11][..],
+            &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2],
+        ] {
+            let mut list = Vec::new();
+            prost::encoding::encode_key(1, WireType::LengthDelimited, &mut list);
+            prost::encoding::encode_varint(b.len() as u64, &mut list);
+            list.extend_from_slice(b);
+            assert!(ListRef::Int64(Bytes::from(list)).count().is_err(), "{b:?}");
+        }
         let bad: [&[u8]; 3] = [&[0x80], &[1, 0xff, 0xff], &[0xff; 11]];
         for b in bad {
             let mut buf = Bytes::copy_from_slice(b);

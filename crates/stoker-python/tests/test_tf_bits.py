@@ -187,3 +187,42 @@ def test_a_record_of_another_length_fails_as_in_tensorflow(tmp_path: Path) -> No
     ds = sk.data.TFRecordDataset([files]).map(single)
     with pytest.raises(sk.StokerError, match=f"rows of {D + 1} bytes where {D}"):
         list(ds)
+
+
+def test_index_and_bit_steps_that_differ_from_bits_stay_exact() -> None:
+    """Steps that look like bit picking but are not (a slice of the batch, a bitcast to
+    float, the low bit of a negated bit, a constant adding axes, a slice of the bytes before a
+    reshape) give TensorFlow's values: translated exactly or left to TensorFlow."""
+    tf = _tf()
+    x = np.random.default_rng(5).integers(0, 256, (6, 10), dtype=np.uint8)
+    shifts = tf.constant([7, 6, 5, 4, 3, 2, 1, 0], tf.uint8)
+
+    def bits(v: Any) -> Any:
+        return tf.bitwise.bitwise_and(tf.bitwise.right_shift(tf.identity(v)[..., None], shifts), 1)
+
+    cases = [
+        lambda v: tf.reshape(bits(v)[:2], [-1, 80]),  # the batch sliced
+        lambda v: tf.bitcast(tf.cast(tf.reshape(bits(v), [-1, 80]), tf.int32), tf.float32),
+        lambda v: tf.math.floormod(tf.cast(tf.reshape(bits(v), [-1, 80]), tf.int32) * -1, 2),
+        lambda v: tf.reshape(
+            tf.identity(v)[..., None]
+            // tf.reshape(tf.constant([128, 64, 32, 16, 8, 4, 2, 1], tf.uint8), [1, 1, 1, 8])
+            % 2,
+            [1, -1, 80],
+        ),  # noqa: E501
+    ]
+    for fn in cases:
+        ours = list(sk.data.Dataset.from_tensor_slices(x).batch(3).map(fn))
+        theirs = list(tf.data.Dataset.from_tensor_slices(x).batch(3).map(fn).as_numpy_iterator())
+        for a, b in zip(ours, theirs):
+            assert np.asarray(a).dtype == b.dtype and np.asarray(a).shape == b.shape
+            assert np.asarray(a).tobytes() == b.tobytes()
+
+    def prefix(s: Any) -> Any:  # the bytes sliced before the unpacking: rows of 10 bytes
+        head = tf.io.decode_raw(s, tf.uint8)[:8]
+        return tf.reshape(tf.bitwise.bitwise_and(tf.bitwise.right_shift(head[:, None], shifts), 1), [64])
+
+    records = np.array([r.tobytes() for r in x], dtype=object)
+    ours = list(sk.data.Dataset.from_tensor_slices(records).map(prefix))
+    theirs = list(tf.data.Dataset.from_tensor_slices(records).map(prefix).as_numpy_iterator())
+    assert all(np.array_equal(a, b) for a, b in zip(ours, theirs)) and len(ours) == 6

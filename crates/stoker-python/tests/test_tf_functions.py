@@ -526,3 +526,26 @@ def test_a_per_batch_rest_is_not_used_where_bad_records_are_skipped(images: list
     assert "once per batch" in _notes(batched)
     with pytest.raises(sk.InvalidArgumentError, match="before .batch"):
         batched.with_options(on_bad_record="skip")
+
+
+def test_comparisons_keep_their_precision_and_filters_keep_their_elements(images: list[str]) -> None:
+    """An int32 comparison cast to float32 (values float32 cannot hold), a float32 one under
+    a logical_not beside an int32 one, and a filter whose predicate crops a rescaled image
+    (the element passes through unchanged): all as TensorFlow."""
+    tf = _tf()
+    a = np.array([16777217, 16777216, 5], dtype=np.int32)
+    b = np.array([16777216, 16777216, 4], dtype=np.int32)
+    f = np.array([0.7, 0.1, 0.3], dtype=np.float32)
+
+    def make(lib: Any) -> Any:
+        return lib.Dataset.from_tensor_slices((a, b, f))
+
+    _same(make, lambda p, q, r: tf.cast(p > q, tf.float32))
+    _filtered(make, lambda p, q, r: tf.logical_and(tf.logical_not(r * np.float32(0.1) > 0.03), p >= q))
+
+    def bright(path: Any) -> Any:
+        img = tf.io.decode_png(tf.io.read_file(path), channels=3)
+        return tf.reduce_mean(tf.image.resize_with_crop_or_pad(tf.cast(img, tf.float32) / 255.0, 4, 4)) > -1.0
+
+    ds = _filtered(lambda lib: lib.Dataset.from_tensor_slices(images[1::2]), bright)
+    assert len(list(ds)) == 6

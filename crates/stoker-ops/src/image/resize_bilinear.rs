@@ -89,6 +89,13 @@ impl ResizeBilinear {
     /// One image, `h x w x c` values, into `out` (`height x width x c`): per output row, the
     /// two source rows interpolated along x, then the row between them.
     fn image<T: Copy + Into<f32>>(&self, [h, w, c]: [usize; 3], src: &[T], out: &mut [f32]) {
+        if (h, w) == (self.height, self.width) {
+            // TensorFlow's kernel casts an image of the output's size (an infinity stays one)
+            for (o, &v) in out.iter_mut().zip(src) {
+                *o = v.into();
+            }
+            return;
+        }
         let xs = taps(self.width, w, self.align_corners, self.half_pixel_centers);
         let ys = taps(self.height, h, self.align_corners, self.half_pixel_centers);
         let (row_len, out_len) = (w * c, self.width * c);
@@ -248,10 +255,12 @@ mod tests {
         assert_eq!(v, want);
     }
 
-    /// The same size gives the pixels back as float32; a batch is resized image by image.
+    /// The same size gives the pixels back as float32 (infinities too, as TensorFlow's); a
+    /// batch is resized image by image.
     #[test]
     fn same_size_and_batches() {
-        let px: Vec<f32> = (0..2 * 3 * 4 * 2).map(|v| v as f32 * 0.5).collect();
+        let mut px: Vec<f32> = (0..2 * 3 * 4 * 2).map(|v| v as f32 * 0.5).collect();
+        px[3] = f32::INFINITY;
         let t = Tensor::from_slice(DType::F32, vec![2, 3, 4, 2], &px).unwrap();
         let out = run(&op(3, 4), t).unwrap();
         assert_eq!(out.typed::<f32>().unwrap(), &px[..]);

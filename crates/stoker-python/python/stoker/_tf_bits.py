@@ -69,6 +69,8 @@ class Bits:
         constant ``c``, broadcast as TensorFlow does; ``signed``: the result's dtype holds -1."""
         c = np.asarray(c)
         extra = c.ndim - self.pos.ndim
+        if c.ndim > self.lead + self.pos.ndim:
+            raise ValueError(f"a constant of rank {c.ndim} that adds axes before the batch's")
         if extra > 0:
             if any(d != 1 for d in c.shape[:extra]):
                 raise ValueError(f"a constant of shape {list(c.shape)} broadcast over the batch")
@@ -91,10 +93,9 @@ class Bits:
             if bit or (c < 0).any():
                 raise ValueError("a shift other than of bytes, right")
             shift += c
-        elif kind == "FloorMod" and (c == 2).all():
-            bit = True
-        elif kind == "BitwiseAnd" and (c == 1).all():
-            bit = True
+        elif kind in ("FloorMod", "BitwiseAnd") and (c == (2 if kind == "FloorMod" else 1)).all():
+            # the lowest bit, of a negated bit too (-1 % 2 and -1 & 1 are 1)
+            bit, sign = True, np.ones_like(sign)
         elif kind == "Mul" and bit and np.isin(c, (1, -1)).all() and (signed or (c == 1).all()):
             sign *= c
         else:

@@ -530,7 +530,10 @@ class _Translator:
         if src == "string" or dst in ("string", "bool"):
             raise Untranslatable(f"'{op.name}': Cast from {src} to {dst}")
         if dst in _FLOATS:
-            if isinstance(v, _Lazy) and v.dtype == "bool":
+            if isinstance(v, _Lazy) and v.dtype == "bool" and v.within not in (None, dst):
+                # compared in another precision than the expression it joins: computed first
+                self.values[out] = _Lazy(ops.field(self.bool_field(op.inputs[0])), dst, None, [f"Cast(bool→{dst})"])
+            elif isinstance(v, _Lazy) and v.dtype == "bool":
                 self.values[out] = _Lazy(v.expr, dst, None, v.steps + [f"Cast(bool→{dst})"])
             else:
                 # a value compute() reads exactly is read as it is; others are cast natively
@@ -688,6 +691,9 @@ class _Translator:
         elif t in _BINARY:
             e = _BINARY[t](self.expr(op.inputs[0], operand), self.expr(op.inputs[1], operand))
         else:
+            c = self.values.get(op.inputs[0].ref())
+            if isinstance(c, _Lazy) and c.within not in (None, operand):
+                self.bool_field(op.inputs[0])  # compared in another precision: computed first
             cond = self.expr(op.inputs[0], "bool")
             e = ops.where(cond, self.expr(op.inputs[1], operand), self.expr(op.inputs[2], operand))
         if not isinstance(e, Expr):
@@ -696,7 +702,7 @@ class _Translator:
         within = None
         if dtype == "bool":
             inner = [getattr(self.values.get(i.ref()), "within", None) for i in op.inputs]
-            within = operand if operand != "bool" else ("float64" if "float64" in inner else None)
+            within = operand if operand != "bool" else next((w for w in ("float64", "float32") if w in inner), None)
         self.values[op.outputs[0].ref()] = _Lazy(e, dtype, self.scaled(op), _unique(steps + [t]), within=within)
 
     def scaled(self, op: Any) -> tuple[str, str, float, list[Any]] | None:
@@ -798,7 +804,11 @@ class _Translator:
             raise Untranslatable(
                 f"'{scope}': {', '.join(kinds)} (natively: ResizeBilinear, bilinear without antialias)"
             )
-        op = next(o for o in members if o.type == "ResizeBilinear")
+        resizes = [o for o in members if o.type == "ResizeBilinear"]
+        op = resizes[0]
+        squeezed = out.op.type == "Squeeze" and out.op.inputs[0].op is op
+        if len(resizes) != 1 or not (out.op is op or squeezed):
+            raise Untranslatable(f"'{scope}': a scope of more than one resize")
         if src.dtype.name not in ("uint8", "float32") or src.shape.rank not in (3, 4):
             raise Untranslatable(f"'{scope}': a resize of {src.dtype.name} of rank {src.shape.rank}")
         rank = out.shape.rank
@@ -819,7 +829,7 @@ class _Translator:
         """Crops or pads a rescaled uint8 image before its rescale (the same result: padding
         is 0 either way), which the planner then fuses into the decode, where nothing else
         reads the image before the crop."""
-        if v.scaled is None:
+        if v.scaled is None or not self.free(v.scaled[0]):
             return False
         x, _, _, chain = v.scaled
         tensors = chain + [src]
@@ -1483,13 +1493,18 @@ def _row_bytes(t: Any, lead: int) -> int | None:
     """The length of the rows of bytes ``t`` (after ``lead`` batch axes): its static one, or
     (``decode_raw`` gives rows of no static length) the one a reshape of the bits unpacked
     from it implies: the reshape's rows hold a known number of values, and its input's rows
-    one axis of unknown length, the bytes'."""
+    one axis of unknown length, the bytes' (followed through the ops that leave that axis
+    whole: casts, new axes, the bit arithmetic)."""
     if t.shape[-1] is not None:
         return int(t.shape[-1])
+
+    def unknown(x: Any) -> int:
+        return -1 if x.shape.rank is None else x.shape.as_list().count(None)
+
     stack, seen = [t], set()
     while stack:
         for c in stack.pop().consumers():
-            if c.type not in _BIT_OPS or c.name in seen:
+            if c.name in seen:
                 continue
             seen.add(c.name)
             if c.type == "Reshape" and c.inputs[0].shape.rank is not None and c.outputs[0].shape.rank is not None:
@@ -1499,17 +1514,64 @@ def _row_bytes(t: Any, lead: int) -> int | None:
                     total = int(np.prod(rows_out))
                     if known and total % known == 0:
                         return total // known
-                continue
-            stack.extend(c.outputs)
+            elif c.type in _BIT_MATH + ("Cast", "ExpandDims") or (c.type == "StridedSlice" and _only_new_axes(c)):
+                if unknown(c.outputs[0]) == unknown(c.inputs[0]) >= 1:
+                    stack.extend(c.outputs)
     return None
+
+
+def _whole_lead(begin: list[int], strides: list[int], masks: list[int], lead: int, rank: int | None) -> bool:
+    """Whether a StridedSlice leaves the first ``lead`` axes whole: the entries for them
+    (before an ellipsis) are full ranges, and those after an ellipsis reach no further back
+    than the axes after them."""
+    bm, em, ellipsis, new, shrink = masks
+    if rank is None:
+        return False
+    for i in range(len(strides)):
+        if ellipsis >> i & 1:
+            after = sum(1 for k in range(i + 1, len(strides)) if not new >> k & 1)
+            return after <= rank - lead
+        if i >= lead:
+            return True
+        if new >> i & 1 or shrink >> i & 1 or strides[i] != 1 or not em >> i & 1:
+            return False
+        if not bm >> i & 1 and begin[i] != 0:
+            return False
+    return True
+
+
+def _only_new_axes(op: Any) -> bool:
+    """Whether a StridedSlice only adds axes (``x[..., None]``, ``x[:, :, None]``): every
+    other entry a whole range."""
+    try:
+        strides = [int(v) for v in _tf_static(op.inputs[3]).ravel()]
+    except (TypeError, ValueError):
+        return False
+    bm, em, ellipsis, new, shrink = (
+        int(_attr(op, m, 0)) for m in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
+    )
+    return all(
+        ellipsis >> i & 1 or new >> i & 1 or (strides[i] == 1 and bm >> i & 1 and em >> i & 1 and not shrink >> i & 1)
+        for i in range(len(strides))
+    )
+
+
+def _tf_static(t: Any) -> np.ndarray:
+    """``t``'s value where the graph alone gives it (a constant), else TypeError."""
+    import tensorflow as tf
+
+    value = tf.get_static_value(t)
+    if value is None:
+        raise TypeError(f"'{t.name}' is not known when traced")
+    return np.asarray(value)
 
 
 def _bits_cast(op: Any, v: Bits) -> Bits:
     src, dst = op.inputs[0].dtype, op.outputs[0].dtype
     if not (dst.is_integer or dst.is_floating):
         raise ValueError(f"to {dst.name}")
-    if op.type == "Bitcast" and (src.size != dst.size or not v.bit):
-        raise ValueError("a bitcast other than of bits (0 or 1) to a type of the same size")
+    if op.type == "Bitcast" and (src.size != dst.size or not v.bit or not (src.is_integer and dst.is_integer)):
+        raise ValueError("a bitcast other than of bits (0 or 1) to an integer type of the same size")
     if not v.bit and not (dst.is_integer and dst.max >= 255):
         raise ValueError(f"bytes as {dst.name} (natively: bits of them)")
     if dst.is_unsigned and (v.sign < 0).any():
@@ -1537,16 +1599,21 @@ def _index_fn(tr: _Translator, op: Any, lead: int) -> Callable[[np.ndarray], np.
         return lambda a: np.squeeze(a, axis=axes)
     if t == "Transpose":
         perm = [int(v) for v in _const_input(tr, op, 1, "perm")]
+        if perm[:lead] != list(range(lead)):
+            raise ValueError("it moves the batch axis")
         return lambda a: np.transpose(a, perm)
     if t == "GatherV2":
         indices = np.asarray(_const_input(tr, op, 1, "indices")).astype(np.int64)
         axis = int(_const_input(tr, op, 2, "axis"))
-        if int(_attr(op, "batch_dims", 0)) or (indices < 0).any():
-            raise ValueError("a gather with batch_dims or negative indices")
+        rank = op.inputs[0].shape.rank
+        if int(_attr(op, "batch_dims", 0)) or (indices < 0).any() or rank is None or axis % rank < lead:
+            raise ValueError("a gather with batch_dims, negative indices or on the batch axis")
         return lambda a: np.take(a, indices, axis=axis)
     if t == "Slice":
         begin = [int(v) for v in _const_input(tr, op, 1, "begin")]
         size = [int(v) for v in _const_input(tr, op, 2, "size")]
+        if any(begin[a] != 0 or size[a] != -1 for a in range(lead)):
+            raise ValueError("it slices the batch axis")
         return lambda a: a[tuple(slice(b, None if n == -1 else b + n) for b, n in zip(begin, size))]
     begin, end, strides = (
         [int(v) for v in _const_input(tr, op, i, w)] for i, w in ((1, "begin"), (2, "end"), (3, "strides"))
@@ -1554,6 +1621,8 @@ def _index_fn(tr: _Translator, op: Any, lead: int) -> Callable[[np.ndarray], np.
     masks = [
         int(_attr(op, m, 0)) for m in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
     ]
+    if not _whole_lead(begin, strides, masks, lead, op.inputs[0].shape.rank):
+        raise ValueError("it slices or indexes the batch axis")
     index: list[Any] = []
     for i, (b, e, step) in enumerate(zip(begin, end, strides)):
         bm, em, ellipsis, new, shrink = (m >> i & 1 for m in masks)

@@ -523,6 +523,9 @@ class Dataset:
                     f"{head}the rest runs as its traced graph once per batch (vectorized), from {translation.rest}",
                     translation.template,
                 )
+                mapped = Dataset(plan, out)
+                weakref.finalize(mapped, _PER_BATCH.pop, plan.id(), None)
+                return mapped
             return Dataset(plan, out)
         plan = self._plan.map(specs[:-1], npc, det)  # without the last op, a `select`, if it keeps all
         schema = plan.schema()
