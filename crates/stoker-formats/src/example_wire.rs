@@ -147,6 +147,37 @@ fn map_entry(
     Ok(())
 }
 
+/// The number of varints in `packed` (its bytes that end one: high bit clear), and whether
+/// it holds 9 continuation bytes in a row (a varint of 10 bytes or more, which only then needs
+/// a closer look), read 8 bytes at a time: a run that long spans words.
+fn varint_ends(packed: &[u8]) -> (usize, bool) {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let (mut n, mut run, mut long) = (0usize, 0u32, false);
+    let mut word = |w: u64, pad: u32| {
+        // the high bit of each byte that ends a varint (padding bytes end none)
+        let ends = !w & HIGH & (u64::MAX >> (8 * pad));
+        n += ends.count_ones() as usize;
+        if ends == 0 {
+            run += 8 - pad;
+        } else {
+            long |= run + ends.trailing_zeros() / 8 >= 9;
+            run = (ends.leading_zeros() / 8).saturating_sub(pad);
+        }
+        long |= run >= 9;
+    };
+    let mut chunks = packed.chunks_exact(8);
+    for c in &mut chunks {
+        word(u64::from_le_bytes(c.try_into().unwrap_or([0; 8])), 0);
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut last = [0u8; 8];
+        last[..rest.len()].copy_from_slice(rest);
+        word(u64::from_le_bytes(last), 8 - rest.len() as u32);
+    }
+    (n, long)
+}
+
 /// Decodes packed varints, as prost's `decode_varint` each (at most 10 bytes, the tenth at
 /// most 1), with short paths for the values of one to three bytes that lists are made of
 /// (token ids, masks, labels).
@@ -251,27 +282,18 @@ impl ListRef {
             ListRef::Int64(_) => self.for_each(|wire, buf| {
                 match wire {
                     WireType::LengthDelimited => {
-                        // One value per byte that ends a varint (its high bit clear), each
-                        // varint checked as prost checks it, so that a bad record is found
-                        // here, where the rows are read.
-                        let mut run = 0usize;
-                        for &b in take_len(buf)? {
-                            if b & 0x80 != 0 {
-                                run += 1;
-                                if run > 9 {
-                                    return Err("invalid varint".into());
-                                }
-                            } else {
-                                if run == 9 && b > 1 {
-                                    return Err("invalid varint".into());
-                                }
-                                n += 1;
-                                run = 0;
-                            }
-                        }
-                        if run != 0 {
+                        // One value per byte that ends a varint (its high bit clear). A
+                        // varint of 10 bytes or more (prost allows 10, the tenth at most 1) is
+                        // checked here, so that a bad record is found where the rows are read.
+                        let packed = take_len(buf)?;
+                        if packed.last().is_some_and(|b| b & 0x80 != 0) {
                             return Err("a packed int64_list ends inside a varint".into());
                         }
+                        let (count, long) = varint_ends(packed);
+                        if long {
+                            packed_varints(packed, |_| {})?;
+                        }
+                        n += count;
                     }
                     WireType::Varint => {
                         decode_varint(buf).map_err(err)?;
@@ -409,6 +431,19 @@ mod tests {
             ListRef::Int64(Bytes::from(list)).count().unwrap(),
             values.len()
         );
+        // runs of continuation bytes across and inside words
+        for (at, len, want) in [
+            (0, 9, true),
+            (3, 9, true),
+            (7, 9, true),
+            (5, 8, false),
+            (0, 20, true),
+        ] {
+            let mut b = vec![1u8; 32];
+            b[at..at + len].iter_mut().for_each(|v| *v = 0x81);
+            assert_eq!(varint_ends(&b[..at + len + 1]).1, want, "{at} {len}");
+            assert_eq!(varint_ends(&b).0, 32 - len);
+        }
         // count() refuses what decoding refuses: a bad record is found when its rows are read
         for b in [
             &[0xffu8; 11][..],
