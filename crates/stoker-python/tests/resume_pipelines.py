@@ -63,6 +63,22 @@ class _Spec:
         self.shape, self.dtype = shape, dtype
 
 
+def _traced(t: int) -> sk.Dataset:
+    """TensorFlow functions as tf.data code writes them: a traced filter predicate computed
+    natively, and a map whose untranslated rest (``cumsum``) runs once per batch."""
+    import tensorflow as tf  # only this pipeline imports it
+
+    def keep(v: Any) -> Any:
+        return tf.math.logical_or(tf.cast(v, tf.float32) * 0.5 < 12.0, tf.cast(v, tf.float32) > 30.0)
+
+    def rest(v: Any) -> Any:
+        x = tf.cast(v, tf.float32) / 4.0
+        return {"x": tf.math.cumsum(tf.stack([x, x + 1.0, x * 2.0])), "v": v}
+
+    ds = sk.data.Dataset.range(40).shuffle(7, seed=5).filter(keep).map(rest).batch(4)
+    return ds.with_options(threads=t)
+
+
 def pipelines(data: dict[str, Any]) -> dict[str, Callable[[int], sk.Dataset]]:
     """Name → (threads → dataset). ``data``: paths of the files the pipelines read."""
     chess, tfr, npz, images = data["chess"], data["tfrecords"], data["npz"], data["images"]
@@ -208,6 +224,7 @@ def pipelines(data: dict[str, Any]) -> dict[str, Callable[[int], sk.Dataset]]:
             ).shuffle(4, seed=3),
             t,
         ),
+        "tf_filter_and_per_batch_rest": _traced,
         "zip_after_python_map": lambda t: opt(
             sk.Dataset.zip((sk.Dataset.range(12).map(lambda v: {"sq": v * v}), sk.Dataset.range(12).enumerate())),
             t,
