@@ -12,6 +12,7 @@ pub mod dtype;
 pub mod element;
 pub mod error;
 pub mod exec;
+pub mod knob;
 pub mod op;
 pub mod options;
 pub mod origin;

@@ -29,6 +29,10 @@ pub struct PipelineOptions {
     /// `Options.deterministic`); default yes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deterministic: Option<bool>,
+    /// Whether the stages left to `AUTOTUNE` are tuned while they run (default yes); off, each
+    /// keeps its share of the thread budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autotune: Option<bool>,
     /// The planner's rewrites switched on or off by name (all are on by default).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub optimizations: BTreeMap<String, bool>,

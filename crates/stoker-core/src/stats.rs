@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::element::Element;
 use crate::error::Result;
 use crate::exec::{BoxIter, Timed};
+use crate::knob::{Knob, KnobSnapshot};
 use crate::row_slots::RowSlots;
 use crate::trace;
 
@@ -44,6 +45,8 @@ pub struct StageStats {
     /// The stage its losses and warnings are counted in too: a dataset an `interleave`'s
     /// function opened has counters of its own, its losses are the interleave's.
     losses_to: Option<Arc<StageStats>>,
+    /// Its knobs, kept across iterations: a new pass starts where the tuner left them.
+    knobs: Mutex<Vec<Arc<Knob>>>,
 }
 
 /// A copy of a stage's counters at one moment.
@@ -92,6 +95,9 @@ pub struct StageSnapshot {
     /// Bytes of a batch's rows the ops making its elements wrote there themselves (nothing
     /// left to copy; see `row_slots`).
     pub in_place_bytes: u64,
+    /// Its knobs' values now (parallelism, buffer sizes), and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub knobs: Vec<KnobSnapshot>,
 }
 
 /// Shortest interval between two buffer-fill samples of one stage on the timeline.
@@ -157,6 +163,29 @@ impl StageStats {
     }
     pub fn set_workers(&self, n: usize) {
         self.workers.store(n as u64, Relaxed);
+    }
+
+    /// Its knob `name`, made at `value` in `min..=max` on first use; later passes get the
+    /// same knob, at the value it has then.
+    pub fn knob(
+        &self,
+        name: &'static str,
+        (min, max): (usize, usize),
+        value: usize,
+        tuned: bool,
+    ) -> Arc<Knob> {
+        let mut knobs = self.knobs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = knobs.iter().find(|k| k.name == name) {
+            return Arc::clone(k);
+        }
+        let k = Arc::new(Knob::new(name, min, max, value, tuned));
+        knobs.push(Arc::clone(&k));
+        k
+    }
+
+    /// Its knobs.
+    pub fn knobs(&self) -> Vec<Arc<Knob>> {
+        self.knobs.lock().map(|k| k.clone()).unwrap_or_default()
     }
 
     /// Counts one skipped bad record and keeps its reason.
@@ -292,6 +321,7 @@ impl StageStats {
             workers: self.workers.load(Relaxed),
             copied_bytes: self.copied_bytes.load(Relaxed),
             in_place_bytes: self.in_place_bytes.load(Relaxed),
+            knobs: self.knobs().iter().map(|k| k.snapshot()).collect(),
         }
     }
 }
@@ -344,6 +374,12 @@ impl StatsRegistry {
     pub fn snapshot(&self) -> Vec<StageSnapshot> {
         let stages = self.stages.lock().unwrap_or_else(|e| e.into_inner());
         stages.iter().map(|(_, s)| s.snapshot()).collect()
+    }
+
+    /// Its stages' counters.
+    pub fn stages(&self) -> Vec<Arc<StageStats>> {
+        let stages = self.stages.lock().unwrap_or_else(|e| e.into_inner());
+        stages.iter().map(|(_, s)| Arc::clone(s)).collect()
     }
 
     /// Each stage's counters by its key.

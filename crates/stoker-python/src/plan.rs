@@ -495,7 +495,7 @@ impl PyPlan {
         )
     }
 
-    #[pyo3(signature = (on_bad_record=None, threads=None, optimizations=None, deterministic=None))]
+    #[pyo3(signature = (on_bad_record=None, threads=None, optimizations=None, deterministic=None, autotune=None))]
     fn with_options(
         &self,
         py: Python<'_>,
@@ -503,6 +503,7 @@ impl PyPlan {
         threads: Option<usize>,
         optimizations: Option<std::collections::BTreeMap<String, bool>>,
         deterministic: Option<bool>,
+        autotune: Option<bool>,
     ) -> PyResult<PyPlan> {
         let on_bad_record = match on_bad_record {
             None | Some("raise") => ErrorPolicy::Raise,
@@ -526,6 +527,7 @@ impl PyPlan {
                     on_bad_record,
                     threads,
                     deterministic,
+                    autotune,
                     optimizations: optimizations.unwrap_or_default(),
                 },
             },

@@ -215,14 +215,15 @@ def test_a_python_function_that_waits_is_told_from_one_that_holds_the_gil():
     rec = gain_of(serial, "raise the parallelism")
     assert "waited with the GIL released" in rec.evidence, str(serial)
     assert not any("native ops" in r.action for r in serial.recommendations), str(serial)
-    # Waiting on every thread of the budget already: more threads than cores.
-    parallel = src.map(_waits, num_parallel_calls=sk.AUTOTUNE).batch(8).diagnose(seconds=1.5)
+    # Waiting on every thread of the budget already (the tuner off): more threads than cores.
+    untuned = src.with_options(autotune=False)
+    parallel = untuned.map(_waits, num_parallel_calls=sk.AUTOTUNE).batch(8).diagnose(seconds=1.5)
     rec = gain_of(parallel, "more threads than cores")
     assert "threads=" in rec.action and rec.predicted_gain_percent and rec.predicted_gain_percent > 0
     # Its threads were busy waiting, not computing: little CPU used, little GIL held.
     assert parallel.cpu_utilisation < 0.5 and parallel.gil_utilisation < 0.2, parallel.summary
     # Computing in Python: native ops, not threads.
-    gil = src.map(_computes, num_parallel_calls=sk.AUTOTUNE).batch(8).diagnose(seconds=1.5)
+    gil = untuned.map(_computes, num_parallel_calls=sk.AUTOTUNE).batch(8).diagnose(seconds=1.5)
     assert any("native ops" in r.action for r in gil.recommendations), str(gil)
     assert not any("more threads than cores" in r.action for r in gil.recommendations), str(gil)
     # The advice holds: the serial waiting map gains from the parallelism it was told.

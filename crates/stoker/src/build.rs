@@ -107,13 +107,6 @@ impl BuildCtx {
         self.seeds.resolve(seed)
     }
 
-    /// Threads for a stage asking for `n`, within the budget (`AUTOTUNE`: its part of the
-    /// budget, which the stages left to choose share, so that the budget covers the whole
-    /// pipeline).
-    pub(crate) fn threads_for(&self, n: Option<i64>) -> usize {
-        threads_within(self.options.threads(), self.autotuned_stages, n)
-    }
-
     /// The context of pass `pass` of a `repeat` (pass 0 of the first iteration has epoch 0,
     /// pass 1 epoch 1, and so on).
     pub(crate) fn for_pass(&self, pass: u64) -> BuildCtx {

@@ -35,6 +35,7 @@ pub mod registry;
 pub mod report;
 pub mod sources;
 pub mod spec;
+pub mod tuner;
 pub mod verdict;
 
 pub use pipeline::Pipeline;

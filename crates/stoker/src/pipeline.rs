@@ -250,6 +250,14 @@ impl Pipeline {
                 self.stats.stage(0, "driver", "prefetch"),
             ),
         };
+        if ctx.options.autotune.unwrap_or(true) && crate::tuner::tunes(&self.plan) {
+            crate::tuner::Tuner::start(
+                Arc::clone(&self.stats),
+                Arc::clone(&stats),
+                ctx.options.threads(),
+                ctx.cancel.clone(),
+            );
+        }
         let driver = Prefetch::spawn_with_stop(inner, capacity, 1, stats, ctx.cancel.clone())?;
         Ok(Run {
             driver,
@@ -448,15 +456,43 @@ impl Pipeline {
         for note in &self.notes {
             out.push_str(&format!("  {note}\n"));
         }
+        out.push_str(&self.knobs_note());
         out
+    }
+
+    /// The stages' knobs as they stand (after a run), the tuned ones marked, with why.
+    fn knobs_note(&self) -> String {
+        let mut out = String::new();
+        for stage in self.stats.stages() {
+            for k in stage.knobs() {
+                let mark = if k.tuned { " [tuned]" } else { "" };
+                out.push_str(&format!(
+                    "  {}: {}={}{mark} ({})\n",
+                    stage.name,
+                    k.name,
+                    k.get(),
+                    k.reason()
+                ));
+            }
+        }
+        if out.is_empty() {
+            return out;
+        }
+        format!("knobs:\n{out}")
     }
 
     /// The thread budget and where it comes from, as `explain()` says it.
     pub fn budget_note(&self) -> String {
         let budget = self.options.budget();
+        let tuned = if self.options.autotune.unwrap_or(true) {
+            ", tuned while it runs"
+        } else {
+            " (autotune=False)"
+        };
         let shared = match self.autotuned_stages {
-            0 | 1 => String::new(),
-            n => format!("; the {n} stages left to AUTOTUNE share it"),
+            0 => String::new(),
+            1 => format!("; the stage left to AUTOTUNE starts with it{tuned}"),
+            n => format!("; the {n} stages left to AUTOTUNE start with a share of it each{tuned}"),
         };
         format!(
             "thread budget: {} ({}){shared}",

@@ -117,6 +117,9 @@ impl Plan {
             if o.deterministic.is_some() {
                 out.deterministic = o.deterministic;
             }
+            if o.autotune.is_some() {
+                out.autotune = o.autotune;
+            }
             out.optimizations.extend(o.optimizations);
         }
         out

@@ -5,6 +5,11 @@
 //! result slot to the consumer (in order, through a bounded channel: this bounds the elements
 //! in flight) and the element with the slot's sender to the workers. The consumer waits on the
 //! slots in order.
+//!
+//! With a [`Knob`], the parallelism moves while it runs: workers are started as the knob rises,
+//! those numbered at or above it park, and the elements in flight are bounded by tokens, two
+//! per worker, that the feeder takes before each element and the consumer gives back after it
+//! (withholding them while the knob has come down).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -19,6 +24,7 @@ use crate::exec::map::{apply_chain, OpChain, Positions};
 use crate::exec::results::{Results, Running, Tagged};
 use crate::exec::state::StateLog;
 use crate::exec::{catch_panic, BoxIter, ElementIter, State};
+use crate::knob::Knob;
 use crate::options::ErrorPolicy;
 use crate::seed::Seeds;
 use crate::stats::StageStats;
@@ -37,6 +43,38 @@ pub struct ParallelMap {
     next_out: u64,
     /// The state after the last element handed out: `[next input index]` and the input's.
     last: Result<State>,
+    /// Where the parallelism is tuned while it runs.
+    tuned: Option<Tuned>,
+}
+
+/// A parallel map's moving parts when a knob sets its parallelism.
+struct Tuned {
+    knob: Arc<Knob>,
+    /// Starts worker `w`.
+    start: Box<dyn FnMut(usize) -> Result<JoinHandle<()>> + Send>,
+    started: usize,
+    /// The feeder's tokens: one per element it may have in flight.
+    tokens: Sender<()>,
+    issued: usize,
+}
+
+impl Tuned {
+    /// Gives back the token of an element taken, or withholds it where the knob came down,
+    /// and issues more where it went up; starts the workers the knob now asks for.
+    fn after_element(&mut self, running: &mut Running) -> Result<()> {
+        let target = 2 * self.knob.get();
+        if self.issued > target || self.tokens.try_send(()).is_err() {
+            self.issued -= 1;
+        }
+        while self.issued < target && self.tokens.try_send(()).is_ok() {
+            self.issued += 1;
+        }
+        while self.started < self.knob.get() {
+            running.push_thread((self.start)(self.started)?);
+            self.started += 1;
+        }
+        Ok(())
+    }
 }
 
 pub struct ParallelMapConfig {
@@ -53,6 +91,9 @@ pub struct ParallelMapConfig {
     pub seeds: Arc<Seeds>,
     /// The positions the ops see (see [`Positions`]).
     pub positions: Positions,
+    /// Where the parallelism is set while it runs (`workers` is then its largest value);
+    /// `None`: `workers` throughout.
+    pub knob: Option<Arc<Knob>>,
 }
 
 /// A work item: an input element, its position in the pass, and where its result goes.
@@ -79,6 +120,18 @@ struct Worker {
     seeds: Arc<Seeds>,
     positions: Positions,
     epoch: u64,
+    /// This worker's number, and the knob it parks at or above.
+    number: usize,
+    knob: Option<Arc<Knob>>,
+}
+
+/// Parks worker `number` while the knob is at or below it (until the stage stops).
+pub(crate) fn park_above(knob: Option<&Knob>, number: usize, stop: &AtomicBool) {
+    let Some(knob) = knob else { return };
+    let parked = |v: usize| number >= v && !stop.load(Ordering::Relaxed);
+    while parked(knob.get()) {
+        knob.wait_while(std::time::Duration::from_millis(200), parked);
+    }
 }
 
 impl Worker {
@@ -94,8 +147,14 @@ impl Worker {
             seeds,
             positions,
             epoch,
+            number,
+            knob,
         } = self;
-        for (element, index, reply) in work_rx {
+        loop {
+            park_above(knob.as_deref(), number, &stop);
+            let Ok((element, index, reply)) = work_rx.recv() else {
+                break;
+            };
             // Once stopped, queued elements are not worked on: a slow op (a Python function)
             // must not delay the end.
             if stop.load(Ordering::Relaxed) {
@@ -131,75 +190,86 @@ struct Feeder {
     work_tx: Sender<Work>,
     stats: Arc<StageStats>,
     stop: Arc<AtomicBool>,
+    /// One token per element it may put in flight, where a knob sets the parallelism.
+    tokens: Option<Receiver<()>>,
 }
 
 impl Feeder {
+    /// Waits for a token, where elements in flight are bounded by tokens; false once the
+    /// consumer is gone.
+    fn token(&self) -> bool {
+        let Some(tokens) = &self.tokens else {
+            return true;
+        };
+        tokens.recv().is_ok()
+    }
+
     /// Ordered mode: pulls the input until it ends, fails or the stage stops, and for each
     /// element queues a one-shot result slot for the consumer (in input order) and sends the
     /// element with the slot's sender to the workers; `log` gets the input's state after each.
     /// An input error goes to a slot of its own.
-    fn feed_ordered(self, log: Option<Arc<StateLog>>, order_tx: Sender<Slot>) {
-        let Feeder {
-            mut input,
-            mut index,
-            work_tx,
-            stats: st,
-            stop,
-        } = self;
-        while !stop.load(Ordering::Relaxed) {
+    fn feed_ordered(mut self, log: Option<Arc<StateLog>>, order_tx: Sender<Slot>) {
+        while !self.stop.load(Ordering::Relaxed) && self.token() {
+            let Feeder {
+                input,
+                index,
+                work_tx,
+                stats: st,
+                ..
+            } = &mut self;
             let (slot_tx, slot_rx) = bounded::<Tagged>(1);
-            match catch_panic(&st.name, || st.pull(&mut input)) {
+            match catch_panic(&st.name, || st.pull(input)) {
                 Ok(Some(e)) => {
                     if let Some(log) = &log {
-                        log.push(index, input.state());
+                        log.push(*index, input.state());
                     }
-                    index += 1;
+                    *index += 1;
                     if order_tx.send(slot_rx).is_err()
-                        || work_tx.send((e, index - 1, slot_tx)).is_err()
+                        || work_tx.send((e, *index - 1, slot_tx)).is_err()
                     {
                         break;
                     }
                 }
                 Ok(None) => break,
                 Err(err) => {
-                    let _ = slot_tx.send((index, Err(err)));
+                    let _ = slot_tx.send((*index, Err(err)));
                     let _ = order_tx.send(slot_rx);
                     break;
                 }
             }
         }
         // The input goes before the channels close: the end the consumer sees comes after it.
-        drop(input);
+        drop(self);
     }
 
     /// Unordered mode: pulls the input until it ends, fails or the stage stops, and sends each
     /// element to the workers with a sender of the shared result channel, which an input error
     /// goes to as well.
-    fn feed_unordered(self, result_tx: Sender<Tagged>) {
-        let Feeder {
-            mut input,
-            mut index,
-            work_tx,
-            stats: st,
-            stop,
-        } = self;
-        while !stop.load(Ordering::Relaxed) {
-            match catch_panic(&st.name, || st.pull(&mut input)) {
+    fn feed_unordered(mut self, result_tx: Sender<Tagged>) {
+        while !self.stop.load(Ordering::Relaxed) && self.token() {
+            let Feeder {
+                input,
+                index,
+                work_tx,
+                stats: st,
+                ..
+            } = &mut self;
+            match catch_panic(&st.name, || st.pull(input)) {
                 Ok(Some(e)) => {
-                    index += 1;
-                    if work_tx.send((e, index - 1, result_tx.clone())).is_err() {
+                    *index += 1;
+                    if work_tx.send((e, *index - 1, result_tx.clone())).is_err() {
                         break;
                     }
                 }
                 Ok(None) => break,
                 Err(err) => {
-                    let _ = result_tx.send((index, Err(err)));
+                    let _ = result_tx.send((*index, Err(err)));
                     break;
                 }
             }
         }
         // The input goes before the channels close: the end the consumer sees comes after it.
-        drop(input);
+        drop(self);
     }
 }
 
@@ -212,8 +282,15 @@ impl ParallelMap {
         stats: Arc<StageStats>,
     ) -> Result<ParallelMap> {
         let workers = config.workers.max(1);
-        let capacity = config.buffer.max(workers);
+        // With a knob, `workers` is the most it may start; it starts as many as the knob says,
+        // and its tokens bound the elements in flight below the channels' capacity.
+        let knob = config.knob.clone();
+        let capacity = match knob {
+            Some(_) => 2 * workers,
+            None => config.buffer.max(workers),
+        };
         let stop = Arc::new(AtomicBool::new(false));
+        let first = knob.as_ref().map_or(workers, |k| k.get().clamp(1, workers));
         // Work items carry the element's position, given in input order by the feeder.
         let (work_tx, work_rx) = bounded::<Work>(workers);
         let first_index = config.first_index;
@@ -222,26 +299,55 @@ impl ParallelMap {
             .map(|s| State::new(vec![first_index], vec![s]));
         let log = config.deterministic.then(|| Arc::new(StateLog::default()));
         let feeder_log = log.clone();
-        let mut threads = Vec::with_capacity(workers + 1);
+        let mut threads = Vec::with_capacity(first + 1);
 
         // Unordered mode: every worker sends straight to one result channel.
         let (result_tx, result_rx) = bounded::<Tagged>(capacity);
-        for w in 0..workers {
+        let worker = Worker {
+            work_rx,
+            ops: Arc::clone(&ops),
+            stats: Arc::clone(&stats),
+            stop: Arc::clone(&stop),
+            policy: config.policy,
+            seeds: Arc::clone(&config.seeds),
+            positions: config.positions,
+            epoch: config.epoch,
+            number: 0,
+            knob: knob.clone(),
+        };
+        let start = move |w: usize| {
             let worker = Worker {
-                work_rx: work_rx.clone(),
-                ops: Arc::clone(&ops),
-                stats: Arc::clone(&stats),
-                stop: Arc::clone(&stop),
-                policy: config.policy,
-                seeds: Arc::clone(&config.seeds),
-                positions: config.positions,
-                epoch: config.epoch,
+                work_rx: worker.work_rx.clone(),
+                ops: Arc::clone(&worker.ops),
+                stats: Arc::clone(&worker.stats),
+                stop: Arc::clone(&worker.stop),
+                seeds: Arc::clone(&worker.seeds),
+                knob: worker.knob.clone(),
+                number: w,
+                ..worker
             };
-            threads.push(start_thread(format!("stoker-map-{w}"), move || {
-                worker.run()
-            })?);
+            start_thread(format!("stoker-map-{w}"), move || worker.run())
+        };
+        for w in 0..first {
+            threads.push(start(w)?);
         }
-        drop(work_rx);
+        // Tokens bound the elements in flight, two per worker the knob asks for.
+        let (token_tx, token_rx) = bounded::<()>(capacity);
+        let tuned = match &knob {
+            Some(k) => {
+                let issued = (0..2 * first)
+                    .take_while(|_| token_tx.try_send(()).is_ok())
+                    .count();
+                Some(Tuned {
+                    knob: Arc::clone(k),
+                    start: Box::new(start),
+                    started: first,
+                    tokens: token_tx,
+                    issued,
+                })
+            }
+            None => None,
+        };
 
         let output;
         let feeder = Feeder {
@@ -250,6 +356,7 @@ impl ParallelMap {
             work_tx,
             stats: Arc::clone(&stats),
             stop: Arc::clone(&stop),
+            tokens: tuned.is_some().then_some(token_rx),
         };
         if config.deterministic {
             drop(result_rx);
@@ -265,16 +372,28 @@ impl ParallelMap {
             let feed = move || feeder.feed_unordered(result_tx);
             threads.push(start_thread("stoker-map-feed".into(), feed)?);
         }
-        stats.set_workers(workers);
+        stats.set_workers(first);
+        let mut running = Running::new(output, threads, stop);
+        if let Some(k) = &knob {
+            running.wake_on_stop(Arc::clone(k));
+        }
         Ok(ParallelMap {
-            running: Running::new(output, threads, stop),
+            running,
             stats,
             capacity,
             done: false,
             log,
             next_out: first_index,
             last: first_state,
+            tuned,
         })
+    }
+}
+
+impl Drop for ParallelMap {
+    /// The tokens go first: a feeder waiting for one ends, and the threads can be joined.
+    fn drop(&mut self) {
+        drop(self.tuned.take());
     }
 }
 
@@ -297,6 +416,10 @@ impl ElementIter for ParallelMap {
             // `None`: the stream ended (every sender is gone).
             let lost = "a worker thread ended without a result";
             let outcome = self.running.recv(&self.stats, self.capacity, lost);
+            if let (Some(tuned), Some(_)) = (&mut self.tuned, &outcome) {
+                tuned.after_element(&mut self.running)?;
+                self.stats.set_workers(tuned.knob.get().min(tuned.started));
+            }
             if let (Some(log), Some(_)) = (&self.log, &outcome) {
                 let index = self.next_out;
                 self.next_out += 1;
@@ -360,19 +483,29 @@ mod tests {
     }
 
     fn pm(n: i64, deterministic: bool, panic_at: Option<i64>) -> ParallelMap {
+        pm_tuned(n, deterministic, panic_at, None)
+    }
+
+    fn pm_tuned(
+        n: i64,
+        deterministic: bool,
+        panic_at: Option<i64>,
+        knob: Option<Arc<Knob>>,
+    ) -> ParallelMap {
         let ops: OpChain = Arc::from(vec![Arc::new(Square { panic_at }) as Arc<dyn Op>]);
         ParallelMap::spawn(
             ints(0..n),
             ops,
             ParallelMapConfig {
                 epoch: 0,
-                workers: 3,
+                workers: knob.as_ref().map_or(3, |k| k.max),
                 buffer: 8,
                 deterministic,
                 policy: ErrorPolicy::Raise,
                 first_index: 0,
                 seeds: Arc::default(),
                 positions: Positions::default(),
+                knob,
             },
             Arc::new(StageStats::new("map", "map")),
         )
@@ -383,6 +516,50 @@ mod tests {
     fn ordered_results_in_input_order() {
         let want: Vec<i64> = (0..200).map(|i| i * i).collect();
         assert_eq!(drain(Box::new(pm(200, true, None))), want);
+    }
+
+    /// The knob moved up and down while the map runs: the same results, in order, and no
+    /// more workers working than the knob says.
+    #[test]
+    fn a_knob_moved_while_it_runs_keeps_the_results() {
+        for deterministic in [true, false] {
+            let knob = Arc::new(Knob::new("num_parallel_calls", 1, 8, 1, true));
+            let mut it = pm_tuned(600, deterministic, None, Some(Arc::clone(&knob)));
+            let mut got = Vec::new();
+            let mut most_started = 0;
+            while let Some(e) = it.next().unwrap() {
+                got.push(e.tensors[0].typed::<i64>().unwrap()[0]);
+                let v = [1, 8, 3, 5, 2][got.len() / 120 % 5];
+                knob.set(v, "test");
+                most_started = most_started.max(it.tuned.as_ref().map_or(0, |t| t.started));
+            }
+            if !deterministic {
+                got.sort();
+            }
+            let want: Vec<i64> = (0..600).map(|i| i * i).collect();
+            assert_eq!(got, want);
+            assert_eq!(most_started, 8, "workers are started as the knob rises");
+        }
+    }
+
+    #[test]
+    fn a_map_with_workers_parked_stops_at_once() {
+        let knob = Arc::new(Knob::new("num_parallel_calls", 1, 8, 8, true));
+        let mut it = pm_tuned(100_000, true, None, Some(Arc::clone(&knob)));
+        for _ in 0..20 {
+            it.next().unwrap();
+        }
+        knob.set(1, "test");
+        for _ in 0..20 {
+            it.next().unwrap();
+        }
+        let t = std::time::Instant::now();
+        drop(it);
+        assert!(
+            t.elapsed() < std::time::Duration::from_millis(150),
+            "{:?}",
+            t.elapsed()
+        );
     }
 
     #[test]

@@ -29,10 +29,11 @@ use crate::element::{Element, Schema};
 use crate::error::{Error, Result};
 use crate::exec::batch::{BatchBuilder, RowWritten};
 use crate::exec::map::{apply_chain, OpChain, Positions};
-use crate::exec::parallel_map::{start_thread, ParallelMapConfig};
+use crate::exec::parallel_map::{park_above, start_thread, ParallelMapConfig};
 use crate::exec::results::{Results, Running, Tagged};
 use crate::exec::state::StateLog;
 use crate::exec::{catch_panic, BoxIter, ElementIter, State};
+use crate::knob::Knob;
 use crate::options::ErrorPolicy;
 use crate::row_slots::RowSlots;
 use crate::seed::Seeds;
@@ -60,6 +61,15 @@ pub struct ParallelMapBatch {
     next_out: u64,
     /// The state after the last batch handed out.
     last: Result<State>,
+    /// Where a knob sets the parallelism: it, how to start worker `w`, and the workers started.
+    tuned: Option<Tuned>,
+}
+
+struct Tuned {
+    knob: Arc<Knob>,
+    /// `None` once the feed is gone (every worker ended): there is nothing left to do.
+    start: Box<dyn Fn(usize) -> Result<Option<std::thread::JoinHandle<()>>> + Send>,
+    started: usize,
 }
 
 /// One batch being filled.
@@ -263,17 +273,30 @@ struct Worker {
     positions: Positions,
     seeds: Arc<Seeds>,
     pool: Arc<BufferPool>,
+    /// This worker's number, and the knob it parks at or above.
+    number: usize,
+    knob: Option<Arc<Knob>>,
 }
 
 impl Worker {
     /// The next work item, pulled from the feed under its lock; `None` once the stage stops or
     /// the feed has no more.
     fn next_work(&self) -> Option<Work> {
+        park_above(self.knob.as_deref(), self.number, &self.stop);
         if self.stop.load(Ordering::Relaxed) {
             return None;
         }
         let mut feed = self.feed.lock().unwrap_or_else(|e| e.into_inner());
-        feed.next(&self.map_stats)
+        let work = feed.next(&self.map_stats);
+        if work.is_none() {
+            // No more work: the parked workers end too, letting go of the feed, whose end
+            // closes the channels the consumer waits on.
+            self.stop.store(true, Ordering::Relaxed);
+            if let Some(k) = &self.knob {
+                k.wake();
+            }
+        }
+        work
     }
 
     /// Until there is no more work: makes each work item's element with the ops, offering them
@@ -380,29 +403,54 @@ impl ParallelMapBatch {
         let first_state = feed.state();
         let feed = Arc::new(Mutex::new(feed));
 
-        let mut threads = Vec::with_capacity(workers);
-        for w in 0..workers {
-            let worker = Worker {
-                feed: Arc::clone(&feed),
-                stop: Arc::clone(&stop),
-                ops: Arc::clone(&ops),
-                map_stats: Arc::clone(&map_stats),
-                batch_stats: Arc::clone(&batch_stats),
-                policy: config.policy,
-                epoch: config.epoch,
-                positions: config.positions,
-                seeds: Arc::clone(&config.seeds),
-                pool: Arc::clone(&pool),
+        // With a knob, `workers` is the most it may start; it starts as many as the knob says.
+        let knob = config.knob.clone();
+        let first = knob.as_ref().map_or(workers, |k| k.get().clamp(1, workers));
+        let (policy, epoch, positions) = (config.policy, config.epoch, config.positions);
+        let (worker_stop, seeds, worker_knob) = (Arc::clone(&stop), config.seeds, knob.clone());
+        let (map_st, batch_st) = (Arc::clone(&map_stats), Arc::clone(&batch_stats));
+        // The workers hold the feed: once they have all ended it goes, and with it the
+        // channels the consumer waits on; workers started later take it while it is there.
+        let weak_feed = Arc::downgrade(&feed);
+        let start = move |w: usize| {
+            let Some(feed) = weak_feed.upgrade() else {
+                return Ok(None);
             };
-            threads.push(start_thread(format!("stoker-map-{w}"), move || {
-                worker.run()
-            })?);
+            let worker = Worker {
+                feed,
+                stop: Arc::clone(&worker_stop),
+                ops: Arc::clone(&ops),
+                map_stats: Arc::clone(&map_st),
+                batch_stats: Arc::clone(&batch_st),
+                policy,
+                epoch,
+                positions,
+                seeds: Arc::clone(&seeds),
+                pool: Arc::clone(&pool),
+                number: w,
+                knob: worker_knob.clone(),
+            };
+            start_thread(format!("stoker-map-{w}"), move || worker.run()).map(Some)
+        };
+        let mut threads = Vec::with_capacity(first);
+        for w in 0..first {
+            threads.extend(start(w)?);
         }
-        map_stats.set_workers(workers);
+        drop(feed);
+        map_stats.set_workers(first);
         // The copies into the batch run on the map's workers too.
-        batch_stats.set_workers(workers);
+        batch_stats.set_workers(first);
+        let mut running = Running::new(output, threads, stop);
+        let tuned = knob.map(|knob| {
+            running.wake_on_stop(Arc::clone(&knob));
+            Tuned {
+                knob,
+                start: Box::new(start),
+                started: first,
+            }
+        });
         Ok(ParallelMapBatch {
-            running: Running::new(output, threads, stop),
+            running,
             map_stats,
             batch_stats,
             batches_in_flight,
@@ -410,6 +458,7 @@ impl ParallelMapBatch {
             log,
             next_out: 0,
             last: first_state,
+            tuned,
         })
     }
 }
@@ -437,6 +486,17 @@ impl ElementIter for ParallelMapBatch {
                 .running
                 .recv(&self.map_stats, self.batches_in_flight, lost);
             self.batch_stats.add_wait_input(t.elapsed());
+            if let Some(tuned) = &mut self.tuned {
+                while tuned.started < tuned.knob.get() {
+                    if let Some(t) = (tuned.start)(tuned.started)? {
+                        self.running.push_thread(t);
+                    }
+                    tuned.started += 1;
+                }
+                let active = tuned.knob.get().min(tuned.started);
+                self.map_stats.set_workers(active);
+                self.batch_stats.set_workers(active);
+            }
             if let (Some(log), Some(_)) = (&self.log, &outcome) {
                 let batch = self.next_out;
                 self.next_out += 1;
@@ -590,6 +650,7 @@ mod tests {
             first_index: 0,
             seeds: Arc::default(),
             positions: Default::default(),
+            knob: None,
         };
         let batch = BatchConfig {
             size,
@@ -660,6 +721,41 @@ mod tests {
         }
         assert!(batches(fused(5, 8, true, true)).is_empty());
         assert!(batches(fused(0, 8, false, true)).is_empty());
+    }
+
+    /// The knob moved while it runs (workers started and parked): the same batches.
+    #[test]
+    fn a_knob_moved_while_it_runs_keeps_the_batches() {
+        let knob = Arc::new(Knob::new("num_parallel_calls", 1, 6, 1, true));
+        let config = ParallelMapConfig {
+            epoch: 3,
+            workers: 6,
+            buffer: 12,
+            deterministic: true,
+            policy: ErrorPolicy::Raise,
+            first_index: 0,
+            seeds: Arc::default(),
+            positions: Default::default(),
+            knob: Some(Arc::clone(&knob)),
+        };
+        let batch = BatchConfig {
+            size: 8,
+            drop_remainder: false,
+            rows: Schema::dynamic(),
+        };
+        let ops = chain(None, None);
+        let mut it =
+            ParallelMapBatch::spawn(ints(0..300), ops, config, batch, stats(), stats()).unwrap();
+        let mut got = Vec::new();
+        while let Some(e) = it.next().unwrap() {
+            got.push(e);
+            knob.set([6, 1, 4, 2][got.len() / 5 % 4], "test");
+        }
+        assert_eq!(it.tuned.as_ref().map(|t| t.started), Some(6));
+        let got = batches(crate::exec::VecIter::boxed(
+            got.into_iter().map(Ok).collect(),
+        ));
+        assert_eq!(got, batches(reference(300, 8, false)));
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crossbeam_channel::Receiver;
 
 use crate::element::Element;
 use crate::error::{Error, Result};
+use crate::knob::Knob;
 use crate::stats::StageStats;
 
 /// An element, `None` for one dropped (skipped, or an empty last batch), or an error.
@@ -110,6 +111,8 @@ pub struct Running {
     results: Option<Results>,
     threads: Vec<JoinHandle<()>>,
     stop: Arc<AtomicBool>,
+    /// Where parked workers wait: woken on stop.
+    knob: Option<Arc<Knob>>,
 }
 
 impl Running {
@@ -118,7 +121,18 @@ impl Running {
             results: Some(results),
             threads,
             stop,
+            knob: None,
         }
+    }
+
+    /// Wakes the workers parked on `knob` when it stops.
+    pub fn wake_on_stop(&mut self, knob: Arc<Knob>) {
+        self.knob = Some(knob);
+    }
+
+    /// A thread started after the others (a worker the knob asked for).
+    pub fn push_thread(&mut self, thread: JoinHandle<()>) {
+        self.threads.push(thread);
     }
 
     /// See [`Results::recv`].
@@ -132,6 +146,9 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        if let Some(k) = &self.knob {
+            k.wake();
+        }
         drop(self.results.take());
         for t in self.threads.drain(..) {
             let _ = t.join();

@@ -1137,6 +1137,7 @@ class Dataset:
         threads: int | None = None,
         optimizations: dict[str, bool] | None = None,
         deterministic: bool | None = None,
+        autotune: bool | None = None,
     ) -> Dataset:
         """Pipeline-wide options, as keywords or as a tf.data-style :class:`Options`
         (``ds.with_options(options)``); the outermost setting wins.
@@ -1154,6 +1155,9 @@ class Dataset:
         source). The elements are the same either way.
         ``deterministic``: whether parallel maps that do not say keep their input's order
         (default yes).
+        ``autotune``: whether the stages left to ``AUTOTUNE`` are tuned while they run (default
+        yes; ``stats()`` shows each knob's value and why); ``False`` keeps each at its share of
+        the thread budget, for A/B checks. A number the user set is never moved.
         """
         if options is not None:
             if type(options).__module__.startswith("tensorflow"):
@@ -1166,6 +1170,7 @@ class Dataset:
             on_bad_record = on_bad_record if on_bad_record is not None else o.get("on_bad_record")
             threads = threads if threads is not None else o.get("threads")
             deterministic = deterministic if deterministic is not None else o.get("deterministic")
+            autotune = autotune if autotune is not None else o.get("autotune")
             if o.get("optimizations"):
                 optimizations = {**o["optimizations"], **(optimizations or {})}
         if threads is not None:
@@ -1179,7 +1184,8 @@ class Dataset:
             )
         opts = None if optimizations is None else {str(k): bool(v) for k, v in optimizations.items()}
         det = None if deterministic is None else bool(deterministic)
-        out = Dataset(self._plan.with_options(on_bad_record, threads, opts, det), self._structure)
+        tune = None if autotune is None else bool(autotune)
+        out = Dataset(self._plan.with_options(on_bad_record, threads, opts, det, tune), self._structure)
         # Records skipped before a batch change its last batch's rows.
         return out._rows_of(self, out.cardinality() == self.cardinality())
 
@@ -1652,6 +1658,16 @@ class ThreadingOptions(_Settings):
     max_intra_op_parallelism: int | None
 
 
+class AutotuneOptions(_Settings):
+    """``enabled``: whether stages left to ``AUTOTUNE`` are tuned while they run
+    (``with_options(autotune=...)``); ``cpu_budget``: the pipeline's CPU budget in cores (as
+    ``threads``)."""
+
+    _names = ("enabled", "cpu_budget")
+    enabled: bool | None
+    cpu_budget: int | None
+
+
 class OptimizationOptions(_Settings):
     """tf.data's names for stoker's planner rewrites: ``map_and_batch_fusion``
     (``map_and_batch``), ``map_fusion`` (``fuse_maps``); ``apply_default_optimizations=False``
@@ -1683,9 +1699,10 @@ class Options(_Settings):
     ``on_bad_record`` (``"raise"``/``"skip"``). Setting a name it does not have is an
     ``AttributeError``, as in tf.data. Use with ``ds.with_options(options)``."""
 
-    _names = ("deterministic", "threading", "experimental_optimization", "on_bad_record")
+    _names = ("deterministic", "threading", "autotune", "experimental_optimization", "on_bad_record")
     deterministic: bool | None
     threading: ThreadingOptions
+    autotune: AutotuneOptions
     experimental_optimization: OptimizationOptions
     on_bad_record: str | None
 
@@ -1695,6 +1712,7 @@ class Options(_Settings):
     def __init__(self) -> None:
         super().__init__()
         self.threading = ThreadingOptions()
+        self.autotune = AutotuneOptions()
         self.experimental_optimization = OptimizationOptions()
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -1712,6 +1730,8 @@ class Options(_Settings):
         out = Options()
         out.deterministic = options.deterministic
         out.threading.private_threadpool_size = options.threading.private_threadpool_size
+        out.autotune.enabled = options.autotune.enabled
+        out.autotune.cpu_budget = options.autotune.cpu_budget or None
         for name in OptimizationOptions._names:
             setattr(out.experimental_optimization, name, getattr(options.experimental_optimization, name, None))
         return out
@@ -1722,7 +1742,9 @@ class Options(_Settings):
             out["deterministic"] = bool(self.deterministic)
         if self.on_bad_record is not None:
             out["on_bad_record"] = self.on_bad_record
-        size = self.threading.private_threadpool_size
+        if self.autotune.enabled is not None:
+            out["autotune"] = bool(self.autotune.enabled)
+        size = self.threading.private_threadpool_size or self.autotune.cpu_budget
         if size:
             out["threads"] = size
         opt = self.experimental_optimization

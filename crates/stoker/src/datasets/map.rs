@@ -21,6 +21,7 @@ use crate::build::BuildCtx;
 use crate::plan::{iterate_at, DatasetOp, Plan, SpecCtx};
 use crate::properties::{Cardinality, Randomness, AUTOTUNE};
 use crate::random_access::RandomAccess;
+use crate::tuner;
 
 #[derive(Clone)]
 pub struct Map {
@@ -205,11 +206,13 @@ impl DatasetOp for Map {
         let inner = iterate_at(&self.input, ctx, input_at(at, Self::KIND, 0)?)?;
         let first_index = at.map(|s| s.int(Self::KIND, 0)).transpose()?.unwrap_or(0);
         let chain: OpChain = Arc::from(self.ops.clone());
-        let workers = ctx.threads_for(self.num_parallel_calls);
-        let map: BoxIter = if self.num_parallel_calls.is_some() && workers > 1 {
+        let (workers, knob) =
+            tuner::parallelism(ctx, &stats, "num_parallel_calls", self.num_parallel_calls);
+        let map: BoxIter = if self.num_parallel_calls.is_some() && (workers > 1 || knob.is_some()) {
             let mut config = parallel_config(ctx, workers, self.keeps_order(ctx), policy);
             config.first_index = first_index;
             config.positions = self.positions;
+            config.knob = knob;
             Box::new(ParallelMap::spawn(inner, chain, config, stats)?)
         } else {
             let mut it = MapIter::new(
@@ -300,6 +303,7 @@ fn parallel_config(
         first_index: 0,
         seeds: Arc::clone(&ctx.seeds),
         positions: Positions::default(),
+        knob: None,
     }
 }
 
@@ -319,9 +323,14 @@ pub(crate) fn map_and_batch(
             map_plan.label()
         )));
     };
-    let workers = ctx.threads_for(map.num_parallel_calls);
     let policy = ctx.options.on_bad_record;
     let map_stats = ctx.stats.stage(map_plan.id(), &map_plan.label(), Map::KIND);
+    let (workers, knob) = tuner::parallelism(
+        ctx,
+        &map_stats,
+        "num_parallel_calls",
+        map.num_parallel_calls,
+    );
     // The state of a batch over this map, as the fused stage reports it too.
     let map_at = input_at(at, "batch", 0)?;
     let inner = iterate_at(&map.input, ctx, input_at(map_at, Map::KIND, 0)?)?;
@@ -331,6 +340,7 @@ pub(crate) fn map_and_batch(
         .transpose()?
         .unwrap_or(0);
     config.positions = map.positions;
+    config.knob = knob;
     let batch = BatchConfig {
         size: batch_size,
         drop_remainder,

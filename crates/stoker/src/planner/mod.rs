@@ -229,13 +229,17 @@ impl Planner {
     fn map_and_batch(&mut self, plan: &Plan) -> Result<Plan> {
         let (step, changed) = self.with_inputs_rewritten(plan, Planner::map_and_batch)?;
         if let Some(batch) = step.as_any().downcast_ref::<Batch>() {
+            // A map left to the tuner may get more workers while it runs.
             let parallel = batch.input.op::<Map>().is_some_and(|m| {
+                let tuned = m.num_parallel_calls == Some(crate::plan::AUTOTUNE)
+                    && self.options.autotune.unwrap_or(true);
                 m.num_parallel_calls.is_some()
-                    && threads_within(
-                        self.options.threads(),
-                        self.autotuned_stages,
-                        m.num_parallel_calls,
-                    ) > 1
+                    && (tuned
+                        || threads_within(
+                            self.options.threads(),
+                            self.autotuned_stages,
+                            m.num_parallel_calls,
+                        ) > 1)
             });
             if parallel && self.options.on_bad_record == ErrorPolicy::Raise {
                 self.note(MAP_AND_BATCH, 1);

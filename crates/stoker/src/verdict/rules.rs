@@ -122,8 +122,8 @@ fn more_threads(f: &Facts<'_>) -> Option<Recommendation> {
     let (name, budget) = (&l.name, f.budget);
     Some(Recommendation {
         action: format!(
-            "raise the parallelism of '{name}' to {k} ({knob}=stoker.AUTOTUNE uses the whole \
-             budget of {budget} threads)"
+            "raise the parallelism of '{name}' to {k} ({knob}=stoker.AUTOTUNE lets the tuner \
+             choose, within the budget of {budget} threads)"
         ),
         stage: Some(l.name.clone()),
         predicted_gain_percent: gain(after, f.before),
@@ -144,8 +144,9 @@ fn wait_on_more_threads(f: &Facts<'_>) -> Option<Recommendation> {
     let name = &l.name;
     Some(Recommendation {
         action: format!(
-            "let '{name}' wait on more threads than cores: with_options(threads={k}) and \
-             num_parallel_calls=stoker.AUTOTUNE (or {k})"
+            "let '{name}' wait on more threads than cores: num_parallel_calls=stoker.AUTOTUNE \
+             (the tuner gives a stage that waits threads beyond the cores), or {k} with \
+             with_options(threads={k})"
         ),
         stage: Some(l.name.clone()),
         predicted_gain_percent: gain(k as f64, l.workers_now as f64),
