@@ -69,11 +69,13 @@ def stream(make: Callable[[], Any], per: int, seconds: float, warm: float, sleep
 
 
 def settle(per_second: list[int]) -> tuple[float, float | None]:
-    """The final rate (median of the last 5 s) and the first second from which every later
-    second's rate is within 5 % of it (or above)."""
+    """The final rate (median of the last 5 s) and the first second from which the rate
+    averaged over 3 s stays within 5 % of it (or above): single seconds of a pipeline with
+    large batches are noisy."""
     final = statistics.median(per_second[-5:])
-    for i in range(len(per_second)):
-        if all(r >= 0.95 * final for r in per_second[i:]):
+    means = [statistics.mean(per_second[i : i + 3]) for i in range(max(1, len(per_second) - 2))]
+    for i in range(len(means)):
+        if all(m >= 0.95 * final for m in means[i:]):
             return final, float(i + 1)
     return final, None
 
@@ -211,7 +213,8 @@ def section(results: dict) -> str:
     for name, c in results["cases"].items():
         best_n, best = max(c["grid"].items(), key=lambda kv: kv[1]["rate"])
         a, t = c["autotune"], c["tf_data"]
-        within = "–" if a["within_5pct_s"] is None else f"{a['within_5pct_s']:.0f} s"
+        _, settled = settle(a["per_second"])
+        within = "–" if settled is None else f"{settled:.0f} s"
         lines.append(
             f"| {name} | {best['rate']:,.0f} ({best_n}) | {a['final']:,.0f} | {100 * a['final'] / best['rate']:.0f} % "
             f"| {within} | {t['rate']:,.0f} | {a['final'] / t['rate']:.2f}× | {a['cores']:.2f}, {best['cores']:.2f} |"
