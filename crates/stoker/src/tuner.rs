@@ -119,9 +119,10 @@ struct Trial {
 struct Period {
     rate: f64,
     cpu: Option<f64>,
-    /// Per stage (by knob index): the share of its workers' time they were busy, and the CPU
-    /// one of its workers uses (in cores).
-    load: Vec<(f64, f64)>,
+    /// Per stage (by knob index): the share of its workers' time they were busy, the CPU one
+    /// of its workers uses (in cores), and the cores its Python functions computed on (all
+    /// its workers together: the GIL lets them have one).
+    load: Vec<(f64, f64, f64)>,
     /// The output was blocked on its consumer for most of the period.
     consumer_bound: bool,
 }
@@ -260,9 +261,11 @@ impl Tuner {
                 let off_cpu = ((y.python_s - x.python_s) - (y.python_cpu_s - x.python_cpu_s))
                     .max(0.0)
                     .min(busy);
+                let python_cpu = (y.python_cpu_s - x.python_cpu_s).max(0.0) / dt;
                 (
                     (busy / (workers * dt)).min(1.0),
                     (busy - off_cpu) / (workers * dt),
+                    python_cpu,
                 )
             })
             .collect();
@@ -397,6 +400,14 @@ impl Tuner {
             .iter()
             .enumerate()
             .filter(|(i, t)| t.knob.get() > 1 && !cooling(cooldown_down, *i))
+            // Workers all busy computing natively each make their share of the rate: one fewer
+            // only loses it. Fewer may do where the consumer is the limit, where workers sit
+            // idle, where they are busy without computing (waiting on a lock, I/O), or where
+            // Python takes much of the one core the GIL gives.
+            .filter(|(i, _)| {
+                let (busy, cpu, python) = p.load[*i];
+                p.consumer_bound || busy < 0.85 || cpu < 0.7 * busy || python > 0.5
+            })
             .min_by(|a, b| p.load[a.0].0.total_cmp(&p.load[b.0].0))?;
         let v = t.knob.get();
         let why = if p.consumer_bound {
