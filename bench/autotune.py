@@ -140,12 +140,7 @@ def main() -> int:
 
     w1_dir = os.path.join(args.data, "w1-ab")
     w1_files = sorted(os.path.join(w1_dir, f) for f in os.listdir(w1_dir) if f.endswith(".tfrecord"))
-    w3_root = os.path.join(args.data, "w3-1200")
-    paths, labels = [], []
-    for i, c in enumerate(sorted(d for d in os.listdir(w3_root) if d.startswith("class"))):
-        for f in sorted(os.listdir(os.path.join(w3_root, c))):
-            paths.append(os.path.join(w3_root, c, f))
-            labels.append(i)
+    paths, labels = tff.w3_files(os.path.join(args.data, "w3-1200"), 600)
     w2_dir = os.path.join(args.data, "w2-240", "images")
     w2_images = sorted(os.path.join(w2_dir, f) for f in os.listdir(w2_dir))[:60]
 
@@ -153,7 +148,7 @@ def main() -> int:
         ("W1 (tf.data's fast form)", lambda lib: tff.w1(lib, tf, w1_files), 512, 0.0),
         (
             "W3 (decode_jpeg, random_crop, flip, normalise)",
-            lambda lib: tff.w3(lib, tf, (paths[:600], labels[:600])),
+            lambda lib: tff.w3(lib, tf, (paths, labels)),
             256,
             0.0,
         ),

@@ -186,6 +186,16 @@ def tutorial(lib: Any, tf: Any, files: tuple[list[str], list[int]]) -> Any:
     return ds.batch(32).prefetch(lib.AUTOTUNE)
 
 
+def w3_files(root: str, n: int) -> tuple[list[str], list[int]]:
+    """The first ``n`` images of a W3 folder (``class*/``) and their labels, in a fixed order."""
+    paths, labels = [], []
+    for i, c in enumerate(sorted(d for d in os.listdir(root) if d.startswith("class"))):
+        for f in sorted(os.listdir(os.path.join(root, c))):
+            paths.append(os.path.join(root, c, f))
+            labels.append(i)
+    return paths[:n], labels[:n]
+
+
 def rate(make: Callable[[], Any], elements: int, runs: int) -> dict:
     """Elements per second: the median of ``runs`` samples after one warm-up epoch, a sample
     being as many whole epochs as take at least half a second (short epochs are noisy)."""
@@ -232,13 +242,7 @@ def main() -> int:
     w2_images = sorted(os.path.join(w2_dir, "images", f) for f in os.listdir(os.path.join(w2_dir, "images")))[:60]
     w2_labels = sorted(os.path.join(w2_dir, "labels", f) for f in os.listdir(os.path.join(w2_dir, "labels")))[:60]
     colors = w2_peers.read_colors(os.path.join(w2_dir, "class_dict.csv"))
-    w3_root = os.path.join(args.data, "w3-1200")
-    paths, labels = [], []
-    for i, c in enumerate(sorted(d for d in os.listdir(w3_root) if d.startswith("class"))):
-        for f in sorted(os.listdir(os.path.join(w3_root, c))):
-            paths.append(os.path.join(w3_root, c, f))
-            labels.append(i)
-    paths, labels = paths[:600], labels[:600]
+    paths, labels = w3_files(os.path.join(args.data, "w3-1200"), 600)
 
     cases: list[tuple[str, Callable[..., Any], Any, int, Callable[[], Any] | None]] = [
         ("BERT input_fn", bert, [bert_file], BERT_RECORDS // 32 * 32, None),
