@@ -2,17 +2,30 @@
 //! the current value, the autotuner moves it within its range, and both the value and the
 //! reason for it are shown in the stage's stats.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
+
+/// What a knob sets, which says how the tuner moves it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KnobKind {
+    /// Worker threads: costs CPU where they compute.
+    #[default]
+    Parallelism,
+    /// Elements a buffer holds: costs memory, in the pipeline's RAM budget.
+    Buffer,
+}
 
 /// One knob of one stage.
 #[derive(Debug)]
 pub struct Knob {
     /// Its name, as the user sets it (`num_parallel_calls`, `buffer_size`, ...).
     pub name: &'static str,
+    pub kind: KnobKind,
     pub min: usize,
     pub max: usize,
     /// Left to `AUTOTUNE`: the autotuner moves it. A value the user set is never moved.
@@ -23,12 +36,18 @@ pub struct Knob {
     /// Wakes the threads waiting for the value to change (workers parked above it).
     changed: Condvar,
     lock: Mutex<()>,
+    /// The tuner's latest moves: when, to what, and why (at most [`HISTORY`]).
+    history: Mutex<VecDeque<(Instant, usize, String)>>,
 }
+
+/// The moves a knob remembers (the latest).
+pub const HISTORY: usize = 256;
 
 /// A knob's value and why, as `stats()` shows it.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct KnobSnapshot {
     pub name: String,
+    pub kind: KnobKind,
     pub value: usize,
     pub min: usize,
     pub max: usize,
@@ -47,6 +66,7 @@ impl Knob {
         };
         Knob {
             name,
+            kind: KnobKind::Parallelism,
             min,
             max,
             tuned,
@@ -54,7 +74,17 @@ impl Knob {
             reason: Mutex::new(reason.into()),
             changed: Condvar::new(),
             lock: Mutex::new(()),
+            history: Mutex::default(),
         }
+    }
+
+    /// The same knob for a buffer's size (a tuned one starts with the reason `start`).
+    pub fn for_buffer(mut self, start: &str) -> Knob {
+        self.kind = KnobKind::Buffer;
+        if self.tuned {
+            self.set_reason(start);
+        }
+        self
     }
 
     pub fn get(&self) -> usize {
@@ -68,8 +98,15 @@ impl Knob {
             return self.get();
         }
         let value = value.clamp(self.min, self.max);
+        let reason = reason.into();
+        if let Ok(mut h) = self.history.lock() {
+            if h.len() == HISTORY {
+                h.pop_front();
+            }
+            h.push_back((Instant::now(), value, reason.clone()));
+        }
         if let Ok(mut r) = self.reason.lock() {
-            *r = reason.into();
+            *r = reason;
         }
         let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         self.value.store(value, Relaxed);
@@ -103,9 +140,18 @@ impl Knob {
         }
     }
 
+    /// The tuner's latest moves, oldest first: when, to what value, and why.
+    pub fn history(&self) -> Vec<(Instant, usize, String)> {
+        self.history
+            .lock()
+            .map(|h| h.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
     pub fn snapshot(&self) -> KnobSnapshot {
         KnobSnapshot {
             name: self.name.into(),
+            kind: self.kind,
             value: self.get(),
             min: self.min,
             max: self.max,
@@ -134,6 +180,8 @@ mod tests {
         assert_eq!(k.set(100, "up"), 8);
         assert_eq!(k.set(0, "down"), 1);
         assert_eq!(k.snapshot().reason, "down");
+        let h: Vec<(usize, String)> = k.history().into_iter().map(|(_, v, r)| (v, r)).collect();
+        assert_eq!(h, [(8, "up".to_string()), (1, "down".to_string())]);
     }
 
     #[test]

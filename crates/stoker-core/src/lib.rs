@@ -16,6 +16,7 @@ pub mod knob;
 pub mod op;
 pub mod options;
 pub mod origin;
+pub mod ram;
 pub mod row_slots;
 pub mod seed;
 pub mod stats;

@@ -33,6 +33,10 @@ pub struct PipelineOptions {
     /// keeps its share of the thread budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autotune: Option<bool>,
+    /// Bytes the buffers left to `AUTOTUNE` may hold together (tf.data's
+    /// `autotune.ram_budget`); default half of the memory available to the process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ram_budget: Option<u64>,
     /// The planner's rewrites switched on or off by name (all are on by default).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub optimizations: BTreeMap<String, bool>,

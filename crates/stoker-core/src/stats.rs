@@ -40,6 +40,9 @@ pub struct StageStats {
     workers: AtomicU64,
     copied_bytes: AtomicU64,
     in_place_bytes: AtomicU64,
+    buffered_bytes: AtomicU64,
+    buffered_bytes_peak: AtomicU64,
+    starved_ns: AtomicU64,
     last_skip: Mutex<Option<String>>,
     last_warning: Mutex<Option<String>>,
     /// The stage its losses and warnings are counted in too: a dataset an `interleave`'s
@@ -95,6 +98,15 @@ pub struct StageSnapshot {
     /// Bytes of a batch's rows the ops making its elements wrote there themselves (nothing
     /// left to copy; see `row_slots`).
     pub in_place_bytes: u64,
+    /// Bytes of the elements in its output buffer held in the pipeline's RAM budget now, and
+    /// the most it held at once (buffers left to `AUTOTUNE`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub buffered_bytes: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub buffered_bytes_peak: u64,
+    /// Seconds its consumer waited on its empty output buffer (a prefetch's).
+    #[serde(skip_serializing_if = "is_zero_s")]
+    pub starved_s: f64,
     /// Its knobs' values now (parallelism, buffer sizes), and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub knobs: Vec<KnobSnapshot>,
@@ -102,6 +114,14 @@ pub struct StageSnapshot {
 
 /// Shortest interval between two buffer-fill samples of one stage on the timeline.
 const FILL_TRACE_EVERY_NS: u64 = 100_000;
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_s(s: &f64) -> bool {
+    *s == 0.0
+}
 
 fn ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
@@ -161,6 +181,20 @@ impl StageStats {
         self.copied_bytes.fetch_add(copied as u64, Relaxed);
         self.in_place_bytes.fetch_add(in_place as u64, Relaxed);
     }
+    /// Counts `bytes` more (or, negative, fewer) held in its output buffer's RAM budget.
+    pub fn add_buffered_bytes(&self, bytes: i64) {
+        let now = if bytes >= 0 {
+            self.buffered_bytes.fetch_add(bytes as u64, Relaxed) + bytes as u64
+        } else {
+            let b = bytes.unsigned_abs();
+            self.buffered_bytes.fetch_sub(b, Relaxed).saturating_sub(b)
+        };
+        self.buffered_bytes_peak.fetch_max(now, Relaxed);
+    }
+    /// Counts time its consumer waited on its empty output buffer.
+    pub fn add_starved(&self, d: Duration) {
+        self.starved_ns.fetch_add(ns(d), Relaxed);
+    }
     pub fn set_workers(&self, n: usize) {
         self.workers.store(n as u64, Relaxed);
     }
@@ -179,6 +213,25 @@ impl StageStats {
             return Arc::clone(k);
         }
         let k = Arc::new(Knob::new(name, min, max, value, tuned));
+        knobs.push(Arc::clone(&k));
+        k
+    }
+
+    /// Its knob for the size of its output buffer, `buffer_size` (see [`StageStats::knob`]); a
+    /// tuned one starts with the reason `start`.
+    pub fn buffer_knob(
+        &self,
+        (min, max): (usize, usize),
+        value: usize,
+        tuned: bool,
+        start: &str,
+    ) -> Arc<Knob> {
+        let mut knobs = self.knobs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = knobs.iter().find(|k| k.name == "buffer_size") {
+            return Arc::clone(k);
+        }
+        let k = Knob::new("buffer_size", min, max, value, tuned).for_buffer(start);
+        let k = Arc::new(k);
         knobs.push(Arc::clone(&k));
         k
     }
@@ -321,6 +374,9 @@ impl StageStats {
             workers: self.workers.load(Relaxed),
             copied_bytes: self.copied_bytes.load(Relaxed),
             in_place_bytes: self.in_place_bytes.load(Relaxed),
+            buffered_bytes: self.buffered_bytes.load(Relaxed),
+            buffered_bytes_peak: self.buffered_bytes_peak.load(Relaxed),
+            starved_s: s(&self.starved_ns),
             knobs: self.knobs().iter().map(|k| k.snapshot()).collect(),
         }
     }

@@ -495,7 +495,8 @@ impl PyPlan {
         )
     }
 
-    #[pyo3(signature = (on_bad_record=None, threads=None, optimizations=None, deterministic=None, autotune=None))]
+    #[pyo3(signature = (on_bad_record=None, threads=None, optimizations=None, deterministic=None, autotune=None, ram_budget=None))]
+    #[allow(clippy::too_many_arguments)]
     fn with_options(
         &self,
         py: Python<'_>,
@@ -504,6 +505,7 @@ impl PyPlan {
         optimizations: Option<std::collections::BTreeMap<String, bool>>,
         deterministic: Option<bool>,
         autotune: Option<bool>,
+        ram_budget: Option<u64>,
     ) -> PyResult<PyPlan> {
         let on_bad_record = match on_bad_record {
             None | Some("raise") => ErrorPolicy::Raise,
@@ -519,6 +521,11 @@ impl PyPlan {
                 "threads must be at least 1",
             ));
         }
+        if ram_budget == Some(0) {
+            return Err(crate::errors::invalid_argument(
+                "ram_budget must be at least 1 byte",
+            ));
+        }
         self.then(
             py,
             WithOptions {
@@ -528,6 +535,7 @@ impl PyPlan {
                     threads,
                     deterministic,
                     autotune,
+                    ram_budget,
                     optimizations: optimizations.unwrap_or_default(),
                 },
             },

@@ -131,3 +131,32 @@ def test_under_threads_1_the_pipeline_uses_about_one_core(tmp_path):
     # One core for the work, plus the hand-overs between the pipeline's threads.
     assert cores < 1.3, cores
     assert _knob(ds)["value"] == 1
+
+
+def test_a_state_saved_under_one_tuning_restores_under_another():
+    slow, fast = _Concurrency(0.003), _Concurrency(0.0)
+
+    def build(fn: _Concurrency, **options) -> sk.Dataset:
+        ds = sk.Dataset.range(20000).shuffle(64, seed=3).map(fn, num_parallel_calls=sk.AUTOTUNE)
+        return ds.batch(8).prefetch(sk.AUTOTUNE).with_options(**options)
+
+    want = [b.tolist() for b in build(fast, autotune=False, threads=1)]
+    # Saved while the tuner has moved the map's workers beyond the budget of 2.
+    tuned = build(slow, threads=2)
+    it = tuned.iterator()
+    head = []
+    t = time.perf_counter()
+    while time.perf_counter() - t < 1.0 or _knob(tuned)["value"] <= 2:
+        head.append(next(it).tolist())
+        assert time.perf_counter() - t < 30, "the knob never moved"
+    state = it.state()
+    del it
+    assert head == want[: len(head)]
+    rest = [b.tolist() for b in build(fast, autotune=False, threads=1).iterator(state=state)]
+    assert head + rest == want
+    # And the other way: saved untuned on one thread, restored where the tuner moves it.
+    it = build(fast, autotune=False, threads=1).iterator()
+    head = [next(it).tolist() for _ in range(37)]
+    state = it.state()
+    del it
+    assert head + [b.tolist() for b in build(fast, threads=2).iterator(state=state)] == want

@@ -52,6 +52,19 @@ pub struct Series {
     pub samples: Vec<Sample>,
     /// Names of the buffered stages, in the order of `Sample::fill`.
     pub buffers: Vec<String>,
+    /// The tuned knobs (`stage: knob`), in the order of `Sample::knobs`.
+    pub knobs: Vec<String>,
+    /// The tuner's moves: seconds since timing started (negative: in the warm-up), the knob,
+    /// its new value, and why.
+    pub tuning: Vec<TunerMove>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TunerMove {
+    pub t: f64,
+    pub knob: String,
+    pub value: usize,
+    pub reason: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -60,6 +73,8 @@ pub struct Sample {
     pub elements: u64,
     /// Elements in each buffer over its capacity, 0..1.
     pub fill: Vec<f32>,
+    /// Each tuned knob's value.
+    pub knobs: Vec<u32>,
 }
 
 /// Per-element waits kept for the report.
@@ -90,7 +105,55 @@ fn sample(pipeline: &Pipeline, t: f64, elements: u64, series: &mut Series) {
             })
         })
         .collect();
-    series.samples.push(Sample { t, elements, fill });
+    let tuned: Vec<(String, u32)> = stages
+        .iter()
+        .flat_map(|s| {
+            s.knobs
+                .iter()
+                .filter(|k| k.tuned)
+                .map(move |k| (format!("{}: {}", s.name, k.name), k.value as u32))
+        })
+        .collect();
+    if series.knobs.len() < tuned.len() {
+        // Stages make their knobs as they start.
+        series.knobs = tuned.iter().map(|(n, _)| n.clone()).collect();
+    }
+    let knobs = series
+        .knobs
+        .iter()
+        .map(|n| tuned.iter().find(|(m, _)| m == n).map_or(0, |(_, v)| *v))
+        .collect();
+    series.samples.push(Sample {
+        t,
+        elements,
+        fill,
+        knobs,
+    });
+}
+
+/// The moves the tuner made on `pipeline`'s knobs, in seconds since `start`.
+fn tuner_moves(pipeline: &Pipeline, start: Instant) -> Vec<TunerMove> {
+    let mut out = Vec::new();
+    for stage in pipeline.registry().stages() {
+        for k in stage.knobs().iter().filter(|k| k.tuned) {
+            for (at, value, reason) in k.history() {
+                let t = if at >= start {
+                    (at - start).as_secs_f64()
+                } else {
+                    -(start - at).as_secs_f64()
+                };
+                let knob = format!("{}: {}", stage.name, k.name);
+                out.push(TunerMove {
+                    t,
+                    knob,
+                    value,
+                    reason,
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.t.total_cmp(&b.t));
+    out
 }
 
 /// Runs `plan` on a fresh pipeline (fresh counters) until `limits`.
@@ -218,6 +281,7 @@ fn run(
     let seconds = start.elapsed().as_secs_f64();
     sample(pipeline, seconds, elements, &mut series);
     drop(it);
+    series.tuning = tuner_moves(pipeline, start);
     // The counters cover the warm-up too, so the verdict uses the whole run's wall time.
     let wall = run_start.elapsed().as_secs_f64();
     Ok((seconds, wall, elements, examples, ended, series))

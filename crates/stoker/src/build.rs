@@ -42,6 +42,8 @@ pub struct Resources {
     memory: Mutex<HashMap<u64, Arc<MemoryCache>>>,
     /// Iterators started so far.
     iterations: std::sync::atomic::AtomicU64,
+    /// The RAM budget its buffers left to `AUTOTUNE` share, made on first use.
+    ram: std::sync::OnceLock<Arc<stoker_core::ram::RamBudget>>,
 }
 
 impl Resources {
@@ -58,6 +60,14 @@ impl Resources {
     pub fn next_iteration(&self) -> u64 {
         self.iterations
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The RAM budget of the pipeline with `options` (made on first use).
+    pub fn ram(&self, options: &PipelineOptions) -> Arc<stoker_core::ram::RamBudget> {
+        Arc::clone(
+            self.ram
+                .get_or_init(|| stoker_core::ram::RamBudget::for_option(options.ram_budget)),
+        )
     }
 
     /// Notes that iteration `iteration` runs (restored): the next new one comes after it,

@@ -187,7 +187,7 @@ impl Pipeline {
     }
 
     /// Runs the pipeline on a driver thread, so that the consumer can wait with a time limit
-    /// (e.g. to notice Ctrl-C). A final `prefetch` becomes the driver; otherwise a
+    /// (e.g. to notice Ctrl-C). A final `prefetch` (under any options) becomes the driver; otherwise a
     /// one-element buffer is added.
     pub fn start(&self) -> Result<Prefetch> {
         Ok(self.start_at(None)?.driver)
@@ -237,16 +237,22 @@ impl Pipeline {
             (None, None) => self.run(self.resources.next_iteration()),
         };
         let at = saved.as_ref().and_then(|s| s.state.as_ref());
-        let prefetch = self.plan.op::<crate::datasets::prefetch::Prefetch>();
-        let (inner, capacity, stats) = match prefetch {
+        // The last step that does something: options only pass their input through.
+        let mut last = &self.plan;
+        while let Some(o) = last.op::<WithOptions>() {
+            last = &o.input;
+        }
+        let prefetch = last.op::<crate::datasets::prefetch::Prefetch>();
+        let (inner, (capacity, bounds), stats) = match prefetch {
             // A prefetch reports (and restores at) its input's state.
             Some(p) if p.capacity(&ctx) != 0 => {
-                let st = crate::plan::stage_stats(&self.plan, &ctx);
-                (iterate_at(&p.input, &ctx, at)?, p.capacity(&ctx), st)
+                let st = crate::plan::stage_stats(last, &ctx);
+                let buffer = crate::tuner::buffer(&ctx, &st, p.buffer_size);
+                (iterate_at(&p.input, &ctx, at)?, buffer, st)
             }
             _ => (
                 iterate_at(&self.plan, &ctx, at)?,
-                1,
+                (1, Default::default()),
                 self.stats.stage(0, "driver", "prefetch"),
             ),
         };
@@ -258,7 +264,8 @@ impl Pipeline {
                 ctx.cancel.clone(),
             );
         }
-        let driver = Prefetch::spawn_with_stop(inner, capacity, 1, stats, ctx.cancel.clone())?;
+        let stop = ctx.cancel.clone();
+        let driver = Prefetch::spawn_bounded(inner, capacity, 1, stats, stop, bounds)?;
         Ok(Run {
             driver,
             saved: Saved {
@@ -449,15 +456,37 @@ impl Pipeline {
             passes.join(", ")
         };
         let mut out = format!(
-            "{}{}\nrewrites: {passes}\n",
+            "{}{}\n{}rewrites: {passes}\n",
             self.plan.describe(),
-            self.budget_note()
+            self.budget_note(),
+            self.ram_note()
         );
         for note in &self.notes {
             out.push_str(&format!("  {note}\n"));
         }
         out.push_str(&self.knobs_note());
         out
+    }
+
+    /// The RAM budget and what the buffers held of it, where a buffer is left to `AUTOTUNE`.
+    fn ram_note(&self) -> String {
+        fn tuned_buffer(p: &Plan) -> bool {
+            matches!(
+                p.step().buffer_knob(),
+                Some((_, crate::properties::AUTOTUNE))
+            ) || p.step().inputs().into_iter().any(tuned_buffer)
+        }
+        if !self.options.autotune.unwrap_or(true) || !tuned_buffer(&self.plan) {
+            return String::new();
+        }
+        use stoker_core::ram::human_bytes as h;
+        let ram = self.resources.ram(&self.options);
+        format!(
+            "ram budget: {} ({}) for the buffers left to AUTOTUNE; they held at most {}\n",
+            h(ram.limit()),
+            ram.source,
+            h(ram.peak())
+        )
     }
 
     /// The stages' knobs as they stand (after a run), the tuned ones marked, with why.

@@ -120,6 +120,9 @@ impl Plan {
             if o.autotune.is_some() {
                 out.autotune = o.autotune;
             }
+            if o.ram_budget.is_some() {
+                out.ram_budget = o.ram_budget;
+            }
             out.optimizations.extend(o.optimizations);
         }
         out
@@ -246,6 +249,10 @@ pub trait DatasetOp: Clone + Send + Sync + 'static {
     fn parallelism_knob(&self) -> Option<(&'static str, Option<i64>)> {
         None
     }
+    /// Its output buffer's size knob and setting, where it has one (a `prefetch`).
+    fn buffer_knob(&self) -> Option<(&'static str, i64)> {
+        None
+    }
     /// Whether [`random_access`](DatasetOp::random_access) can give random access to its
     /// elements (a declared property: `global_shuffle` needs it).
     fn supports_random_access(&self) -> bool {
@@ -305,6 +312,7 @@ pub trait Step: Send + Sync + 'static {
     ) -> Result<BoxIter>;
     fn threads(&self) -> Threads;
     fn parallelism_knob(&self) -> Option<(&'static str, Option<i64>)>;
+    fn buffer_knob(&self) -> Option<(&'static str, i64)>;
     fn supports_random_access(&self) -> bool;
     fn random_access(&self, node: &Plan, ctx: &BuildCtx) -> Result<Option<Box<dyn RandomAccess>>>;
     fn seeds(&self) -> Vec<Seed>;
@@ -372,6 +380,9 @@ impl<T: DatasetOp> Step for T {
     }
     fn parallelism_knob(&self) -> Option<(&'static str, Option<i64>)> {
         DatasetOp::parallelism_knob(self)
+    }
+    fn buffer_knob(&self) -> Option<(&'static str, i64)> {
+        DatasetOp::buffer_knob(self)
     }
     fn supports_random_access(&self) -> bool {
         DatasetOp::supports_random_access(self)

@@ -48,6 +48,7 @@ pub fn render(title: &str, run: &BenchResult, steps: Option<&Steps>) -> String {
     page.push(&step_time(run, steps));
     page.push(&throughput(run));
     page.push(&buffer_fill(run));
+    tuner(&mut page, run);
     stages(&mut page, v);
     ops(&mut page, v);
     page.finish(&format!(
@@ -157,6 +158,53 @@ fn buffer_fill(run: &BenchResult) -> String {
         })
         .collect();
     line_chart("Buffer fill (share of capacity)", "fill", &fills, Some(1.0))
+}
+
+/// The tuned knobs over time, and the tuner's moves with why (the latest, where it made many).
+fn tuner(page: &mut Page, run: &BenchResult) {
+    let series = &run.series;
+    if series.knobs.is_empty() {
+        return;
+    }
+    let values: Vec<(String, Vec<(f64, f64)>)> = series
+        .knobs
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let points = series
+                .samples
+                .iter()
+                .filter_map(|s| Some((s.t, f64::from(*s.knobs.get(i)?))))
+                .collect();
+            (name.clone(), points)
+        })
+        .collect();
+    page.push(&line_chart("AUTOTUNE: knob values", "value", &values, None));
+    page.heading("AUTOTUNE: the tuner's moves");
+    const SHOWN: usize = 60;
+    let skip = series.tuning.len().saturating_sub(SHOWN);
+    if skip > 0 {
+        page.push(&format!(
+            "<p>The latest {SHOWN} of {} moves.</p>",
+            series.tuning.len()
+        ));
+    }
+    let rows: Vec<Vec<String>> = series.tuning[skip..]
+        .iter()
+        .map(|m| {
+            vec![
+                format!("{:.2}", m.t),
+                esc(&m.knob),
+                m.value.to_string(),
+                esc(&m.reason),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        page.push("<p>No moves: every knob kept its starting value.</p>");
+    } else {
+        page.table(&["s (negative: warm-up)", "knob", "value", "why"], &rows);
+    }
 }
 
 /// The stages' table, sink first.

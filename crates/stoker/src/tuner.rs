@@ -15,8 +15,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use stoker_core::exec::prefetch::Bounds;
 use stoker_core::exec::CancelFlag;
-use stoker_core::knob::Knob;
+use stoker_core::knob::{Knob, KnobKind};
 use stoker_core::stats::StageSnapshot;
 use stoker_core::{StageStats, StatsRegistry};
 
@@ -63,12 +64,49 @@ pub fn parallelism(
     }
 }
 
-/// Whether a step of `plan` other than a source leaves its parallelism to `AUTOTUNE` (its
-/// stage gets a tuned knob when it starts, which may be after the run starts: below a
-/// `repeat`, an `interleave`).
+/// The most elements a tuned buffer may hold (its bytes are bounded by the RAM budget).
+pub const MOST_BUFFERED: usize = 64;
+
+/// The capacity of a stage's output buffer of `size` elements, and what bounds it: where it
+/// is left to `AUTOTUNE` (and the tuner is on), a tuned depth knob, starting at the thread
+/// budget (at least 2), and the pipeline's RAM budget; else the size, in a fixed knob.
+pub fn buffer(ctx: &BuildCtx, stats: &StageStats, size: i64) -> (usize, Bounds) {
+    let start = ctx.options.threads().max(2);
+    match size {
+        AUTOTUNE if ctx.options.autotune.unwrap_or(true) => {
+            let most = MOST_BUFFERED.max(start);
+            let why = "AUTOTUNE: the thread budget (at least 2) to start with; deeper where its \
+                       consumer waits on it while its producer waits for room, within the RAM \
+                       budget";
+            let knob = stats.buffer_knob((1, most), start, true, why);
+            let ram = ctx.resources.ram(&ctx.options);
+            let bounds = Bounds {
+                depth: Some(knob),
+                ram: Some(ram),
+            };
+            (most, bounds)
+        }
+        AUTOTUNE => {
+            let knob = stats.buffer_knob((start, start), start, false, "");
+            knob.set_reason("AUTOTUNE with autotune=False: the thread budget, at least 2");
+            (start, Bounds::default())
+        }
+        n => {
+            let n = n.max(0) as usize;
+            stats.buffer_knob((n, n), n, false, "");
+            (n, Bounds::default())
+        }
+    }
+}
+
+/// Whether a step of `plan` other than a source leaves its parallelism or its buffer to
+/// `AUTOTUNE` (its stage gets a tuned knob when it starts, which may be after the run starts:
+/// below a `repeat`, an `interleave`).
 pub fn tunes(plan: &crate::plan::Plan) -> bool {
     let step = plan.step();
-    (!step.is_source() && matches!(step.parallelism_knob(), Some((_, Some(AUTOTUNE)))))
+    (!step.is_source()
+        && (matches!(step.parallelism_knob(), Some((_, Some(AUTOTUNE))))
+            || matches!(step.buffer_knob(), Some((_, AUTOTUNE)))))
         || step.inputs().into_iter().any(tunes)
 }
 
@@ -123,6 +161,9 @@ struct Period {
     /// of its workers uses (in cores), and the cores its Python functions computed on (all
     /// its workers together: the GIL lets them have one).
     load: Vec<(f64, f64, f64)>,
+    /// Per stage: the share of the period its consumer waited on its empty output buffer, and
+    /// the share its producer waited for room there.
+    waits: Vec<(f64, f64)>,
     /// The output was blocked on its consumer for most of the period.
     consumer_bound: bool,
 }
@@ -219,6 +260,7 @@ impl Tuner {
             for c in cooldown_up.values_mut().chain(cooldown_down.values_mut()) {
                 c.0 = c.0.saturating_sub(1);
             }
+            self.deepen_buffers(&tunables, &period);
             if let Some(t) = trial.take() {
                 let (up, kept) = (
                     t.up,
@@ -269,19 +311,53 @@ impl Tuner {
                 )
             })
             .collect();
+        let waits =
+            a.1.iter()
+                .zip(&b.1)
+                .map(|(x, y)| {
+                    let starved = (y.starved_s - x.starved_s).max(0.0) / dt;
+                    let blocked = (y.blocked_output_s - x.blocked_output_s).max(0.0) / dt;
+                    (starved, blocked)
+                })
+                .collect();
         let blocked = b.0.blocked_output_s - a.0.blocked_output_s;
         Period {
             rate,
             cpu,
             load,
+            waits,
             consumer_bound: blocked > 0.5 * dt,
         }
     }
 
     fn set(&self, t: &Tunable, value: usize, reason: String) {
         let v = t.knob.set(value, reason);
-        t.stage.set_workers(v);
+        if t.knob.kind == KnobKind::Parallelism {
+            t.stage.set_workers(v);
+        }
         stoker_core::trace::counter(&t.trace_name, v as u64);
+    }
+
+    /// Deepens the buffers whose consumer waited on them while their producer waited for
+    /// room: the two take turns being slow, and a deeper buffer lets each run on through the
+    /// other's slow spells (it cannot lower the rate; its bytes are in the RAM budget).
+    fn deepen_buffers(&self, tunables: &[Tunable], p: &Period) {
+        for (t, &(starved, blocked)) in tunables.iter().zip(&p.waits) {
+            let v = t.knob.get();
+            if t.knob.kind != KnobKind::Buffer || v >= t.knob.max {
+                continue;
+            }
+            if starved > 0.05 && blocked > 0.05 {
+                let to = (2 * v).min(t.knob.max);
+                let reason = format!(
+                    "tuned: {v} -> {to}, as its consumer waited on it {:.0} % of the time while \
+                     its producer waited for room {:.0} %",
+                    100.0 * starved,
+                    100.0 * blocked
+                );
+                self.set(t, to, reason);
+            }
+        }
     }
 
     /// Keeps a move that helped (or a move down that did not hurt), else undoes it.
@@ -357,7 +433,7 @@ impl Tuner {
             let (_, t) = tunables
                 .iter()
                 .enumerate()
-                .filter(|(_, t)| t.knob.get() > 1)
+                .filter(|(_, t)| t.knob.kind == KnobKind::Parallelism && t.knob.get() > 1)
                 .min_by(|a, b| p.load[a.0].0.total_cmp(&p.load[b.0].0))?;
             let v = t.knob.get();
             let reason = format!(
@@ -371,6 +447,7 @@ impl Tuner {
             let busiest = tunables
                 .iter()
                 .enumerate()
+                .filter(|(_, t)| t.knob.kind == KnobKind::Parallelism)
                 .filter(|(i, t)| t.knob.get() < t.knob.max && !cooling(cooldown_up, *i))
                 .filter(|(i, _)| p.load[*i].0 > 0.6)
                 .max_by(|a, b| p.load[a.0].0.total_cmp(&p.load[b.0].0));
@@ -399,14 +476,17 @@ impl Tuner {
         let (i, t) = tunables
             .iter()
             .enumerate()
+            .filter(|(_, t)| t.knob.kind == KnobKind::Parallelism)
             .filter(|(i, t)| t.knob.get() > 1 && !cooling(cooldown_down, *i))
             // Workers all busy computing natively each make their share of the rate: one fewer
-            // only loses it. Fewer may do where the consumer is the limit, where workers sit
-            // idle, where they are busy without computing (waiting on a lock, I/O), or where
-            // Python takes much of the one core the GIL gives.
-            .filter(|(i, _)| {
+            // only loses it. Fewer may do where the consumer is the limit, where about one
+            // worker's time sits idle (spread over all of them), where they are busy without
+            // computing (waiting on a lock, I/O), or where Python takes much of the one core
+            // the GIL gives.
+            .filter(|(i, t)| {
                 let (busy, cpu, python) = p.load[*i];
-                p.consumer_bound || busy < 0.85 || cpu < 0.7 * busy || python > 0.5
+                let idle_workers = (1.0 - busy) * t.knob.get() as f64;
+                p.consumer_bound || idle_workers >= 0.9 || cpu < 0.7 * busy || python > 0.5
             })
             .min_by(|a, b| p.load[a.0].0.total_cmp(&p.load[b.0].0))?;
         let v = t.knob.get();

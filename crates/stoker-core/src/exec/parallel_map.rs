@@ -94,6 +94,9 @@ pub struct ParallelMapConfig {
     /// Where the parallelism is set while it runs (`workers` is then its largest value);
     /// `None`: `workers` throughout.
     pub knob: Option<Arc<Knob>>,
+    /// The RAM budget its results made ahead of the consumer are reserved in (a fused map and
+    /// batch's batches beyond the first in flight); `None`: not budgeted.
+    pub ram: Option<Arc<crate::ram::RamBudget>>,
 }
 
 /// A work item: an input element, its position in the pass, and where its result goes.
@@ -506,6 +509,7 @@ mod tests {
                 seeds: Arc::default(),
                 positions: Positions::default(),
                 knob,
+                ram: None,
             },
             Arc::new(StageStats::new("map", "map")),
         )

@@ -19,9 +19,10 @@
 //! seeds, the same errors (an element's error fails its batch, and the batch's rows are lost,
 //! as in `batch`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 
@@ -35,6 +36,7 @@ use crate::exec::state::StateLog;
 use crate::exec::{catch_panic, BoxIter, ElementIter, State};
 use crate::knob::Knob;
 use crate::options::ErrorPolicy;
+use crate::ram::{RamBudget, Reservation};
 use crate::row_slots::RowSlots;
 use crate::seed::Seeds;
 use crate::stats::StageStats;
@@ -63,6 +65,88 @@ pub struct ParallelMapBatch {
     last: Result<State>,
     /// Where a knob sets the parallelism: it, how to start worker `w`, and the workers started.
     tuned: Option<Tuned>,
+    /// Where its batches in flight are in a RAM budget.
+    in_flight: Option<Arc<InFlight>>,
+}
+
+/// The batches made and not yet handed out, where they are in a RAM budget: the first is the
+/// stage's working set; each one after it is made once its bytes are reserved.
+struct InFlight {
+    ram: Arc<RamBudget>,
+    /// In the order they were made: each batch's reservation (`None`: the first in flight).
+    batches: Mutex<VecDeque<Option<Reservation>>>,
+    /// A batch's bytes: from the schema where it fixes them, else the last batch's.
+    bytes: AtomicU64,
+}
+
+impl InFlight {
+    fn new(ram: Arc<RamBudget>, bytes: Option<u64>) -> Arc<InFlight> {
+        Arc::new(InFlight {
+            ram,
+            batches: Mutex::default(),
+            bytes: AtomicU64::new(bytes.unwrap_or(0)),
+        })
+    }
+
+    /// `new_batch`, waiting first for room for the batch where `in_flight` is given.
+    fn gated(
+        in_flight: Option<Arc<Self>>,
+        mut new_batch: NewBatch,
+        stop: Arc<AtomicBool>,
+    ) -> NewBatch {
+        match in_flight {
+            None => new_batch,
+            Some(f) => Box::new(move || if f.admit(&stop) { new_batch() } else { None }),
+        }
+    }
+
+    /// Waits until another batch may be made: none is in flight, or its bytes are reserved.
+    /// False once `stop` is set.
+    fn admit(&self, stop: &AtomicBool) -> bool {
+        loop {
+            {
+                let mut batches = self.batches.lock().unwrap_or_else(|e| e.into_inner());
+                if batches.is_empty() {
+                    batches.push_back(None);
+                    return true;
+                }
+                if let Some(r) = self.ram.try_reserve(self.bytes.load(Ordering::Relaxed)) {
+                    batches.push_back(Some(r));
+                    return true;
+                }
+            }
+            if stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// A batch of `bytes` was handed out: the oldest reservation goes.
+    fn handed_out(&self, bytes: Option<u64>) {
+        if let Some(b) = bytes.filter(|&b| b > 0) {
+            self.bytes.store(b, Ordering::Relaxed);
+        }
+        let mut batches = self.batches.lock().unwrap_or_else(|e| e.into_inner());
+        batches.pop_front();
+    }
+}
+
+/// Batches in flight besides the one the consumer holds: enough that workers finishing a
+/// batch's last rows can start on the next one.
+const BATCHES_IN_FLIGHT: usize = 2;
+
+/// A batch's bytes where `rows` fixes every field's shape.
+fn batch_bytes(rows: &Schema, size: usize) -> Option<u64> {
+    if rows.dynamic {
+        return None;
+    }
+    let mut total = 0usize;
+    for f in &rows.fields {
+        let shape = f.static_shape()?;
+        total += shape.iter().product::<usize>() * f.dtype.size()? * size;
+    }
+    Some(total as u64)
 }
 
 struct Tuned {
@@ -353,9 +437,7 @@ impl ParallelMapBatch {
     ) -> Result<ParallelMapBatch> {
         let workers = config.workers.max(1);
         let size = batch.size.max(1);
-        // Batches in flight besides the one the consumer holds: enough that workers finishing
-        // a batch's last rows can start on the next one.
-        let batches_in_flight = 2;
+        let batches_in_flight = BATCHES_IN_FLIGHT;
         let stop = Arc::new(AtomicBool::new(false));
 
         let (result_tx, result_rx) = bounded::<Tagged>(batches_in_flight);
@@ -370,6 +452,9 @@ impl ParallelMapBatch {
         let pool = batch_pool();
         let batch_pool = Arc::clone(&pool);
         let mut batches = 0u64;
+        let in_flight = config
+            .ram
+            .map(|ram| InFlight::new(ram, batch_bytes(&rows, size)));
         let new_batch: NewBatch = Box::new(move || {
             let reply = if ordered {
                 let (slot_tx, slot_rx) = bounded::<Tagged>(1);
@@ -391,6 +476,7 @@ impl ParallelMapBatch {
                 drop_remainder,
             }))
         });
+        let new_batch = InFlight::gated(in_flight.clone(), new_batch, Arc::clone(&stop));
         let log = ordered.then(|| Arc::new(StateLog::default()));
         let feed = Feed {
             input,
@@ -432,10 +518,8 @@ impl ParallelMapBatch {
             };
             start_thread(format!("stoker-map-{w}"), move || worker.run()).map(Some)
         };
-        let mut threads = Vec::with_capacity(first);
-        for w in 0..first {
-            threads.extend(start(w)?);
-        }
+        let threads: Vec<_> = (0..first).map(&start).collect::<Result<Vec<_>>>()?;
+        let threads = threads.into_iter().flatten().collect();
         drop(feed);
         map_stats.set_workers(first);
         // The copies into the batch run on the map's workers too.
@@ -459,6 +543,7 @@ impl ParallelMapBatch {
             next_out: 0,
             last: first_state,
             tuned,
+            in_flight,
         })
     }
 }
@@ -496,6 +581,13 @@ impl ElementIter for ParallelMapBatch {
                 let active = tuned.knob.get().min(tuned.started);
                 self.map_stats.set_workers(active);
                 self.batch_stats.set_workers(active);
+            }
+            if let (Some(in_flight), Some(out)) = (&self.in_flight, &outcome) {
+                let bytes = match out {
+                    Ok(Some(e)) => Some(e.nbytes() as u64),
+                    _ => None,
+                };
+                in_flight.handed_out(bytes);
             }
             if let (Some(log), Some(_)) = (&self.log, &outcome) {
                 let batch = self.next_out;
@@ -651,6 +743,7 @@ mod tests {
             seeds: Arc::default(),
             positions: Default::default(),
             knob: None,
+            ram: None,
         };
         let batch = BatchConfig {
             size,
@@ -737,6 +830,7 @@ mod tests {
             seeds: Arc::default(),
             positions: Default::default(),
             knob: Some(Arc::clone(&knob)),
+            ram: None,
         };
         let batch = BatchConfig {
             size: 8,
@@ -756,6 +850,41 @@ mod tests {
             got.into_iter().map(Ok).collect(),
         ));
         assert_eq!(got, batches(reference(300, 8, false)));
+    }
+
+    #[test]
+    fn batches_in_flight_wait_for_room_in_the_ram_budget() {
+        for (limit, deterministic) in [(1, true), (1, false), (1 << 20, true)] {
+            let ram = RamBudget::new(limit, "test");
+            let config = ParallelMapConfig {
+                epoch: 3,
+                workers: 3,
+                buffer: 6,
+                deterministic,
+                policy: ErrorPolicy::Raise,
+                first_index: 0,
+                seeds: Arc::default(),
+                positions: Default::default(),
+                knob: None,
+                ram: Some(Arc::clone(&ram)),
+            };
+            let batch = BatchConfig {
+                size: 8,
+                drop_remainder: false,
+                rows: Schema::dynamic(),
+            };
+            let ops = chain(None, None);
+            let it = ParallelMapBatch::spawn(ints(0..200), ops, config, batch, stats(), stats());
+            let mut got = batches(Box::new(it.unwrap()));
+            let mut want = batches(reference(200, 8, false));
+            if !deterministic {
+                got.sort();
+                want.sort();
+            }
+            assert_eq!(got, want, "limit {limit}");
+            assert!(ram.peak() <= limit);
+            assert_eq!(ram.used(), 0);
+        }
     }
 
     #[test]

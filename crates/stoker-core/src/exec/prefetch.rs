@@ -1,8 +1,8 @@
 //! `prefetch(n)`: a producer thread runs the input ahead into a bounded buffer.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -11,15 +11,129 @@ use crossbeam_channel::{bounded, Receiver, RecvTimeoutError};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::exec::{catch_panic, BoxIter, ElementIter, State};
+use crate::knob::Knob;
+use crate::ram::{RamBudget, Reservation};
 use crate::stats::StageStats;
 
 /// The input's state right after an element, or why it has none (shared: once the input
 /// has said it has none, every later element carries the same reason without a copy).
 type Saved = std::result::Result<State, Arc<str>>;
 
-/// What the producer hands over: some elements with the input's state after each, and, last,
-/// how the input ended.
-type Chunk = (Vec<(Element, Saved)>, Option<Result<()>>);
+/// An element in the buffer, with the input's state after it and, in a bounded buffer, its
+/// place there.
+type Queued = (Element, Saved, Option<Ticket>);
+
+/// What the producer hands over: some elements, and, last, how the input ended.
+type Chunk = (Vec<Queued>, Option<Result<()>>);
+
+/// What bounds a buffer besides its capacity: a knob for the elements it holds (its depth),
+/// and the RAM budget its elements' bytes are reserved in.
+#[derive(Clone, Default)]
+pub struct Bounds {
+    pub depth: Option<Arc<Knob>>,
+    pub ram: Option<Arc<RamBudget>>,
+}
+
+/// What the producer and consumer of a bounded buffer share: the elements queued (sent and
+/// not yet handed out), and a signal when one is taken.
+struct Gate {
+    bounds: Bounds,
+    queued: AtomicUsize,
+    lock: Mutex<()>,
+    taken: Condvar,
+    stats: Arc<StageStats>,
+    /// The RAM budget stopped the buffer below its depth last time it was full (said once in
+    /// the depth knob's reason, until the depth moves).
+    ram_bound: AtomicBool,
+}
+
+/// An element's place in a bounded buffer, and the bytes it holds of the RAM budget: given
+/// back when the element is handed out or dropped.
+struct Ticket {
+    gate: Arc<Gate>,
+    reserved: Option<Reservation>,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if let Some(r) = self.reserved.take() {
+            self.gate.stats.add_buffered_bytes(-(r.bytes() as i64));
+        }
+        self.gate.queued.fetch_sub(1, Ordering::Relaxed);
+        let _guard = self.gate.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.gate.taken.notify_one();
+    }
+}
+
+impl Gate {
+    /// Says in the depth knob's reason that the RAM budget, not the depth, bounds the buffer.
+    fn say_ram_bound(&self, ram: &RamBudget, queued: usize, bytes: u64) {
+        let Some(depth) = &self.bounds.depth else {
+            return;
+        };
+        if self.ram_bound.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        use crate::ram::human_bytes as h;
+        depth.set_reason(format!(
+            "{} of {}: the RAM budget ({} of {} held by buffers, {}) has no room for another \
+             element of {}",
+            queued,
+            depth.get(),
+            h(ram.used()),
+            h(ram.limit()),
+            ram.source,
+            h(bytes)
+        ));
+    }
+
+    /// Waits until the buffer may take an element of `bytes`: while it holds fewer than its
+    /// depth, with the bytes reserved in the RAM budget, or, where the budget has no room, once
+    /// the buffer is empty (the element then waits there rather than in the producer's hands,
+    /// reserving nothing). `None` once `stop` is set; else the ticket, and whether it waited.
+    fn admit(self: &Arc<Self>, bytes: u64, stop: &AtomicBool) -> Option<(Ticket, bool)> {
+        let mut guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut waited = false;
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return None;
+            }
+            let queued = self.queued.load(Ordering::Relaxed);
+            let depth = self.bounds.depth.as_ref().map_or(usize::MAX, |k| k.get());
+            if queued < depth {
+                let reserved = match &self.bounds.ram {
+                    None => Some(None),
+                    Some(ram) => match ram.try_reserve(bytes) {
+                        Some(r) => Some(Some(r)),
+                        None if queued == 0 => Some(None),
+                        None => {
+                            self.say_ram_bound(ram, queued, bytes);
+                            None
+                        }
+                    },
+                };
+                if let Some(reserved) = reserved {
+                    if let Some(r) = &reserved {
+                        self.stats.add_buffered_bytes(r.bytes() as i64);
+                    }
+                    self.queued.fetch_add(1, Ordering::Relaxed);
+                    let ticket = Ticket {
+                        gate: Arc::clone(self),
+                        reserved,
+                    };
+                    return Some((ticket, waited));
+                }
+            }
+            // Woken when the consumer takes an element; the time limit also sees another
+            // buffer give bytes back, the depth rise, and `stop`.
+            waited = true;
+            guard = self
+                .taken
+                .wait_timeout(guard, Duration::from_millis(5))
+                .map_or_else(|e| e.into_inner().0, |(g, _)| g);
+        }
+    }
+}
 
 pub struct Prefetch {
     rx: Option<Receiver<Chunk>>,
@@ -28,7 +142,7 @@ pub struct Prefetch {
     capacity: usize,
     stats: Arc<StageStats>,
     /// Elements received and not yet handed out.
-    local: VecDeque<(Element, Saved)>,
+    local: VecDeque<Queued>,
     /// The input's state after the last element handed out.
     last: Saved,
     /// How the input ended, once received (handed out after `local` is empty).
@@ -54,17 +168,44 @@ impl Prefetch {
     /// hand-over (and at most one thread wake-up) per chunk, not per element. Dropping the
     /// prefetch sets `stop`, which the stages it drives may share.
     pub fn spawn_with_stop(
-        mut input: BoxIter,
+        input: BoxIter,
         capacity: usize,
         chunk: usize,
         stats: Arc<StageStats>,
         stop: Arc<AtomicBool>,
     ) -> Result<Prefetch> {
+        Prefetch::spawn_bounded(input, capacity, chunk, stats, stop, Bounds::default())
+    }
+
+    /// Like [`spawn_with_stop`](Prefetch::spawn_with_stop), its buffer also bounded by
+    /// `bounds`: it holds at most the depth knob's elements (up to `capacity`), and their
+    /// bytes within the RAM budget.
+    pub fn spawn_bounded(
+        mut input: BoxIter,
+        capacity: usize,
+        chunk: usize,
+        stats: Arc<StageStats>,
+        stop: Arc<AtomicBool>,
+        bounds: Bounds,
+    ) -> Result<Prefetch> {
         let capacity = capacity.max(1);
-        let chunk = chunk.max(1);
+        let bounded_by = bounds.depth.is_some() || bounds.ram.is_some();
+        // A bounded buffer counts the elements it holds one by one: a chunk still being filled
+        // would hold places its consumer cannot free.
+        let chunk = if bounded_by { 1 } else { chunk.max(1) };
         let (tx, rx) = bounded::<Chunk>(capacity);
         let producer_stop = Arc::clone(&stop);
         let producer_stats = Arc::clone(&stats);
+        let gate = bounded_by.then(|| {
+            Arc::new(Gate {
+                bounds,
+                queued: AtomicUsize::new(0),
+                lock: Mutex::new(()),
+                taken: Condvar::new(),
+                stats: Arc::clone(&stats),
+                ram_bound: AtomicBool::new(false),
+            })
+        });
         let first: Saved = input.state().map_err(|e| Arc::from(e.to_string()));
         let handle = std::thread::Builder::new()
             .name(format!("stoker-{}", stats.name))
@@ -83,7 +224,22 @@ impl Prefetch {
                             if let (Err(why), None) = (&saved, &no_state) {
                                 no_state = Some(Arc::clone(why));
                             }
-                            pending.push((e, saved));
+                            let ticket = match &gate {
+                                Some(gate) => {
+                                    let t = Instant::now();
+                                    let Some((ticket, waited)) =
+                                        gate.admit(e.nbytes() as u64, &producer_stop)
+                                    else {
+                                        break;
+                                    };
+                                    if waited {
+                                        st.blocked_since(t);
+                                    }
+                                    Some(ticket)
+                                }
+                                None => None,
+                            };
+                            pending.push((e, saved, ticket));
                             (None, pending.len() >= chunk || tx.is_empty())
                         }
                         Ok(None) => (Some(Ok(())), true),
@@ -122,7 +278,8 @@ impl Prefetch {
     /// Waits at most `timeout` for the next element.
     pub fn poll(&mut self, timeout: Duration) -> Poll {
         loop {
-            if let Some((e, saved)) = self.local.pop_front() {
+            if let Some((e, saved, ticket)) = self.local.pop_front() {
+                drop(ticket);
                 self.stats.add_elements(1);
                 self.last = saved;
                 return Poll::Ready(Ok(Some(e)));
@@ -138,7 +295,10 @@ impl Prefetch {
                 return Poll::Ready(Ok(None));
             };
             self.stats.sample_buffer(rx.len(), self.capacity);
-            match rx.recv_timeout(timeout) {
+            let t = Instant::now();
+            let received = rx.recv_timeout(timeout);
+            self.stats.add_starved(t.elapsed());
+            match received {
                 Ok((elements, ending)) => {
                     self.local.extend(elements);
                     self.ending = ending;
@@ -272,5 +432,133 @@ mod tests {
         // A producer that ends in time is joined.
         let mut p = Prefetch::spawn(ints(0..10), 2, st).unwrap();
         assert!(p.stop_within(Duration::from_secs(5)));
+    }
+
+    /// Elements `{"x": [i; 125]}` (1,000 bytes each) for i in range, counting those made.
+    fn kilobytes(n: i64, made: Arc<AtomicUsize>) -> BoxIter {
+        struct Counted(i64, i64, Arc<AtomicUsize>);
+        impl ElementIter for Counted {
+            fn next(&mut self) -> Result<Option<Element>> {
+                if self.0 == self.1 {
+                    return Ok(None);
+                }
+                self.0 += 1;
+                self.2.fetch_add(1, Ordering::Relaxed);
+                let t =
+                    crate::Tensor::from_slice(crate::DType::I64, vec![125], &[self.0 - 1; 125])?;
+                Ok(Some(Element::new(crate::element::names(&["x"]), vec![t])))
+            }
+        }
+        Box::new(Counted(0, n, made))
+    }
+
+    /// Takes every element, slowly, checking after each how far the producer ran ahead.
+    fn take_slowly(mut p: Prefetch, made: &AtomicUsize) -> (Vec<i64>, usize) {
+        let (mut out, mut ahead) = (Vec::new(), 0);
+        while let Some(e) = p.next().unwrap() {
+            out.push(value(&e));
+            std::thread::sleep(Duration::from_millis(2));
+            ahead = ahead.max(made.load(Ordering::Relaxed) - out.len());
+        }
+        (out, ahead)
+    }
+
+    #[test]
+    fn a_ram_budget_bounds_the_bytes_buffered() {
+        let st = Arc::new(StageStats::new("p", "prefetch"));
+        let ram = RamBudget::new(3_500, "test");
+        let made = Arc::new(AtomicUsize::new(0));
+        let bounds = Bounds {
+            depth: None,
+            ram: Some(Arc::clone(&ram)),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let p =
+            Prefetch::spawn_bounded(kilobytes(40, made.clone()), 64, 1, st.clone(), stop, bounds)
+                .unwrap();
+        let (out, ahead) = take_slowly(p, &made);
+        assert_eq!(out, (0..40).collect::<Vec<_>>());
+        // Three in the budget, one in the producer's hands (or alone in the buffer).
+        assert!(ahead <= 4, "{ahead} elements ahead");
+        assert!(ahead >= 3, "the budget's room went unused: {ahead} ahead");
+        assert_eq!((ram.peak(), ram.used()), (3_000, 0));
+        let snap = st.snapshot();
+        assert_eq!((snap.buffered_bytes_peak, snap.buffered_bytes), (3_000, 0));
+    }
+
+    #[test]
+    fn a_buffer_with_no_room_in_the_budget_still_hands_over_one_element_at_a_time() {
+        let st = Arc::new(StageStats::new("p", "prefetch"));
+        let ram = RamBudget::new(1, "test");
+        let made = Arc::new(AtomicUsize::new(0));
+        let bounds = Bounds {
+            depth: None,
+            ram: Some(Arc::clone(&ram)),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let p =
+            Prefetch::spawn_bounded(kilobytes(20, made.clone()), 64, 1, st, stop, bounds).unwrap();
+        let (out, ahead) = take_slowly(p, &made);
+        assert_eq!(out, (0..20).collect::<Vec<_>>());
+        assert!(ahead <= 2, "{ahead} elements ahead");
+        assert_eq!(ram.peak(), 0);
+    }
+
+    #[test]
+    fn a_depth_knob_bounds_the_elements_buffered_and_can_move() {
+        let st = Arc::new(StageStats::new("p", "prefetch"));
+        let depth = st.buffer_knob((1, 64), 2, true, "test");
+        let made = Arc::new(AtomicUsize::new(0));
+        let bounds = Bounds {
+            depth: Some(Arc::clone(&depth)),
+            ram: None,
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let p =
+            Prefetch::spawn_bounded(kilobytes(30, made.clone()), 64, 1, st, stop, bounds).unwrap();
+        let (out, ahead) = take_slowly(p, &made);
+        assert_eq!(out, (0..30).collect::<Vec<_>>());
+        assert!(
+            (2..=3).contains(&ahead),
+            "{ahead} elements ahead of a depth of 2"
+        );
+
+        let made = Arc::new(AtomicUsize::new(0));
+        let bounds = Bounds {
+            depth: Some(Arc::clone(&depth)),
+            ram: None,
+        };
+        depth.set(8, "deeper");
+        let st = Arc::new(StageStats::new("p", "prefetch"));
+        let stop = Arc::new(AtomicBool::new(false));
+        let p =
+            Prefetch::spawn_bounded(kilobytes(30, made.clone()), 64, 1, st, stop, bounds).unwrap();
+        let (_, ahead) = take_slowly(p, &made);
+        assert!(
+            (8..=9).contains(&ahead),
+            "{ahead} elements ahead of a depth of 8"
+        );
+    }
+
+    #[test]
+    fn dropping_a_full_bounded_buffer_gives_its_bytes_back() {
+        let st = Arc::new(StageStats::new("p", "prefetch"));
+        let ram = RamBudget::new(10_000, "test");
+        let made = Arc::new(AtomicUsize::new(0));
+        let bounds = Bounds {
+            depth: None,
+            ram: Some(Arc::clone(&ram)),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut p =
+            Prefetch::spawn_bounded(kilobytes(1_000, made.clone()), 64, 1, st, stop, bounds)
+                .unwrap();
+        assert_eq!(value(&p.next().unwrap().unwrap()), 0);
+        while made.load(Ordering::Relaxed) < 11 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(ram.used() > 0);
+        drop(p);
+        assert_eq!(ram.used(), 0);
     }
 }

@@ -1138,6 +1138,7 @@ class Dataset:
         optimizations: dict[str, bool] | None = None,
         deterministic: bool | None = None,
         autotune: bool | None = None,
+        ram_budget: int | None = None,
     ) -> Dataset:
         """Pipeline-wide options, as keywords or as a tf.data-style :class:`Options`
         (``ds.with_options(options)``); the outermost setting wins.
@@ -1158,6 +1159,10 @@ class Dataset:
         ``autotune``: whether the stages left to ``AUTOTUNE`` are tuned while they run (default
         yes; ``stats()`` shows each knob's value and why); ``False`` keeps each at its share of
         the thread budget, for A/B checks. A number the user set is never moved.
+        ``ram_budget``: bytes the buffers left to ``AUTOTUNE`` (``prefetch(AUTOTUNE)``) may hold
+        together (default: half of the memory available to the process, its cgroup's limit
+        respected; tf.data's ``autotune.ram_budget``). A buffer with no room left holds no more
+        than the one element its producer made; ``stats()`` shows each buffer's bytes.
         """
         if options is not None:
             if type(options).__module__.startswith("tensorflow"):
@@ -1171,10 +1176,13 @@ class Dataset:
             threads = threads if threads is not None else o.get("threads")
             deterministic = deterministic if deterministic is not None else o.get("deterministic")
             autotune = autotune if autotune is not None else o.get("autotune")
+            ram_budget = ram_budget if ram_budget is not None else o.get("ram_budget")
             if o.get("optimizations"):
                 optimizations = {**o["optimizations"], **(optimizations or {})}
         if threads is not None:
             threads = _whole("with_options: threads", threads, 1)
+        if ram_budget is not None:
+            ram_budget = _whole("with_options: ram_budget", ram_budget, 1)
         if on_bad_record == "skip" and (name := _per_batch_rest(self._plan)) is not None:
             raise InvalidArgumentError(
                 f"with_options(on_bad_record='skip'): map '{name}' runs the TensorFlow part of its function once "
@@ -1185,7 +1193,7 @@ class Dataset:
         opts = None if optimizations is None else {str(k): bool(v) for k, v in optimizations.items()}
         det = None if deterministic is None else bool(deterministic)
         tune = None if autotune is None else bool(autotune)
-        out = Dataset(self._plan.with_options(on_bad_record, threads, opts, det, tune), self._structure)
+        out = Dataset(self._plan.with_options(on_bad_record, threads, opts, det, tune, ram_budget), self._structure)
         # Records skipped before a batch change its last batch's rows.
         return out._rows_of(self, out.cardinality() == self.cardinality())
 
@@ -1661,11 +1669,13 @@ class ThreadingOptions(_Settings):
 class AutotuneOptions(_Settings):
     """``enabled``: whether stages left to ``AUTOTUNE`` are tuned while they run
     (``with_options(autotune=...)``); ``cpu_budget``: the pipeline's CPU budget in cores (as
-    ``threads``)."""
+    ``threads``); ``ram_budget``: the bytes its buffers left to ``AUTOTUNE`` may hold (as
+    ``with_options(ram_budget=...)``)."""
 
-    _names = ("enabled", "cpu_budget")
+    _names = ("enabled", "cpu_budget", "ram_budget")
     enabled: bool | None
     cpu_budget: int | None
+    ram_budget: int | None
 
 
 class OptimizationOptions(_Settings):
@@ -1732,6 +1742,7 @@ class Options(_Settings):
         out.threading.private_threadpool_size = options.threading.private_threadpool_size
         out.autotune.enabled = options.autotune.enabled
         out.autotune.cpu_budget = options.autotune.cpu_budget or None
+        out.autotune.ram_budget = options.autotune.ram_budget or None
         for name in OptimizationOptions._names:
             setattr(out.experimental_optimization, name, getattr(options.experimental_optimization, name, None))
         return out
@@ -1744,6 +1755,8 @@ class Options(_Settings):
             out["on_bad_record"] = self.on_bad_record
         if self.autotune.enabled is not None:
             out["autotune"] = bool(self.autotune.enabled)
+        if self.autotune.ram_budget:
+            out["ram_budget"] = self.autotune.ram_budget
         size = self.threading.private_threadpool_size or self.autotune.cpu_budget
         if size:
             out["threads"] = size

@@ -304,6 +304,12 @@ fn parallel_config(
         seeds: Arc::clone(&ctx.seeds),
         positions: Positions::default(),
         knob: None,
+        // With the tuner on, what it runs ahead is in the RAM budget.
+        ram: ctx
+            .options
+            .autotune
+            .unwrap_or(true)
+            .then(|| ctx.resources.ram(&ctx.options)),
     }
 }
 

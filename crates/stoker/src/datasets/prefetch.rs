@@ -107,6 +107,10 @@ impl DatasetOp for Prefetch {
         self.input.step().batch_of()
     }
 
+    fn buffer_knob(&self) -> Option<(&'static str, i64)> {
+        Some(("buffer_size", self.buffer_size))
+    }
+
     fn iterate(
         &self,
         _: &Plan,
@@ -116,10 +120,13 @@ impl DatasetOp for Prefetch {
     ) -> Result<BoxIter> {
         // A prefetch reports its input's state (after the last element handed out).
         let inner = iterate_at(&self.input, ctx, at)?;
-        Ok(match self.capacity(ctx) {
-            0 => inner,
-            n => Box::new(PrefetchIter::spawn(inner, n, stats)?),
-        })
+        if self.capacity(ctx) == 0 {
+            return Ok(inner);
+        }
+        let (capacity, bounds) = crate::tuner::buffer(ctx, &stats, self.buffer_size);
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let it = PrefetchIter::spawn_bounded(inner, capacity, 1, stats, stop, bounds)?;
+        Ok(Box::new(it))
     }
 
     fn supports_random_access(&self) -> bool {
