@@ -80,3 +80,26 @@ def test_cli_bench_writes_the_report(tmp_path):
     )
     doc, text = parse(out)
     assert doc.tags["svg"] == 3 and "Time to get each element" in text and "Stages" in text
+
+
+def wait(x):
+    import time
+
+    time.sleep(0.004)
+    return x
+
+
+def test_report_shows_the_tuner_s_moves(tmp_path):
+    ds = sk.Dataset.range(10**7).with_options(threads=2).map(wait, num_parallel_calls=sk.AUTOTUNE).batch(4)
+    path = tmp_path / "tuned.html"
+    ds.report(path, seconds=3.0)
+    doc, text = parse(path)
+    assert "AUTOTUNE: knob values" in text and "AUTOTUNE: the tuner's moves" in text
+    # The moves: when, the stage's knob, the values it went through, and why.
+    moves = re.findall(r"<tr><td>(-?[\d.]+)</td><td>map\[wait\][^<]*: num_parallel_calls</td><td>(\d+)</td>", path.read_text())
+    assert len(moves) >= 2, text
+    assert any(int(v) > 2 for _, v in moves)
+    assert "tuning: trying" in text
+    untuned = tmp_path / "untuned.html"
+    ds.with_options(autotune=False).report(untuned, seconds=0.5)
+    assert "AUTOTUNE: the tuner" not in parse(untuned)[1]

@@ -81,6 +81,15 @@ fn limit<'f>(f: &'f Facts<'_>) -> Option<Limit<'f>> {
     })
 }
 
+/// Whether the tuner sets stage `index`'s parallelism while it runs (advice on it is moot).
+fn tuned(f: &Facts<'_>, index: usize) -> bool {
+    f.model.nodes[index]
+        .snap
+        .knobs
+        .iter()
+        .any(|k| k.tuned && k.kind == stoker_core::knob::KnobKind::Parallelism)
+}
+
 /// More threads for the bottleneck: a stage on a shared thread moves to a group of its own; a
 /// parallel stage's group gets the whole budget. Not for a stage mostly in Python: threads
 /// would take turns holding the GIL (and lose time handing it over), so native ops are the
@@ -89,7 +98,7 @@ fn more_threads(f: &Facts<'_>) -> Option<Recommendation> {
     let l = limit(f)?;
     let (knob, _) = parallelism_knob(l.plan)?;
     let k = f.budget;
-    if k <= l.workers_now || l.python_share > 0.5 {
+    if k <= l.workers_now || l.python_share > 0.5 || tuned(f, l.index) {
         return None;
     }
     let node = &f.model.nodes[l.index];
@@ -136,7 +145,11 @@ fn more_threads(f: &Facts<'_>) -> Option<Recommendation> {
 fn wait_on_more_threads(f: &Facts<'_>) -> Option<Recommendation> {
     let l = limit(f)?;
     let budget = f.budget;
-    if l.wait_share <= 0.5 || l.workers_now < budget || parallelism_knob(l.plan).is_none() {
+    if l.wait_share <= 0.5
+        || l.workers_now < budget
+        || parallelism_knob(l.plan).is_none()
+        || tuned(f, l.index)
+    {
         return None;
     }
     let computing = (1.0 - l.wait_share).max(0.01);
