@@ -96,7 +96,8 @@ def test_report_shows_the_tuner_s_moves(tmp_path):
     doc, text = parse(path)
     assert "AUTOTUNE: knob values" in text and "AUTOTUNE: the tuner's moves" in text
     # The moves: when, the stage's knob, the values it went through, and why.
-    moves = re.findall(r"<tr><td>(-?[\d.]+)</td><td>map\[wait\][^<]*: num_parallel_calls</td><td>(\d+)</td>", path.read_text())
+    row = r"<tr><td>(-?[\d.]+)</td><td>map\[wait\][^<]*: num_parallel_calls</td><td>(\d+)</td>"
+    moves = re.findall(row, path.read_text())
     assert len(moves) >= 2, text
     assert any(int(v) > 2 for _, v in moves)
     assert "tuning: trying" in text
