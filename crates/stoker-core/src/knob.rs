@@ -18,6 +18,9 @@ pub enum KnobKind {
     Parallelism,
     /// Elements a buffer holds: costs memory, in the pipeline's RAM budget.
     Buffer,
+    /// Files (or datasets) of an interleave's cycle read ahead on threads of their own: the
+    /// order is the cycle's whatever the value.
+    Reads,
 }
 
 /// One knob of one stage.
@@ -78,9 +81,9 @@ impl Knob {
         }
     }
 
-    /// The same knob for a buffer's size (a tuned one starts with the reason `start`).
-    pub fn for_buffer(mut self, start: &str) -> Knob {
-        self.kind = KnobKind::Buffer;
+    /// The same knob of kind `kind` (a tuned one starts with the reason `start`).
+    pub fn of_kind(mut self, kind: KnobKind, start: &str) -> Knob {
+        self.kind = kind;
         if self.tuned {
             self.set_reason(start);
         }

@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::element::Element;
 use crate::error::Result;
 use crate::exec::{BoxIter, Timed};
-use crate::knob::{Knob, KnobSnapshot};
+use crate::knob::{Knob, KnobKind, KnobSnapshot};
 use crate::row_slots::RowSlots;
 use crate::trace;
 
@@ -221,16 +221,35 @@ impl StageStats {
     /// tuned one starts with the reason `start`.
     pub fn buffer_knob(
         &self,
-        (min, max): (usize, usize),
+        range: (usize, usize),
         value: usize,
         tuned: bool,
         start: &str,
     ) -> Arc<Knob> {
+        self.kind_knob(
+            KnobKind::Buffer,
+            "buffer_size",
+            range,
+            value,
+            (tuned, start),
+        )
+    }
+
+    /// Its knob `name` of kind `kind` (see [`StageStats::knob`]); where `tuned.0`, it starts
+    /// with the reason `tuned.1`.
+    pub fn kind_knob(
+        &self,
+        kind: KnobKind,
+        name: &'static str,
+        (min, max): (usize, usize),
+        value: usize,
+        (tuned, start): (bool, &str),
+    ) -> Arc<Knob> {
         let mut knobs = self.knobs.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(k) = knobs.iter().find(|k| k.name == "buffer_size") {
+        if let Some(k) = knobs.iter().find(|k| k.name == name) {
             return Arc::clone(k);
         }
-        let k = Knob::new("buffer_size", min, max, value, tuned).for_buffer(start);
+        let k = Knob::new(name, min, max, value, tuned).of_kind(kind, start);
         let k = Arc::new(k);
         knobs.push(Arc::clone(&k));
         k

@@ -115,6 +115,15 @@ fn ns_since_epoch(t: Instant) -> u64 {
 
 thread_local! {
     static RING: RefCell<Option<Arc<Mutex<Ring>>>> = const { RefCell::new(None) };
+    /// The name the calling thread works under, where it is not its own (a pool thread).
+    static NAME: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Says that the calling thread now works under `name` (a pool thread taking a stage's job):
+/// its spans from now on go to a track of that name.
+pub fn name_thread(name: &str) {
+    NAME.with(|n| *n.borrow_mut() = Some(name.to_string()));
+    RING.with(|cell| *cell.borrow_mut() = None);
 }
 
 /// Runs `f` on this thread's ring for the current trace, made on first use.
@@ -128,9 +137,9 @@ fn with_ring(f: impl FnOnce(&mut Ring)) {
             {
                 let mut g = r.lock().unwrap_or_else(|e| e.into_inner());
                 g.tid = reg.next_tid.fetch_add(1, Relaxed);
-                g.thread = std::thread::current()
-                    .name()
-                    .map(str::to_string)
+                g.thread = NAME
+                    .with(|n| n.borrow().clone())
+                    .or_else(|| std::thread::current().name().map(str::to_string))
                     .unwrap_or_else(|| format!("thread {}", g.tid));
                 g.generation = generation;
             }

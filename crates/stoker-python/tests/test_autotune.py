@@ -160,3 +160,57 @@ def test_a_state_saved_under_one_tuning_restores_under_another():
     state = it.state()
     del it
     assert head + [b.tolist() for b in build(fast, threads=2).iterator(state=state)] == want
+
+
+def test_stage_threads_live_across_the_passes_of_a_repeat():
+    seen: set[int] = set()
+    lock = threading.Lock()
+
+    def note(x):
+        with lock:
+            seen.add(threading.get_native_id())
+        return x
+
+    passes = 200
+    ds = sk.Dataset.range(6).map(note, num_parallel_calls=2).prefetch(2).repeat(passes).with_options(autotune=False)
+    assert sorted(ds.as_numpy_iterator()) == sorted(list(range(6)) * passes)
+    # Each pass starts the map and its prefetch again, on the threads the pass before used.
+    assert len(seen) <= 6, f"{len(seen)} threads for {passes} passes of a 2-worker map"
+
+
+def test_a_forked_child_runs_pipelines_on_threads_of_its_own():
+    import os
+
+    assert list(sk.Dataset.range(20).map(lambda x: x + 1, num_parallel_calls=2).prefetch(2)) == list(range(1, 21))
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's idle threads are not here
+        ok = list(sk.Dataset.range(20).map(lambda x: x + 1, num_parallel_calls=2).prefetch(2)) == list(range(1, 21))
+        os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    raise AssertionError("the forked child hung")
+
+
+def test_an_interleave_left_to_autotune_tunes_its_reads_and_keeps_its_order():
+    def files(i):
+        return sk.Dataset.range(i * 1000, i * 1000 + 300)
+
+    def build(n, **options):
+        src = sk.Dataset.range(8)
+        return src.interleave(files, cycle_length=4, block_length=2, num_parallel_calls=n).with_options(**options)
+
+    want = list(build(sk.AUTOTUNE, autotune=False))
+    tuned = build(sk.AUTOTUNE, threads=2)
+    assert list(tuned) == want
+    (knob,) = [k for s in tuned.stats() for k in s.get("knobs", []) if k["name"] == "num_parallel_calls"]
+    assert (knob["kind"], knob["tuned"], knob["max"]) == ("reads", True, 4)
+    assert "reads ahead" in knob["reason"] or "tun" in knob["reason"]
+    fixed = build(4, threads=2)
+    assert list(fixed) == want
+    assert not [k for s in fixed.stats() for k in s.get("knobs", []) if k["tuned"]]

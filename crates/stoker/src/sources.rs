@@ -217,7 +217,7 @@ impl ElementIter for RangeIter {
 /// ahead.
 pub(crate) fn read_files(
     files: &[String],
-    cycle: usize,
+    (cycle, reads): (usize, Option<Arc<stoker_core::knob::Knob>>),
     stats: Arc<StageStats>,
     at: Option<&State>,
     open: impl Fn(&str, Option<&State>) -> Result<BoxIter> + Send + Sync + 'static,
@@ -236,6 +236,7 @@ pub(crate) fn read_files(
         cycle_length: parallel,
         block_length: 1,
         prefetch_per_slot: if parallel > 1 { 256 } else { 0 },
+        reads,
     };
     let names = Box::new(crate::build::file_names(files, "filename")?);
     let st = Arc::clone(&stats);
@@ -359,6 +360,12 @@ impl Files {
     where
         F: Fn(&str, Option<&State>) -> Result<BoxIter> + Send + Sync + 'static,
     {
-        read_files(&self.files, self.in_turn(ctx), stats, at, open)
+        let cycle = match at {
+            Some(s) => stoker_core::exec::interleave::InterleaveIter::saved_cycle_length(s)?,
+            None => self.in_turn(ctx),
+        };
+        let n = Some(self.num_parallel_reads);
+        let reads = crate::tuner::reads(ctx, &stats, "num_parallel_reads", n, cycle);
+        read_files(&self.files, (self.in_turn(ctx), reads), stats, at, open)
     }
 }

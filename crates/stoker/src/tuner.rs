@@ -99,14 +99,32 @@ pub fn buffer(ctx: &BuildCtx, stats: &StageStats, size: i64) -> (usize, Bounds) 
     }
 }
 
-/// Whether a step of `plan` other than a source leaves its parallelism or its buffer to
-/// `AUTOTUNE` (its stage gets a tuned knob when it starts, which may be after the run starts:
-/// below a `repeat`, an `interleave`).
+/// The knob of an interleave (or a source reading files in turn) asking for `n` parallel
+/// reads over a cycle of `cycle`: where it is left to `AUTOTUNE` (and the tuner is on), how
+/// many of the cycle's slots read ahead on threads of their own, every one to start with;
+/// `None`: every slot reads ahead, as the number set says.
+pub fn reads(
+    ctx: &BuildCtx,
+    stats: &StageStats,
+    name: &'static str,
+    n: Option<i64>,
+    cycle: usize,
+) -> Option<Arc<Knob>> {
+    if n != Some(AUTOTUNE) || !ctx.options.autotune.unwrap_or(true) || cycle < 2 {
+        return None;
+    }
+    let why = "AUTOTUNE: every slot of the cycle reads ahead to start with; fewer where the \
+               consumer does not wait on them";
+    Some(stats.kind_knob(KnobKind::Reads, name, (1, cycle), cycle, (true, why)))
+}
+
+/// Whether a step of `plan` leaves its parallelism, its reads or its buffer to `AUTOTUNE` (its
+/// stage gets a tuned knob when it starts, which may be after the run starts: below a
+/// `repeat`, an `interleave`).
 pub fn tunes(plan: &crate::plan::Plan) -> bool {
     let step = plan.step();
-    (!step.is_source()
-        && (matches!(step.parallelism_knob(), Some((_, Some(AUTOTUNE))))
-            || matches!(step.buffer_knob(), Some((_, AUTOTUNE)))))
+    matches!(step.parallelism_knob(), Some((_, Some(AUTOTUNE))))
+        || matches!(step.buffer_knob(), Some((_, AUTOTUNE)))
         || step.inputs().into_iter().any(tunes)
 }
 
@@ -168,6 +186,36 @@ struct Period {
     consumer_bound: bool,
 }
 
+/// How much a tuned stage asks for more (its workers' busy share, or the share of the time
+/// its consumer waited on its reads), where that is enough to try more.
+fn wants_more(t: &Tunable, (busy, ..): (f64, f64, f64), (starved, _): (f64, f64)) -> Option<f64> {
+    match t.knob.kind {
+        KnobKind::Parallelism => (busy > 0.6).then_some(busy),
+        KnobKind::Reads => (starved > 0.2).then_some(starved),
+        KnobKind::Buffer => None,
+    }
+}
+
+/// Whether one fewer may keep the rate. Workers all busy computing natively each make their
+/// share of it, so one fewer only loses it. Fewer may do where about one worker's time sits
+/// idle (spread over all of them), where they are busy without computing (waiting on a lock,
+/// I/O), where Python takes much of the one core the GIL gives, or, for reads, where the
+/// consumer hardly waits on them.
+fn may_do_with_fewer(
+    t: &Tunable,
+    (busy, cpu, python): (f64, f64, f64),
+    (starved, _): (f64, f64),
+) -> bool {
+    match t.knob.kind {
+        KnobKind::Parallelism => {
+            let idle_workers = (1.0 - busy) * t.knob.get() as f64;
+            idle_workers >= 0.9 || cpu < 0.7 * busy || python > 0.5
+        }
+        KnobKind::Reads => starved < 0.02,
+        KnobKind::Buffer => false,
+    }
+}
+
 pub struct Tuner {
     registry: Arc<StatsRegistry>,
     output: Arc<StageStats>,
@@ -206,9 +254,7 @@ impl Tuner {
             budget: budget as f64,
             cancel,
         };
-        let _ = std::thread::Builder::new()
-            .name("stoker-tuner".into())
-            .spawn(move || tuner.run());
+        let _ = stoker_core::exec::threads::spawn("stoker-tuner", move || tuner.run());
     }
 
     fn tunables(&self) -> Vec<Tunable> {
@@ -447,19 +493,22 @@ impl Tuner {
             let busiest = tunables
                 .iter()
                 .enumerate()
-                .filter(|(_, t)| t.knob.kind == KnobKind::Parallelism)
                 .filter(|(i, t)| t.knob.get() < t.knob.max && !cooling(cooldown_up, *i))
-                .filter(|(i, _)| p.load[*i].0 > 0.6)
-                .max_by(|a, b| p.load[a.0].0.total_cmp(&p.load[b.0].0));
-            if let Some((i, t)) = busiest {
+                .filter_map(|(i, t)| Some((i, t, wants_more(t, p.load[i], p.waits[i])?)))
+                .max_by(|a, b| a.2.total_cmp(&b.2));
+            if let Some((i, t, pressure)) = busiest {
                 let v = t.knob.get();
                 let to = v + (v / 2).max(1);
                 let per_worker = p.load[i].1.max(0.0);
                 if cpu + per_worker * (to - v) as f64 <= self.budget * 1.05 || p.cpu.is_none() {
+                    let what = match t.knob.kind {
+                        KnobKind::Reads => "its consumer waited on reads",
+                        _ => "its workers were busy",
+                    };
                     let reason = format!(
-                        "tuning: trying {to} (its workers were {:.0} % busy, the pipeline used \
+                        "tuning: trying {to} ({what} {:.0} % of the time, the pipeline used \
                          {cpu:.2} of {} cores)",
-                        100.0 * p.load[i].0,
+                        100.0 * pressure,
                         self.budget
                     );
                     self.set(t, to, reason);
@@ -476,18 +525,8 @@ impl Tuner {
         let (i, t) = tunables
             .iter()
             .enumerate()
-            .filter(|(_, t)| t.knob.kind == KnobKind::Parallelism)
             .filter(|(i, t)| t.knob.get() > 1 && !cooling(cooldown_down, *i))
-            // Workers all busy computing natively each make their share of the rate: one fewer
-            // only loses it. Fewer may do where the consumer is the limit, where about one
-            // worker's time sits idle (spread over all of them), where they are busy without
-            // computing (waiting on a lock, I/O), or where Python takes much of the one core
-            // the GIL gives.
-            .filter(|(i, t)| {
-                let (busy, cpu, python) = p.load[*i];
-                let idle_workers = (1.0 - busy) * t.knob.get() as f64;
-                p.consumer_bound || idle_workers >= 0.9 || cpu < 0.7 * busy || python > 0.5
-            })
+            .filter(|(i, t)| p.consumer_bound || may_do_with_fewer(t, p.load[*i], p.waits[*i]))
             .min_by(|a, b| p.load[a.0].0.total_cmp(&p.load[b.0].0))?;
         let v = t.knob.get();
         let why = if p.consumer_bound {

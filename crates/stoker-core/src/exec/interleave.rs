@@ -4,11 +4,13 @@
 //! open dataset runs ahead on its own thread into a small buffer; the order stays the same.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::element::Element;
 use crate::error::Result;
 use crate::exec::prefetch::Prefetch;
 use crate::exec::{BoxIter, ElementIter, State};
+use crate::knob::Knob;
 use crate::stats::StageStats;
 
 /// Opens the dataset of one input element (e.g. the records of one file).
@@ -20,12 +22,18 @@ pub struct InterleaveConfig {
     pub block_length: usize,
     /// Elements each open dataset reads ahead on its own thread; 0 for none.
     pub prefetch_per_slot: usize,
+    /// Where it is tuned: how many of the cycle's slots read ahead (the first ones; the
+    /// others are read on the consumer's thread). `None`: every slot, where
+    /// `prefetch_per_slot` is not 0. The order is the same either way.
+    pub reads: Option<Arc<Knob>>,
 }
 
-/// An open dataset: its iterator and the index of the input element it was opened from.
+/// An open dataset: its iterator, the index of the input element it was opened from, and
+/// whether it reads ahead on a thread of its own.
 struct Slot {
     it: BoxIter,
     element: u64,
+    ahead: bool,
 }
 
 pub struct InterleaveIter {
@@ -63,6 +71,7 @@ impl InterleaveIter {
                 cycle_length: cycle,
                 block_length: config.block_length.max(1),
                 prefetch_per_slot: config.prefetch_per_slot,
+                reads: config.reads,
             },
             cycle_index: 0,
             block_index: 0,
@@ -111,22 +120,50 @@ impl InterleaveIter {
         it.end_of_input = state.int(OP, 3)? != 0;
         it.taken = taken;
         for ((i, element, inner), arg) in open_slots.into_iter().zip(elements) {
-            let slot = it.start(&arg, element, Some(inner))?;
+            let slot = it.start(&arg, element, i, Some(inner))?;
             it.slots[i] = Some(slot);
             it.num_open += 1;
         }
         Ok(it)
     }
 
-    fn start(&self, arg: &Element, element: u64, at: Option<&State>) -> Result<Slot> {
-        let mut it = (self.open)(arg, at)?;
-        if self.config.prefetch_per_slot > 0 {
-            let st = Arc::clone(&self.stats);
-            let chunk = self.config.prefetch_per_slot;
-            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-            it = Box::new(Prefetch::spawn_with_stop(it, 4, chunk, st, stop)?);
+    /// Opens input element `element` (`arg`) in slot `slot`.
+    fn start(&self, arg: &Element, element: u64, slot: usize, at: Option<&State>) -> Result<Slot> {
+        let it = (self.open)(arg, at)?;
+        let mut open = Slot {
+            it,
+            element,
+            ahead: false,
+        };
+        if self.reads_ahead(slot) {
+            self.read_ahead(&mut open)?;
         }
-        Ok(Slot { it, element })
+        Ok(open)
+    }
+
+    /// Whether slot `slot` reads ahead on a thread of its own now.
+    fn reads_ahead(&self, slot: usize) -> bool {
+        self.config.prefetch_per_slot > 0
+            && self.config.reads.as_ref().is_none_or(|k| slot < k.get())
+    }
+
+    /// Moves `slot`'s reading onto a thread of its own (its state stays its dataset's).
+    fn read_ahead(&self, slot: &mut Slot) -> Result<()> {
+        let st = Arc::clone(&self.stats);
+        let chunk = self.config.prefetch_per_slot;
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let it = std::mem::replace(&mut slot.it, crate::exec::VecIter::boxed(Vec::new()));
+        slot.it = Box::new(Prefetch::spawn_with_stop(it, 4, chunk, st, stop)?);
+        slot.ahead = true;
+        Ok(())
+    }
+
+    /// Where the slots reading ahead are tuned: the slots read ahead now.
+    fn count_ahead(&self) {
+        if self.config.reads.is_some() {
+            let n = self.slots.iter().flatten().filter(|s| s.ahead).count();
+            self.stats.set_workers(n);
+        }
     }
 
     fn advance_to_next_in_cycle(&mut self) {
@@ -157,8 +194,26 @@ impl ElementIter for InterleaveIter {
 
     fn next(&mut self) -> Result<Option<Element>> {
         while !self.end_of_input || self.num_open > 0 {
+            let here = self.cycle_index;
+            let inline = self.slots[here].as_ref().is_some_and(|s| !s.ahead);
+            if inline && self.reads_ahead(here) {
+                // The knob rose: this slot reads ahead from now on. (One that reads ahead
+                // keeps its thread until its dataset ends.)
+                if let Some(mut open) = self.slots[here].take() {
+                    self.read_ahead(&mut open)?;
+                    self.slots[here] = Some(open);
+                }
+                self.count_ahead();
+            }
             if let Some(slot) = self.slots[self.cycle_index].as_mut() {
-                if let Some(e) = slot.it.next()? {
+                let t = (!slot.ahead && self.config.reads.is_some()).then(Instant::now);
+                let next = slot.it.next()?;
+                if let Some(t) = t {
+                    // Read on the consumer's thread: it waited for the data as for a slot
+                    // reading ahead (the tuner's sign that more should).
+                    self.stats.add_starved(t.elapsed());
+                }
+                if let Some(e) = next {
                     self.block_index += 1;
                     if self.block_index == self.config.block_length {
                         self.advance_to_next_in_cycle();
@@ -167,14 +222,16 @@ impl ElementIter for InterleaveIter {
                 }
                 self.slots[self.cycle_index] = None;
                 self.num_open -= 1;
+                self.count_ahead();
                 self.advance_to_next_in_cycle();
             } else if !self.end_of_input {
                 match self.stats.pull(&mut self.input)? {
                     Some(arg) => {
-                        let slot = self.start(&arg, self.taken, None)?;
+                        let slot = self.start(&arg, self.taken, self.cycle_index, None)?;
                         self.taken += 1;
                         self.slots[self.cycle_index] = Some(slot);
                         self.num_open += 1;
+                        self.count_ahead();
                     }
                     None => self.end_of_input = true,
                 }
@@ -204,6 +261,7 @@ mod tests {
                 cycle_length: cycle,
                 block_length: block,
                 prefetch_per_slot: prefetch,
+                reads: None,
             },
             Arc::new(StageStats::new("i", "interleave")),
         );
@@ -222,5 +280,38 @@ mod tests {
         assert_eq!(run(2, 2, 0), vec![0, 10, 11, 20, 21, 22, 30, 31, 32, 33]);
         // cycle 1 is sequential
         assert_eq!(run(1, 1, 0), vec![0, 10, 11, 20, 21, 22, 30, 31, 32, 33]);
+    }
+
+    #[test]
+    fn the_order_is_the_cycle_s_while_the_slots_reading_ahead_change() {
+        let open: OpenFn = Arc::new(|e: &Element, _: Option<&State>| {
+            let i = value(e);
+            Ok(ints(100 * i..100 * i + 37 + i))
+        });
+        let config = |reads| InterleaveConfig {
+            cycle_length: 4,
+            block_length: 3,
+            prefetch_per_slot: 8,
+            reads,
+        };
+        let stats = || Arc::new(StageStats::new("i", "interleave"));
+        let want = drain(Box::new(InterleaveIter::new(
+            ints(0..10),
+            Arc::clone(&open),
+            config(None),
+            stats(),
+        )));
+        let knob = Arc::new(Knob::new("num_parallel_reads", 1, 4, 1, true));
+        let st = stats();
+        let mut it = InterleaveIter::new(ints(0..10), open, config(Some(knob.clone())), st.clone());
+        let mut got = Vec::new();
+        let mut most = 0;
+        while let Some(e) = it.next().unwrap() {
+            got.push(value(&e));
+            knob.set([1, 4, 2, 3][got.len() / 25 % 4], "test");
+            most = most.max(st.snapshot().workers);
+        }
+        assert_eq!(got, want);
+        assert!(most >= 3, "at most {most} slots read ahead");
     }
 }

@@ -26,6 +26,7 @@ pub mod shuffle;
 pub mod slices;
 pub mod state;
 pub mod take_skip;
+pub mod threads;
 pub mod unbatch;
 pub mod zip;
 

@@ -11,9 +11,9 @@
 //! per worker, that the feeder takes before each element and the consumer gives back after it
 //! (withholding them while the knob has come down).
 
+use crate::exec::threads::Handle;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
@@ -51,7 +51,7 @@ pub struct ParallelMap {
 struct Tuned {
     knob: Arc<Knob>,
     /// Starts worker `w`.
-    start: Box<dyn FnMut(usize) -> Result<JoinHandle<()>> + Send>,
+    start: Box<dyn FnMut(usize) -> Result<Handle> + Send>,
     started: usize,
     /// The feeder's tokens: one per element it may have in flight.
     tokens: Sender<()>,
@@ -102,14 +102,9 @@ pub struct ParallelMapConfig {
 /// A work item: an input element, its position in the pass, and where its result goes.
 type Work = (Element, u64, Sender<Tagged>);
 
-/// Starts a thread of the map named `name`, running `body`.
-pub(crate) fn start_thread(
-    name: String,
-    body: impl FnOnce() + Send + 'static,
-) -> Result<JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name(name)
-        .spawn(body)
+/// Runs `body` on a thread of the map named `name` (see [`crate::exec::threads`]).
+pub(crate) fn start_thread(name: String, body: impl FnOnce() + Send + 'static) -> Result<Handle> {
+    crate::exec::threads::spawn(name, body)
         .map_err(|e| Error::spawn("spawning a map worker thread", e))
 }
 

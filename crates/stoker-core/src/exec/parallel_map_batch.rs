@@ -152,7 +152,7 @@ fn batch_bytes(rows: &Schema, size: usize) -> Option<u64> {
 struct Tuned {
     knob: Arc<Knob>,
     /// `None` once the feed is gone (every worker ended): there is nothing left to do.
-    start: Box<dyn Fn(usize) -> Result<Option<std::thread::JoinHandle<()>>> + Send>,
+    start: Box<dyn Fn(usize) -> Result<Option<crate::exec::threads::Handle>> + Send>,
     started: usize,
 }
 

@@ -3,13 +3,13 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError};
 
 use crate::element::Element;
 use crate::error::{Error, Result};
+use crate::exec::threads::Handle;
 use crate::exec::{catch_panic, BoxIter, ElementIter, State};
 use crate::knob::Knob;
 use crate::ram::{RamBudget, Reservation};
@@ -137,7 +137,7 @@ impl Gate {
 
 pub struct Prefetch {
     rx: Option<Receiver<Chunk>>,
-    handle: Option<JoinHandle<()>>,
+    handle: Option<Handle>,
     stop: Arc<AtomicBool>,
     capacity: usize,
     stats: Arc<StageStats>,
@@ -207,60 +207,59 @@ impl Prefetch {
             })
         });
         let first: Saved = input.state().map_err(|e| Arc::from(e.to_string()));
-        let handle = std::thread::Builder::new()
-            .name(format!("stoker-{}", stats.name))
-            .spawn(move || {
-                let st = producer_stats;
-                let mut pending = Vec::with_capacity(chunk);
-                // Once the input has said it cannot report its state, it is not asked again.
-                let mut no_state: Option<Arc<str>> = None;
-                while !producer_stop.load(Ordering::Relaxed) {
-                    let (ending, full) = match catch_panic(&st.name, || st.pull(&mut input)) {
-                        Ok(Some(e)) => {
-                            let saved = match &no_state {
-                                Some(why) => Err(Arc::clone(why)),
-                                None => input.state().map_err(|e| Arc::from(e.to_string())),
-                            };
-                            if let (Err(why), None) = (&saved, &no_state) {
-                                no_state = Some(Arc::clone(why));
-                            }
-                            let ticket = match &gate {
-                                Some(gate) => {
-                                    let t = Instant::now();
-                                    let Some((ticket, waited)) =
-                                        gate.admit(e.nbytes() as u64, &producer_stop)
-                                    else {
-                                        break;
-                                    };
-                                    if waited {
-                                        st.blocked_since(t);
-                                    }
-                                    Some(ticket)
-                                }
-                                None => None,
-                            };
-                            pending.push((e, saved, ticket));
-                            (None, pending.len() >= chunk || tx.is_empty())
+        let name = format!("stoker-{}", stats.name);
+        let handle = crate::exec::threads::spawn(name, move || {
+            let st = producer_stats;
+            let mut pending = Vec::with_capacity(chunk);
+            // Once the input has said it cannot report its state, it is not asked again.
+            let mut no_state: Option<Arc<str>> = None;
+            while !producer_stop.load(Ordering::Relaxed) {
+                let (ending, full) = match catch_panic(&st.name, || st.pull(&mut input)) {
+                    Ok(Some(e)) => {
+                        let saved = match &no_state {
+                            Some(why) => Err(Arc::clone(why)),
+                            None => input.state().map_err(|e| Arc::from(e.to_string())),
+                        };
+                        if let (Err(why), None) = (&saved, &no_state) {
+                            no_state = Some(Arc::clone(why));
                         }
-                        Ok(None) => (Some(Ok(())), true),
-                        Err(e) => (Some(Err(e)), true),
-                    };
-                    if !full {
-                        continue;
+                        let ticket = match &gate {
+                            Some(gate) => {
+                                let t = Instant::now();
+                                let Some((ticket, waited)) =
+                                    gate.admit(e.nbytes() as u64, &producer_stop)
+                                else {
+                                    break;
+                                };
+                                if waited {
+                                    st.blocked_since(t);
+                                }
+                                Some(ticket)
+                            }
+                            None => None,
+                        };
+                        pending.push((e, saved, ticket));
+                        (None, pending.len() >= chunk || tx.is_empty())
                     }
-                    let last = ending.is_some();
-                    let out = std::mem::replace(&mut pending, Vec::with_capacity(chunk));
-                    let t = Instant::now();
-                    if tx.send((out, ending)).is_err() {
-                        break; // the consumer is gone
-                    }
-                    st.blocked_since(t);
-                    if last {
-                        break;
-                    }
+                    Ok(None) => (Some(Ok(())), true),
+                    Err(e) => (Some(Err(e)), true),
+                };
+                if !full {
+                    continue;
                 }
-            })
-            .map_err(|e| Error::spawn("spawning a prefetch thread", e))?;
+                let last = ending.is_some();
+                let out = std::mem::replace(&mut pending, Vec::with_capacity(chunk));
+                let t = Instant::now();
+                if tx.send((out, ending)).is_err() {
+                    break; // the consumer is gone
+                }
+                st.blocked_since(t);
+                if last {
+                    break;
+                }
+            }
+        })
+        .map_err(|e| Error::spawn("spawning a prefetch thread", e))?;
         stats.set_workers(1);
         Ok(Prefetch {
             rx: Some(rx),
@@ -338,7 +337,7 @@ impl Prefetch {
             nap = (nap * 2).min(Duration::from_millis(10));
         }
         if let Some(h) = self.handle.take() {
-            let _ = h.join();
+            h.join();
         }
         true
     }
@@ -375,7 +374,7 @@ impl Drop for Prefetch {
         // Dropping the receiver makes a blocked `send` fail, so the producer exits.
         drop(self.rx.take());
         if let Some(h) = self.handle.take() {
-            let _ = h.join();
+            h.join();
         }
     }
 }

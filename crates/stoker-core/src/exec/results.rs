@@ -3,9 +3,9 @@
 //!
 //! Either way, the items before a failing one in the input all come out before its error.
 
+use crate::exec::threads::Handle;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use crossbeam_channel::Receiver;
 
@@ -109,14 +109,14 @@ impl Results {
 /// stopping early never leaks a thread or hangs.
 pub struct Running {
     results: Option<Results>,
-    threads: Vec<JoinHandle<()>>,
+    threads: Vec<Handle>,
     stop: Arc<AtomicBool>,
     /// Where parked workers wait: woken on stop.
     knob: Option<Arc<Knob>>,
 }
 
 impl Running {
-    pub fn new(results: Results, threads: Vec<JoinHandle<()>>, stop: Arc<AtomicBool>) -> Running {
+    pub fn new(results: Results, threads: Vec<Handle>, stop: Arc<AtomicBool>) -> Running {
         Running {
             results: Some(results),
             threads,
@@ -131,7 +131,7 @@ impl Running {
     }
 
     /// A thread started after the others (a worker the knob asked for).
-    pub fn push_thread(&mut self, thread: JoinHandle<()>) {
+    pub fn push_thread(&mut self, thread: Handle) {
         self.threads.push(thread);
     }
 
@@ -151,7 +151,7 @@ impl Drop for Running {
         }
         drop(self.results.take());
         for t in self.threads.drain(..) {
-            let _ = t.join();
+            t.join();
         }
     }
 }

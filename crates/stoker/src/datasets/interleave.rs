@@ -125,10 +125,13 @@ impl DatasetOp for Interleave {
         } else {
             0
         };
+        let name = "num_parallel_calls";
+        let reads = crate::tuner::reads(ctx, &stats, name, self.num_parallel_calls, cycle);
         let config = InterleaveConfig {
             cycle_length: cycle,
             block_length: self.block_length,
             prefetch_per_slot: prefetch,
+            reads,
         };
         Ok(Box::new(match at {
             None => InterleaveIter::new(inner, open, config, stats),
