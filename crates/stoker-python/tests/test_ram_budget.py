@@ -3,55 +3,39 @@ checked by accounting (``stats()``) and by the process's peak RSS on W2's large 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+import importlib.util
+import pathlib
 
 import numpy as np
 import pytest
 import stoker as sk
 
-# One W2 run in a fresh process: 18 pairs in batches of 3 (110 MiB each), taken by a consumer
-# slower than the pipeline, so that every buffer fills; prints the peak RSS and the stats.
-_CHILD = r"""
-import glob, json, os, sys, time
-import stoker
-from stoker import workloads
-root, budget = sys.argv[1], sys.argv[2]
-images = sorted(glob.glob(os.path.join(root, "images", "*.png")))
-labels = sorted(glob.glob(os.path.join(root, "labels", "*.png")))
-_, colors = stoker.ops.read_class_colors(os.path.join(root, "class_dict.csv"))
-ds = workloads.segmentation_pipeline(images, labels, colors).with_options(threads=2)
-if budget != "default":
-    ds = ds.with_options(ram_budget=int(budget))
-n = 0
-for batch in ds:
-    n += len(batch["image"])
-    del batch
-    time.sleep(0.2)
-# VmHWM, not ru_maxrss: the latter keeps the parent's peak across fork and exec.
-with open("/proc/self/status") as f:
-    peak = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
-held = max(s.get("buffered_bytes_peak", 0) for s in ds.stats())
-print(json.dumps({"pairs": n, "peak_rss": peak, "held": held}))
-"""
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 
-_BATCH = 3 * 512 * 512 * (3 + 32) * 4
-_MIB = 1 << 20
+
+def _bench():
+    """bench/ram_budget.py: its child runs W2 in a fresh process (the benchmark uses it too)."""
+    spec = importlib.util.spec_from_file_location("bench_ram_budget", ROOT / "bench" / "ram_budget.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_B = _bench()
+_BATCH, _MIB = _B.BATCH, _B.MIB
 
 
 @pytest.fixture(scope="module")
 def w2(tmp_path_factory):
     root = tmp_path_factory.mktemp("w2")
-    sk.datasets.write_segmentation_pairs(str(root), n=18, seed=0)
+    sk.datasets.write_segmentation_pairs(str(root), n=_B.PAIRS, seed=0)
     return str(root)
 
 
 def _run(root: str, budget: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", _CHILD, root, budget], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert got["pairs"] == 18
+    got = _B.run_child(root, budget)
+    assert got["pairs"] == _B.PAIRS
     return got
 
 
