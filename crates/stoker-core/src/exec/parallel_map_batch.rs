@@ -733,7 +733,19 @@ mod tests {
         rows: Schema,
         batch_stats: Arc<StageStats>,
     ) -> BoxIter {
-        let config = ParallelMapConfig {
+        let config = three_workers(deterministic, None);
+        let batch = BatchConfig {
+            size,
+            drop_remainder,
+            rows,
+        };
+        let it = ParallelMapBatch::spawn(ints(0..n), ops, config, batch, stats(), batch_stats);
+        Box::new(it.unwrap())
+    }
+
+    /// Three workers, epoch 3, its batches in flight in `ram` where given.
+    fn three_workers(deterministic: bool, ram: Option<Arc<RamBudget>>) -> ParallelMapConfig {
+        ParallelMapConfig {
             epoch: 3,
             workers: 3,
             buffer: 6,
@@ -743,15 +755,8 @@ mod tests {
             seeds: Arc::default(),
             positions: Default::default(),
             knob: None,
-            ram: None,
-        };
-        let batch = BatchConfig {
-            size,
-            drop_remainder,
-            rows,
-        };
-        let it = ParallelMapBatch::spawn(ints(0..n), ops, config, batch, stats(), batch_stats);
-        Box::new(it.unwrap())
+            ram,
+        }
     }
 
     /// `map` then `batch`, one element at a time.
@@ -856,18 +861,7 @@ mod tests {
     fn batches_in_flight_wait_for_room_in_the_ram_budget() {
         for (limit, deterministic) in [(1, true), (1, false), (1 << 20, true)] {
             let ram = RamBudget::new(limit, "test");
-            let config = ParallelMapConfig {
-                epoch: 3,
-                workers: 3,
-                buffer: 6,
-                deterministic,
-                policy: ErrorPolicy::Raise,
-                first_index: 0,
-                seeds: Arc::default(),
-                positions: Default::default(),
-                knob: None,
-                ram: Some(Arc::clone(&ram)),
-            };
+            let config = three_workers(deterministic, Some(Arc::clone(&ram)));
             let batch = BatchConfig {
                 size: 8,
                 drop_remainder: false,

@@ -451,8 +451,28 @@ mod tests {
         Box::new(Counted(0, n, made))
     }
 
+    /// A bounded prefetch over `n` elements of 1,000 bytes, counting those made.
+    fn bounded(
+        n: i64,
+        depth: Option<&Arc<Knob>>,
+        ram: Option<&Arc<RamBudget>>,
+    ) -> (Prefetch, Arc<AtomicUsize>, Arc<StageStats>) {
+        let st = Arc::new(StageStats::new("p", "prefetch"));
+        let made = Arc::new(AtomicUsize::new(0));
+        let bounds = Bounds {
+            depth: depth.cloned(),
+            ram: ram.cloned(),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let input = kilobytes(n, made.clone());
+        let p = Prefetch::spawn_bounded(input, 64, 1, st.clone(), stop, bounds).unwrap();
+        (p, made, st)
+    }
+
     /// Takes every element, slowly, checking after each how far the producer ran ahead.
-    fn take_slowly(mut p: Prefetch, made: &AtomicUsize) -> (Vec<i64>, usize) {
+    fn take_slowly(
+        (mut p, made, _): (Prefetch, Arc<AtomicUsize>, Arc<StageStats>),
+    ) -> (Vec<i64>, usize) {
         let (mut out, mut ahead) = (Vec::new(), 0);
         while let Some(e) = p.next().unwrap() {
             out.push(value(&e));
@@ -464,18 +484,10 @@ mod tests {
 
     #[test]
     fn a_ram_budget_bounds_the_bytes_buffered() {
-        let st = Arc::new(StageStats::new("p", "prefetch"));
         let ram = RamBudget::new(3_500, "test");
-        let made = Arc::new(AtomicUsize::new(0));
-        let bounds = Bounds {
-            depth: None,
-            ram: Some(Arc::clone(&ram)),
-        };
-        let stop = Arc::new(AtomicBool::new(false));
-        let p =
-            Prefetch::spawn_bounded(kilobytes(40, made.clone()), 64, 1, st.clone(), stop, bounds)
-                .unwrap();
-        let (out, ahead) = take_slowly(p, &made);
+        let run = bounded(40, None, Some(&ram));
+        let st = Arc::clone(&run.2);
+        let (out, ahead) = take_slowly(run);
         assert_eq!(out, (0..40).collect::<Vec<_>>());
         // Three in the budget, one in the producer's hands (or alone in the buffer).
         assert!(ahead <= 4, "{ahead} elements ahead");
@@ -487,17 +499,8 @@ mod tests {
 
     #[test]
     fn a_buffer_with_no_room_in_the_budget_still_hands_over_one_element_at_a_time() {
-        let st = Arc::new(StageStats::new("p", "prefetch"));
         let ram = RamBudget::new(1, "test");
-        let made = Arc::new(AtomicUsize::new(0));
-        let bounds = Bounds {
-            depth: None,
-            ram: Some(Arc::clone(&ram)),
-        };
-        let stop = Arc::new(AtomicBool::new(false));
-        let p =
-            Prefetch::spawn_bounded(kilobytes(20, made.clone()), 64, 1, st, stop, bounds).unwrap();
-        let (out, ahead) = take_slowly(p, &made);
+        let (out, ahead) = take_slowly(bounded(20, None, Some(&ram)));
         assert_eq!(out, (0..20).collect::<Vec<_>>());
         assert!(ahead <= 2, "{ahead} elements ahead");
         assert_eq!(ram.peak(), 0);
@@ -505,34 +508,15 @@ mod tests {
 
     #[test]
     fn a_depth_knob_bounds_the_elements_buffered_and_can_move() {
-        let st = Arc::new(StageStats::new("p", "prefetch"));
-        let depth = st.buffer_knob((1, 64), 2, true, "test");
-        let made = Arc::new(AtomicUsize::new(0));
-        let bounds = Bounds {
-            depth: Some(Arc::clone(&depth)),
-            ram: None,
-        };
-        let stop = Arc::new(AtomicBool::new(false));
-        let p =
-            Prefetch::spawn_bounded(kilobytes(30, made.clone()), 64, 1, st, stop, bounds).unwrap();
-        let (out, ahead) = take_slowly(p, &made);
+        let depth = Arc::new(Knob::new("buffer_size", 1, 64, 2, true));
+        let (out, ahead) = take_slowly(bounded(30, Some(&depth), None));
         assert_eq!(out, (0..30).collect::<Vec<_>>());
         assert!(
             (2..=3).contains(&ahead),
             "{ahead} elements ahead of a depth of 2"
         );
-
-        let made = Arc::new(AtomicUsize::new(0));
-        let bounds = Bounds {
-            depth: Some(Arc::clone(&depth)),
-            ram: None,
-        };
         depth.set(8, "deeper");
-        let st = Arc::new(StageStats::new("p", "prefetch"));
-        let stop = Arc::new(AtomicBool::new(false));
-        let p =
-            Prefetch::spawn_bounded(kilobytes(30, made.clone()), 64, 1, st, stop, bounds).unwrap();
-        let (_, ahead) = take_slowly(p, &made);
+        let (_, ahead) = take_slowly(bounded(30, Some(&depth), None));
         assert!(
             (8..=9).contains(&ahead),
             "{ahead} elements ahead of a depth of 8"
@@ -541,17 +525,8 @@ mod tests {
 
     #[test]
     fn dropping_a_full_bounded_buffer_gives_its_bytes_back() {
-        let st = Arc::new(StageStats::new("p", "prefetch"));
         let ram = RamBudget::new(10_000, "test");
-        let made = Arc::new(AtomicUsize::new(0));
-        let bounds = Bounds {
-            depth: None,
-            ram: Some(Arc::clone(&ram)),
-        };
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut p =
-            Prefetch::spawn_bounded(kilobytes(1_000, made.clone()), 64, 1, st, stop, bounds)
-                .unwrap();
+        let (mut p, made, _) = bounded(1_000, None, Some(&ram));
         assert_eq!(value(&p.next().unwrap().unwrap()), 0);
         while made.load(Ordering::Relaxed) < 11 {
             std::thread::sleep(Duration::from_millis(1));
