@@ -187,8 +187,8 @@ impl Pipeline {
     }
 
     /// Runs the pipeline on a driver thread, so that the consumer can wait with a time limit
-    /// (e.g. to notice Ctrl-C). A final `prefetch` (under any options) becomes the driver; otherwise a
-    /// one-element buffer is added.
+    /// (e.g. to notice Ctrl-C). A final `prefetch` (under any options) becomes the driver;
+    /// otherwise a one-element buffer is added.
     pub fn start(&self) -> Result<Prefetch> {
         Ok(self.start_at(None)?.driver)
     }
