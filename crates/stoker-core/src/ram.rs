@@ -192,6 +192,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "reads /proc and /sys: Miri's isolation has no files")]
     fn the_default_is_a_share_of_what_is_available() {
         let b = RamBudget::for_option(None);
         if let Some((avail, _)) = available_memory() {
