@@ -130,18 +130,23 @@ fn serve(tx: Sender<Job>, rx: Receiver<Job>) {
             name.clone_from(&job.name);
             set_name(&name);
         }
-        let _done = MarkDone(job.done);
+        let done = MarkDone(job.done);
         // A stage catches its own panics; one that escapes ends this job, not the thread.
         let _ = std::panic::catch_unwind(AssertUnwindSafe(job.body));
-        drop(_done);
         if cfg!(miri) {
             // Miri checks each test's threads end with it: one thread per job there.
             return;
         }
-        let mut idle = IDLE.lock().unwrap_or_else(|e| e.into_inner());
-        if OWNER.load(Relaxed) == std::process::id() {
-            idle.push(tx.clone());
+        // Back on the list before the job is marked done, so a job started right after this
+        // one's `join` finds this thread instead of starting another; a job sent meanwhile
+        // waits in the channel only until the mark below.
+        {
+            let mut idle = IDLE.lock().unwrap_or_else(|e| e.into_inner());
+            if OWNER.load(Relaxed) == std::process::id() {
+                idle.push(tx.clone());
+            }
         }
+        drop(done);
     }
 }
 
