@@ -32,6 +32,17 @@ def _values(batches) -> list[int]:
     return [int(v) for b in batches for v in np.asarray(b).ravel()]
 
 
+def _in_turn(shards: list[list]) -> list:
+    """The batches of ``shards`` one from each in turn, the ones that ended left out."""
+    out, at = [], [0] * len(shards)
+    while any(a < len(s) for a, s in zip(at, shards)):
+        for k, s in enumerate(shards):
+            if at[k] < len(s):
+                out.append(s[at[k]])
+                at[k] += 1
+    return out
+
+
 def test_every_element_exactly_once_across_two_trainers(ray_cluster):
     service = skr.serve(_pipeline(), num_workers=2)
     try:
@@ -120,5 +131,109 @@ def test_wrong_arguments_name_themselves(ray_cluster):
             skr.reader(service, rank=0, world_size=2)
         with pytest.raises(sk.InvalidArgumentError, match="mode"):
             skr.reader(service, mode="all")
+    finally:
+        service.shutdown()
+
+
+def test_a_cluster_without_room_is_an_error_not_a_wait(ray_cluster):
+    with pytest.raises(sk.InvalidArgumentError, match=r"num_workers=3 .*2 CPUs"):
+        skr.serve(_pipeline(), num_workers=3, start_timeout=3)
+
+
+def test_workers_added_and_removed_between_epochs(ray_cluster):
+    service = skr.serve(_pipeline(), num_workers=2, num_cpus=0.5)
+    try:
+        readers = [skr.reader(service, rank=r, world_size=2) for r in range(2)]
+        first = [_values(r) for r in readers]
+        assert sorted(first[0] + first[1]) == list(range(240))
+        service.resize(4)
+        # Epoch 1 on four actors: two shards per trainer, every element once still.
+        second = [_values(r) for r in readers]
+        assert sorted(second[0] + second[1]) == list(range(240))
+        assert readers[0].stats()["shards"] == [0, 2] and readers[0].stats()["workers"] == 4
+        # In turn, a batch from each of its actors: their shards' epoch 1.
+        shards = [list(_pipeline().shard(4, i).iterator(epoch=1)) for i in (0, 2)]
+        assert second[0] == _values(_in_turn(shards))
+        # A state saved inside an epoch on four actors does not go on over two.
+        it = iter(readers[1])
+        next(it)
+        inside = readers[1].state_dict()
+        it.close()
+        service.resize(2)
+        again = skr.reader(service, rank=1, world_size=2)
+        again.load_state_dict(inside)
+        with pytest.raises(sk.InvalidArgumentError, match="resize between epochs"):
+            next(iter(again))
+        # Resized during an epoch: the reader says so at its next batch.
+        it = iter(readers[0])
+        next(it)
+        service.resize(2)
+        with pytest.raises(sk.InvalidArgumentError, match="resize between epochs"):
+            list(it)
+    finally:
+        service.shutdown()
+
+
+def test_two_trainers_on_one_actor_count_their_own_skips(ray_cluster):
+    service = skr.serve(_with_bad_images, num_workers=1)
+    try:
+        readers = [skr.reader(service, rank=r, world_size=2, mode="epoch") for r in range(2)]
+        for a, b in zip(readers[0], readers[1]):
+            assert list(a["i"]) == list(b["i"])
+        assert [r.skipped() for r in readers] == [6, 6]
+        assert all(r.stats()["skipped"] == 6 for r in readers)
+    finally:
+        service.shutdown()
+
+
+def test_the_step_timer_and_the_reader_agree_on_the_wait(ray_cluster):
+    service = skr.serve(_pipeline(), num_workers=2)
+    try:
+        r = skr.reader(service)
+        timer = sk.timed(r, warmup=0)
+        batches = list(timer)
+        stats = r.stats()
+        assert stats["batches"] == len(batches) == 30
+        assert stats["bytes"] == sum(np.asarray(b).nbytes for b in batches)
+        # The reader's wait is the loop's wait for input, but for the step timer's own work.
+        waited = sum(timer.report().input_s)
+        assert 0 < stats["wait_s"] and abs(stats["wait_s"] - waited) <= 0.2 * waited + 0.05
+        per_actor = service.stats()
+        assert sum(a["batches"]["shard:0"] for a in per_actor) == 30
+    finally:
+        service.shutdown()
+
+
+def test_the_torch_loader_and_the_jax_iterator_take_a_reader(ray_cluster):
+    torch = pytest.importorskip("torch")
+    import stoker.torch as skt
+
+    service = skr.serve(_pipeline(), num_workers=2)
+    try:
+        loader = skt.loader(skr.reader(service))
+        assert len(loader) == 30
+        it = iter(loader)
+        head = [next(it) for _ in range(7)]
+        assert all(isinstance(b, torch.Tensor) for b in head)
+        state = loader.state_dict()
+        # Another process would make its own service and loader, and load the state.
+        again = skt.loader(skr.reader(service))
+        again.load_state_dict(state)
+        rest = list(again)
+        # Two actors, a batch from each in turn: the shards' batches interleaved.
+        shards = [list(_pipeline().shard(2, i)) for i in (0, 1)]
+        assert [int(v) for b in head + rest for v in b.reshape(-1)] == _values(_in_turn(shards))
+        with pytest.raises(sk.InvalidArgumentError, match="stoker.ray.reader"):
+            skt.loader(skr.reader(service), shard=(0, 2))
+    finally:
+        service.shutdown()
+    jax = pytest.importorskip("jax")
+    import stoker.jax as skj
+
+    service = skr.serve(_pipeline(), num_workers=1)
+    try:
+        batches = list(skj.iterator(skr.reader(service)))
+        assert all(isinstance(b, jax.Array) for b in batches)
+        assert [int(v) for b in batches for v in np.asarray(b).ravel()] == _values(_pipeline())
     finally:
         service.shutdown()

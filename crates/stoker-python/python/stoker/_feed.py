@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import socket
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _stoker
 from .dataset import Dataset, DatasetIterator, _state_bytes
 from .errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from .ray import Reader
 
 
 def check_shard(rank: Any, world: Any, what: str = "shard") -> tuple[int, int]:
@@ -48,20 +51,33 @@ class Feed:
     from one. Subclasses turn the NumPy batches of :meth:`_start`'s iterator into their
     framework's arrays and report each batch's position with :meth:`_handed_out`."""
 
-    def __init__(self, dataset: Dataset, rank: int = 0, world: int = 1) -> None:
+    def __init__(self, dataset: Dataset | Reader, rank: int = 0, world: int = 1) -> None:
+        self._epoch: int | None = None
+        self._state: bytes | None = None
+        self._last_state: bytes | None = None
+        self._iterator: DatasetIterator | None = None
+        self._dataset: Any = dataset
+        source = getattr(dataset, "_feed_source", None)
+        if source is not None:
+            # Batches made elsewhere (a ``stoker.ray`` reader), already this rank's share.
+            if world != 1:
+                raise InvalidArgumentError(
+                    "shard: a stoker.ray reader is already one trainer's share: give rank and world_size "
+                    "to stoker.ray.reader, not to the loader"
+                )
+            self.rank, self.world_size = 0, 1
+            self._sharded: Any = source()
+            return
         if not isinstance(dataset, Dataset):
-            raise InvalidArgumentError(f"dataset must be a stoker.Dataset, got {type(dataset).__name__}")
+            raise InvalidArgumentError(
+                f"dataset must be a stoker.Dataset or a stoker.ray reader, got {type(dataset).__name__}"
+            )
         self.rank, self.world_size = check_shard(rank, world)
         if self.world_size > 1:
             local = self._local_ranks()
             if local is not None:
                 _stoker.set_local_ranks(local, True)
-        self._dataset = dataset
         self._sharded = shard_evenly(dataset, self.rank, self.world_size)
-        self._epoch: int | None = None
-        self._state: bytes | None = None
-        self._last_state: bytes | None = None
-        self._iterator: DatasetIterator | None = None
         if self.world_size > 1:
             self._share_seeds()
 
@@ -132,7 +148,9 @@ class Feed:
             return {"stoker_iterator_state": self._last_state}
         if self._state is not None:
             return {"stoker_iterator_state": self._state}
-        return {"stoker_iterator_state": bytes(self._sharded._plan.start_state(self._epoch))}
+        if isinstance(self._sharded, Dataset):
+            return {"stoker_iterator_state": bytes(self._sharded._plan.start_state(self._epoch))}
+        return {"stoker_iterator_state": self._sharded.start_state(self._epoch)}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """The next iteration goes on from ``state_dict``."""

@@ -35,7 +35,7 @@ import collections
 import socket
 import zlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -52,6 +52,9 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 
 __all__ = ["BatchIterator", "data_parallel", "iterator"]
 
+if TYPE_CHECKING:
+    from .ray import Reader
+
 
 def data_parallel() -> NamedSharding:
     """The default sharding: the first dimension split over every device."""
@@ -63,7 +66,7 @@ class BatchIterator(Feed):
 
     def __init__(
         self,
-        dataset: Dataset,
+        dataset: Dataset | Reader,
         sharding: jax.sharding.Sharding | None = None,
         prefetch: int = 2,
         shard: tuple[int, int] | None = None,
@@ -80,14 +83,14 @@ class BatchIterator(Feed):
         else:
             raise InvalidArgumentError(f"shard must be None or (index, count), got {shard!r}")
         super().__init__(dataset, *check_shard(rank, world))
-        self._check_rows(getattr(self, "_sharded", dataset))
+        self._check_rows(self._sharded)
 
-    def _check_rows(self, ds: Dataset) -> None:
+    def _check_rows(self, ds: Any) -> None:
         """Refuses, before the first batch, batches the sharding cannot split: where the
         pipeline tells their rows (a batch's size with ``drop_remainder``, or with the
         cardinality of its input, the last batch's), rather than at the batch that fails."""
         pieces = _pieces(self.sharding)
-        if pieces <= 1:
+        if pieces <= 1 or not isinstance(ds, Dataset):
             return
         sizes: dict[int, str] = {}
         if ds._rows is not None:
@@ -184,7 +187,7 @@ def _pieces(sharding: jax.sharding.Sharding) -> int:
 
 
 def iterator(
-    dataset: Dataset,
+    dataset: Dataset | Reader,
     sharding: jax.sharding.Sharding | None = None,
     prefetch: int = 2,
     shard: tuple[int, int] | None = None,

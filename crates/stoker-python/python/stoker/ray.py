@@ -23,6 +23,21 @@ lost or repeated, in the same order. ``state_dict()`` holds those states, and a 
 ``ignore_errors()`` are counted once: what a dead actor skipped after the last batch handed out
 is counted again by its successor only.
 
+A reader is what ``stoker.torch.loader(reader, device=...)`` and ``stoker.jax.iterator(reader)``
+take in place of a pipeline: they put its batches on the device, and their ``state_dict`` is the
+reader's. Each iteration of a reader is the epoch after the last one it finished, or the one
+``set_epoch`` names.
+
+``service.resize(k)`` runs the pipeline on ``k`` actors from the readers' next epoch on: a
+new epoch is split anew over the new actors, every element still once across the trainers. A
+resize inside an epoch, or a state saved inside an epoch on another number of actors, is an
+error at the reader's next batch, not data lost or repeated.
+
+Seen from the trainer: ``reader.stats()`` (batches and bytes received, ``wait_s``: the time its
+loop waited on the service; ``stoker.timed(reader)`` puts that wait in each step's report) and
+``service.stats()`` (per actor: batches handed out and the time spent making them, per reader,
+and its pipeline's stage counters).
+
 Nothing of Ray is imported until a service starts (``pip install 'stoker[ray]'``).
 """
 
@@ -31,10 +46,12 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, Union
 
+from ._feed import check_shard
 from .dataset import Dataset
 from .errors import InvalidArgumentError
 
@@ -58,51 +75,84 @@ class _Worker:
     iterator's state after each, to each reader (by its key) from an iterator of its own."""
 
     def __init__(self, build: Any, shard: int, num_shards: int) -> None:
-        if isinstance(build, str):  # a spec document
+        self.build, self.shard, self.num_shards = build, shard, num_shards
+        self.ds = self._pipeline()
+        # Per reader: a pipeline of its own (so that its counters, the bad records skipped
+        # among them, are its own), its iterator, and what it has handed out.
+        self.pipelines: dict[str, Dataset] = {}
+        self.its: dict[str, Any] = {}
+        self.skipped_before: dict[str, int] = {}
+        self.handed_out: dict[str, int] = {}
+        self.busy_s: dict[str, float] = {}
+
+    def _pipeline(self) -> Dataset:
+        if isinstance(self.build, str):  # a spec document
             with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-                f.write(build)
+                f.write(self.build)
             try:
                 ds = Dataset.load_spec(f.name)
             finally:
                 os.unlink(f.name)
         else:
-            ds = build()
-        self.ds = ds.shard(num_shards, shard) if num_shards > 1 else ds
-        self.its: dict[str, Any] = {}
-        # Per reader: the bad records skipped before its iterator started.
-        self.skipped_before: dict[str, int] = {}
+            ds = self.build()
+            if not isinstance(ds, Dataset):
+                raise InvalidArgumentError(
+                    f"serve: the function given as pipeline must return a stoker.Dataset, got {type(ds).__name__}"
+                )
+        return ds.shard(self.num_shards, self.shard) if self.num_shards > 1 else ds
 
     def cardinality(self) -> int:
         return self.ds.cardinality()
 
-    def _skipped(self) -> int:
-        return sum(int(s.get("skipped", 0)) for s in self.ds.stats())
-
     def start(self, key: str, epoch: int, state: bytes | None) -> None:
-        self.its[key] = self.ds.iterator(state=state, epoch=None if state else epoch)
-        self.skipped_before[key] = self._skipped()
+        if key not in self.pipelines:
+            self.pipelines[key] = self._pipeline()
+        ds = self.pipelines[key]
+        old = self.its.pop(key, None)
+        if old is not None:
+            old.close()
+        self.its[key] = ds.iterator(state=state, epoch=None if state else epoch)
+        self.skipped_before[key] = _skipped(ds)
+        self.handed_out.setdefault(key, 0)
+        self.busy_s.setdefault(key, 0.0)
 
     def take(self, key: str, n: int) -> tuple[list[tuple[Any, bytes, int]], bool]:
         """Up to ``n`` batches, each with the state after it and the bad records skipped since
         the reader's iterator started; and whether the shard ended."""
-        it, before = self.its[key], self.skipped_before[key]
+        t0 = time.perf_counter()
+        it, ds, before = self.its[key], self.pipelines[key], self.skipped_before[key]
         out: list[tuple[Any, bytes, int]] = []
+        ended = False
         for _ in range(n):
             try:
                 batch = next(it)
             except StopIteration:
-                return out, True
-            out.append((batch, it.state(), self._skipped() - before))
-        return out, False
+                ended = True
+                break
+            out.append((batch, it.state(), _skipped(ds) - before))
+        self.handed_out[key] += len(out)
+        self.busy_s[key] += time.perf_counter() - t0
+        return out, ended
 
-    def stats(self) -> list[dict[str, Any]]:
-        return list(self.ds.stats())
+    def stats(self) -> dict[str, Any]:
+        stages: dict[str, Any] = {}
+        for key, ds in self.pipelines.items():
+            stages[key] = list(ds.stats())
+        return {
+            "batches": dict(self.handed_out),
+            "busy_s": dict(self.busy_s),
+            "stages": stages,
+        }
+
+
+def _skipped(ds: Dataset) -> int:
+    return sum(int(s.get("skipped", 0)) for s in ds.stats())
 
 
 class Service:
     """The actors running a pipeline's shards (see :func:`serve`)."""
 
-    def __init__(self, pipeline: Pipeline, num_workers: int, num_cpus: float) -> None:
+    def __init__(self, pipeline: Pipeline, num_workers: int, num_cpus: float, start_timeout: float) -> None:
         if isinstance(pipeline, Dataset):
             self._build: Any = json.dumps(pipeline.spec())
         elif callable(pipeline):
@@ -111,32 +161,76 @@ class Service:
             raise InvalidArgumentError(
                 f"serve: pipeline must be a stoker.Dataset or a function that makes one, got {type(pipeline).__name__}"
             )
-        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
-            raise InvalidArgumentError(f"serve: num_workers must be a whole number, at least 1, got {num_workers!r}")
-        self.num_workers = num_workers
+        _check_workers("serve", num_workers)
+        if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or not num_cpus > 0:
+            raise InvalidArgumentError(f"serve: num_cpus must be a number above 0, got {num_cpus!r}")
+        if isinstance(start_timeout, bool) or not isinstance(start_timeout, (int, float)) or not start_timeout > 0:
+            raise InvalidArgumentError(
+                f"serve: start_timeout must be a number of seconds above 0, got {start_timeout!r}"
+            )
+        self.num_cpus, self.start_timeout = num_cpus, float(start_timeout)
         self._ray = _ray()
         self._cls = self._ray.remote(num_cpus=num_cpus, max_restarts=0)(_Worker)
-        self._actors = [self._new(i) for i in range(num_workers)]
+        self.num_workers = 0
+        self._actors: list[Any] = []
+        #: How many times the set of actors was resized: a reader's epoch runs on one set.
+        self.generation = 0
         self.restarts = 0
+        self._start(num_workers)
 
-    def _new(self, shard: int) -> Any:
-        return self._cls.remote(self._build, shard, self.num_workers)
+    def _start(self, num_workers: int) -> None:
+        """Starts ``num_workers`` actors and waits until each runs (its pipeline built), at
+        most ``start_timeout`` seconds: a cluster without room for them is an error, not a
+        wait without end."""
+        actors = [self._cls.remote(self._build, i, num_workers) for i in range(num_workers)]
+        ready = [a.__ray_ready__.remote() for a in actors]
+        done, _ = self._ray.wait(ready, num_returns=len(ready), timeout=self.start_timeout)
+        if len(done) < len(ready):
+            for a in actors:
+                self._ray.kill(a)
+            cpus = self._ray.cluster_resources().get("CPU", 0)
+            free = self._ray.available_resources().get("CPU", 0)
+            raise InvalidArgumentError(
+                f"serve: {len(ready) - len(done)} of num_workers={num_workers} actors (num_cpus={self.num_cpus} "
+                f"each) did not start within start_timeout={self.start_timeout:g} s; the cluster has {cpus:g} CPUs, "
+                f"{free:g} free: fewer workers, a smaller num_cpus, or more nodes"
+            )
+        self._ray.get(done)  # an actor whose pipeline failed to build raises its error here
+        self._actors, self.num_workers = actors, num_workers
 
     def actor(self, shard: int) -> Any:
         return self._actors[shard]
 
-    def replace(self, shard: int, dead: Any) -> Any:
+    def replace(self, shard: int, dead: Any, generation: int) -> Any:
         """A new actor for ``shard`` in place of ``dead`` (another reader may have replaced it
-        already)."""
+        already), for a reader whose epoch runs on ``generation``'s actors."""
+        if generation != self.generation:
+            raise InvalidArgumentError(
+                f"stoker.ray: the service was resized to {self.num_workers} workers during an epoch of a reader; "
+                "resize between epochs"
+            )
         if self._actors[shard] is dead:
-            self._actors[shard] = self._new(shard)
+            self._actors[shard] = self._cls.remote(self._build, shard, self.num_workers)
             self.restarts += 1
         return self._actors[shard]
 
+    def resize(self, num_workers: int) -> None:
+        """Runs the pipeline on ``num_workers`` actors from the readers' next epoch on (each
+        actor then runs shard ``i`` of ``num_workers``). Between epochs: a reader in the middle
+        of one, or holding a state saved inside one, raises an error at its next batch."""
+        _check_workers("resize", num_workers)
+        # The old actors go first: the new ones may need their CPUs.
+        for a in self._actors:
+            self._ray.kill(a)
+        self._actors, self.num_workers = [], 0
+        self.generation += 1
+        self._start(num_workers)
+
     def stats(self) -> list[dict[str, Any]]:
-        """Per actor: its shard, and its pipeline's stages' counters (``Dataset.stats()``)."""
+        """Per actor: its shard, the batches it handed out and the time it spent making them
+        (per reader), and its pipeline's stages' counters (``Dataset.stats()``, per reader)."""
         refs = [a.stats.remote() for a in self._actors]
-        return [{"shard": i, "stages": s} for i, s in enumerate(self._ray.get(refs))]
+        return [{"shard": i, **s} for i, s in enumerate(self._ray.get(refs))]
 
     def shutdown(self) -> None:
         for a in self._actors:
@@ -144,11 +238,18 @@ class Service:
         self._actors = []
 
 
-def serve(pipeline: Pipeline, num_workers: int = 2, num_cpus: float = 1) -> Service:
+def _check_workers(what: str, num_workers: Any) -> None:
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
+        raise InvalidArgumentError(f"{what}: num_workers must be a whole number, at least 1, got {num_workers!r}")
+
+
+def serve(pipeline: Pipeline, num_workers: int = 2, num_cpus: float = 1, start_timeout: float = 60) -> Service:
     """Starts ``num_workers`` Ray actors (``num_cpus`` each), actor ``i`` running shard ``i`` of
     ``pipeline``: a :class:`stoker.Dataset` made of native steps (sent as its spec), or a
-    function that makes one (sent with Ray's pickling; for pipelines with Python functions)."""
-    return Service(pipeline, num_workers, num_cpus)
+    function that makes one (sent with Ray's pickling; for pipelines with Python functions).
+    Returns once every actor runs; an ``InvalidArgumentError`` after ``start_timeout`` seconds
+    when the cluster has no room for them."""
+    return Service(pipeline, num_workers, num_cpus, start_timeout)
 
 
 class Reader:
@@ -156,27 +257,45 @@ class Reader:
     ``set_epoch``, ``state_dict`` / ``load_state_dict`` and ``len`` as a data loader has."""
 
     def __init__(self, service: Service, rank: int, world_size: int, mode: str, prefetch: int) -> None:
+        if not isinstance(service, Service):
+            raise InvalidArgumentError(
+                f"reader: service must be what stoker.ray.serve returns, got {type(service).__name__}"
+            )
         if mode not in _MODES:
             raise InvalidArgumentError(f"reader: mode must be one of {_MODES}, got {mode!r}")
-        if not 0 <= rank < world_size:
-            raise InvalidArgumentError(f"reader: rank must be in 0..world_size={world_size}, got {rank}")
-        shards = list(range(service.num_workers))
-        if mode == "shard":
-            if service.num_workers < world_size:
-                raise InvalidArgumentError(
-                    f"reader: mode='shard' needs at least one worker per trainer: {service.num_workers} workers "
-                    f"for world_size={world_size}"
-                )
-            shards = [i for i in shards if i % world_size == rank]
-        self.service, self.shards, self.prefetch = service, shards, max(1, prefetch)
+        rank, world_size = check_shard(rank, world_size, "reader")
+        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1:
+            raise InvalidArgumentError(f"reader: prefetch must be a whole number, at least 1, got {prefetch!r}")
+        self.service, self.rank, self.world_size, self.mode, self.prefetch = service, rank, world_size, mode, prefetch
+        self.shards = self._shards()
         self.key = f"{mode}:{rank}"
         self.epoch = 0
+        # Bad records skipped in the epochs this reader finished.
+        self._skipped_earlier = 0
         self._fresh()
         self._restored = False
+        self._wait_s = 0.0
+        self._batches = 0
+        self._bytes = 0
+        self._restarts = 0
+
+    def _shards(self) -> list[int]:
+        """The shards this reader takes, of the service's current actors."""
+        shards = list(range(self.service.num_workers))
+        if self.mode == "epoch":
+            return shards
+        if self.service.num_workers < self.world_size:
+            raise InvalidArgumentError(
+                f"reader: mode='shard' needs at least one worker per trainer: {self.service.num_workers} workers "
+                f"for world_size={self.world_size}"
+            )
+        return [i for i in shards if i % self.world_size == self.rank]
 
     def _fresh(self) -> None:
         # Per shard: the state after the last batch handed out (None: the epoch's start), the
         # bad records skipped up to it, and those counted by actors that died before.
+        self.shards = self._shards()
+        self._workers = self.service.num_workers
         self._acked: dict[int, bytes | None] = {i: None for i in self.shards}
         self._skipped: dict[int, int] = {i: 0 for i in self.shards}
         self._base: dict[int, int] = {i: 0 for i in self.shards}
@@ -184,52 +303,99 @@ class Reader:
         self._turn = 0
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
+        """Makes the next iteration epoch ``epoch`` (its reshuffles and random ops). Without
+        it, each iteration is the epoch after the last one finished."""
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise InvalidArgumentError(f"set_epoch: epoch must be a whole number, at least 0, got {epoch!r}")
+        self.epoch = epoch
 
     def __len__(self) -> int:
         ray = self.service._ray
-        counts = ray.get([self.service.actor(i).cardinality.remote() for i in self.shards])
+        counts = ray.get([self.service.actor(i).cardinality.remote() for i in self._shards()])
         if any(c < 0 for c in counts):
             raise TypeError("the pipeline's length is not known before it runs (cardinality() < 0)")
         return int(sum(counts))
 
     def state_dict(self) -> dict[str, Any]:
+        """Where this reader stands: after the last batch handed out; after an epoch's last
+        batch, the start of the next epoch."""
         return {
             "epoch": self.epoch,
+            "workers": self._workers,
             "turn": self._turn,
             "acked": {str(i): (s.hex() if s is not None else None) for i, s in self._acked.items()},
             "skipped": {str(i): n for i, n in self._skipped.items()},
+            "skipped_earlier": self._skipped_earlier,
             "ended": sorted(self._ended),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """The next iteration goes on from ``state`` (from :meth:`state_dict`, also of a reader
+        in another process, of another service running the same pipeline)."""
         self.epoch = int(state["epoch"])
+        self._workers = int(state.get("workers", self.service.num_workers))
         self._turn = int(state["turn"])
         self._acked = {int(i): (bytes.fromhex(s) if s is not None else None) for i, s in state["acked"].items()}
         self._skipped = {int(i): int(n) for i, n in state["skipped"].items()}
         self._base = dict(self._skipped)
         self._ended = {int(i) for i in state["ended"]}
+        self._skipped_earlier = int(state.get("skipped_earlier", 0))
+        self.shards = sorted(self._acked)
         self._restored = True
 
+    def _started(self) -> bool:
+        return bool(self._ended) or any(s is not None for s in self._acked.values())
+
     def skipped(self) -> int:
-        """Bad records skipped under ``ignore_errors()`` in this reader's shards, each once."""
-        return sum(self._skipped.values())
+        """Bad records skipped under ``ignore_errors()`` in this reader's shards, each once, in
+        the epochs it ran (from a loaded state: in the epochs of the reader that saved it too)."""
+        return self._skipped_earlier + sum(self._skipped.values())
+
+    def stats(self) -> dict[str, Any]:
+        """This trainer's side: batches and bytes received, the time its loop waited for them
+        (``wait_s``), the actors started again for its shards, and the bad records skipped."""
+        return {
+            "batches": self._batches,
+            "bytes": self._bytes,
+            "wait_s": self._wait_s,
+            "restarts": self._restarts,
+            "skipped": self.skipped(),
+            "shards": list(self.shards),
+            "workers": self._workers,
+        }
+
+    def _feed_source(self) -> _FeedSource:
+        """This reader as the batches of ``stoker.torch.loader`` / ``stoker.jax.iterator``."""
+        return _FeedSource(self)
 
     def __iter__(self) -> Iterator[Any]:
-        ray = self.service._ray
-        if not self._restored:
+        if not self._restored or not self._started():
             self._fresh()
+        elif self._workers != self.service.num_workers:
+            raise InvalidArgumentError(
+                f"stoker.ray: this reader's state is inside an epoch on {self._workers} workers, and the service "
+                f"has {self.service.num_workers}: resize between epochs, or serve with num_workers={self._workers} "
+                "to go on from it"
+            )
         self._restored = False
+        return self._epoch_batches()
+
+    def _epoch_batches(self) -> Iterator[Any]:
+        ray = self.service._ray
+        generation = self.service.generation
         actors = {i: self.service.actor(i) for i in self.shards}
         pending: dict[int, deque[Any]] = {i: deque() for i in self.shards}
         # Batches received and not yet handed out, per shard; the shards whose actor said
         # they ended.
         ready: dict[int, deque[tuple[Any, bytes, int]]] = {i: deque() for i in self.shards}
         ending: set[int] = set()
+        t0 = time.perf_counter()
         ray.get([actors[i].start.remote(self.key, self.epoch, self._acked[i]) for i in self.shards])
+        self._wait_s += time.perf_counter() - t0
         while len(self._ended) < len(self.shards):
             order = [s for s in self.shards if s not in self._ended]
             i = order[self._turn % len(order)]
+            t0 = time.perf_counter()
             while not ready[i] and i not in ending:
                 while len(pending[i]) < self.prefetch:
                     pending[i].append(actors[i].take.remote(self.key, 1))
@@ -238,7 +404,8 @@ class Reader:
                 except ray.exceptions.RayActorError:
                     # Lost with the actor: what it made after the last batch handed out. A new
                     # actor goes on from there; what it skips from there on is counted anew.
-                    actors[i] = self.service.replace(i, actors[i])
+                    actors[i] = self.service.replace(i, actors[i], generation)
+                    self._restarts += 1
                     pending[i].clear()
                     ready[i].clear()
                     self._base[i] = self._skipped[i]
@@ -247,15 +414,85 @@ class Reader:
                 ready[i].extend(got)
                 if ended:
                     ending.add(i)
+            self._wait_s += time.perf_counter() - t0
             if ready[i]:
                 batch, state, skipped = ready[i].popleft()
                 self._acked[i] = state
                 self._skipped[i] = self._base[i] + skipped
                 self._turn += 1
+                self._batches += 1
+                self._bytes += _nbytes(batch)
                 yield batch
             else:
                 self._ended.add(i)
                 pending[i].clear()
+        # The epoch is over: the next iteration (and a state saved now) is the next epoch's.
+        self.epoch += 1
+        self._skipped_earlier += sum(self._skipped.values())
+        self._fresh()
+
+
+def _nbytes(batch: Any) -> int:
+    if isinstance(batch, dict):
+        return sum(_nbytes(v) for v in batch.values())
+    if isinstance(batch, (tuple, list)):
+        return sum(_nbytes(v) for v in batch)
+    return int(getattr(batch, "nbytes", 0))
+
+
+class _FeedSource:
+    """A reader where the framework adapters take a pipeline: ``iterator(state, epoch)`` as
+    ``Dataset.iterator`` has, over iterations whose ``state()`` is the reader's, in bytes."""
+
+    def __init__(self, reader: Reader) -> None:
+        self.reader = reader
+
+    def __len__(self) -> int:
+        return len(self.reader)
+
+    def explain(self) -> str:
+        r = self.reader
+        return (
+            f"stoker.ray reader: rank {r.rank} of {r.world_size}, mode={r.mode!r}, "
+            f"shards {r._shards()} of {r.service.num_workers} actors"
+        )
+
+    def start_state(self, epoch: int | None) -> bytes:
+        state = self.reader.state_dict()
+        if epoch is not None and not self.reader._started():
+            state["epoch"] = epoch
+        return json.dumps(state).encode()
+
+    def iterator(self, state: bytes | None = None, epoch: int | None = None) -> _Iteration:
+        if state is not None:
+            self.reader.load_state_dict(json.loads(state))
+        if epoch is not None and not (state is not None and self.reader._started()):
+            self.reader.set_epoch(epoch)
+        return _Iteration(self.reader)
+
+
+class _Iteration:
+    """One iteration of a reader, as the adapters drive a ``DatasetIterator``."""
+
+    _span: str | None = None
+
+    def __init__(self, reader: Reader) -> None:
+        self.reader = reader
+        self._batches = iter(reader)
+
+    def __iter__(self) -> _Iteration:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._batches)
+
+    def state(self) -> bytes:
+        return json.dumps(self.reader.state_dict()).encode()
+
+    def close(self) -> None:
+        close = getattr(self._batches, "close", None)
+        if close is not None:
+            close()
 
 
 def reader(service: Service, rank: int = 0, world_size: int = 1, mode: str = "shard", prefetch: int = 2) -> Reader:

@@ -61,7 +61,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -81,6 +81,9 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("stoker.torch needs PyTorch: pip install torch") from e
 
 __all__ = ["Loader", "IterableDataset", "loader", "to_torch"]
+
+if TYPE_CHECKING:
+    from .ray import Reader
 
 
 def to_torch(element: Any) -> Any:
@@ -196,7 +199,7 @@ class Loader(Feed):
 
     def __init__(
         self,
-        dataset: Dataset,
+        dataset: Dataset | Reader,
         device: str | torch.device | None = None,
         pin_memory: bool | None = None,
         prefetch: int = 2,
@@ -222,6 +225,8 @@ class Loader(Feed):
         self._tuner: ShareTuner | None = None
         self._template: Any = None
         if decode_on is not None:
+            if not isinstance(dataset, Dataset):
+                raise InvalidArgumentError("decode_on: a stoker.ray reader's batches are decoded by the service")
             dataset = self._images_on(dataset, decode_on, cpu_share)
         super().__init__(dataset, *self._shard_of(shard))
         if self.pin_memory:
@@ -505,7 +510,7 @@ class _DeviceFeeder:
 
 
 def loader(
-    dataset: Dataset,
+    dataset: Dataset | Reader,
     device: str | torch.device | None = None,
     pin_memory: bool | None = None,
     prefetch: int = 2,
