@@ -237,3 +237,40 @@ def test_the_torch_loader_and_the_jax_iterator_take_a_reader(ray_cluster):
         assert [int(v) for b in batches for v in np.asarray(b).ravel()] == _values(_pipeline())
     finally:
         service.shutdown()
+
+
+def _chunked():
+    return sk.Dataset.range(243).shuffle(32, seed=5).batch(7)
+
+
+def test_the_trainer_makes_its_own_batches_from_the_actors_rows(ray_cluster):
+    # The actors run the pipeline up to a batch of 7 that carries rows; the trainer cuts the
+    # rows, taken from its actors in turn, into batches of 10: one short batch at the end.
+    rows = _values(_in_turn([list(_chunked().shard(2, i)) for i in (0, 1)]))
+    want = [rows[k : k + 10] for k in range(0, len(rows), 10)]
+    service = skr.serve(_chunked, num_workers=2)
+    try:
+        r = skr.reader(service, batch_size=10)
+        assert [list(b) for b in r] == want
+        # Cut at a state saved inside an item of 7 rows: a new reader goes on exactly.
+        r = skr.reader(service, batch_size=10)
+        it = iter(r)
+        head = [list(next(it)) for _ in range(5)]
+        state = r.state_dict()
+        assert any(state["rows"].values())
+        again = skr.reader(service, batch_size=10)
+        again.load_state_dict(state)
+        assert head + [list(b) for b in again] == want
+        # An actor killed mid-epoch: the same batches.
+        r = skr.reader(service, batch_size=10)
+        it = iter(r)
+        head = [list(next(it)) for _ in range(3)]
+        ray_cluster.kill(service.actor(1))
+        assert head + [list(b) for b in it] == want
+        assert r.stats()["restarts"] == 1
+        dropped = skr.reader(service, batch_size=10, drop_remainder=True)
+        assert [list(b) for b in dropped] == want[:-1]
+        with pytest.raises(sk.InvalidArgumentError, match="batch_size"):
+            skr.reader(service, batch_size=0)
+    finally:
+        service.shutdown()

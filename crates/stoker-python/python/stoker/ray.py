@@ -23,6 +23,11 @@ lost or repeated, in the same order. ``state_dict()`` holds those states, and a 
 ``ignore_errors()`` are counted once: what a dead actor skipped after the last batch handed out
 is counted again by its successor only.
 
+With ``reader(..., batch_size=n)`` the actors run the pipeline up to a ``batch`` that carries
+its rows, and the trainer cuts the rows (the items taken in turn) into batches of ``n``: the
+state then holds the rows of an item already used, and a restore or a restart goes on at the
+next row.
+
 A reader is what ``stoker.torch.loader(reader, device=...)`` and ``stoker.jax.iterator(reader)``
 take in place of a pipeline: they put its batches on the device, and their ``state_dict`` is the
 reader's. Each iteration of a reader is the epoch after the last one it finished, or the one
@@ -51,7 +56,11 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, Union
 
+import numpy as np
+
+from ._check import whole
 from ._feed import check_shard
+from ._structure import flatten, pack
 from .dataset import Dataset
 from .errors import InvalidArgumentError
 
@@ -239,8 +248,7 @@ class Service:
 
 
 def _check_workers(what: str, num_workers: Any) -> None:
-    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
-        raise InvalidArgumentError(f"{what}: num_workers must be a whole number, at least 1, got {num_workers!r}")
+    whole(f"{what}: num_workers", num_workers, 1)
 
 
 def serve(pipeline: Pipeline, num_workers: int = 2, num_cpus: float = 1, start_timeout: float = 60) -> Service:
@@ -256,7 +264,16 @@ class Reader:
     """A trainer's view of a service (see :func:`reader`): iterate it for one epoch's batches;
     ``set_epoch``, ``state_dict`` / ``load_state_dict`` and ``len`` as a data loader has."""
 
-    def __init__(self, service: Service, rank: int, world_size: int, mode: str, prefetch: int) -> None:
+    def __init__(
+        self,
+        service: Service,
+        rank: int,
+        world_size: int,
+        mode: str,
+        prefetch: int,
+        batch_size: int | None,
+        drop_remainder: bool,
+    ) -> None:
         if not isinstance(service, Service):
             raise InvalidArgumentError(
                 f"reader: service must be what stoker.ray.serve returns, got {type(service).__name__}"
@@ -264,9 +281,11 @@ class Reader:
         if mode not in _MODES:
             raise InvalidArgumentError(f"reader: mode must be one of {_MODES}, got {mode!r}")
         rank, world_size = check_shard(rank, world_size, "reader")
-        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1:
-            raise InvalidArgumentError(f"reader: prefetch must be a whole number, at least 1, got {prefetch!r}")
+        prefetch = whole("reader: prefetch", prefetch, 1)
+        if batch_size is not None:
+            batch_size = whole("reader: batch_size", batch_size, 1)
         self.service, self.rank, self.world_size, self.mode, self.prefetch = service, rank, world_size, mode, prefetch
+        self.batch_size, self.drop_remainder = batch_size, bool(drop_remainder)
         self.shards = self._shards()
         self.key = f"{mode}:{rank}"
         self.epoch = 0
@@ -297,6 +316,9 @@ class Reader:
         self.shards = self._shards()
         self._workers = self.service.num_workers
         self._acked: dict[int, bytes | None] = {i: None for i in self.shards}
+        # Per shard: rows of the item after the acknowledged state already handed out (in a
+        # batch of the reader's own, with batch_size).
+        self._rows: dict[int, int] = {i: 0 for i in self.shards}
         self._skipped: dict[int, int] = {i: 0 for i in self.shards}
         self._base: dict[int, int] = {i: 0 for i in self.shards}
         self._ended: set[int] = set()
@@ -310,6 +332,8 @@ class Reader:
         self.epoch = epoch
 
     def __len__(self) -> int:
+        if self.batch_size is not None:
+            raise TypeError("a reader that re-batches (batch_size) does not know its length before it runs")
         ray = self.service._ray
         counts = ray.get([self.service.actor(i).cardinality.remote() for i in self._shards()])
         if any(c < 0 for c in counts):
@@ -324,6 +348,7 @@ class Reader:
             "workers": self._workers,
             "turn": self._turn,
             "acked": {str(i): (s.hex() if s is not None else None) for i, s in self._acked.items()},
+            "rows": {str(i): n for i, n in self._rows.items()},
             "skipped": {str(i): n for i, n in self._skipped.items()},
             "skipped_earlier": self._skipped_earlier,
             "ended": sorted(self._ended),
@@ -336,6 +361,7 @@ class Reader:
         self._workers = int(state.get("workers", self.service.num_workers))
         self._turn = int(state["turn"])
         self._acked = {int(i): (bytes.fromhex(s) if s is not None else None) for i, s in state["acked"].items()}
+        self._rows = {int(i): int(state.get("rows", {}).get(i, 0)) for i in state["acked"]}
         self._skipped = {int(i): int(n) for i, n in state["skipped"].items()}
         self._base = dict(self._skipped)
         self._ended = {int(i) for i in state["ended"]}
@@ -344,7 +370,7 @@ class Reader:
         self._restored = True
 
     def _started(self) -> bool:
-        return bool(self._ended) or any(s is not None for s in self._acked.values())
+        return bool(self._ended) or any(s is not None for s in self._acked.values()) or any(self._rows.values())
 
     def skipped(self) -> int:
         """Bad records skipped under ``ignore_errors()`` in this reader's shards, each once, in
@@ -381,16 +407,47 @@ class Reader:
         return self._epoch_batches()
 
     def _epoch_batches(self) -> Iterator[Any]:
+        chunks = self._chunks()
+        if self.batch_size is None:
+            for i, batch, state in chunks:
+                self._settle(i, state)
+                yield self._counted(batch)
+        else:
+            yield from self._rebatched(chunks, self.batch_size)
+        # The epoch is over: the next iteration (and a state saved now) is the next epoch's.
+        self.epoch += 1
+        self._skipped_earlier += sum(self._skipped.values())
+        self._fresh()
+
+    def _settle(self, i: int, state: bytes) -> None:
+        """Shard ``i``'s item in hand was handed out whole: the state after it is acknowledged,
+        and the next item is the next shard's in turn."""
+        self._acked[i], self._rows[i] = state, 0
+        self._turn += 1
+
+    def _counted(self, batch: Any) -> Any:
+        self._batches += 1
+        self._bytes += _nbytes(batch)
+        return batch
+
+    def _chunks(self) -> Iterator[tuple[int, Any, bytes]]:
+        """The service's items for this epoch, one from each of this reader's shards in turn
+        (the next one asked for once the last one is settled), each with its shard and the
+        shard's state after it. An actor that dies is replaced and goes on after the last item
+        received from it."""
         ray = self.service._ray
         generation = self.service.generation
         actors = {i: self.service.actor(i) for i in self.shards}
         pending: dict[int, deque[Any]] = {i: deque() for i in self.shards}
-        # Batches received and not yet handed out, per shard; the shards whose actor said
-        # they ended.
+        # Items received and not yet handed on, per shard; the shards whose actor said they
+        # ended; per shard, the state after the last item handed on, where a new actor starts;
+        # rows of the first item a restored state had handed out already.
         ready: dict[int, deque[tuple[Any, bytes, int]]] = {i: deque() for i in self.shards}
         ending: set[int] = set()
+        resume = dict(self._acked)
+        drop = {i: self._rows.get(i, 0) for i in self.shards}
         t0 = time.perf_counter()
-        ray.get([actors[i].start.remote(self.key, self.epoch, self._acked[i]) for i in self.shards])
+        ray.get([actors[i].start.remote(self.key, self.epoch, resume[i]) for i in self.shards])
         self._wait_s += time.perf_counter() - t0
         while len(self._ended) < len(self.shards):
             order = [s for s in self.shards if s not in self._ended]
@@ -402,34 +459,89 @@ class Reader:
                 try:
                     got, ended = ray.get(pending[i].popleft())
                 except ray.exceptions.RayActorError:
-                    # Lost with the actor: what it made after the last batch handed out. A new
+                    # Lost with the actor: what it made after the last item handed on. A new
                     # actor goes on from there; what it skips from there on is counted anew.
                     actors[i] = self.service.replace(i, actors[i], generation)
                     self._restarts += 1
                     pending[i].clear()
                     ready[i].clear()
                     self._base[i] = self._skipped[i]
-                    ray.get(actors[i].start.remote(self.key, self.epoch, self._acked[i]))
+                    ray.get(actors[i].start.remote(self.key, self.epoch, resume[i]))
                     continue
                 ready[i].extend(got)
                 if ended:
                     ending.add(i)
             self._wait_s += time.perf_counter() - t0
-            if ready[i]:
-                batch, state, skipped = ready[i].popleft()
-                self._acked[i] = state
-                self._skipped[i] = self._base[i] + skipped
-                self._turn += 1
-                self._batches += 1
-                self._bytes += _nbytes(batch)
-                yield batch
-            else:
+            if not ready[i]:
                 self._ended.add(i)
                 pending[i].clear()
-        # The epoch is over: the next iteration (and a state saved now) is the next epoch's.
-        self.epoch += 1
-        self._skipped_earlier += sum(self._skipped.values())
-        self._fresh()
+                continue
+            item, state, skipped = ready[i].popleft()
+            resume[i] = state
+            self._skipped[i] = self._base[i] + skipped
+            if drop[i]:
+                item, self._rows[i] = _rows(item, drop[i], None), drop[i]
+                drop[i] = 0
+            yield i, item, state
+
+    def _rebatched(self, chunks: Iterator[tuple[int, Any, bytes]], size: int) -> Iterator[Any]:
+        """The rows of the service's items, in turn, cut into batches of ``size``; the last
+        one shorter, or dropped with ``drop_remainder``. A state saved between them holds, per
+        shard, the state after its last item used up and the rows taken from the next."""
+        parts: list[Any] = []
+        have = 0
+        for i, item, state in chunks:
+            n, at = _length(item), 0
+            while at < n:
+                k = min(size - have, n - at)
+                parts.append(_rows(item, at, at + k))
+                at += k
+                have += k
+                if at == n:
+                    self._settle(i, state)
+                else:
+                    self._rows[i] += k
+                if have == size:
+                    yield self._counted(_concat(parts))
+                    parts, have = [], 0
+        if parts and not self.drop_remainder:
+            yield self._counted(_concat(parts))
+
+
+def _length(item: Any) -> int:
+    """Rows of a service item (its leaves' first dimension)."""
+    _, fields = flatten(item)
+    lengths = {len(v) for _, v in fields}
+    if len(lengths) != 1:
+        raise InvalidArgumentError(
+            f"reader: batch_size re-batches the service's items by rows, and this item's fields have "
+            f"{sorted(lengths)} rows: serve a pipeline that ends in batch()"
+        )
+    return lengths.pop()
+
+
+def _rows(item: Any, start: int, stop: int | None) -> Any:
+    template, fields = flatten(item)
+    return pack(template, {name: v[start:stop] for name, v in fields})
+
+
+def _concat(parts: list[Any]) -> Any:
+    if len(parts) == 1:
+        return parts[0]
+    template, first = flatten(parts[0])
+    columns = [flatten(p)[1] for p in parts]
+    out = {}
+    for k, (name, _) in enumerate(first):
+        pieces = [np.asarray(c[k][1]) for c in columns]
+        try:
+            out[name] = np.concatenate(pieces)
+        except ValueError as e:
+            shapes = sorted({p.shape[1:] for p in pieces})
+            raise InvalidArgumentError(
+                f"reader: batch_size: field '{name}' has rows of shapes {shapes} in the service's items, "
+                f"which cannot go in one batch ({e})"
+            ) from None
+    return pack(template, out)
 
 
 def _nbytes(batch: Any) -> int:
@@ -495,7 +607,20 @@ class _Iteration:
             close()
 
 
-def reader(service: Service, rank: int = 0, world_size: int = 1, mode: str = "shard", prefetch: int = 2) -> Reader:
+def reader(
+    service: Service,
+    rank: int = 0,
+    world_size: int = 1,
+    mode: str = "shard",
+    prefetch: int = 2,
+    batch_size: int | None = None,
+    drop_remainder: bool = False,
+) -> Reader:
     """Trainer ``rank`` of ``world_size``'s batches from ``service`` (see the module's text for
-    the modes and what happens when an actor dies). ``prefetch``: requests in flight per actor."""
-    return Reader(service, rank, world_size, mode, prefetch)
+    the modes and what happens when an actor dies). ``prefetch``: requests in flight per actor.
+
+    ``batch_size``: the trainer makes its own batches of that many rows from the service's
+    items (the pipeline's CPU-heavy part runs on the actors, up to a ``batch`` of any size that
+    carries its rows; the reader cuts them into ``batch_size`` rows, taking the items in turn):
+    one shorter batch at the epoch's end (none with ``drop_remainder``), not one per actor."""
+    return Reader(service, rank, world_size, mode, prefetch, batch_size, drop_remainder)
