@@ -549,3 +549,70 @@ def test_comparisons_keep_their_precision_and_filters_keep_their_elements(images
 
     ds = _filtered(lambda lib: lib.Dataset.from_tensor_slices(images[1::2]), bright)
     assert len(list(ds)) == 6
+
+
+def test_scan_functions_are_traced_and_run_as_graphs_equal_to_tf_data() -> None:
+    tf = _tf()
+    calls = []
+
+    def running(state: Any, x: Any) -> Any:
+        calls.append(1)  # a Python side effect: runs when traced, not per element
+        total, count = state
+        total = total + tf.cast(x, tf.float32) * 0.5
+        return (total, count + 1), {"mean": total / tf.cast(count + 1, tf.float32), "tag": tf.strings.as_string(x)}
+
+    def make(lib: Any) -> Any:
+        return lib.Dataset.range(12)
+
+    ds = make(sk.data).scan((np.float32(0), 0), running)
+    traced = len(calls)
+    ours = list(ds)
+    assert len(calls) == traced  # no call per element
+    ref = list(make(tf.data).scan((np.float32(0), 0), running).as_numpy_iterator())
+    assert len(ours) == len(ref) == 12
+    for a, b in zip(ours, ref):
+        _equal(a, b)
+    assert "scan 'running': TensorFlow function runs as its traced graph" in _notes(ds)
+
+    # A state whose dimensions change: traced again with them unknown, as tf.data does.
+    def grow(state: Any, x: Any) -> Any:
+        new = tf.concat([state, [x]], 0)
+        return new, tf.reduce_sum(new)
+
+    grown = list(make(sk.data).scan(np.zeros([0], np.int64), grow))
+    want = list(make(tf.data).scan(np.zeros([0], np.int64), grow).as_numpy_iterator())
+    for a, b in zip(grown, want):
+        _equal(a, b)
+    assert len(grown) == 12
+
+
+def test_key_and_length_functions_are_traced_and_equal_tf_data() -> None:
+    tf = _tf()
+    calls = []
+
+    def length(x: Any) -> Any:
+        calls.append(1)
+        return tf.shape(x)[0]
+
+    def make(lib: Any) -> Any:
+        return lib.Dataset.range(23).map(lambda x: tf.fill([x % 5 + 1], x))
+
+    ds = make(sk.data).bucket_by_sequence_length(length, [3, 5], [2, 3, 2])
+    traced = len(calls)
+    ours = list(ds)
+    assert len(calls) == traced
+    ref = list(make(tf.data).bucket_by_sequence_length(length, [3, 5], [2, 3, 2]).as_numpy_iterator())
+    assert len(ours) == len(ref)
+    for a, b in zip(ours, ref):
+        _equal(a, b)
+    assert "bucket_by_sequence_length 'length': TensorFlow function runs as its traced graph" in _notes(ds)
+
+    def parity(x: Any) -> Any:
+        return tf.cast(tf.reduce_sum(x) % 2, tf.int64)
+
+    grouped = make(sk.data).group_by_window(parity, lambda k, w: w.padded_batch(3), window_size=3)
+    want = make(tf.data).group_by_window(parity, lambda k, w: w.padded_batch(3), window_size=3)
+    got = list(grouped)
+    for a, b in zip(got, want.as_numpy_iterator(), strict=True):
+        _equal(a, b)
+    assert "group_by_window 'parity': TensorFlow function runs as its traced graph" in _notes(grouped)

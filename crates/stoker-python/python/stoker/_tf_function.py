@@ -44,8 +44,8 @@ TRACE = True
 def uses_tensorflow(fn: Any, depth: int = 0) -> bool:
     """Whether ``fn`` calls TensorFlow: it is a ``tf.function``, or its code reads a
     TensorFlow module, tensor or a function that does (a few calls deep)."""
-    if not TRACE or "tensorflow" not in sys.modules or depth > 3:
-        return False
+    if not TRACE or "tensorflow" not in sys.modules or depth > 3 or getattr(fn, "_stoker_graph", False):
+        return False  # a function already traced calls its graph, not TensorFlow's Python API
     module = getattr(type(fn), "__module__", "") or ""
     if module.startswith(("tensorflow", "tf_keras", "keras")):
         return True
@@ -159,6 +159,76 @@ def graph_test(traced: Traced) -> Callable[[dict[str, Any]], bool]:
 
     test.__name__ = f"{traced.name} (TensorFlow graph)"
     return test
+
+
+def scan_call(
+    fn: Callable[..., Any], initial_state: Any, template: Template, schema: list[tuple[str, str, list[int | None]]]
+) -> Callable[..., tuple[Any, Any]]:
+    """``scan``'s function traced as tf.data traces it: a ``tf.function`` of the state (the
+    signature of ``initial_state`` as TensorFlow converts it: a Python int is int32) and the
+    element; where the state it returns has other dimensions, traced again with the state's
+    dimensions unknown, as tf.data does. Returns the function, called with NumPy values and
+    returning them: one TensorFlow call per element, never eager."""
+    import tensorflow as tf
+
+    by_name = {n: tf.TensorSpec(shape, _tf_dtype(tf, d)) for n, d, shape in schema}
+    element = pack(template, by_name)
+    elements = element if isinstance(element, tuple) else (element,)
+    state0 = tf.nest.map_structure(tf.convert_to_tensor, initial_state)
+
+    def call(state: Any, *a: Any) -> Any:
+        result = fn(state, *a)
+        return tuple(result) if isinstance(result, list) else result
+
+    wrapped = tf.function(call, autograph=True)
+    for unknown in (False, True):
+        signature = tf.nest.map_structure(
+            lambda t, unknown=unknown: tf.TensorSpec([None] * t.shape.rank if unknown else t.shape, t.dtype), state0
+        )
+        concrete = wrapped.get_concrete_function(signature, *elements)
+        out = concrete.structured_outputs
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise TypeError(f"scan_func must return (new_state, output), got {out!r}")
+        tf.nest.assert_same_structure(signature, out[0])
+        mismatch = [
+            (s, t)
+            for s, t in zip(tf.nest.flatten(signature), tf.nest.flatten(out[0]))
+            if s.dtype != t.dtype or not s.shape.is_compatible_with(t.shape)
+        ]
+        if not mismatch:
+            break
+        if any(s.dtype != t.dtype for s, t in mismatch):
+            got = [t.dtype.name for _, t in mismatch]
+            raise TypeError(f"scan_func: the new state's dtypes {got} are not the initial state's")
+
+    def numpy(v: Any) -> Any:
+        return v.numpy() if hasattr(v, "numpy") else _python_value(v)
+
+    def step(state: Any, *a: Any) -> tuple[Any, Any]:
+        new_state, output = concrete(state, *a)
+        return tf.nest.map_structure(numpy, new_state), tf.nest.map_structure(numpy, output)
+
+    step.__name__ = f"{getattr(fn, '__name__', 'scan_fn')} (TensorFlow graph)"
+    step._stoker_graph = True  # type: ignore[attr-defined]
+    return step
+
+
+def element_call(traced: Traced) -> Callable[..., Any]:
+    """The traced function as the user's was, called with the element (NumPy values) and
+    returning NumPy values: one TensorFlow call per element."""
+    import tensorflow as tf
+
+    concrete = traced.concrete
+
+    def numpy(v: Any) -> Any:
+        return v.numpy() if hasattr(v, "numpy") else _python_value(v)
+
+    def call(*args: Any) -> Any:
+        return tf.nest.map_structure(numpy, concrete(*args))
+
+    call.__name__ = f"{traced.name} (TensorFlow graph)"
+    call._stoker_graph = True  # type: ignore[attr-defined]
+    return call
 
 
 def _python_value(value: Any) -> Any:

@@ -486,9 +486,7 @@ class Dataset:
         """A function that uses TensorFlow, traced now as tf.data traces it: as native ops
         where each of its ops has one, else as its graph (see ``_tf_function``)."""
         name = getattr(fn, "__name__", "map_fn")
-        schema = self._plan.schema()
-        if schema is None:
-            schema = [(n, d, [None] * rank) for n, (d, rank) in self._first_element().items()]
+        schema = self._traced_schema()
         try:
             traced = _tf_function.trace(fn, _known(self, learn=True), schema)
         except Exception as e:  # noqa: BLE001 - not traceable: it runs as Python, as before
@@ -670,13 +668,18 @@ class Dataset:
     def scan(self, initial_state: Any, scan_func: Callable[..., tuple[Any, Any]]) -> Dataset:
         """tf.data's ``scan``: ``scan_func(state, element)`` returns ``(next_state, output)``;
         the outputs are the elements, the state carried from one to the next (starting from
-        ``initial_state`` each pass). It runs in Python on the pipeline's thread. Resuming
+        ``initial_state`` each pass). It runs in Python on the pipeline's thread; a function
+        that uses TensorFlow is traced as tf.data traces it (the state's signature that of
+        ``initial_state``) and runs as its graph, one call per element, never eagerly. Resuming
         runs the pass again from its start through ``scan_func`` up to the saved position
         (the state is Python's), so ``scan_func`` must be a function of its arguments."""
         if not callable(scan_func):
             raise InvalidArgumentError(f"scan: scan_func must be callable, got {type(scan_func).__name__}")
         import copy
 
+        note = None
+        if _tf_function.uses_tensorflow(scan_func):
+            scan_func, note = self._scan_tensorflow(initial_state, scan_func)
         scan_func = bound_now(scan_func)
         structure = self._structure
         out = Dynamic()
@@ -696,7 +699,41 @@ class Dataset:
             return result[0], pairs
 
         step.__name__ = getattr(scan_func, "__name__", "scan_fn")
-        return Dataset(self._plan.scan(init, step), out)
+        plan = self._plan.scan(init, step)
+        if note is not None:
+            _NOTES[plan.id()] = note
+        return Dataset(plan, out)
+
+    def _traced_schema(self) -> list[tuple[str, str, list[int | None]]]:
+        """The fields a traced function's signature gives: the plan's, else those of a run
+        up to the first element (after a Python function), their dimensions unknown."""
+        schema = self._plan.schema()
+        if schema is None:
+            schema = [(n, d, [None] * rank) for n, (d, rank) in self._first_element().items()]
+        return schema
+
+    def _element_function(self, fn: Callable[..., Any], what: str) -> tuple[Callable[..., Any], str | None]:
+        """``fn`` (a function of this dataset's element) traced as its graph where it uses
+        TensorFlow, and what ``explain()`` says of it; else ``fn`` itself."""
+        if not _tf_function.uses_tensorflow(fn):
+            return fn, None
+        schema = self._traced_schema()
+        try:
+            traced = _tf_function.trace(fn, _known(self, learn=True), schema)
+        except Exception as e:  # noqa: BLE001 - not traceable: it runs as Python, as before
+            return fn, f"{what}: TensorFlow function runs eagerly: tracing failed ({type(e).__name__}: {e})"
+        return _tf_function.element_call(traced), f"{what}: TensorFlow function runs as its traced graph, per element"
+
+    def _scan_tensorflow(self, initial_state: Any, fn: Callable[..., Any]) -> tuple[Callable[..., Any], str]:
+        """A scan function that uses TensorFlow, traced now (see ``_tf_function.scan_call``),
+        and what ``explain()`` says of it."""
+        name = getattr(fn, "__name__", "scan_fn")
+        schema = self._traced_schema()
+        try:
+            traced = _tf_function.scan_call(fn, initial_state, _known(self, learn=True), schema)
+        except Exception as e:  # noqa: BLE001 - not traceable: it runs as Python, as before
+            return fn, f"scan '{name}': TensorFlow function runs eagerly: tracing failed ({type(e).__name__}: {e})"
+        return traced, f"scan '{name}': TensorFlow function runs as its traced graph, per element"
 
     def group_by_window(
         self,
@@ -717,6 +754,8 @@ class Dataset:
         for name, f in (("key_func", key_func), ("reduce_func", reduce_func)):
             if not callable(f):
                 raise InvalidArgumentError(f"group_by_window: {name} must be callable, got {type(f).__name__}")
+        key_name = getattr(key_func, "__name__", "key_func")
+        key_func, note = self._element_function(key_func, f"group_by_window '{key_name}'")
         key_func, reduce_func = bound_now(key_func), bound_now(reduce_func)
         if window_size_func is not None:
             window_size_func = bound_now(window_size_func)
@@ -752,7 +791,10 @@ class Dataset:
             return ds._plan
 
         reduce.__name__ = getattr(reduce_func, "__name__", "reduce_fn")
-        return Dataset(self._plan.group_by_window(key, size, reduce), out)
+        plan = self._plan.group_by_window(key, size, reduce)
+        if note is not None:
+            _NOTES[plan.id()] = note
+        return Dataset(plan, out)
 
     def bucket_by_sequence_length(
         self,
@@ -784,6 +826,8 @@ class Dataset:
             raise InvalidArgumentError(f"bucket_by_sequence_length: bucket_boundaries must increase, got {bounds}")
         lows = [-(2**31)] + bounds
         highs = bounds + [2**31 - 1]
+        name = getattr(element_length_func, "__name__", "element_length_func")
+        element_length_func, note = self._element_function(element_length_func, f"bucket_by_sequence_length '{name}'")
         element_length_func = bound_now(element_length_func)
 
         def bucket(*args: Any) -> int:
@@ -812,7 +856,10 @@ class Dataset:
                 shapes = _fill_dims(shapes if shapes is not None else _unknown_dims(window), filler)
             return window.padded_batch(sizes[i], shapes, padding_values, drop_remainder=drop_remainder)
 
-        return self.group_by_window(bucket, batching, window_size_func=lambda b: sizes[int(b)])
+        grouped = self.group_by_window(bucket, batching, window_size_func=lambda b: sizes[int(b)])
+        if note is not None:
+            _NOTES[grouped._plan.id()] = note
+        return grouped
 
     def rebatch(self, batch_size: int, drop_remainder: bool = False) -> Dataset:
         """The same rows in batches of ``batch_size`` (tf.data's ``rebatch`` with one size:
@@ -840,9 +887,7 @@ class Dataset:
 
     def _filter_tensorflow(self, predicate: Callable[..., Any]) -> Dataset:
         name = getattr(predicate, "__name__", "predicate")
-        schema = self._plan.schema()
-        if schema is None:
-            schema = [(n, d, [None] * rank) for n, (d, rank) in self._first_element().items()]
+        schema = self._traced_schema()
         try:
             traced = _tf_function.trace(predicate, _known(self, learn=True), schema)
         except Exception as e:  # noqa: BLE001 - not traceable: it runs as Python, as before
