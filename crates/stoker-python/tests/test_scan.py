@@ -52,3 +52,25 @@ def test_scan_errors():
         list(sk.Dataset.range(3).scan(0, lambda s, v: v))
     with pytest.raises(sk.SpecError, match="scan"):
         sk.Dataset.range(3).scan(0, lambda s, v: (s, v)).save_spec("/tmp/never.json")
+
+
+def test_a_tuple_element_is_one_argument_as_in_tf_data():
+    tf = pytest.importorskip("tensorflow")
+
+    def total(s, x):
+        return s + x[0] * x[1], s
+
+    def make(lib):
+        return lib.Dataset.from_tensor_slices(([1, 2, 3], [4, 5, 6]))
+
+    want = [int(v) for v in make(tf.data).scan(np.int32(0), total).as_numpy_iterator()]
+    got = list(make(sk.data).scan(np.int32(0), total))
+    assert [int(v) for v in got] == want == [0, 4, 14]
+    assert all(np.asarray(v).dtype == np.int32 for v in got)
+    # reduce too: the element one argument.
+    assert int(make(sk.data).reduce(np.int32(0), lambda s, x: s + x[0] * x[1])) == 32
+    # With TensorFlow in the function: traced, the element one argument too.
+    traced = make(sk.data).scan(np.int32(0), lambda s, x: (s + tf.reduce_prod(tf.stack(x)), s))
+    assert [int(v) for v in traced] == want
+    assert "traced graph" in traced.explain()
+    assert int(make(sk.data).reduce(np.int32(0), lambda s, x: s + tf.reduce_prod(tf.stack(x)))) == 32

@@ -162,22 +162,29 @@ def graph_test(traced: Traced) -> Callable[[dict[str, Any]], bool]:
 
 
 def scan_call(
-    fn: Callable[..., Any], initial_state: Any, template: Template, schema: list[tuple[str, str, list[int | None]]]
-) -> Callable[..., tuple[Any, Any]]:
-    """``scan``'s function traced as tf.data traces it: a ``tf.function`` of the state (the
-    signature of ``initial_state`` as TensorFlow converts it: a Python int is int32) and the
-    element; where the state it returns has other dimensions, traced again with the state's
-    dimensions unknown, as tf.data does. Returns the function, called with NumPy values and
-    returning them: one TensorFlow call per element, never eager."""
+    fn: Callable[..., Any],
+    initial_state: Any,
+    template: Template,
+    schema: list[tuple[str, str, list[int | None]]],
+    with_output: bool = True,
+) -> Callable[..., Any]:
+    """``scan``'s function (``reduce``'s, without ``with_output``: it returns the new state
+    alone) traced as tf.data traces it: a ``tf.function`` of the state (the signature of
+    ``initial_state`` as TensorFlow converts it: a Python int is int32) and the element; where
+    the state it returns has other dimensions, traced again with the state's dimensions
+    unknown, as tf.data does. Returns the function, called with NumPy values and returning
+    them: one TensorFlow call per element, never eager."""
     import tensorflow as tf
 
     by_name = {n: tf.TensorSpec(shape, _tf_dtype(tf, d)) for n, d, shape in schema}
     element = pack(template, by_name)
-    elements = element if isinstance(element, tuple) else (element,)
     state0 = tf.nest.map_structure(tf.convert_to_tensor, initial_state)
 
-    def call(state: Any, *a: Any) -> Any:
-        result = fn(state, *a)
+    # As tf.data calls it: the element one argument, a tuple element too.
+    def call(state: Any, x: Any) -> Any:
+        result = fn(state, x)
+        if not with_output:
+            return result, ()
         return tuple(result) if isinstance(result, list) else result
 
     wrapped = tf.function(call, autograph=True)
@@ -185,7 +192,7 @@ def scan_call(
         signature = tf.nest.map_structure(
             lambda t, unknown=unknown: tf.TensorSpec([None] * t.shape.rank if unknown else t.shape, t.dtype), state0
         )
-        concrete = wrapped.get_concrete_function(signature, *elements)
+        concrete = wrapped.get_concrete_function(signature, element)
         out = concrete.structured_outputs
         if not (isinstance(out, tuple) and len(out) == 2):
             raise TypeError(f"scan_func must return (new_state, output), got {out!r}")
@@ -204,8 +211,10 @@ def scan_call(
     def numpy(v: Any) -> Any:
         return v.numpy() if hasattr(v, "numpy") else _python_value(v)
 
-    def step(state: Any, *a: Any) -> tuple[Any, Any]:
-        new_state, output = concrete(state, *a)
+    def step(state: Any, x: Any) -> Any:
+        new_state, output = concrete(state, x)
+        if not with_output:
+            return tf.nest.map_structure(numpy, new_state)
         return tf.nest.map_structure(numpy, new_state), tf.nest.map_structure(numpy, output)
 
     step.__name__ = f"{getattr(fn, '__name__', 'scan_fn')} (TensorFlow graph)"

@@ -666,7 +666,8 @@ class Dataset:
         return Dataset(plan, Windows(template, Dataset.from_tensor_slices))
 
     def scan(self, initial_state: Any, scan_func: Callable[..., tuple[Any, Any]]) -> Dataset:
-        """tf.data's ``scan``: ``scan_func(state, element)`` returns ``(next_state, output)``;
+        """tf.data's ``scan``: ``scan_func(state, element)`` returns ``(next_state, output)``
+        (a tuple element is one argument, as in tf.data);
         the outputs are the elements, the state carried from one to the next (starting from
         ``initial_state`` each pass). It runs in Python on the pipeline's thread; a function
         that uses TensorFlow is traced as tf.data traces it (the state's signature that of
@@ -689,7 +690,8 @@ class Dataset:
 
         def step(state: Any, flat: dict[str, Any]) -> tuple[Any, list[tuple[str, Any]]]:
             args = pack_element(structure, list(flat), list(flat.values()))
-            result = scan_func(state, *args) if isinstance(args, tuple) else scan_func(state, args)
+            # As in tf.data, the element is one argument, a tuple element too.
+            result = scan_func(state, args)
             if isinstance(result, list):  # as tf.data: a returned list is a tuple
                 result = tuple(result)
             if not (isinstance(result, tuple) and len(result) == 2):
@@ -871,7 +873,15 @@ class Dataset:
     def reduce(self, initial_state: Any, reduce_func: Callable[[Any, Any], Any]) -> Any:
         """Folds one iteration's elements into a state (tf.data's ``reduce``): ``reduce_func(
         state, element)`` returns the next state; the last one is returned. It runs in Python,
-        on the calling thread."""
+        on the calling thread; a function that uses TensorFlow is traced as ``scan``'s is and
+        runs as its graph, one call per element, never eagerly."""
+        if _tf_function.uses_tensorflow(reduce_func):
+            try:
+                reduce_func = _tf_function.scan_call(
+                    reduce_func, initial_state, _known(self, learn=True), self._traced_schema(), with_output=False
+                )
+            except Exception:  # noqa: BLE001 - not traceable: it runs as Python, as before
+                pass
         state = initial_state
         for element in self:
             state = reduce_func(state, element)
@@ -971,18 +981,17 @@ class Dataset:
         class_func = bound_now(class_func)
         classes = len(target)
 
-        def draw(state: dict[str, Any], *element: Any) -> tuple[dict[str, Any], Any]:
+        def draw(state: dict[str, Any], element: Any) -> tuple[dict[str, Any], Any]:
             if state["rng"] is None:
                 state["rng"] = np.random.default_rng(seed)
-            whole = element[0] if len(element) == 1 else element
-            c = int(np.asarray(class_func(*element)))
+            c = int(np.asarray(class_func(*element) if isinstance(element, tuple) else class_func(element)))
             if not 0 <= c < classes:
                 raise InvalidArgumentError(f"rejection_resample: class_func gave {c}, outside [0, {classes})")
             state["counts"][c] += 1
             dist = initial if initial is not None else state["counts"] / state["counts"].sum()
             ratio = np.divide(target, dist, out=np.zeros(classes), where=dist > 0)
             keep = state["rng"].random() < ratio[c] / ratio.max()
-            return state, (np.int32(c), whole, np.bool_(keep))
+            return state, (np.int32(c), element, np.bool_(keep))
 
         marked = self.scan({"rng": None, "counts": np.zeros(classes)}, draw)
         kept = marked.filter(lambda c, element, keep: bool(keep))

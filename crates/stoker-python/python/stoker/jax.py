@@ -41,6 +41,7 @@ import numpy as np
 
 from ._check import whole
 from ._feed import Feed, check_shard
+from ._profile import next_span
 from .dataset import Dataset, DatasetIterator
 from .errors import InvalidArgumentError
 
@@ -113,17 +114,24 @@ class BatchIterator(Feed):
         return self._place(self._start())
 
     def _place(self, it: DatasetIterator) -> Iterator[Any]:
-        it._span = "jax.iterator"
+        # The wait the loop sees is for the next batch and its placement on the devices: both
+        # in the span, as the input time a profile shows.
+        it._span = None
         ahead: collections.deque[tuple[Any, bytes]] = collections.deque()
+        exhausted = False
         try:
-            for batch in it:
-                ahead.append((jax.tree_util.tree_map(self._array, batch), it.state()))
-                if len(ahead) > self.prefetch:
+            while True:
+                with next_span("jax.iterator"):
+                    while not exhausted and len(ahead) <= self.prefetch:
+                        try:
+                            batch = next(it)
+                        except StopIteration:
+                            exhausted = True
+                            break
+                        ahead.append((jax.tree_util.tree_map(self._array, batch), it.state()))
+                    if not ahead:
+                        break
                     out, state = ahead.popleft()
-                    self._handed_out(state)
-                    yield out
-            while ahead:
-                out, state = ahead.popleft()
                 self._handed_out(state)
                 yield out
             self._finished(it)
