@@ -21,11 +21,11 @@ CHILD = r"""
 import glob, json, os, sys, time
 import stoker
 from stoker import workloads
-root, budget = sys.argv[1], sys.argv[2]
+root, budget, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
 images = sorted(glob.glob(os.path.join(root, "images", "*.png")))
 labels = sorted(glob.glob(os.path.join(root, "labels", "*.png")))
 _, colors = stoker.ops.read_class_colors(os.path.join(root, "class_dict.csv"))
-ds = workloads.segmentation_pipeline(images, labels, colors).with_options(threads=2)
+ds = workloads.segmentation_pipeline(images, labels, colors).with_options(threads=threads)
 if budget != "default":
     ds = ds.with_options(ram_budget=int(budget))
 n = 0
@@ -45,9 +45,12 @@ BATCH = 3 * 512 * 512 * (3 + 32) * 4
 MIB = 1 << 20
 
 
-def run_child(root: str, budget: str) -> dict:
-    """One run in a fresh process: {"pairs", "peak_rss", "held"} (bytes)."""
-    out = subprocess.run([sys.executable, "-c", CHILD, root, budget], capture_output=True, text=True, timeout=300)
+def run_child(root: str, budget: str, threads: int = 2) -> dict:
+    """One run in a fresh process, its thread budget `threads`: {"pairs", "peak_rss", "held"}
+    (bytes)."""
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, root, budget, str(threads)], capture_output=True, text=True, timeout=300
+    )
     if out.returncode != 0:
         raise RuntimeError(out.stderr)
     return json.loads(out.stdout.strip().splitlines()[-1])

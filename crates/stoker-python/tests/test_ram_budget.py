@@ -34,7 +34,8 @@ def w2(tmp_path_factory):
 
 
 def _run(root: str, budget: str) -> dict:
-    got = _B.run_child(root, budget)
+    # Four threads: the default buffer starts four batches deep, whatever the tuner does later.
+    got = _B.run_child(root, budget, threads=4)
     assert got["pairs"] == _B.PAIRS
     return got
 
@@ -42,15 +43,17 @@ def _run(root: str, budget: str) -> dict:
 def test_w2_peak_rss_stays_under_the_ram_budget_plus_the_engine_s_working_set(w2):
     # The engine's working set: what runs with no room for any buffered element (the batch the
     # consumer holds, one waiting for it, the one being filled).
-    fixed = max(_run(w2, "1")["peak_rss"] for _ in range(2))
+    fixed = max(_run(w2, "1")["peak_rss"] for _ in range(3))
     default = _run(w2, "default")
-    budget = _BATCH  # half of what the default prefetch buffers on two cores
-    assert default["held"] >= 2 * _BATCH
-    assert default["peak_rss"] > fixed + budget + 32 * _MIB, "the default buffers nothing more: nothing to bound"
+    budget = _BATCH // 2  # an eighth of what the default buffer holds
+    assert default["held"] >= 4 * _BATCH, "the default buffers nothing more: nothing to bound"
+    # The working set's own peak moves by up to a batch between runs (a batch's zero pages
+    # mapped afresh or recycled, as the threads interleave), a spread the runs above may miss.
+    spread = _BATCH
     for run in range(20):
         got = _run(w2, str(budget))
         assert got["held"] <= budget, f"run {run}: the buffers held {got['held']} bytes"
-        over = got["peak_rss"] - fixed - budget
+        over = got["peak_rss"] - fixed - budget - spread
         assert over <= 16 * _MIB, f"run {run}: peak RSS {got['peak_rss'] / _MIB:.0f} MiB, {over / _MIB:.0f} MiB over"
 
 

@@ -60,6 +60,7 @@ import numpy as np
 
 from ._check import whole
 from ._feed import check_shard
+from ._profile import next_span
 from ._structure import flatten, pack
 from .dataset import Dataset
 from .errors import InvalidArgumentError
@@ -327,9 +328,7 @@ class Reader:
     def set_epoch(self, epoch: int) -> None:
         """Makes the next iteration epoch ``epoch`` (its reshuffles and random ops). Without
         it, each iteration is the epoch after the last one finished."""
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise InvalidArgumentError(f"set_epoch: epoch must be a whole number, at least 0, got {epoch!r}")
-        self.epoch = epoch
+        self.epoch = whole("set_epoch: epoch", epoch, 0)
 
     def __len__(self) -> int:
         if self.batch_size is not None:
@@ -395,6 +394,11 @@ class Reader:
         return _FeedSource(self)
 
     def __iter__(self) -> Iterator[Any]:
+        return self._iterate(span=True)
+
+    def _iterate(self, span: bool) -> Iterator[Any]:
+        """This epoch's batches (see :meth:`__iter__`); each wait in a profiler span with
+        ``span``."""
         if not self._restored or not self._started():
             self._fresh()
         elif self._workers != self.service.num_workers:
@@ -404,7 +408,7 @@ class Reader:
                 "to go on from it"
             )
         self._restored = False
-        return self._epoch_batches()
+        return _spanned(self._epoch_batches()) if span else self._epoch_batches()
 
     def _epoch_batches(self) -> Iterator[Any]:
         chunks = self._chunks()
@@ -508,6 +512,18 @@ class Reader:
             yield self._counted(_concat(parts))
 
 
+def _spanned(batches: Iterator[Any]) -> Iterator[Any]:
+    """``batches``, each wait for the next one in a ``stoker:next#stoker.ray`` span where a
+    profiler records (PyTorch's, JAX's): the analyzer counts it as input, as the loaders'."""
+    while True:
+        with next_span("stoker.ray"):
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+        yield batch
+
+
 def _length(item: Any) -> int:
     """Rows of a service item (its leaves' first dimension)."""
     _, fields = flatten(item)
@@ -590,7 +606,8 @@ class _Iteration:
 
     def __init__(self, reader: Reader) -> None:
         self.reader = reader
-        self._batches = iter(reader)
+        # The adapter's own span covers the wait (and the copy to the device).
+        self._batches = reader._iterate(span=False)
 
     def __iter__(self) -> _Iteration:
         return self
