@@ -68,6 +68,45 @@ def test_every_element_exactly_once_across_two_trainers(ray_cluster):
         service.shutdown()
 
 
+def test_steps_given_no_seed_take_one_order_across_the_actors(ray_cluster):
+    # A shuffle without a seed: each actor would draw its own, and the shards of two orders
+    # lose some elements and repeat others. Every actor takes the first one's seeds.
+    service = skr.serve(sk.Dataset.range(240).shuffle(32).batch(8), num_workers=2)
+    try:
+        readers = [skr.reader(service, rank=r, world_size=2) for r in range(2)]
+        for epoch in range(2):
+            got = [_values(r) for r in readers]
+            assert sorted(got[0] + got[1]) == list(range(240)), f"epoch {epoch}"
+        # An actor started again, and the actors of a resize, take the same seeds.
+        it = iter(readers[0])
+        head = _values([next(it) for _ in range(3)])
+        ray_cluster.kill(service.actor(0))
+        rest = _values(it)
+        assert sorted(head + rest + _values(readers[1])) == list(range(240))
+        service.resize(2)
+        got = [_values(r) for r in readers]
+        assert sorted(got[0] + got[1]) == list(range(240))
+        # A trainer that saved its state after one batch (one of its shards not begun) and
+        # goes on under a new service, which draws other seeds: the same order still.
+        r = skr.reader(service)
+        r.set_epoch(4)
+        want = _values(r)
+        r.set_epoch(4)
+        it = iter(r)
+        head = _values([next(it)])
+        state = r.state_dict()
+        it.close()
+    finally:
+        service.shutdown()
+    again = skr.serve(sk.Dataset.range(240).shuffle(32).batch(8), num_workers=2)
+    try:
+        r = skr.reader(again)
+        r.load_state_dict(state)
+        assert head + _values(r) == want
+    finally:
+        again.shutdown()
+
+
 def test_an_actor_killed_mid_epoch_loses_and_repeats_nothing(ray_cluster):
     want = _values(_pipeline())
     service = skr.serve(_pipeline, num_workers=1)

@@ -86,6 +86,8 @@ class _Worker:
 
     def __init__(self, build: Any, shard: int, num_shards: int) -> None:
         self.build, self.shard, self.num_shards = build, shard, num_shards
+        # The seeds every actor's pipeline takes for the steps given none (see `set_seeds`).
+        self.seeds: list[int] | None = None
         self.ds = self._pipeline()
         # Per reader: a pipeline of its own (so that its counters, the bad records skipped
         # among them, are its own), its iterator, and what it has handed out.
@@ -109,12 +111,27 @@ class _Worker:
                 raise InvalidArgumentError(
                     f"serve: the function given as pipeline must return a stoker.Dataset, got {type(ds).__name__}"
                 )
-        return ds.shard(self.num_shards, self.shard) if self.num_shards > 1 else ds
+        ds = ds.shard(self.num_shards, self.shard) if self.num_shards > 1 else ds
+        if self.seeds is not None:
+            ds._plan.set_seed_values(self.seeds)
+        return ds
+
+    def seed_values(self) -> list[int]:
+        return list(self.ds._plan.seed_values())
+
+    def set_seeds(self, seeds: list[int]) -> None:
+        """Makes this actor's pipelines (those made from now on too) take ``seeds``: the
+        shards of one order, not each of an order of its own."""
+        self.seeds = list(seeds)
+        for ds in [self.ds, *self.pipelines.values()]:
+            ds._plan.set_seed_values(self.seeds)
 
     def cardinality(self) -> int:
         return self.ds.cardinality()
 
-    def start(self, key: str, epoch: int, state: bytes | None) -> None:
+    def start(self, key: str, epoch: int, state: bytes | None) -> bytes:
+        """Starts reader ``key``'s iterator at ``state`` (``None``: the start of ``epoch``);
+        returns the state it starts at, which holds the seeds it draws from."""
         if key not in self.pipelines:
             self.pipelines[key] = self._pipeline()
         ds = self.pipelines[key]
@@ -125,6 +142,7 @@ class _Worker:
         self.skipped_before[key] = _skipped(ds)
         self.handed_out.setdefault(key, 0)
         self.busy_s.setdefault(key, 0.0)
+        return bytes(self.its[key].state())
 
     def take(self, key: str, n: int) -> tuple[list[tuple[Any, bytes, int]], bool]:
         """Up to ``n`` batches, each with the state after it and the bad records skipped since
@@ -186,6 +204,7 @@ class Service:
         #: How many times the set of actors was resized: a reader's epoch runs on one set.
         self.generation = 0
         self.restarts = 0
+        self._seeds: list[int] | None = None
         self._start(num_workers)
 
     def _start(self, num_workers: int) -> None:
@@ -206,6 +225,12 @@ class Service:
                 f"{free:g} free: fewer workers, a smaller num_cpus, or more nodes"
             )
         self._ray.get(done)  # an actor whose pipeline failed to build raises its error here
+        # A step given no seed (a shuffle, a random op) draws one in each actor: each would
+        # take its shard of another order, and elements would be lost and repeated. Every
+        # actor takes the first one's, for as long as the service runs.
+        if self._seeds is None:
+            self._seeds = self._ray.get(actors[0].seed_values.remote())
+        self._ray.get([a.set_seeds.remote(self._seeds) for a in actors])
         self._actors, self.num_workers = actors, num_workers
 
     def actor(self, shard: int) -> Any:
@@ -220,7 +245,9 @@ class Service:
                 "resize between epochs"
             )
         if self._actors[shard] is dead:
-            self._actors[shard] = self._cls.remote(self._build, shard, self.num_workers)
+            actor = self._cls.remote(self._build, shard, self.num_workers)
+            self._ray.get(actor.set_seeds.remote(self._seeds))
+            self._actors[shard] = actor
             self.restarts += 1
         return self._actors[shard]
 
@@ -451,7 +478,12 @@ class Reader:
         resume = dict(self._acked)
         drop = {i: self._rows.get(i, 0) for i in self.shards}
         t0 = time.perf_counter()
-        ray.get([actors[i].start.remote(self.key, self.epoch, resume[i]) for i in self.shards])
+        started = ray.get([actors[i].start.remote(self.key, self.epoch, resume[i]) for i in self.shards])
+        # A shard not begun yet is held at its start state, with the seeds it draws from: a
+        # state saved now restores to the same order, also under another service's seeds.
+        for i, at in zip(self.shards, started):
+            if resume[i] is None:
+                resume[i] = self._acked[i] = at
         self._wait_s += time.perf_counter() - t0
         while len(self._ended) < len(self.shards):
             order = [s for s in self.shards if s not in self._ended]
