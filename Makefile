@@ -6,7 +6,7 @@ VENV    ?= .venv
 VPY     := $(VENV)/bin/python
 CARGO   ?= cargo
 
-.PHONY: demo test venv develop cli rust-test py-test lint fmt bench clean fuzz fuzz-cmin miri tsan
+.PHONY: demo test venv develop cli wheel wheel-test rust-test py-test lint fmt bench clean fuzz fuzz-cmin miri tsan
 
 $(VENV)/.ready:
 	$(PY) -m venv $(VENV)
@@ -44,12 +44,35 @@ $(VENV)/.jpeg-tools: $(VENV)/.ready tools/jpeg-tools.sh
 	tools/jpeg-tools.sh $(VENV)
 	touch $@
 
-# Builds the extension (release) into the venv.
+# Builds the extension (release) into the venv. The module is abi3 (`_stoker.abi3.so`); a
+# module built for one Python version (`_stoker.cpython-3XX-...so`), left by an older build,
+# would be imported before it.
 develop: $(JPEG_TOOLS)
+	rm -f crates/stoker-python/python/stoker/_stoker.cpython-*.so
 	$(BUILD_ENV) VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/maturin develop --release --quiet -m crates/stoker-python/Cargo.toml $(NO_TURBO) $(if $(NO_TURBO),--features extension-module)
 
 cli: $(JPEG_TOOLS)
 	$(BUILD_ENV) $(CARGO) build --release -p stoker-cli $(NO_TURBO)
+
+# A portable wheel into target/wheels (README, "Install"): abi3, so one wheel serves every
+# CPython from 3.9 on; linked by zig (the `ziglang` package) against glibc 2.28's symbols
+# whatever this machine's glibc, so it is manylinux_2_28; libjpeg-turbo linked in statically;
+# the `stoker` command as a console script. `auditwheel show` prints the tag it qualifies for.
+WHEEL_PLATFORM ?= manylinux_2_28
+$(VENV)/.wheel-tools: $(VENV)/.ready
+	$(VPY) -m pip install --quiet "ziglang>=0.13" "auditwheel>=6"
+	touch $@
+
+wheel: $(JPEG_TOOLS) $(VENV)/.wheel-tools
+	rm -f target/wheels/stoker-*.whl
+	$(BUILD_ENV) $(VENV)/bin/maturin build --release --strip --quiet --zig --compatibility $(WHEEL_PLATFORM) \
+	  -m crates/stoker-python/Cargo.toml $(NO_TURBO) $(if $(NO_TURBO),--features extension-module)
+	$(VENV)/bin/auditwheel show target/wheels/stoker-*.whl
+
+# The wheel installed into a fresh venv with no Rust toolchain on PATH: a pipeline of each kind
+# and the `stoker` command (tools/wheel_check.py).
+wheel-test: wheel
+	$(VPY) tools/wheel_check.py target/wheels/stoker-*.whl
 
 # Runs the main job (W1 chess-tfrecord and W4 mnist-small) on sample data it generates.
 demo: develop

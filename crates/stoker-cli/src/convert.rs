@@ -3,7 +3,6 @@
 //! `--ray` hands the shards to a Ray cluster through stoker's Python package.
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,11 +54,11 @@ pub struct Args {
     print_tf_spec: Option<PathBuf>,
 }
 
-pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: &Args) -> anyhow::Result<u8> {
     if let Some(dir) = &args.print_tf_spec {
         let m = Manifest::read(dir)?;
         print!("{}", m.tf_parse_code(dir));
-        return Ok(ExitCode::SUCCESS);
+        return Ok(0);
     }
     let (Some(spec), Some(out_dir)) = (&args.spec, &args.out_dir) else {
         anyhow::bail!("give the pipeline spec and the output folder (or --print-tf-spec OUT_DIR)");
@@ -109,7 +108,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     draw(&bar, &progress, t0, shards);
     bar.finish_and_clear();
     summary(&manifest, out_dir, t0.elapsed());
-    Ok(ExitCode::SUCCESS)
+    Ok(0)
 }
 
 fn draw(bar: &ProgressBar, p: &Progress, t0: Instant, shards: usize) {
@@ -148,7 +147,7 @@ fn summary(m: &Manifest, dir: &Path, took: Duration) {
 }
 
 /// `--ray`: the Python package drives the cluster.
-fn ray(args: &Args, spec: &str, out_dir: &Path, address: &str) -> anyhow::Result<ExitCode> {
+fn ray(args: &Args, spec: &str, out_dir: &Path, address: &str) -> anyhow::Result<u8> {
     let python = std::env::var("STOKER_PYTHON").unwrap_or_else(|_| "python3".into());
     check_python(&python)?;
     let mut cmd = std::process::Command::new(&python);
@@ -177,9 +176,9 @@ fn ray(args: &Args, spec: &str, out_dir: &Path, address: &str) -> anyhow::Result
         .status()
         .map_err(|e| anyhow::anyhow!("--ray runs `{python} -m stoker.convert`: {e}"))?;
     Ok(match status.code() {
-        Some(0) => ExitCode::SUCCESS,
-        Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
-        None => ExitCode::from(1),
+        Some(0) => 0,
+        Some(c) => u8::try_from(c).unwrap_or(1),
+        None => 1,
     })
 }
 

@@ -207,7 +207,7 @@ fn strings_to_tensor(arr: &Bound<'_, PyAny>, what: &str) -> PyResult<Tensor> {
         if let Ok(b) = item.cast::<PyBytes>() {
             values.push(Bytes::copy_from_slice(b.as_bytes()));
         } else if let Ok(s) = item.cast::<PyString>() {
-            values.push(Bytes::from(s.to_str()?.as_bytes().to_vec()));
+            values.push(Bytes::from(s.to_cow()?.into_owned().into_bytes()));
         } else {
             return Err(crate::errors::argument_type(format!(
                 "{what}: object arrays must hold bytes or str, found {}",

@@ -152,7 +152,7 @@ fn bytes_list(name: &str, values: &Bound<'_, PyAny>) -> PyResult<Vec<Bytes>> {
         if let Ok(b) = v.cast::<PyBytes>() {
             out.push(Bytes::copy_from_slice(b.as_bytes()));
         } else if let Ok(s) = v.cast::<PyString>() {
-            out.push(Bytes::from(s.to_str()?.as_bytes().to_vec()));
+            out.push(Bytes::from(s.to_cow()?.into_owned().into_bytes()));
         } else {
             return Err(crate::errors::argument_type(format!(
                 "feature '{name}': bytes_list values must be bytes or str"

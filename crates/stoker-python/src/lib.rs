@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<py_plan::PyPlan>()?;
     m.add_function(wrap_pyfunction!(step_kinds, m)?)?;
+    m.add_function(wrap_pyfunction!(cli, m)?)?;
     m.add_class::<iter::PyIter>()?;
     m.add_class::<io::TFRecordWriter>()?;
     m.add_class::<convert::TensorBuffer>()?;
@@ -90,4 +91,11 @@ fn set_device_cpu_share(share: f64) {
 #[pyfunction]
 fn step_kinds() -> Vec<&'static str> {
     stoker::registry::KINDS.to_vec()
+}
+
+/// The `stoker` command line (`argv` with the program's name first), run as the `stoker`
+/// binary runs it; returns its exit status. The GIL is released while it runs.
+#[pyfunction]
+fn cli(py: Python<'_>, argv: Vec<String>) -> u8 {
+    py.detach(|| stoker_cli::run(argv))
 }

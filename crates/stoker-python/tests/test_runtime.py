@@ -230,6 +230,23 @@ def test_cli_output_into_a_closed_pipe_ends_quietly(chess_files):
         assert "panicked" not in err, err
 
 
+def test_the_console_script_runs_the_same_command_as_the_binary(chess_files, tmp_path):
+    # The wheel's `stoker` is `python -m stoker._cli`: the same output and exit status as the
+    # binary, for a success, a check that fails (1), an error (2) and clap's own --version.
+    bad = tmp_path / "bad.tfrecord"
+    data = bytearray(open(chess_files[0], "rb").read())
+    data[500] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    none = str(tmp_path / "none")
+    cases = [["inspect", "--json", *chess_files], ["inspect", str(bad)], ["inspect", none], ["--version"]]
+    for args in cases:
+        binary = subprocess.run([_stoker_bin(), *args], capture_output=True, text=True)
+        script = subprocess.run([sys.executable, "-m", "stoker._cli", *args], capture_output=True, text=True)
+        same = (script.returncode, script.stdout, script.stderr) == (binary.returncode, binary.stdout, binary.stderr)
+        assert same, (args, script, binary)
+    assert [binary.returncode, binary.stdout.strip()] == [0, f"stoker {sk.__version__}"]
+
+
 def test_cli_inspect_expands_patterns_and_says_things_once(chess_files, tmp_path):
     pattern = os.path.join(os.path.dirname(chess_files[0]), "*.tfrecord")
     out = subprocess.run([_stoker_bin(), "inspect", "--json", pattern], capture_output=True, text=True, check=True)
