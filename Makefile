@@ -69,10 +69,14 @@ wheel: $(JPEG_TOOLS) $(VENV)/.wheel-tools
 	  -m crates/stoker-python/Cargo.toml $(NO_TURBO) $(if $(NO_TURBO),--features extension-module)
 	$(VENV)/bin/auditwheel show target/wheels/stoker-*.whl
 
-# The wheel installed into a fresh venv with no Rust toolchain on PATH: a pipeline of each kind
-# and the `stoker` command (tools/wheel_check.py).
+# The wheel installed into fresh venvs with no Rust toolchain on PATH, of this venv's Python and
+# of CPython 3.9, the oldest it is for (Debian 11's, unpacked into target/python3.9 by
+# tools/python39.sh): a pipeline of each kind and the `stoker` command (tools/wheel_check.py).
+PY39_DIR := target/python3.9
 wheel-test: wheel
-	$(VPY) tools/wheel_check.py target/wheels/stoker-*.whl
+	tools/python39.sh $(PY39_DIR) >/dev/null
+	LD_LIBRARY_PATH=$(CURDIR)/$(PY39_DIR)/usr/lib/x86_64-linux-gnu $(VPY) tools/wheel_check.py \
+	  --python $(CURDIR)/$(VPY) --python $(CURDIR)/$(PY39_DIR)/usr/bin/python3.9 target/wheels/stoker-*.whl
 
 # Runs the main job (W1 chess-tfrecord and W4 mnist-small) on sample data it generates.
 demo: develop

@@ -3,8 +3,9 @@
 
 1. `auditwheel show` reports a manylinux tag for it, and its name says abi3 (one wheel for
    every CPython from 3.9 on).
-2. A fresh virtual environment, with no Rust toolchain (nor C compiler) on `PATH`, installs it
-   with pip (numpy comes from the package index).
+2. A fresh virtual environment, with no Rust toolchain on `PATH`, installs it with pip (numpy
+   comes from the package index); one for each `--python` given (`make wheel-test`: this venv's
+   Python and CPython 3.9, the oldest the wheel is for, from tools/python39.sh).
 3. There, outside the repository (so the source tree cannot be imported instead), a child
    process imports stoker from the venv and runs a small pipeline of each kind: TFRecord
    (parse_example), JPEG with the fused decode-and-crop (libjpeg-turbo, linked in statically:
@@ -21,14 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import venv
 from pathlib import Path
 
 # Runs in the fresh venv, in an empty folder; prints one line "FIRST_BATCH <unix time>".
@@ -123,10 +122,56 @@ def clean_path(venv_bin: Path) -> str:
     return os.pathsep.join(dirs)
 
 
+def fresh_venv(python: str, root: Path, env: dict[str, str]) -> tuple[Path, str]:
+    """A venv of `python` under `root`, with pip (from PyPI, for that Python's version: Debian's
+    interpreters come without ensurepip's wheels). Returns its interpreter and Python version."""
+    version = subprocess.run([python, "-c", "import platform; print(platform.python_version())"],
+                             env=env, capture_output=True, text=True, check=True).stdout.strip()
+    env_dir = root / "venv"
+    subprocess.run([python, "-m", "venv", "--without-pip", str(env_dir)], env=env, check=True)
+    wheels = root / "pip"
+    major_minor = ".".join(version.split(".")[:2])
+    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+                    "--python-version", major_minor, "-d", str(wheels), "pip"], check=True)
+    pip = next(wheels.glob("pip-*.whl"))
+    py = env_dir / "bin" / "python"
+    subprocess.run([str(py), str(pip / "pip"), "install", "--quiet", "--no-cache-dir", str(pip)], env=env, check=True)
+    return py, version
+
+
+def check(wheel: Path, python: str, root: Path) -> dict:
+    """Installs `wheel` into a fresh venv of `python` and runs CHILD there; returns the figures."""
+    work = root / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CARGO", "RUST", "VIRTUAL_ENV", "PYTHON"))}
+    env["PATH"] = clean_path(root / "venv" / "bin")
+    env["HOME"] = str(root)  # no ~/.cargo
+    for tool in ("cargo", "rustc"):
+        found = shutil.which(tool, path=env["PATH"])
+        if found is not None:
+            raise SystemExit(f"wheel_check: {tool} is on the clean PATH ({found})")
+    py, version = fresh_venv(python, root, env)
+    start = time.time()
+    subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--no-cache-dir", str(wheel)], env=env, check=True)
+    installed = time.time()
+    child = subprocess.run([str(py), "-c", CHILD], env=env, cwd=work, capture_output=True, text=True)
+    sys.stdout.write(child.stdout)
+    sys.stderr.write(child.stderr)
+    if child.returncode != 0 or "CHILD_OK" not in child.stdout:
+        raise SystemExit(f"wheel_check: the pipelines in a fresh venv of Python {version} failed "
+                         f"(exit {child.returncode})")
+    first = float(re.search(r"FIRST_BATCH (\S+)", child.stdout).group(1))  # type: ignore[union-attr]
+    print(f"Python {version}: pip install {installed - start:.1f} s; "
+          f"from pip install to the first batch {first - start:.1f} s")
+    return {"python": version, "pip_install_s": installed - start, "first_batch_s": first - start}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("wheel", type=Path)
-    ap.add_argument("--keep", action="store_true", help="keep the venv and the folder it ran in")
+    ap.add_argument("--python", action="append", default=None,
+                    help="an interpreter to make the fresh venv with (repeatable; default: this one)")
+    ap.add_argument("--keep", action="store_true", help="keep the venvs and the folders they ran in")
     ap.add_argument("--json", type=Path, default=None, help="write the figures to this file")
     args = ap.parse_args()
     wheel: Path = args.wheel.resolve()
@@ -137,51 +182,31 @@ def main() -> int:
     tag = auditwheel_tag(wheel)
     if tag not in wheel.name:
         raise SystemExit(f"wheel_check: auditwheel says {tag}, the wheel's name says otherwise: {wheel.name}")
-
-    root = Path(tempfile.mkdtemp(prefix="stoker-wheel-"))
-    try:
-        env_dir, work = root / "venv", root / "work"
-        work.mkdir()
-        venv.create(env_dir, with_pip=True)
-        py = env_dir / "bin" / "python"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("CARGO", "RUST", "VIRTUAL_ENV", "PYTHON"))}
-        env["PATH"] = clean_path(env_dir / "bin")
-        env["HOME"] = str(root)  # no ~/.cargo
-        for tool in ("cargo", "rustc", "cc", "gcc", "clang"):
-            found = shutil.which(tool, path=env["PATH"])
-            if found is not None and tool in ("cargo", "rustc"):
-                raise SystemExit(f"wheel_check: {tool} is on the clean PATH ({found})")
-        start = time.time()
-        subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--no-cache-dir", str(wheel)], env=env, check=True)
-        installed = time.time()
-        child = subprocess.run([str(py), "-c", CHILD], env=env, cwd=work, capture_output=True, text=True)
-        sys.stdout.write(child.stdout)
-        sys.stderr.write(child.stderr)
-        if child.returncode != 0 or "CHILD_OK" not in child.stdout:
-            raise SystemExit(f"wheel_check: the pipelines in the fresh venv failed (exit {child.returncode})")
-        first = float(re.search(r"FIRST_BATCH (\S+)", child.stdout).group(1))  # type: ignore[union-attr]
-        size = wheel.stat().st_size
-        print(f"wheel: {wheel.name}, {size / 1e6:.1f} MB; tag {tag}")
-        print(f"pip install: {installed - start:.1f} s; from pip install to the first batch: {first - start:.1f} s")
-        if args.json is not None:
-            figures = {
-                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(start)),
-                "command": "python " + " ".join(["tools/wheel_check.py", *sys.argv[1:]]),
-                "wheel": wheel.name,
-                "size_bytes": size,
-                "tag": tag,
-                "pip_install_s": installed - start,
-                "first_batch_s": first - start,
-                "python": platform.python_version(),
-                "cpus": len(os.sched_getaffinity(0)),
-            }
-            args.json.write_text(json.dumps(figures, indent=1) + "\n")
-        print("wheel_check: OK")
-    finally:
-        if args.keep:
-            print(f"kept {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+    started = time.time()
+    runs = []
+    for python in args.python or [sys.executable]:
+        root = Path(tempfile.mkdtemp(prefix="stoker-wheel-"))
+        try:
+            runs.append(check(wheel, python, root))
+        finally:
+            if args.keep:
+                print(f"kept {root}")
+            else:
+                shutil.rmtree(root, ignore_errors=True)
+    size = wheel.stat().st_size
+    print(f"wheel: {wheel.name}, {size / 1e6:.1f} MB; tag {tag}")
+    if args.json is not None:
+        figures = {
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
+            "command": "python " + " ".join(["tools/wheel_check.py", *sys.argv[1:]]),
+            "wheel": wheel.name,
+            "size_bytes": size,
+            "tag": tag,
+            "runs": runs,
+            "cpus": len(os.sched_getaffinity(0)),
+        }
+        args.json.write_text(json.dumps(figures, indent=1) + "\n")
+    print("wheel_check: OK")
     return 0
 
 

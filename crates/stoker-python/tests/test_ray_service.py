@@ -4,7 +4,12 @@ across them, also when an actor is killed mid-epoch or a trainer restarts from i
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+import signal
+import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -137,6 +142,81 @@ def test_a_restarted_trainer_goes_on_from_its_state(ray_cluster):
         assert head + _values(again) == want
     finally:
         service.shutdown()
+
+
+def _trainer_process(ray_cluster, script: str, *args: str) -> subprocess.Popen:
+    """A new trainer process (its own Ray driver on this test's cluster) running ``script``."""
+    address = ray_cluster.get_runtime_context().gcs_address
+    head = (
+        "import json, sys, time\n"
+        "import numpy as np, ray\n"
+        "import stoker as sk, stoker.ray as skr\n"
+        f"ray.init(address={address!r}, log_to_driver=False, configure_logging=False)\n"
+    )
+    return subprocess.Popen([sys.executable, "-c", head + script, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+
+
+def test_a_state_saved_at_an_epoch_s_end_goes_on_in_a_new_process(ray_cluster, tmp_path):
+    service = skr.serve(_pipeline(), num_workers=2)
+    try:
+        r = skr.reader(service, rank=0, world_size=2)
+        it = iter(r)
+        epoch0 = [next(it) for _ in range(len(r))]
+        at_last_batch = r.state_dict()  # saved inside the loop, at the epoch's last batch
+        assert list(it) == []
+        after_loop = r.state_dict()  # saved once the loop ended
+        want1 = _values(_pipeline().shard(2, 0).iterator(epoch=1))
+        assert _values(epoch0) == _values(_pipeline().shard(2, 0))
+    finally:
+        service.shutdown()
+    (tmp_path / "states.json").write_text(json.dumps([at_last_batch, after_loop]))
+    # A new trainer process, a new service: each state gives the next iteration where it stands.
+    child = _trainer_process(ray_cluster, """
+def pipeline():
+    return sk.Dataset.range(240).shuffle(32, seed=5).batch(8)
+service = skr.serve(pipeline(), num_workers=2)
+out = []
+for state in json.load(open(sys.argv[1])):
+    r = skr.reader(service, rank=0, world_size=2)
+    r.load_state_dict(state)
+    out.append([[int(v) for b in r for v in np.asarray(b).ravel()] for _ in range(2)])
+service.shutdown()
+print(json.dumps(out))
+""", str(tmp_path / "states.json"))
+    out, err = child.communicate(timeout=300)
+    assert child.returncode == 0, err
+    at_last, after = json.loads(out.strip().splitlines()[-1])
+    # After the loop: the next epoch's start. At the last batch: the rest of epoch 0 (nothing),
+    # then epoch 1. Epoch 1 is its own (the shuffle reshuffles before the shard), not epoch 0's.
+    assert after[0] == want1
+    assert at_last == [[], want1]
+    assert want1 != _values(epoch0)
+
+
+def test_ctrl_c_ends_a_trainer_waiting_on_the_service(ray_cluster):
+    child = _trainer_process(ray_cluster, """
+def slow(x):
+    time.sleep(30)
+    return x
+def pipeline():
+    return sk.Dataset.range(8).map(slow).batch(2)
+service = skr.serve(pipeline, num_workers=1)
+print("waiting", flush=True)
+try:
+    next(iter(skr.reader(service)))
+finally:
+    service.shutdown()
+""")
+    assert child.stdout is not None and child.stderr is not None
+    line = child.stdout.readline().strip()
+    assert line == "waiting", child.stderr.read()
+    time.sleep(2)  # inside the wait for the first batch
+    child.send_signal(signal.SIGINT)
+    t0 = time.monotonic()
+    _, err = child.communicate(timeout=60)
+    assert time.monotonic() - t0 < 15, err
+    assert child.returncode != 0 and "KeyboardInterrupt" in err, err
 
 
 def _with_bad_images():

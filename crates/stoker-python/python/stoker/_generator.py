@@ -4,7 +4,7 @@ yielded element checked against it and converted (as tf.data's ``from_generator`
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -12,7 +12,9 @@ from ._dtypes import dtype_name
 from ._structure import Template, flatten
 from .errors import ArgumentTypeError, InvalidArgumentError
 
-Field = tuple[str, str, list[int | None]]
+# Optional, not `int | None`: a module-level alias is evaluated at import, and Python 3.9 has no
+# `|` between types.
+Field = tuple[str, str, list[Optional[int]]]
 
 
 class _Leaf:

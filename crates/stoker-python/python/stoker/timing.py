@@ -54,7 +54,7 @@ class StepReport:
 
     @property
     def step_s(self) -> list[float]:
-        return [a + b for a, b in zip(self.input_s, self.compute_s, strict=True)]
+        return [a + b for a, b in zip(self.input_s, self.compute_s)]
 
     @property
     def input_percent(self) -> float:
