@@ -11,23 +11,25 @@ if [ -x "$dir/usr/bin/python3.9" ]; then
 fi
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
-mkdir -p "$dir/apt/state/lists/partial" "$dir/apt/cache/archives/partial" "$dir/apt/sources" "$dir/debs"
-: > "$dir/apt/sources.list"
-cat > "$dir/apt/sources/bullseye.sources" <<EOF
+# apt's lists and the downloaded packages go into a folder of this script's own, removed after.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/state/lists/partial" "$work/cache/archives/partial" "$work/sources" "$work/debs"
+: > "$work/sources.list"
+cat > "$work/sources/bullseye.sources" <<EOF
 Types: deb
 URIs: http://deb.debian.org/debian
 Suites: bullseye
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
-apt=(apt-get -q -o "Dir::Etc::SourceList=$dir/apt/sources.list" -o "Dir::Etc::SourceParts=$dir/apt/sources"
-     -o "Dir::State=$dir/apt/state" -o "Dir::Cache=$dir/apt/cache" -o APT::Sandbox::User=root)
+apt=(apt-get -q -o "Dir::Etc::SourceList=$work/sources.list" -o "Dir::Etc::SourceParts=$work/sources"
+     -o "Dir::State=$work/state" -o "Dir::Cache=$work/cache" -o APT::Sandbox::User=root)
 "${apt[@]}" update >/dev/null
 # Versions pinned where the system has its own (newer) version of a package of the same name.
-(cd "$dir/debs" && "${apt[@]}" download python3.9-minimal libpython3.9-minimal libpython3.9-stdlib \
+(cd "$work/debs" && "${apt[@]}" download python3.9-minimal libpython3.9-minimal libpython3.9-stdlib \
     python3.9 libssl1.1 python3-distutils=3.9.2-1 python3-lib2to3=3.9.2-1 >/dev/null)
-for deb in "$dir"/debs/*.deb; do
+for deb in "$work"/debs/*.deb; do
     dpkg-deb -x "$deb" "$dir"
 done
-rm -rf "$dir/apt" "$dir/debs"
 echo "$dir/usr/bin/python3.9"

@@ -36,8 +36,6 @@ import os, subprocess, sys, time
 import numpy as np
 import stoker as sk
 
-t_import = time.time()
-here = os.path.realpath(os.getcwd())
 assert os.path.realpath(sk.__file__).startswith(os.path.realpath(sys.prefix)), sk.__file__
 assert sk.JPEG_BACKEND == "libjpeg-turbo", sk.JPEG_BACKEND
 
@@ -106,15 +104,14 @@ def auditwheel_tag(wheel: Path) -> str:
         raise SystemExit("wheel_check: auditwheel is not installed (pip install auditwheel)")
     out = subprocess.run([exe, "show", str(wheel)], capture_output=True, text=True)
     text = out.stdout + out.stderr
-    print(text.strip())
     found = re.search(r'platform tag:\s*"?(manylinux_\d+_\d+_x86_64|manylinux\d+_x86_64)', text)
     if out.returncode != 0 or found is None:
-        raise SystemExit(f"wheel_check: auditwheel found no manylinux tag for {wheel.name}")
+        raise SystemExit(f"wheel_check: auditwheel found no manylinux tag for {wheel.name}:\n{text}")
     return found.group(1)
 
 
 def clean_path(venv_bin: Path) -> str:
-    """The venv first, then the system's directories without any Rust or C toolchain."""
+    """The venv first, then the system's directories (not ~/.cargo/bin, where rustup puts Rust)."""
     dirs = [str(venv_bin)]
     for d in ("/usr/local/bin", "/usr/bin", "/bin"):
         if os.path.isdir(d):

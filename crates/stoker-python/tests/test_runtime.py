@@ -247,6 +247,24 @@ def test_the_console_script_runs_the_same_command_as_the_binary(chess_files, tmp
     assert [binary.returncode, binary.stdout.strip()] == [0, f"stoker {sk.__version__}"]
 
 
+def test_ctrl_c_ends_the_console_script_at_once(tmp_path):
+    # The command runs in Rust with the GIL released: Python's own SIGINT handler would only
+    # set a flag, looked at when the command returns (here after a minute).
+    spec = str(tmp_path / "long.toml")
+    sk.Dataset.range(10**12).batch(64).save_spec(spec)
+    p = subprocess.Popen([sys.executable, "-m", "stoker._cli", "bench", spec, "--seconds", "60"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        time.sleep(3)
+        sent = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        code = p.wait(timeout=30)
+        assert time.monotonic() - sent < 1.0
+        assert code == -signal.SIGINT
+    finally:
+        p.kill()
+
+
 def test_cli_inspect_expands_patterns_and_says_things_once(chess_files, tmp_path):
     pattern = os.path.join(os.path.dirname(chess_files[0]), "*.tfrecord")
     out = subprocess.run([_stoker_bin(), "inspect", "--json", pattern], capture_output=True, text=True, check=True)
