@@ -392,6 +392,7 @@ def test_the_trainer_makes_its_own_batches_from_the_actors_rows(ray_cluster):
     service = skr.serve(_chunked, num_workers=2)
     try:
         r = skr.reader(service, batch_size=10)
+        assert len(r) == len(want)
         assert [list(b) for b in r] == want
         # Cut at a state saved inside an item of 7 rows: a new reader goes on exactly.
         r = skr.reader(service, batch_size=10)
@@ -410,8 +411,44 @@ def test_the_trainer_makes_its_own_batches_from_the_actors_rows(ray_cluster):
         assert head + [list(b) for b in it] == want
         assert r.stats()["restarts"] == 1
         dropped = skr.reader(service, batch_size=10, drop_remainder=True)
+        assert len(dropped) == len(want) - 1
         assert [list(b) for b in dropped] == want[:-1]
         with pytest.raises(sk.InvalidArgumentError, match="batch_size"):
             skr.reader(service, batch_size=0)
+    finally:
+        service.shutdown()
+
+
+def test_a_re_batching_reader_knows_its_length(ray_cluster):
+    # Served as its spec, on three actors: the pass's last batch (2 rows of 8) is shard 1's.
+    ds = sk.Dataset.range(250).shuffle(32, seed=5).batch(8)
+    service = skr.serve(ds, num_workers=3, num_cpus=0.5)
+    try:
+        for mode, world_size in (("shard", 2), ("epoch", 2), ("shard", 1)):
+            for size in (7, 10, 41):
+                for drop in (False, True):
+                    for rank in range(world_size):
+                        r = skr.reader(service, rank, world_size, mode=mode, batch_size=size, drop_remainder=drop)
+                        got = [len(b) for b in r]
+                        assert len(r) == len(got), (mode, size, drop, rank, got)
+        # Rows only the run tells (an unbatch before the batch): a TypeError, as len() of
+        # such a pipeline.
+        unknown = skr.serve(sk.Dataset.range(50).batch(5).unbatch().batch(8), num_workers=1, num_cpus=0.5)
+        try:
+            with pytest.raises(TypeError, match="not known before it runs"):
+                len(skr.reader(unknown, batch_size=4))
+        finally:
+            unknown.shutdown()
+    finally:
+        service.shutdown()
+
+
+def test_a_re_batching_reader_of_a_pipeline_function_knows_its_length(ray_cluster):
+    # Built on the actors: the rows come from the first actor's pipeline.
+    service = skr.serve(_chunked, num_workers=2, num_cpus=0.5)
+    try:
+        for rank in range(2):
+            r = skr.reader(service, rank, 2, batch_size=6)
+            assert len(r) == len(list(r)) == -(-sum(len(b) for b in _chunked().shard(2, rank)) // 6)
     finally:
         service.shutdown()

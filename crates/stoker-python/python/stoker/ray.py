@@ -26,7 +26,8 @@ is counted again by its successor only.
 With ``reader(..., batch_size=n)`` the actors run the pipeline up to a ``batch`` that carries
 its rows, and the trainer cuts the rows (the items taken in turn) into batches of ``n``: the
 state then holds the rows of an item already used, and a restore or a restart goes on at the
-next row.
+next row. Its ``len`` is the number of those batches, where the pipeline's cardinality is known
+and it ends in its ``batch`` (the steps after it keep the rows).
 
 A reader is what ``stoker.torch.loader(reader, device=...)`` and ``stoker.jax.iterator(reader)``
 take in place of a pipeline: they put its batches on the device, and their ``state_dict`` is the
@@ -88,6 +89,8 @@ class _Worker:
         self.build, self.shard, self.num_shards = build, shard, num_shards
         # The seeds every actor's pipeline takes for the steps given none (see `set_seeds`).
         self.seeds: list[int] | None = None
+        # The whole pipeline's cardinality and batch rows (see `Service.rows`).
+        self.whole: tuple[int, tuple[int, int] | None] = (-2, None)
         self.ds = self._pipeline()
         # Per reader: a pipeline of its own (so that its counters, the bad records skipped
         # among them, are its own), its iterator, and what it has handed out.
@@ -111,6 +114,7 @@ class _Worker:
                 raise InvalidArgumentError(
                     f"serve: the function given as pipeline must return a stoker.Dataset, got {type(ds).__name__}"
                 )
+        self.whole = (ds.cardinality(), ds._rows)
         ds = ds.shard(self.num_shards, self.shard) if self.num_shards > 1 else ds
         if self.seeds is not None:
             ds._plan.set_seed_values(self.seeds)
@@ -128,6 +132,9 @@ class _Worker:
 
     def cardinality(self) -> int:
         return self.ds.cardinality()
+
+    def whole_rows(self) -> tuple[int, tuple[int, int] | None]:
+        return self.whole
 
     def start(self, key: str, epoch: int, state: bytes | None) -> bytes:
         """Starts reader ``key``'s iterator at ``state`` (``None``: the start of ``epoch``);
@@ -181,8 +188,12 @@ class Service:
     """The actors running a pipeline's shards (see :func:`serve`)."""
 
     def __init__(self, pipeline: Pipeline, num_workers: int, num_cpus: float, start_timeout: float) -> None:
+        # The whole pipeline's cardinality and batch rows, where the driver knows them (a
+        # pipeline sent as its spec does not carry its rows).
+        self._whole: tuple[int, tuple[int, int] | None] | None = None
         if isinstance(pipeline, Dataset):
             self._build: Any = json.dumps(pipeline.spec())
+            self._whole = (pipeline.cardinality(), pipeline._rows)
         elif callable(pipeline):
             self._build = pipeline
         else:
@@ -262,6 +273,25 @@ class Service:
         self._actors, self.num_workers = [], 0
         self.generation += 1
         self._start(num_workers)
+
+    def rows(self, shards: list[int]) -> int:
+        """Rows in one pass of ``shards`` of the pipeline, which ends in a ``batch`` (every
+        batch whole but the pass's last, which is in shard ``(cardinality - 1) % num_workers``);
+        a ``TypeError`` where they are not known before it runs."""
+        card, rows = self._whole if self._whole is not None else self._ray.get(self._actors[0].whole_rows.remote())
+        if card < 0 or rows is None:
+            raise TypeError(
+                "a reader that re-batches (batch_size) knows its length where the pipeline's cardinality is known "
+                "and it ends in a batch (and the steps after it keep the rows); this one's is not known before it runs"
+            )
+        full, last = rows
+        k = self.num_workers
+        total = 0
+        for i in shards:
+            total += len(range(i, card, k)) * full
+            if last and (card - 1) % k == i:
+                total -= full - last
+        return total
 
     def stats(self) -> list[dict[str, Any]]:
         """Per actor: its shard, the batches it handed out and the time it spent making them
@@ -359,7 +389,8 @@ class Reader:
 
     def __len__(self) -> int:
         if self.batch_size is not None:
-            raise TypeError("a reader that re-batches (batch_size) does not know its length before it runs")
+            n, rest = divmod(self.service.rows(self._shards()), self.batch_size)
+            return n + int(bool(rest) and not self.drop_remainder)
         ray = self.service._ray
         counts = ray.get([self.service.actor(i).cardinality.remote() for i in self._shards()])
         if any(c < 0 for c in counts):
