@@ -96,6 +96,6 @@ fn step_kinds() -> Vec<&'static str> {
 /// The `stoker` command line (`argv` with the program's name first), run as the `stoker`
 /// binary runs it; returns its exit status. The GIL is released while it runs.
 #[pyfunction]
-fn cli(py: Python<'_>, argv: Vec<String>) -> u8 {
+fn cli(py: Python<'_>, argv: Vec<std::ffi::OsString>) -> u8 {
     py.detach(|| stoker_cli::run(argv))
 }

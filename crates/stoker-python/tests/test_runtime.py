@@ -245,6 +245,16 @@ def test_the_console_script_runs_the_same_command_as_the_binary(chess_files, tmp
         same = (script.returncode, script.stdout, script.stderr) == (binary.returncode, binary.stdout, binary.stderr)
         assert same, (args, script, binary)
     assert [binary.returncode, binary.stdout.strip()] == [0, f"stoker {sk.__version__}"]
+    # A file name that is not UTF-8 (Latin-1 bytes) reaches the command as it reaches the
+    # binary, whose arguments say they take UTF-8 (not a Python traceback).
+    latin1 = os.path.join(os.fsencode(tmp_path), b"caf\xe9.tfrecord")
+    with open(latin1, "wb") as f:
+        f.write(open(chess_files[0], "rb").read())
+    args = [b"inspect", latin1]
+    binary = subprocess.run([_stoker_bin(), *args], capture_output=True)
+    script = subprocess.run([sys.executable, "-m", "stoker._cli", *args], capture_output=True)
+    assert binary.returncode == 2 and b"invalid UTF-8" in binary.stderr, binary
+    assert (script.returncode, script.stdout, script.stderr) == (binary.returncode, binary.stdout, binary.stderr)
 
 
 def test_ctrl_c_ends_the_console_script_at_once(tmp_path):
