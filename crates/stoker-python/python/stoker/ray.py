@@ -20,8 +20,10 @@ handed to the trainer. When an actor dies (killed, its node lost), the reader st
 for that shard at that state: it hands out the next batch the dead one would have, so nothing is
 lost or repeated, in the same order. ``state_dict()`` holds those states, and a reader made with
 ``load_state_dict`` (a restarted trainer) goes on from them. Bad records skipped under
-``ignore_errors()`` are counted once: what a dead actor skipped after the last batch handed out
-is counted again by its successor only.
+``ignore_errors()`` are skipped by a successor as by the dead actor (the same elements come
+out), and counted once, except across an actor's death: the count a batch comes with may
+include records its actor skipped ahead of it (its pipeline runs ahead), which a successor
+counts again.
 
 With ``reader(..., batch_size=n)`` the actors run the pipeline up to a ``batch`` that carries
 its rows, and the trainer cuts the rows (the items taken in turn) into batches of ``n``: the
@@ -431,7 +433,10 @@ class Reader:
 
     def skipped(self) -> int:
         """Bad records skipped under ``ignore_errors()`` in this reader's shards, each once, in
-        the epochs it ran (from a loaded state: in the epochs of the reader that saved it too)."""
+        the epochs it ran (from a loaded state: in the epochs of the reader that saved it too).
+        Inside an epoch it may count records the actors skipped ahead of the last batch handed
+        out (they run ahead of the trainer); at an epoch's end it is exact, unless an actor died
+        in it (see the module's text)."""
         return self._skipped_earlier + sum(self._skipped.values())
 
     def stats(self) -> dict[str, Any]:
