@@ -21,9 +21,9 @@ for that shard at that state: it hands out the next batch the dead one would hav
 lost or repeated, in the same order. ``state_dict()`` holds those states, and a reader made with
 ``load_state_dict`` (a restarted trainer) goes on from them. Bad records skipped under
 ``ignore_errors()`` are skipped by a successor as by the dead actor (the same elements come
-out), and counted once, except across an actor's death: the count a batch comes with may
-include records its actor skipped ahead of it (its pipeline runs ahead), which a successor
-counts again.
+out), and counted once, except across an actor's death or a restore from a state saved inside
+an epoch: the count a batch comes with may include records its actor skipped ahead of it (its
+pipeline runs ahead), which the actor going on from that batch counts again.
 
 With ``reader(..., batch_size=n)`` the actors run the pipeline up to a ``batch`` that carries
 its rows, and the trainer cuts the rows (the items taken in turn) into batches of ``n``: the
@@ -436,7 +436,7 @@ class Reader:
         the epochs it ran (from a loaded state: in the epochs of the reader that saved it too).
         Inside an epoch it may count records the actors skipped ahead of the last batch handed
         out (they run ahead of the trainer); at an epoch's end it is exact, unless an actor died
-        in it (see the module's text)."""
+        in it or the reader went on from a state saved inside it (see the module's text)."""
         return self._skipped_earlier + sum(self._skipped.values())
 
     def stats(self) -> dict[str, Any]:
