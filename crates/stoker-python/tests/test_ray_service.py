@@ -431,16 +431,25 @@ def test_a_re_batching_reader_knows_its_length(ray_cluster):
                         r = skr.reader(service, rank, world_size, mode=mode, batch_size=size, drop_remainder=drop)
                         got = [len(b) for b in r]
                         assert len(r) == len(got), (mode, size, drop, rank, got)
-        # Rows only the run tells (an unbatch before the batch): a TypeError, as len() of
-        # such a pipeline.
-        unknown = skr.serve(sk.Dataset.range(50).batch(5).unbatch().batch(8), num_workers=1, num_cpus=0.5)
-        try:
-            with pytest.raises(TypeError, match="not known before it runs"):
-                len(skr.reader(unknown, batch_size=4))
-        finally:
-            unknown.shutdown()
     finally:
         service.shutdown()
+    # Rows only the run tells: a TypeError, as len() of such a pipeline. After an unbatch
+    # before the batch; and after a shuffle of batches where one is short (it may be any
+    # actor's), not where all are whole.
+    for pipeline in (sk.Dataset.range(50).batch(5).unbatch().batch(8),
+                     sk.Dataset.range(50).batch(8).shuffle(8, seed=1)):
+        unknown = skr.serve(pipeline, num_workers=2, num_cpus=0.5)
+        try:
+            with pytest.raises(TypeError, match="not known before it runs"):
+                len(skr.reader(unknown, 0, 2, batch_size=4))
+        finally:
+            unknown.shutdown()
+    whole = skr.serve(sk.Dataset.range(48).batch(8).shuffle(8, seed=1), num_workers=2, num_cpus=0.5)
+    try:
+        r = skr.reader(whole, 1, 2, batch_size=5)
+        assert len(r) == len(list(r)) == 5
+    finally:
+        whole.shutdown()
 
 
 def test_a_re_batching_reader_of_a_pipeline_function_knows_its_length(ray_cluster):

@@ -159,6 +159,9 @@ class Dataset:
         # After a batch: (rows of a batch, rows of the pass's last batch, 0 if none), while
         # the steps after it keep them; None where not known.
         self._rows: tuple[int, int] | None = None
+        # With `_rows`: whether a short batch can only be the pass's last element (not after
+        # a step that reorders or repeats the batches).
+        self._short_at_end = False
 
     def _batched(self, source: Dataset, size: int, drop_remainder: bool) -> Dataset:
         n = source.cardinality()
@@ -166,13 +169,16 @@ class Dataset:
             self._rows = (size, 0)
         elif n >= 0:
             self._rows = (size, n % size)
+        self._short_at_end = True
         return self
 
-    def _rows_of(self, source: Dataset, kept: bool = True) -> Dataset:
+    def _rows_of(self, source: Dataset, kept: bool = True, order: bool = True) -> Dataset:
         """This dataset with ``source``'s batch rows: where ``kept``, or where every batch of
-        ``source`` is whole (a step that picks some of the batches keeps that)."""
+        ``source`` is whole (a step that picks some of the batches keeps that). ``order``:
+        the step keeps the batches' order, once each."""
         if source._rows is not None and (kept or source._rows[1] == 0):
             self._rows = source._rows
+            self._short_at_end = source._short_at_end and order
         return self
 
     # ---------------------------------------------------------------- sources
@@ -416,7 +422,9 @@ class Dataset:
         ``seed`` the order is reproducible; each epoch gets a new order unless
         ``reshuffle_each_iteration=False``."""
         size = _whole("shuffle: buffer_size", buffer_size, 1)
-        return Dataset(self._plan.shuffle(size, seed, reshuffle_each_iteration), self._structure)._rows_of(self)
+        return Dataset(self._plan.shuffle(size, seed, reshuffle_each_iteration), self._structure)._rows_of(
+            self, order=False
+        )
 
     def global_shuffle(self, seed: int | None = None, reshuffle_each_iteration: bool = True) -> Dataset:
         """Every element exactly once per epoch, in a seeded pseudo-random order of the whole
@@ -428,7 +436,8 @@ class Dataset:
         pipeline starts), ``from_tensor_slices``, ``from_npz``, ``list_files``,
         ``image_folder`` or ``range``, and element-wise maps over them. Its resume state is
         its position and seed."""
-        return Dataset(self._plan.global_shuffle(seed, bool(reshuffle_each_iteration)), self._structure)._rows_of(self)
+        plan = self._plan.global_shuffle(seed, bool(reshuffle_each_iteration))
+        return Dataset(plan, self._structure)._rows_of(self, order=False)
 
     def map(
         self,
@@ -473,7 +482,7 @@ class Dataset:
                 structure = Dynamic()
             else:
                 structure = after_native_ops(_known(self), [n for n, _, _ in schema])
-            return Dataset(plan, structure)._rows_of(self)
+            return Dataset(plan, structure)._rows_of(self, order=det is not False)
         if not callable(map_func):
             raise ArgumentTypeError("map takes stoker.ops native ops (or a list of them) or a Python function")
         if _tf_function.uses_tensorflow(map_func):
@@ -530,7 +539,7 @@ class Dataset:
         if schema is None or sorted(n for n, _, _ in schema) != sorted(leaves(translation.template)):
             plan = self._plan.map(specs, npc, det)
         _NOTES[plan.id()] = f"map '{name}': TensorFlow function translated to native ops: {done}"
-        return Dataset(plan, translation.template)._rows_of(self)
+        return Dataset(plan, translation.template)._rows_of(self, order=det is not False)
 
     def batch(self, batch_size: int, drop_remainder: bool = False) -> Dataset:
         """Stacks ``batch_size`` consecutive elements; the last batch may be smaller unless
@@ -1073,7 +1082,7 @@ class Dataset:
         """Repeats ``count`` times, or forever (``None`` or -1)."""
         c = None if count is None else _whole("repeat: count", count, -1, " (-1: forever)")
         plan = self._plan.step({"step": "repeat", "count": None if c == -1 else c})
-        return Dataset(plan, self._structure)._rows_of(self)
+        return Dataset(plan, self._structure)._rows_of(self, order=c == 1)
 
     def save(
         self,
@@ -1248,8 +1257,9 @@ class Dataset:
         det = None if deterministic is None else bool(deterministic)
         tune = None if autotune is None else bool(autotune)
         out = Dataset(self._plan.with_options(on_bad_record, threads, opts, det, tune, ram_budget), self._structure)
-        # Records skipped before a batch change its last batch's rows.
-        return out._rows_of(self, out.cardinality() == self.cardinality())
+        # Records skipped before a batch change its last batch's rows; a parallel map after the
+        # batch may hand it out early where order is not kept.
+        return out._rows_of(self, out.cardinality() == self.cardinality(), order=det is not False)
 
     def ignore_errors(self) -> Dataset:
         """Skips bad records (``with_options(on_bad_record="skip")``); they are counted in

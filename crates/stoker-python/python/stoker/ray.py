@@ -116,7 +116,7 @@ class _Worker:
                 raise InvalidArgumentError(
                     f"serve: the function given as pipeline must return a stoker.Dataset, got {type(ds).__name__}"
                 )
-        self.whole = (ds.cardinality(), ds._rows)
+        self.whole = _whole_rows(ds)
         ds = ds.shard(self.num_shards, self.shard) if self.num_shards > 1 else ds
         if self.seeds is not None:
             ds._plan.set_seed_values(self.seeds)
@@ -182,6 +182,13 @@ class _Worker:
         }
 
 
+def _whole_rows(ds: Dataset) -> tuple[int, tuple[int, int] | None]:
+    """``ds``'s cardinality and its batches' rows (see `Service.rows`), these where every
+    batch is whole or a short one can only be the pass's last element."""
+    rows = ds._rows if ds._rows is not None and (ds._rows[1] == 0 or ds._short_at_end) else None
+    return ds.cardinality(), rows
+
+
 def _skipped(ds: Dataset) -> int:
     return sum(int(s.get("skipped", 0)) for s in ds.stats())
 
@@ -195,7 +202,7 @@ class Service:
         self._whole: tuple[int, tuple[int, int] | None] | None = None
         if isinstance(pipeline, Dataset):
             self._build: Any = json.dumps(pipeline.spec())
-            self._whole = (pipeline.cardinality(), pipeline._rows)
+            self._whole = _whole_rows(pipeline)
         elif callable(pipeline):
             self._build = pipeline
         else:
