@@ -252,6 +252,26 @@ def test_bad_input_under_ignore_errors_is_skipped_and_counted(ray_cluster):
         service.shutdown()
 
 
+def test_bad_input_is_counted_once_over_several_actors(ray_cluster):
+    # Every actor passes over every bad record (the shard stays above the steps that skip):
+    # the epoch's count once, per trainer, not once per actor.
+    want = [i for i in range(60) if i % 10]
+    service = skr.serve(_with_bad_images, num_workers=2, num_cpus=0.5)
+    try:
+        alone = skr.reader(service)
+        assert sorted(int(v) for b in alone for v in b["i"]) == want
+        assert alone.skipped() == 6
+        # Epoch after epoch (a count read after the next epoch's iterator started would
+        # leave out what its threads skipped at once).
+        pair = [skr.reader(service, r, 2) for r in range(2)]
+        for epoch in range(1, 4):
+            got = [[int(v) for b in r for v in b["i"]] for r in pair]
+            assert sorted(got[0] + got[1]) == want
+            assert [r.skipped() for r in pair] == [6 * epoch, 6 * epoch]
+    finally:
+        service.shutdown()
+
+
 def test_wrong_arguments_name_themselves(ray_cluster):
     with pytest.raises(sk.InvalidArgumentError, match="num_workers"):
         skr.serve(_pipeline(), num_workers=0)

@@ -1,8 +1,11 @@
 """Preprocessing on a Ray cluster, streamed to the trainers, exactly once.
 
 ``serve(pipeline, num_workers=k)`` starts ``k`` Ray actors; actor ``i`` runs the pipeline's shard
-``i`` of ``k`` (``Dataset.shard``, which the planner moves towards the source, so that each
-actor reads and decodes only its share). Trainers consume the service with
+``i`` of ``k`` (``Dataset.shard``: the pipeline's batches ``i``, ``i + k``, ...). The planner
+moves that shard towards the source only through steps that keep its elements the same: it
+stops above a ``batch`` (and under ``ignore_errors()`` above every step), so each actor runs the
+steps below the last ``batch`` for every element and keeps its share of the batches (to be
+changed: a share each actor batches itself, as a rank's). Trainers consume the service with
 ``reader(service, rank, world_size)``:
 
 - ``mode="shard"`` (the default): trainer ``rank`` takes the actors ``i`` with
@@ -19,11 +22,13 @@ Exactly once under failure: each batch comes with the actor's iterator state aft
 handed to the trainer. When an actor dies (killed, its node lost), the reader starts a new one
 for that shard at that state: it hands out the next batch the dead one would have, so nothing is
 lost or repeated, in the same order. ``state_dict()`` holds those states, and a reader made with
-``load_state_dict`` (a restarted trainer) goes on from them. Bad records skipped under
+``load_state_dict`` (a restarted trainer) goes on from them. Bad records under
 ``ignore_errors()`` are skipped by a successor as by the dead actor (the same elements come
-out), and counted once, except across an actor's death or a restore from a state saved inside
-an epoch: the count a batch comes with may include records its actor skipped ahead of it (its
-pipeline runs ahead), which the actor going on from that batch counts again.
+out). Every actor passes over every bad record of the epoch (its shard stays above the steps
+that skip), so a reader's count is the epoch's whole count, once, except across an actor's
+death or a restore from a state saved inside an epoch: the count a batch comes with may
+include records its actor skipped ahead of it (its pipeline runs ahead), which the actor going
+on from that batch counts again.
 
 With ``reader(..., batch_size=n)`` the actors run the pipeline up to a ``batch`` that carries
 its rows, and the trainer cuts the rows (the items taken in turn) into batches of ``n``: the
@@ -147,15 +152,17 @@ class _Worker:
         old = self.its.pop(key, None)
         if old is not None:
             old.close()
-        self.its[key] = ds.iterator(state=state, epoch=None if state else epoch)
+        # Read before the iterator starts: its threads may skip records at once.
         self.skipped_before[key] = _skipped(ds)
+        self.its[key] = ds.iterator(state=state, epoch=None if state else epoch)
         self.handed_out.setdefault(key, 0)
         self.busy_s.setdefault(key, 0.0)
         return bytes(self.its[key].state())
 
-    def take(self, key: str, n: int) -> tuple[list[tuple[Any, bytes, int]], bool]:
+    def take(self, key: str, n: int) -> tuple[list[tuple[Any, bytes, int]], bool, int]:
         """Up to ``n`` batches, each with the state after it and the bad records skipped since
-        the reader's iterator started; and whether the shard ended."""
+        the reader's iterator started; whether the shard ended; and the bad records skipped
+        by now (at the end: after the last batch too)."""
         t0 = time.perf_counter()
         it, ds, before = self.its[key], self.pipelines[key], self.skipped_before[key]
         out: list[tuple[Any, bytes, int]] = []
@@ -169,7 +176,7 @@ class _Worker:
             out.append((batch, it.state(), _skipped(ds) - before))
         self.handed_out[key] += len(out)
         self.busy_s[key] += time.perf_counter() - t0
-        return out, ended
+        return out, ended, _skipped(ds) - before
 
     def stats(self) -> dict[str, Any]:
         stages: dict[str, Any] = {}
@@ -187,6 +194,14 @@ def _whole_rows(ds: Dataset) -> tuple[int, tuple[int, int] | None]:
     batch is whole or a short one can only be the pass's last element."""
     rows = ds._rows if ds._rows is not None and (ds._rows[1] == 0 or ds._short_at_end) else None
     return ds.cardinality(), rows
+
+
+def _epoch_skipped(by_shard: dict[int, int]) -> int:
+    """The bad records of an epoch, from the counts of a reader's shards. Under
+    ``ignore_errors()`` the planner keeps a shard above every step, so every actor passes over
+    every bad record of the stream below its shard and counts it: each shard's count is the
+    whole stream's (up to where it stands), not its share's."""
+    return max(by_shard.values(), default=0)
 
 
 def _skipped(ds: Dataset) -> int:
@@ -250,6 +265,8 @@ class Service:
         # actor takes the first one's, for as long as the service runs.
         if self._seeds is None:
             self._seeds = self._ray.get(actors[0].seed_values.remote())
+        if self._whole is None:
+            self._whole = self._ray.get(actors[0].whole_rows.remote())
         self._ray.get([a.set_seeds.remote(self._seeds) for a in actors])
         self._actors, self.num_workers = actors, num_workers
 
@@ -287,7 +304,7 @@ class Service:
         """Rows in one pass of ``shards`` of the pipeline, which ends in a ``batch`` (every
         batch whole but the pass's last, which is in shard ``(cardinality - 1) % num_workers``);
         a ``TypeError`` where they are not known before it runs."""
-        card, rows = self._whole if self._whole is not None else self._ray.get(self._actors[0].whole_rows.remote())
+        card, rows = self._whole if self._whole is not None else (-2, None)
         if card < 0 or rows is None:
             raise TypeError(
                 "a reader that re-batches (batch_size) knows its length where the pipeline's cardinality is known "
@@ -439,12 +456,14 @@ class Reader:
         return bool(self._ended) or any(s is not None for s in self._acked.values()) or any(self._rows.values())
 
     def skipped(self) -> int:
-        """Bad records skipped under ``ignore_errors()`` in this reader's shards, each once, in
-        the epochs it ran (from a loaded state: in the epochs of the reader that saved it too).
+        """Bad records skipped under ``ignore_errors()``, each once, in the epochs this reader
+        ran (from a loaded state: in the epochs of the reader that saved it too). Every actor
+        passes over every bad record of the epoch (see the module's text), so each trainer's
+        count is the whole epoch's, not its share's.
         Inside an epoch it may count records the actors skipped ahead of the last batch handed
         out (they run ahead of the trainer); at an epoch's end it is exact, unless an actor died
         in it or the reader went on from a state saved inside it (see the module's text)."""
-        return self._skipped_earlier + sum(self._skipped.values())
+        return self._skipped_earlier + _epoch_skipped(self._skipped)
 
     def stats(self) -> dict[str, Any]:
         """This trainer's side: batches and bytes received, the time its loop waited for them
@@ -490,7 +509,7 @@ class Reader:
             yield from self._rebatched(chunks, self.batch_size)
         # The epoch is over: the next iteration (and a state saved now) is the next epoch's.
         self.epoch += 1
-        self._skipped_earlier += sum(self._skipped.values())
+        self._skipped_earlier += _epoch_skipped(self._skipped)
         self._fresh()
 
     def _settle(self, i: int, state: bytes) -> None:
@@ -518,6 +537,8 @@ class Reader:
         # rows of the first item a restored state had handed out already.
         ready: dict[int, deque[tuple[Any, bytes, int]]] = {i: deque() for i in self.shards}
         ending: set[int] = set()
+        # Per shard whose actor said it ended: the bad records it skipped in all.
+        final: dict[int, int] = {}
         resume = dict(self._acked)
         drop = {i: self._rows.get(i, 0) for i in self.shards}
         t0 = time.perf_counter()
@@ -536,7 +557,7 @@ class Reader:
                 while len(pending[i]) < self.prefetch:
                     pending[i].append(actors[i].take.remote(self.key, 1))
                 try:
-                    got, ended = ray.get(pending[i].popleft())
+                    got, ended, skipped_by_now = ray.get(pending[i].popleft())
                 except ray.exceptions.RayActorError:
                     # Lost with the actor: what it made after the last item handed on. A new
                     # actor goes on from there; what it skips from there on is counted anew.
@@ -550,8 +571,12 @@ class Reader:
                 ready[i].extend(got)
                 if ended:
                     ending.add(i)
+                    final.setdefault(i, skipped_by_now)
             self._wait_s += time.perf_counter() - t0
             if not ready[i]:
+                # Bad records after the shard's last item count too (its actor passed over
+                # the rest of the stream looking for another).
+                self._skipped[i] = self._base[i] + final.get(i, 0)
                 self._ended.add(i)
                 pending[i].clear()
                 continue
