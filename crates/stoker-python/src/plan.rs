@@ -387,20 +387,40 @@ impl PyPlan {
     }
 
     /// Every `num_shards`-th element from the `index`-th; `by_rank`: a rank's share of a
-    /// data-parallel job (as many elements for every rank; batches regrouped per rank).
-    #[pyo3(signature = (num_shards, index, by_rank=false))]
+    /// data-parallel job (as many elements for every rank; batches regrouped per rank);
+    /// `uneven` with it: no element left out, each share's last batch may be short.
+    #[pyo3(signature = (num_shards, index, by_rank=false, uneven=false))]
     fn shard(
         &self,
         py: Python<'_>,
         num_shards: u64,
         index: u64,
         by_rank: bool,
+        uneven: bool,
     ) -> PyResult<PyPlan> {
         let shard = Shard::new(self.plan.clone(), num_shards, index, by_rank);
+        if uneven {
+            return self.then(py, shard.uneven());
+        }
         if by_rank && num_shards > 0 && index < num_shards {
             stoker::datasets::shard::check_rank_share(&shard).py(py)?;
         }
         self.then(py, shard)
+    }
+
+    /// Bad records skipped so far: by the steps below a shard (every shard passes over them),
+    /// and by the others.
+    fn skipped_below_shards(&self, py: Python<'_>) -> PyResult<(u64, u64)> {
+        Ok(self.pipeline(py)?.skipped_below_shards())
+    }
+
+    /// The rows one pass hands out, as planned, where it ends in a batch whose input's
+    /// length is known (the steps after the batch must keep its rows: the caller checks);
+    /// `None` otherwise.
+    fn rows_per_pass(&self, py: Python<'_>) -> PyResult<Option<u64>> {
+        Ok(stoker::datasets::shard::rows_per_pass(
+            self.pipeline(py)?.plan(),
+        ))
     }
 
     #[staticmethod]

@@ -57,8 +57,8 @@ def test_every_element_exactly_once_across_two_trainers(ray_cluster):
         assert sorted(got[0] + got[1]) == list(range(240))
         assert got[0] and got[1]
         # Each trainer's share is what its actor's shard of the local pipeline hands out.
-        assert got[0] == _values(_pipeline().shard(2, 0))
-        assert len(readers[0]) == len(list(_pipeline().shard(2, 0)))
+        assert got[0] == _values(skr._share(_pipeline(), 2, 0))
+        assert len(readers[0]) == len(list(skr._share(_pipeline(), 2, 0)))
         # A second epoch: the same elements, in another order (the shuffle reshuffles).
         for r in readers:
             r.set_epoch(1)
@@ -71,6 +71,40 @@ def test_every_element_exactly_once_across_two_trainers(ray_cluster):
         assert sorted(whole[0]) == sorted(whole[1]) == list(range(240))
     finally:
         service.shutdown()
+
+
+def _mapped():
+    return sk.Dataset.range(250).shuffle(32, seed=5).map(lambda x: x * 2).batch(8)
+
+
+def _mapped_first():
+    return sk.Dataset.range(40).map(lambda x: x + 1).shuffle(8, seed=1).batch(4)
+
+
+def test_each_actor_makes_and_batches_only_its_share(ray_cluster):
+    # 250 elements on three actors: each maps only its 84 or 83 and batches them itself (its
+    # last batch short); the shuffle buffer, which its share stops above, runs in each.
+    ds = _mapped()
+    whole = _values(ds)
+    service = skr.serve(_mapped, num_workers=3, num_cpus=0.5)
+    try:
+        r = skr.reader(service)
+        got = _values(r)
+        assert sorted(got) == sorted(whole)
+        assert len(r) == 33
+        for i, actor in enumerate(service.stats()):
+            stages = {s["name"].split("[")[0]: s["elements"] for s in actor["stages"][r.key]}
+            share = len(range(i, 250, 3))
+            assert stages["map"] == share, (i, stages)
+            assert stages["batch(8)"] == -(-share // 8), (i, stages)
+            # Its elements: positions i, i + 3, ... of the shuffled stream.
+            assert sorted(_values(skr._share(ds, 3, i))) == sorted(whole[i::3])
+    finally:
+        service.shutdown()
+    # A share that stops above a map: every actor maps every element, and serve() says so.
+    with pytest.warns(UserWarning, match=r"every shard runs map"):
+        repeated = skr.serve(_mapped_first, num_workers=2, num_cpus=0.5)
+    repeated.shutdown()
 
 
 def test_steps_given_no_seed_take_one_order_across_the_actors(ray_cluster):
@@ -128,7 +162,7 @@ def test_an_actor_killed_mid_epoch_loses_and_repeats_nothing(ray_cluster):
 
 
 def test_a_restarted_trainer_goes_on_from_its_state(ray_cluster):
-    want = _values(_pipeline().shard(2, 1))
+    want = _values(skr._share(_pipeline(), 2, 1))
     service = skr.serve(_pipeline(), num_workers=2)
     try:
         r = skr.reader(service, rank=1, world_size=2)
@@ -166,8 +200,8 @@ def test_a_state_saved_at_an_epoch_s_end_goes_on_in_a_new_process(ray_cluster, t
         at_last_batch = r.state_dict()  # saved inside the loop, at the epoch's last batch
         assert list(it) == []
         after_loop = r.state_dict()  # saved once the loop ended
-        want1 = _values(_pipeline().shard(2, 0).iterator(epoch=1))
-        assert _values(epoch0) == _values(_pipeline().shard(2, 0))
+        want1 = _values(skr._share(_pipeline(), 2, 0).iterator(epoch=1))
+        assert _values(epoch0) == _values(skr._share(_pipeline(), 2, 0))
     finally:
         service.shutdown()
     (tmp_path / "states.json").write_text(json.dumps([at_last_batch, after_loop]))
@@ -229,20 +263,32 @@ finally:
     assert time.time() - sent < 20, err
 
 
-def _with_bad_images():
+_GOOD = [i for i in range(60) if i % 7]  # 9 bad: 5 at even positions, 4 at odd ones
+
+
+def _decoded():
     good = sk.io.encode_png(np.full((4, 4, 3), 7, np.uint8))
-    images = np.array([good if i % 10 else b"not a png" for i in range(60)], dtype=object)
+    images = np.array([good if i % 7 else b"not a png" for i in range(60)], dtype=object)
     ds = sk.Dataset.from_tensor_slices({"image": images, "i": np.arange(60)})
-    return ds.map([ops.decode_image("image", channels=3)]).ignore_errors().batch(4)
+    return ds.map([ops.decode_image("image", channels=3)]).ignore_errors()
+
+
+def _with_bad_images():
+    return _decoded().batch(4)
+
+
+def _bad_then_shuffled():
+    # The shares stop above the shuffle buffer: every actor decodes every image.
+    return _decoded().shuffle(8, seed=1).batch(4)
 
 
 def test_bad_input_under_ignore_errors_is_skipped_and_counted(ray_cluster):
-    want = [i for i in range(60) if i % 10]
+    want = _GOOD
     service = skr.serve(_with_bad_images, num_workers=1)
     try:
         r = skr.reader(service)
         assert sorted(int(v) for b in r for v in b["i"]) == want
-        assert r.skipped() == 6
+        assert r.skipped() == 9
         # Killed mid-epoch: the good elements exactly once still.
         it = iter(r)
         head = [next(it) for _ in range(4)]
@@ -253,21 +299,37 @@ def test_bad_input_under_ignore_errors_is_skipped_and_counted(ray_cluster):
 
 
 def test_bad_input_is_counted_once_over_several_actors(ray_cluster):
-    # Every actor passes over every bad record (the shard stays above the steps that skip):
-    # the epoch's count once, per trainer, not once per actor.
-    want = [i for i in range(60) if i % 10]
+    # Each actor decodes only its share and counts the bad records in it: a trainer's count
+    # is its actors' shares'; the trainers' counts add up to the epoch's.
     service = skr.serve(_with_bad_images, num_workers=2, num_cpus=0.5)
     try:
         alone = skr.reader(service)
-        assert sorted(int(v) for b in alone for v in b["i"]) == want
-        assert alone.skipped() == 6
+        assert sorted(int(v) for b in alone for v in b["i"]) == _GOOD
+        assert alone.skipped() == 9
         # Epoch after epoch (a count read after the next epoch's iterator started would
         # leave out what its threads skipped at once).
         pair = [skr.reader(service, r, 2) for r in range(2)]
         for epoch in range(1, 4):
             got = [[int(v) for b in r for v in b["i"]] for r in pair]
-            assert sorted(got[0] + got[1]) == want
-            assert [r.skipped() for r in pair] == [6 * epoch, 6 * epoch]
+            assert sorted(got[0] + got[1]) == _GOOD
+            assert [r.skipped() for r in pair] == [5 * epoch, 4 * epoch]
+            assert [r.stats()["skipped_shared"] for r in pair] == [0, 0]
+    finally:
+        service.shutdown()
+    # Decoded below the shares: every actor passes over every bad record, and each trainer
+    # counts the epoch's (as shared: once in a job's total).
+    with pytest.warns(UserWarning, match=r"every shard runs map\[decode_image\]"):
+        service = skr.serve(_bad_then_shuffled, num_workers=2, num_cpus=0.5)
+    try:
+        pair = [skr.reader(service, r, 2) for r in range(2)]
+        got = [[int(v) for b in r for v in b["i"]] for r in pair]
+        assert sorted(got[0] + got[1]) == _GOOD
+        assert [r.skipped() for r in pair] == [9, 9]
+        assert [r.stats()["skipped_shared"] for r in pair] == [9, 9]
+        state = pair[1].state_dict()
+        again = skr.reader(service, 1, 2)
+        again.load_state_dict(state)
+        assert again.skipped() == 9 and again.stats()["skipped_shared"] == 9
     finally:
         service.shutdown()
 
@@ -302,7 +364,7 @@ def test_workers_added_and_removed_between_epochs(ray_cluster):
         assert sorted(second[0] + second[1]) == list(range(240))
         assert readers[0].stats()["shards"] == [0, 2] and readers[0].stats()["workers"] == 4
         # In turn, a batch from each of its actors: their shards' epoch 1.
-        shards = [list(_pipeline().shard(4, i).iterator(epoch=1)) for i in (0, 2)]
+        shards = [list(skr._share(_pipeline(), 4, i).iterator(epoch=1)) for i in (0, 2)]
         assert second[0] == _values(_in_turn(shards))
         # A state saved inside an epoch on four actors does not go on over two.
         it = iter(readers[1])
@@ -330,8 +392,8 @@ def test_two_trainers_on_one_actor_count_their_own_skips(ray_cluster):
         readers = [skr.reader(service, rank=r, world_size=2, mode="epoch") for r in range(2)]
         for a, b in zip(readers[0], readers[1]):
             assert list(a["i"]) == list(b["i"])
-        assert [r.skipped() for r in readers] == [6, 6]
-        assert all(r.stats()["skipped"] == 6 for r in readers)
+        assert [r.skipped() for r in readers] == [9, 9]
+        assert all(r.stats()["skipped"] == 9 for r in readers)
     finally:
         service.shutdown()
 
@@ -382,7 +444,7 @@ def test_the_torch_loader_and_the_jax_iterator_take_a_reader(ray_cluster):
         again.load_state_dict(state)
         rest = list(again)
         # Two actors, a batch from each in turn: the shards' batches interleaved.
-        shards = [list(_pipeline().shard(2, i)) for i in (0, 1)]
+        shards = [list(skr._share(_pipeline(), 2, i)) for i in (0, 1)]
         assert [int(v) for b in head + rest for v in b.reshape(-1)] == _values(_in_turn(shards))
         with pytest.raises(sk.InvalidArgumentError, match="stoker.ray.reader"):
             skt.loader(skr.reader(service), shard=(0, 2))
@@ -407,7 +469,7 @@ def _chunked():
 def test_the_trainer_makes_its_own_batches_from_the_actors_rows(ray_cluster):
     # The actors run the pipeline up to a batch of 7 that carries rows; the trainer cuts the
     # rows, taken from its actors in turn, into batches of 10: one short batch at the end.
-    rows = _values(_in_turn([list(_chunked().shard(2, i)) for i in (0, 1)]))
+    rows = _values(_in_turn([list(skr._share(_chunked(), 2, i)) for i in (0, 1)]))
     want = [rows[k : k + 10] for k in range(0, len(rows), 10)]
     service = skr.serve(_chunked, num_workers=2)
     try:
@@ -440,7 +502,8 @@ def test_the_trainer_makes_its_own_batches_from_the_actors_rows(ray_cluster):
 
 
 def test_a_re_batching_reader_knows_its_length(ray_cluster):
-    # Served as its spec, on three actors: the pass's last batch (2 rows of 8) is shard 1's.
+    # Served as its spec, on three actors: shares of 84, 83 and 83 elements, each actor's last
+    # batch short.
     ds = sk.Dataset.range(250).shuffle(32, seed=5).batch(8)
     service = skr.serve(ds, num_workers=3, num_cpus=0.5)
     try:
@@ -478,6 +541,6 @@ def test_a_re_batching_reader_of_a_pipeline_function_knows_its_length(ray_cluste
     try:
         for rank in range(2):
             r = skr.reader(service, rank, 2, batch_size=6)
-            assert len(r) == len(list(r)) == -(-sum(len(b) for b in _chunked().shard(2, rank)) // 6)
+            assert len(r) == len(list(r)) == -(-sum(len(b) for b in skr._share(_chunked(), 2, rank)) // 6)
     finally:
         service.shutdown()

@@ -432,6 +432,26 @@ impl Pipeline {
         self.stats.snapshot()
     }
 
+    /// Bad records skipped so far: by the steps below a `shard` (each shard passes over the
+    /// same records there), and by the others.
+    pub fn skipped_below_shards(&self) -> (u64, u64) {
+        let below: std::collections::HashSet<u64> = preorder(&self.plan)
+            .iter()
+            .filter(|p| p.op::<crate::datasets::shard::Shard>().is_some())
+            .flat_map(|p| p.step().inputs().into_iter().flat_map(preorder))
+            .map(|p| p.id())
+            .collect();
+        let mut out = (0, 0);
+        for (key, stage) in self.stats.snapshot_by_key() {
+            if below.contains(&key) {
+                out.0 += stage.skipped;
+            } else {
+                out.1 += stage.skipped;
+            }
+        }
+        out
+    }
+
     pub fn registry(&self) -> &Arc<StatsRegistry> {
         &self.stats
     }

@@ -520,3 +520,54 @@ fn a_users_shard_stays_above_a_batch_and_moves_below_a_take() {
     let text = Pipeline::new(&shard).unwrap().explain();
     assert!(text.contains("shard(3, 1) of the first 7"), "{text}");
 }
+
+#[test]
+fn a_workers_uneven_share_batches_its_own_elements_and_leaves_none_out() {
+    use stoker::datasets::shard::rows_per_pass;
+    let shares = |batched: &Plan| -> Vec<(Vec<Vec<i64>>, Option<u64>)> {
+        (0..3)
+            .map(|w| {
+                let top = Plan::new(Shard::new(batched.clone(), 3, w, true).uneven()).unwrap();
+                let p = Pipeline::new(&top).unwrap();
+                let text = p.explain();
+                let moved = text
+                    .lines()
+                    .any(|l| l.contains("by worker moved below") && l.contains("batch(4"));
+                assert!(moved, "{text}");
+                let batches = collect_batches(&top).unwrap();
+                let card = top.step().cardinality();
+                assert_eq!(
+                    card,
+                    stoker::properties::Cardinality::Finite(batches.len() as u64)
+                );
+                (batches, rows_per_pass(p.plan()))
+            })
+            .collect()
+    };
+    // 22 elements: 8, 7 and 7, each worker batching its own (no remainder left out).
+    let got = shares(&range(22).batch(4, false).unwrap().prefetch(2).unwrap());
+    assert_eq!(got[0].0, vec![vec![0, 3, 6, 9], vec![12, 15, 18, 21]]);
+    assert_eq!(got[1].0, vec![vec![1, 4, 7, 10], vec![13, 16, 19]]);
+    assert_eq!(got[2].0, vec![vec![2, 5, 8, 11], vec![14, 17, 20]]);
+    let rows: Vec<Option<u64>> = got.iter().map(|g| g.1).collect();
+    assert_eq!(rows, vec![Some(8), Some(7), Some(7)]);
+    // With drop_remainder each worker drops its own short batch.
+    let got = shares(&range(22).batch(4, true).unwrap());
+    let rows: Vec<Option<u64>> = got.iter().map(|g| g.1).collect();
+    assert_eq!(rows, vec![Some(8), Some(4), Some(4)]);
+    assert_eq!(got[1].0, vec![vec![1, 4, 7, 10]]);
+}
+
+#[test]
+fn rows_per_pass_counts_a_shards_batches_above_the_batch() {
+    use stoker::datasets::shard::rows_per_pass;
+    let rows = |w: u64| {
+        let batched = range(22).batch(4, false).unwrap();
+        let top = Plan::new(Shard::new(batched, 3, w, false)).unwrap();
+        rows_per_pass(Pipeline::new(&top).unwrap().plan())
+    };
+    // Batches 0..6 (the last of 2 rows): shard 2 keeps batches 2 and 5.
+    assert_eq!((rows(0), rows(1), rows(2)), (Some(8), Some(8), Some(6)));
+    let unbatched = Pipeline::new(&range(5)).unwrap();
+    assert_eq!(rows_per_pass(unbatched.plan()), None);
+}

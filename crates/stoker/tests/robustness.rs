@@ -279,3 +279,47 @@ fn early_stop_mid_epoch_does_not_hang() {
         }
     });
 }
+
+#[test]
+fn a_workers_share_moves_under_the_skip_policy_and_counts_its_own_skips_apart() {
+    use stoker::datasets::shard::Shard;
+    let dir = tempfile::tempdir().unwrap();
+    let path = file_with(dir.path(), "x.tfrecord", 0..9);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let per = bytes.len() / 9;
+    bytes[4 * per + 14] ^= 0x40; // inside record 4's data
+    std::fs::write(&path, &bytes).unwrap();
+    let parsed = Plan::tfrecord(vec![path], Compression::None, true, 1)
+        .unwrap()
+        .map(vec![parse_s()], None, Some(true))
+        .unwrap()
+        .batch(2, false)
+        .unwrap();
+    let skip = Plan::new(WithOptions {
+        input: parsed,
+        options: PipelineOptions {
+            on_bad_record: ErrorPolicy::Skip,
+            ..Default::default()
+        },
+    })
+    .unwrap();
+    let mut all = Vec::new();
+    for w in 0..2 {
+        let share = Plan::new(Shard::new(skip.clone(), 2, w, true).uneven()).unwrap();
+        let p = Pipeline::new(&share).unwrap();
+        let text = p.explain();
+        assert!(text.contains("by worker moved below"), "{text}");
+        let mut it = p.iter().unwrap();
+        while let Some(e) = it.next().unwrap() {
+            all.extend(e.get("s").unwrap().typed::<i64>().unwrap().iter().copied());
+        }
+        // The record reader, below the share, passes over the bad record in every share.
+        assert_eq!(p.skipped_below_shards(), (1, 0));
+    }
+    all.sort();
+    assert_eq!(all, vec![0, 1, 2, 3, 5, 6, 7, 8]);
+    // A rank's share stays above the steps that may skip.
+    let rank = Plan::new(Shard::new(skip, 2, 0, true)).unwrap();
+    let text = Pipeline::new(&rank).unwrap().explain();
+    assert!(text.contains("by rank stays where it is"), "{text}");
+}

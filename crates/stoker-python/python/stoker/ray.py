@@ -1,11 +1,14 @@
 """Preprocessing on a Ray cluster, streamed to the trainers, exactly once.
 
-``serve(pipeline, num_workers=k)`` starts ``k`` Ray actors; actor ``i`` runs the pipeline's shard
-``i`` of ``k`` (``Dataset.shard``: the pipeline's batches ``i``, ``i + k``, ...). The planner
-moves that shard towards the source only through steps that keep its elements the same: it
-stops above a ``batch`` (and under ``ignore_errors()`` above every step), so each actor runs the
-steps below the last ``batch`` for every element and keeps its share of the batches (to be
-changed: a share each actor batches itself, as a rank's). Trainers consume the service with
+``serve(pipeline, num_workers=k)`` starts ``k`` Ray actors; actor ``i`` runs the pipeline over
+its share of the elements: positions ``i, i + k, ...`` of the stream where the planner puts the
+share, which it moves towards the source through the maps and the ``batch`` (each actor then
+batches its own share), into a ``global_shuffle`` (which reads only the share's records), and,
+under ``ignore_errors()``, through the steps that skip. It stops above a shuffle buffer and
+other steps whose output would change (a warning at ``serve`` names the work every actor then
+repeats below it). No element is left out: the shares differ by one element at most, and each
+actor's last batch may be short (with ``drop_remainder=True`` each actor drops its own short
+batch). Trainers consume the service with
 ``reader(service, rank, world_size)``:
 
 - ``mode="shard"`` (the default): trainer ``rank`` takes the actors ``i`` with
@@ -24,17 +27,19 @@ for that shard at that state: it hands out the next batch the dead one would hav
 lost or repeated, in the same order. ``state_dict()`` holds those states, and a reader made with
 ``load_state_dict`` (a restarted trainer) goes on from them. Bad records under
 ``ignore_errors()`` are skipped by a successor as by the dead actor (the same elements come
-out). Every actor passes over every bad record of the epoch (its shard stays above the steps
-that skip), so a reader's count is the epoch's whole count, once, except across an actor's
-death or a restore from a state saved inside an epoch: the count a batch comes with may
-include records its actor skipped ahead of it (its pipeline runs ahead), which the actor going
-on from that batch counts again.
+out). Each actor counts the bad records it skipped: those in its share, and those below its
+share, where every actor reads the whole stream (a reader counts these once:
+``Reader.skipped``). The count is exact at an epoch's end, except across an actor's death or a
+restore from a state saved inside an epoch: the count a batch comes with may include records
+its actor skipped ahead of it (its pipeline runs ahead), which the actor going on from that
+batch counts again. Random ops after a skipped record may draw other numbers on ``k`` actors
+than on one (their positions are counted in the share).
 
 With ``reader(..., batch_size=n)`` the actors run the pipeline up to a ``batch`` that carries
 its rows, and the trainer cuts the rows (the items taken in turn) into batches of ``n``: the
 state then holds the rows of an item already used, and a restore or a restart goes on at the
-next row. Its ``len`` is the number of those batches, where the pipeline's cardinality is known
-and it ends in its ``batch`` (the steps after it keep the rows).
+next row. Its ``len`` is the number of those batches, where the number of elements each actor
+batches is known and the pipeline ends in its ``batch`` (the steps after it keep the rows).
 
 A reader is what ``stoker.torch.loader(reader, device=...)`` and ``stoker.jax.iterator(reader)``
 take in place of a pipeline: they put its batches on the device, and their ``state_dict`` is the
@@ -60,6 +65,7 @@ import json
 import os
 import tempfile
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, Union
@@ -103,7 +109,7 @@ class _Worker:
         # among them, are its own), its iterator, and what it has handed out.
         self.pipelines: dict[str, Dataset] = {}
         self.its: dict[str, Any] = {}
-        self.skipped_before: dict[str, int] = {}
+        self.skipped_before: dict[str, _Skips] = {}
         self.handed_out: dict[str, int] = {}
         self.busy_s: dict[str, float] = {}
 
@@ -122,7 +128,7 @@ class _Worker:
                     f"serve: the function given as pipeline must return a stoker.Dataset, got {type(ds).__name__}"
                 )
         self.whole = _whole_rows(ds)
-        ds = ds.shard(self.num_shards, self.shard) if self.num_shards > 1 else ds
+        ds = _share(ds, self.num_shards, self.shard)
         if self.seeds is not None:
             ds._plan.set_seed_values(self.seeds)
         return ds
@@ -143,6 +149,14 @@ class _Worker:
     def whole_rows(self) -> tuple[int, tuple[int, int] | None]:
         return self.whole
 
+    def rows(self) -> int | None:
+        """The rows of one pass of this actor's share, where it ends in a batch of known
+        input (see `Service.rows`)."""
+        return self.ds._plan.rows_per_pass()
+
+    def plan_warnings(self) -> list[str]:
+        return list(self.ds._plan.plan_warnings())
+
     def start(self, key: str, epoch: int, state: bytes | None) -> bytes:
         """Starts reader ``key``'s iterator at ``state`` (``None``: the start of ``epoch``);
         returns the state it starts at, which holds the seeds it draws from."""
@@ -159,13 +173,13 @@ class _Worker:
         self.busy_s.setdefault(key, 0.0)
         return bytes(self.its[key].state())
 
-    def take(self, key: str, n: int) -> tuple[list[tuple[Any, bytes, int]], bool, int]:
+    def take(self, key: str, n: int) -> tuple[list[tuple[Any, bytes, _Skips]], bool, _Skips]:
         """Up to ``n`` batches, each with the state after it and the bad records skipped since
         the reader's iterator started; whether the shard ended; and the bad records skipped
         by now (at the end: after the last batch too)."""
         t0 = time.perf_counter()
         it, ds, before = self.its[key], self.pipelines[key], self.skipped_before[key]
-        out: list[tuple[Any, bytes, int]] = []
+        out: list[tuple[Any, bytes, _Skips]] = []
         ended = False
         for _ in range(n):
             try:
@@ -173,10 +187,10 @@ class _Worker:
             except StopIteration:
                 ended = True
                 break
-            out.append((batch, it.state(), _skipped(ds) - before))
+            out.append((batch, it.state(), _since(_skipped(ds), before)))
         self.handed_out[key] += len(out)
         self.busy_s[key] += time.perf_counter() - t0
-        return out, ended, _skipped(ds) - before
+        return out, ended, _since(_skipped(ds), before)
 
     def stats(self) -> dict[str, Any]:
         stages: dict[str, Any] = {}
@@ -189,6 +203,16 @@ class _Worker:
         }
 
 
+def _share(ds: Dataset, num_workers: int, index: int) -> Dataset:
+    """Actor ``index``'s share of ``ds``: elements ``index, index + num_workers, ...`` of the
+    stream where the planner puts the share, as low as it moves (below a ``batch`` too: each
+    actor then batches its own share), none left out (the shares differ by one element at
+    most, so each actor's last batch may be short)."""
+    if num_workers == 1:
+        return ds
+    return Dataset(ds._plan.shard(num_workers, index, True, True), ds._structure)
+
+
 def _whole_rows(ds: Dataset) -> tuple[int, tuple[int, int] | None]:
     """``ds``'s cardinality and its batches' rows (see `Service.rows`), these where every
     batch is whole or a short one can only be the pass's last element."""
@@ -196,16 +220,34 @@ def _whole_rows(ds: Dataset) -> tuple[int, tuple[int, int] | None]:
     return ds.cardinality(), rows
 
 
-def _epoch_skipped(by_shard: dict[int, int]) -> int:
-    """The bad records of an epoch, from the counts of a reader's shards. Under
-    ``ignore_errors()`` the planner keeps a shard above every step, so every actor passes over
-    every bad record of the stream below its shard and counts it: each shard's count is the
-    whole stream's (up to where it stands), not its share's."""
-    return max(by_shard.values(), default=0)
+#: Bad records skipped: by the steps below an actor's share, which every actor runs over the
+#: same stream, and by the steps after it, each actor over its own share.
+_Skips = tuple[int, int]
 
 
-def _skipped(ds: Dataset) -> int:
-    return sum(int(s.get("skipped", 0)) for s in ds.stats())
+def _epoch_skipped(by_shard: dict[int, _Skips]) -> int:
+    """The bad records of an epoch, from the counts of a reader's shards: those below the
+    shares once (each actor's count is the whole stream's there, up to where it stands), and
+    every actor's own."""
+    return _epoch_shared(by_shard) + sum(o for _, o in by_shard.values())
+
+
+def _epoch_shared(by_shard: dict[int, _Skips]) -> int:
+    """Of `_epoch_skipped`, the bad records below the shares."""
+    return max((b for b, _ in by_shard.values()), default=0)
+
+
+def _skipped(ds: Dataset) -> _Skips:
+    below, own = ds._plan.skipped_below_shards()
+    return int(below), int(own)
+
+
+def _since(now: _Skips, before: _Skips) -> _Skips:
+    return now[0] - before[0], now[1] - before[1]
+
+
+def _plus(a: _Skips, b: _Skips) -> _Skips:
+    return a[0] + b[0], a[1] + b[1]
 
 
 class Service:
@@ -240,6 +282,8 @@ class Service:
         self.generation = 0
         self.restarts = 0
         self._seeds: list[int] | None = None
+        # Per actor: the rows of one pass of its share (see `rows`).
+        self._share_rows: list[int | None] = []
         self._start(num_workers)
 
     def _start(self, num_workers: int) -> None:
@@ -267,6 +311,11 @@ class Service:
             self._seeds = self._ray.get(actors[0].seed_values.remote())
         if self._whole is None:
             self._whole = self._ray.get(actors[0].whole_rows.remote())
+        if self.generation == 0:
+            # Work every actor repeats (its share stops above it): said once, on the driver.
+            for message in self._ray.get(actors[0].plan_warnings.remote()):
+                warnings.warn(message, stacklevel=4)
+        self._share_rows = self._ray.get([a.rows.remote() for a in actors])
         self._ray.get([a.set_seeds.remote(self._seeds) for a in actors])
         self._actors, self.num_workers = actors, num_workers
 
@@ -301,23 +350,17 @@ class Service:
         self._start(num_workers)
 
     def rows(self, shards: list[int]) -> int:
-        """Rows in one pass of ``shards`` of the pipeline, which ends in a ``batch`` (every
-        batch whole but the pass's last, which is in shard ``(cardinality - 1) % num_workers``);
-        a ``TypeError`` where they are not known before it runs."""
+        """Rows in one pass of the actors ``shards``, where the pipeline ends in a ``batch`` (the
+        steps after it keep its rows) of an input whose length is known; a ``TypeError`` where
+        they are not known before it runs."""
         card, rows = self._whole if self._whole is not None else (-2, None)
-        if card < 0 or rows is None:
+        counts = [self._share_rows[i] for i in shards]
+        if card < 0 or rows is None or any(c is None for c in counts):
             raise TypeError(
                 "a reader that re-batches (batch_size) knows its length where the pipeline's cardinality is known "
                 "and it ends in a batch (and the steps after it keep the rows); this one's is not known before it runs"
             )
-        full, last = rows
-        k = self.num_workers
-        total = 0
-        for i in shards:
-            total += len(range(i, card, k)) * full
-            if last and (card - 1) % k == i:
-                total -= full - last
-        return total
+        return sum(c for c in counts if c is not None)
 
     def stats(self) -> list[dict[str, Any]]:
         """Per actor: its shard, the batches it handed out and the time it spent making them
@@ -329,6 +372,14 @@ class Service:
         for a in self._actors:
             self._ray.kill(a)
         self._actors = []
+
+
+def _loaded_skips(n: Any) -> _Skips:
+    """A shard's count from a saved state (an int where an older reader saved it)."""
+    if isinstance(n, int):
+        return n, 0
+    below, own = n
+    return int(below), int(own)
 
 
 def _check_workers(what: str, num_workers: Any) -> None:
@@ -375,6 +426,8 @@ class Reader:
         self.epoch = 0
         # Bad records skipped in the epochs this reader finished.
         self._skipped_earlier = 0
+        # Of those, the ones below the actors' shares (every trainer counts them).
+        self._shared_earlier = 0
         self._fresh()
         self._restored = False
         self._wait_s = 0.0
@@ -403,8 +456,8 @@ class Reader:
         # Per shard: rows of the item after the acknowledged state already handed out (in a
         # batch of the reader's own, with batch_size).
         self._rows: dict[int, int] = {i: 0 for i in self.shards}
-        self._skipped: dict[int, int] = {i: 0 for i in self.shards}
-        self._base: dict[int, int] = {i: 0 for i in self.shards}
+        self._skipped: dict[int, _Skips] = {i: (0, 0) for i in self.shards}
+        self._base: dict[int, _Skips] = {i: (0, 0) for i in self.shards}
         self._ended: set[int] = set()
         self._turn = 0
 
@@ -432,8 +485,9 @@ class Reader:
             "turn": self._turn,
             "acked": {str(i): (s.hex() if s is not None else None) for i, s in self._acked.items()},
             "rows": {str(i): n for i, n in self._rows.items()},
-            "skipped": {str(i): n for i, n in self._skipped.items()},
+            "skipped": {str(i): list(n) for i, n in self._skipped.items()},
             "skipped_earlier": self._skipped_earlier,
+            "shared_earlier": self._shared_earlier,
             "ended": sorted(self._ended),
         }
 
@@ -445,10 +499,11 @@ class Reader:
         self._turn = int(state["turn"])
         self._acked = {int(i): (bytes.fromhex(s) if s is not None else None) for i, s in state["acked"].items()}
         self._rows = {int(i): int(state.get("rows", {}).get(i, 0)) for i in state["acked"]}
-        self._skipped = {int(i): int(n) for i, n in state["skipped"].items()}
+        self._skipped = {int(i): _loaded_skips(n) for i, n in state["skipped"].items()}
         self._base = dict(self._skipped)
         self._ended = {int(i) for i in state["ended"]}
         self._skipped_earlier = int(state.get("skipped_earlier", 0))
+        self._shared_earlier = int(state.get("shared_earlier", 0))
         self.shards = sorted(self._acked)
         self._restored = True
 
@@ -456,10 +511,11 @@ class Reader:
         return bool(self._ended) or any(s is not None for s in self._acked.values()) or any(self._rows.values())
 
     def skipped(self) -> int:
-        """Bad records skipped under ``ignore_errors()``, each once, in the epochs this reader
-        ran (from a loaded state: in the epochs of the reader that saved it too). Every actor
-        passes over every bad record of the epoch (see the module's text), so each trainer's
-        count is the whole epoch's, not its share's.
+        """Bad records skipped under ``ignore_errors()`` in the epochs this reader ran (from a
+        loaded state: in the epochs of the reader that saved it too): those its actors skipped
+        in their shares, and, once, those skipped below the shares (where every actor reads
+        the whole stream; ``stats()["skipped_shared"]``, the same for every trainer). A job's
+        total: the trainers' counts less ``skipped_shared``, summed, plus ``skipped_shared``.
         Inside an epoch it may count records the actors skipped ahead of the last batch handed
         out (they run ahead of the trainer); at an epoch's end it is exact, unless an actor died
         in it or the reader went on from a state saved inside it (see the module's text)."""
@@ -474,6 +530,7 @@ class Reader:
             "wait_s": self._wait_s,
             "restarts": self._restarts,
             "skipped": self.skipped(),
+            "skipped_shared": self._shared_earlier + _epoch_shared(self._skipped),
             "shards": list(self.shards),
             "workers": self._workers,
         }
@@ -510,6 +567,7 @@ class Reader:
         # The epoch is over: the next iteration (and a state saved now) is the next epoch's.
         self.epoch += 1
         self._skipped_earlier += _epoch_skipped(self._skipped)
+        self._shared_earlier += _epoch_shared(self._skipped)
         self._fresh()
 
     def _settle(self, i: int, state: bytes) -> None:
@@ -535,10 +593,10 @@ class Reader:
         # Items received and not yet handed on, per shard; the shards whose actor said they
         # ended; per shard, the state after the last item handed on, where a new actor starts;
         # rows of the first item a restored state had handed out already.
-        ready: dict[int, deque[tuple[Any, bytes, int]]] = {i: deque() for i in self.shards}
+        ready: dict[int, deque[tuple[Any, bytes, _Skips]]] = {i: deque() for i in self.shards}
         ending: set[int] = set()
         # Per shard whose actor said it ended: the bad records it skipped in all.
-        final: dict[int, int] = {}
+        final: dict[int, _Skips] = {}
         resume = dict(self._acked)
         drop = {i: self._rows.get(i, 0) for i in self.shards}
         t0 = time.perf_counter()
@@ -576,13 +634,13 @@ class Reader:
             if not ready[i]:
                 # Bad records after the shard's last item count too (its actor passed over
                 # the rest of the stream looking for another).
-                self._skipped[i] = self._base[i] + final.get(i, 0)
+                self._skipped[i] = _plus(self._base[i], final.get(i, (0, 0)))
                 self._ended.add(i)
                 pending[i].clear()
                 continue
             item, state, skipped = ready[i].popleft()
             resume[i] = state
-            self._skipped[i] = self._base[i] + skipped
+            self._skipped[i] = _plus(self._base[i], skipped)
             if drop[i]:
                 item, self._rows[i] = _rows(item, drop[i], None), drop[i]
                 drop[i] = 0

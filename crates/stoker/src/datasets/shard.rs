@@ -24,6 +24,10 @@
 //! not move below a batch with random ops after it. Every rank gets as many elements: the
 //! last `count % n` of the step it stops above are left out.
 //!
+//! A share that may be short (`uneven`, what `stoker.ray` gives each actor) moves as a rank's
+//! share does, below a `batch` too, but leaves no element out: the shares of `count` elements
+//! differ by at most one, and each share's last batch may be short. It needs no count.
+//!
 //! Where a shard stops, `explain()` says why; [`Placed::warning`] says so when the steps it
 //! stops above do work each rank repeats.
 
@@ -49,6 +53,9 @@ pub struct Shard {
     /// A rank's share: every rank as many elements, and the planner may regroup batches
     /// (each rank batches its own share, as with `DistributedSampler`).
     pub by_rank: bool,
+    /// With `by_rank`: no element left out, the shares differing by at most one (and each
+    /// share's last batch may be short).
+    pub uneven: bool,
     /// Only the input's first `limit` elements are shared out (set by the planner where it
     /// moved the shard below a `take`).
     pub limit: Option<u64>,
@@ -64,8 +71,21 @@ impl Shard {
         Share {
             num_shards: self.num_shards,
             index: self.index,
-            equal: self.by_rank,
+            equal: self.equal(),
             limit: self.limit,
+        }
+    }
+
+    /// Whether every shard gets as many elements (the remainder left out).
+    fn equal(&self) -> bool {
+        self.by_rank && !self.uneven
+    }
+
+    /// `self` as a share that may be short (see [`Shard::uneven`]).
+    pub fn uneven(self) -> Shard {
+        Shard {
+            uneven: true,
+            ..self
         }
     }
 
@@ -75,6 +95,7 @@ impl Shard {
             num_shards,
             index,
             by_rank,
+            uneven: false,
             limit: None,
             counted: Arc::default(),
             placed: false,
@@ -86,6 +107,7 @@ impl Shard {
         Shard {
             limit,
             placed: true,
+            uneven: self.uneven,
             ..Shard::new(input, self.num_shards, self.index, self.by_rank)
         }
     }
@@ -94,8 +116,8 @@ impl Shard {
     /// of `num_shards` of them (`Unknown` when that needs a count the plan does not know).
     pub fn shared(&self) -> Cardinality {
         let n = self.num_shards.max(1);
-        // A rank's share needs the count: where the plan does not know it, it is counted.
-        let count = if self.by_rank {
+        // An equal share needs the count: where the plan does not know it, it is counted.
+        let count = if self.equal() {
             *self
                 .counted
                 .get_or_init(|| crate::plan::counted(&self.input))
@@ -107,7 +129,7 @@ impl Shard {
             (Cardinality::Infinite, Some(l)) => Cardinality::Finite(l),
             (c, _) => c,
         };
-        if self.by_rank {
+        if self.equal() {
             input.map(|m| m - m % n)
         } else {
             input
@@ -122,6 +144,8 @@ pub struct Spec {
     index: u64,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     by_rank: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    uneven: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     limit: Option<u64>,
 }
@@ -144,7 +168,11 @@ impl DatasetOp for Shard {
     }
 
     fn label(&self) -> String {
-        self.share().label()
+        if self.uneven {
+            format!("{} by worker", self.share().label())
+        } else {
+            self.share().label()
+        }
     }
 
     fn cardinality(&self) -> Cardinality {
@@ -185,7 +213,7 @@ impl DatasetOp for Shard {
     ) -> Result<BoxIter> {
         let inner = iterate_at(&self.input, ctx, input_at(at, Self::KIND, 0)?)?;
         let inner = WaitMeter::wrap(inner, Arc::clone(&stats));
-        let limit = match (self.by_rank, self.shared()) {
+        let limit = match (self.equal(), self.shared()) {
             (false, _) => self.limit,
             (true, Cardinality::Finite(m)) => Some(m),
             (true, Cardinality::Infinite) => None,
@@ -203,6 +231,7 @@ impl DatasetOp for Shard {
             num_shards: self.num_shards,
             index: self.index,
             by_rank: self.by_rank,
+            uneven: self.uneven,
             limit: self.limit,
         }))
     }
@@ -210,6 +239,7 @@ impl DatasetOp for Shard {
     fn from_spec(s: Spec, input: Option<Plan>, _: &SpecCtx) -> Result<Self> {
         Ok(Shard {
             limit: s.limit,
+            uneven: s.uneven,
             ..Shard::new(
                 super::common::input_of(input)?,
                 s.num_shards,
@@ -290,7 +320,9 @@ pub fn place(shard: &Shard, policy: ErrorPolicy) -> Result<Placed> {
     let mut random_above = false;
     let mut at = shard.input.clone();
     let stopped = loop {
-        if policy == ErrorPolicy::Skip {
+        // A share that may be short keeps every element of its level: below a step that
+        // drops some, the shares still hold each element once.
+        if policy == ErrorPolicy::Skip && !shard.uneven {
             break Some((
                 at.label(),
                 "under on_bad_record=skip a step may drop elements, and a share below it \
@@ -402,6 +434,60 @@ pub fn check_rank_share(shard: &Shard) -> Result<()> {
         stack.extend(p.step().inputs().into_iter().cloned());
     }
     Err(unknown_count(&lowest))
+}
+
+/// The rows one pass of `plan` hands out, where it ends in a batch (the steps after it, a
+/// shard of its batches among them, keep the rows: the caller knows that of its own steps)
+/// and the number of elements batched is known; `None` otherwise.
+pub fn rows_per_pass(plan: &Plan) -> Option<u64> {
+    let (batches, full, last) = batches_of(plan)?;
+    Some(match last {
+        0 => batches * full,
+        l => (batches - 1) * full + l,
+    })
+}
+
+/// A pass's batches: how many, the rows of a whole one, and those of its short last (0: none).
+fn batches_of(plan: &Plan) -> Option<(u64, u64, u64)> {
+    let step = plan.step();
+    if let Some((size, drop_remainder)) = regrouping(plan) {
+        let Cardinality::Finite(n) = step.inputs()[0].step().cardinality() else {
+            return None;
+        };
+        let size = size as u64;
+        let last = if drop_remainder { 0 } else { n % size };
+        return Some((n / size + u64::from(last > 0), size, last));
+    }
+    let inputs = step.inputs();
+    let [input] = inputs.as_slice() else {
+        return None;
+    };
+    let (count, full, last) = batches_of(input)?;
+    let Some(shard) = plan.op::<Shard>() else {
+        // A step that keeps fewer batches (a `take`) keeps whole ones only.
+        return match step.cardinality() {
+            Cardinality::Finite(c) if c == count => Some((count, full, last)),
+            Cardinality::Finite(c) if c < count && last == 0 => Some((c, full, 0)),
+            _ => None,
+        };
+    };
+    let share = shard.share();
+    let kept = share.count(count);
+    // The input's short last batch is in the share where it is the share's last.
+    let shared = share.limit.map_or(count, |l| l.min(count));
+    let short_kept =
+        last > 0 && shared == count && kept > 0 && share.position(kept - 1) == count - 1;
+    Some((kept, full, if short_kept { last } else { 0 }))
+}
+
+/// A step that makes batches of its input's elements: its batch size and whether it drops a
+/// short last batch.
+fn regrouping(plan: &Plan) -> Option<(usize, bool)> {
+    if let Some(b) = plan.op::<super::batch::Batch>() {
+        return Some((b.batch_size, b.drop_remainder));
+    }
+    plan.op::<super::padded_batch::PaddedBatch>()
+        .map(|b| (b.batch_size, b.drop_remainder))
 }
 
 /// The error for a rank's share over an input of unknown length.
