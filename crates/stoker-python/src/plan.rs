@@ -388,7 +388,7 @@ impl PyPlan {
 
     /// Every `num_shards`-th element from the `index`-th; `by_rank`: a rank's share of a
     /// data-parallel job (as many elements for every rank; batches regrouped per rank);
-    /// `uneven` with it: no element left out, each share's last batch may be short.
+    /// `uneven` (a rank's share too): no element left out, each share's last batch may be short.
     #[pyo3(signature = (num_shards, index, by_rank=false, uneven=false))]
     fn shard(
         &self,
@@ -398,7 +398,7 @@ impl PyPlan {
         by_rank: bool,
         uneven: bool,
     ) -> PyResult<PyPlan> {
-        let shard = Shard::new(self.plan.clone(), num_shards, index, by_rank);
+        let shard = Shard::new(self.plan.clone(), num_shards, index, by_rank || uneven);
         if uneven {
             return self.then(py, shard.uneven());
         }

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -105,6 +106,15 @@ def test_each_actor_makes_and_batches_only_its_share(ray_cluster):
     with pytest.warns(UserWarning, match=r"every shard runs map"):
         repeated = skr.serve(_mapped_first, num_workers=2, num_cpus=0.5)
     repeated.shutdown()
+    # One actor repeats nothing; resized to two, they do, and it is said then.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        alone = skr.serve(_mapped_first, num_workers=1)
+    try:
+        with pytest.warns(UserWarning, match=r"every shard runs map"):
+            alone.resize(2)
+    finally:
+        alone.shutdown()
 
 
 def test_steps_given_no_seed_take_one_order_across_the_actors(ray_cluster):
@@ -330,6 +340,15 @@ def test_bad_input_is_counted_once_over_several_actors(ray_cluster):
         again = skr.reader(service, 1, 2)
         again.load_state_dict(state)
         assert again.skipped() == 9 and again.stats()["skipped_shared"] == 9
+        # A state saved before the counts were split holds one count per shard: the whole
+        # stream's.
+        old = {k: v for k, v in state.items() if k != "shared_earlier"}
+        old["skipped"] = {i: sum(n) for i, n in state["skipped"].items()}
+        again = skr.reader(service, 1, 2)
+        again.load_state_dict(old)
+        assert again.skipped() == 9 and again.stats()["skipped_shared"] == 9
+        with pytest.raises(sk.InvalidArgumentError, match="skipped"):
+            again.load_state_dict({**state, "skipped": {"1": "nine"}})
     finally:
         service.shutdown()
 

@@ -568,6 +568,28 @@ fn rows_per_pass_counts_a_shards_batches_above_the_batch() {
     };
     // Batches 0..6 (the last of 2 rows): shard 2 keeps batches 2 and 5.
     assert_eq!((rows(0), rows(1), rows(2)), (Some(8), Some(8), Some(6)));
+    let planned = |plan: Plan| rows_per_pass(Pipeline::new(&plan).unwrap().plan());
+    // Whole batches, repeated: any number of them. A short one moved by a shuffle: unknown.
+    assert_eq!(
+        planned(
+            Plan::new(Repeat {
+                input: range(48).batch(8, false).unwrap(),
+                count: Some(2),
+            })
+            .unwrap()
+        ),
+        Some(96)
+    );
+    assert_eq!(
+        planned(
+            range(50)
+                .batch(8, false)
+                .unwrap()
+                .shuffle(8, Some(1), true)
+                .unwrap()
+        ),
+        None
+    );
     let unbatched = Pipeline::new(&range(5)).unwrap();
     assert_eq!(rows_per_pass(unbatched.plan()), None);
 }

@@ -318,6 +318,36 @@ fn a_workers_share_moves_under_the_skip_policy_and_counts_its_own_skips_apart() 
     }
     all.sort();
     assert_eq!(all, vec![0, 1, 2, 3, 5, 6, 7, 8]);
+    // Above a take it stays: the take counts the elements left once bad ones are dropped.
+    let take = Plan::new(stoker::datasets::take::Take {
+        input: skip.step().inputs()[0].clone(),
+        count: 3,
+    })
+    .unwrap();
+    let take = Plan::new(WithOptions {
+        input: take,
+        options: PipelineOptions {
+            on_bad_record: ErrorPolicy::Skip,
+            ..Default::default()
+        },
+    })
+    .unwrap();
+    let mut firsts = Vec::new();
+    for w in 0..2 {
+        let share = Plan::new(Shard::new(take.clone(), 2, w, true).uneven()).unwrap();
+        let p = Pipeline::new(&share).unwrap();
+        assert!(
+            p.explain().contains("it stops above take(3)"),
+            "{}",
+            p.explain()
+        );
+        let mut it = p.iter().unwrap();
+        while let Some(e) = it.next().unwrap() {
+            firsts.extend(e.get("s").unwrap().typed::<i64>().unwrap().iter().copied());
+        }
+    }
+    firsts.sort();
+    assert_eq!(firsts, vec![0, 1, 2, 3, 5, 6]);
     // A rank's share stays above the steps that may skip.
     let rank = Plan::new(Shard::new(skip, 2, 0, true)).unwrap();
     let text = Pipeline::new(&rank).unwrap().explain();

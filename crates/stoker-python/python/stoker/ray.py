@@ -4,11 +4,13 @@
 its share of the elements: positions ``i, i + k, ...`` of the stream where the planner puts the
 share, which it moves towards the source through the maps and the ``batch`` (each actor then
 batches its own share), into a ``global_shuffle`` (which reads only the share's records), and,
-under ``ignore_errors()``, through the steps that skip. It stops above a shuffle buffer and
-other steps whose output would change (a warning at ``serve`` names the work every actor then
-repeats below it). No element is left out: the shares differ by one element at most, and each
-actor's last batch may be short (with ``drop_remainder=True`` each actor drops its own short
-batch). Trainers consume the service with
+under ``ignore_errors()``, through the steps that skip. It stops above steps whose output
+would change (a shuffle buffer, a filter, an interleave, a repeat, a cache, a batch with random
+ops or a take after it; under ``ignore_errors()`` a take; a warning at ``serve`` names the
+step, why, and the work every actor then repeats below it). No
+element is left out: the shares differ by one element at most. Where the share is below the
+batch, each actor's last batch may be short (with ``drop_remainder=True`` each actor drops its
+own short batch). Trainers consume the service with
 ``reader(service, rank, world_size)``:
 
 - ``mode="shard"`` (the default): trainer ``rank`` takes the actors ``i`` with
@@ -284,6 +286,7 @@ class Service:
         self._seeds: list[int] | None = None
         # Per actor: the rows of one pass of its share (see `rows`).
         self._share_rows: list[int | None] = []
+        self._warned = False
         self._start(num_workers)
 
     def _start(self, num_workers: int) -> None:
@@ -311,7 +314,8 @@ class Service:
             self._seeds = self._ray.get(actors[0].seed_values.remote())
         if self._whole is None:
             self._whole = self._ray.get(actors[0].whole_rows.remote())
-        if self.generation == 0:
+        if num_workers > 1 and not self._warned:
+            self._warned = True
             # Work every actor repeats (its share stops above it): said once, on the driver.
             for message in self._ray.get(actors[0].plan_warnings.remote()):
                 warnings.warn(message, stacklevel=4)
@@ -378,8 +382,9 @@ def _loaded_skips(n: Any) -> _Skips:
     """A shard's count from a saved state (an int where an older reader saved it)."""
     if isinstance(n, int):
         return n, 0
-    below, own = n
-    return int(below), int(own)
+    if not isinstance(n, (list, tuple)) or len(n) != 2:
+        raise InvalidArgumentError(f"load_state_dict: state['skipped'] holds {n!r}, not a count or a pair of counts")
+    return int(n[0]), int(n[1])
 
 
 def _check_workers(what: str, num_workers: Any) -> None:
@@ -503,7 +508,8 @@ class Reader:
         self._base = dict(self._skipped)
         self._ended = {int(i) for i in state["ended"]}
         self._skipped_earlier = int(state.get("skipped_earlier", 0))
-        self._shared_earlier = int(state.get("shared_earlier", 0))
+        # A state from before the split: every count was the whole stream's.
+        self._shared_earlier = int(state.get("shared_earlier", self._skipped_earlier))
         self.shards = sorted(self._acked)
         self._restored = True
 
@@ -515,7 +521,8 @@ class Reader:
         loaded state: in the epochs of the reader that saved it too): those its actors skipped
         in their shares, and, once, those skipped below the shares (where every actor reads
         the whole stream; ``stats()["skipped_shared"]``, the same for every trainer). A job's
-        total: the trainers' counts less ``skipped_shared``, summed, plus ``skipped_shared``.
+        total under ``mode="shard"``: the trainers' counts less ``skipped_shared``, summed, plus
+        ``skipped_shared`` (under ``mode="epoch"`` each trainer's count is the whole epoch's).
         Inside an epoch it may count records the actors skipped ahead of the last batch handed
         out (they run ahead of the trainer); at an epoch's end it is exact, unless an actor died
         in it or the reader went on from a state saved inside it (see the module's text)."""

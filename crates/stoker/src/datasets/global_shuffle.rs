@@ -165,7 +165,9 @@ impl DatasetOp for GlobalShuffle {
             _ => position,
         };
         let order = IndexShuffle::new(access.count()?, seed);
-        if at.is_none() {
+        // Losses without a position are the whole source's: of shares that split the work
+        // (not equal ranks, which each report their own), one counts them.
+        if at.is_none() && self.share.is_none_or(|s| s.equal || s.index == 0) {
             access.count_unplaced_losses();
         }
         let len = self.share.map_or(order.len(), |s| s.count(order.len()));

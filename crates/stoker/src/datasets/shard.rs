@@ -357,6 +357,14 @@ pub fn place(shard: &Shard, policy: ErrorPolicy) -> Result<Placed> {
                 ))
             }
             ShardMove::Regroups => regrouped_at = Some(passed.len()),
+            ShardMove::Prefix(_) if policy == ErrorPolicy::Skip => {
+                break Some((
+                    at.label(),
+                    "under on_bad_record=skip it counts the elements left once bad ones are \
+                     dropped, and below it a share would count others"
+                        .to_string(),
+                ))
+            }
             ShardMove::Prefix(count) => limit = Some(limit.map_or(count, |l| l.min(count))),
             ShardMove::TakesIn => {
                 let moved = shard.over(at.clone(), limit);
@@ -464,10 +472,13 @@ fn batches_of(plan: &Plan) -> Option<(u64, u64, u64)> {
     };
     let (count, full, last) = batches_of(input)?;
     let Some(shard) = plan.op::<Shard>() else {
-        // A step that keeps fewer batches (a `take`) keeps whole ones only.
-        return match step.cardinality() {
-            Cardinality::Finite(c) if c == count => Some((count, full, last)),
-            Cardinality::Finite(c) if c < count && last == 0 => Some((c, full, 0)),
+        // Where every batch is whole, any number of them; a short one stays last only
+        // through steps that keep the order (a prefix of it keeps whole ones).
+        return match (step.cardinality(), step.shard_move()) {
+            (Cardinality::Finite(c), _) if last == 0 => Some((c, full, 0)),
+            (Cardinality::Finite(c), ShardMove::Through) if c == count => Some((count, full, last)),
+            (Cardinality::Finite(c), ShardMove::Prefix(_)) if c < count => Some((c, full, 0)),
+            (Cardinality::Finite(c), ShardMove::Prefix(_)) if c == count => Some((c, full, last)),
             _ => None,
         };
     };
