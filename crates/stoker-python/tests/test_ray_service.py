@@ -563,3 +563,15 @@ def test_a_re_batching_reader_of_a_pipeline_function_knows_its_length(ray_cluste
             assert len(r) == len(list(r)) == -(-sum(len(b) for b in skr._share(_chunked(), 2, rank)) // 6)
     finally:
         service.shutdown()
+
+
+def test_a_workers_share_goes_through_a_spec_unchanged(tmp_path):
+    # An actor may build its pipeline from a spec: the share's kind must survive it.
+    share = skr._share(_pipeline(), 3, 1)
+    share.save_spec(str(tmp_path / "share.json"))
+    again = sk.Dataset.load_spec(str(tmp_path / "share.json"))
+    assert "shard(3, 1) by worker" in again.explain()
+    got = _values(again)
+    assert got == _values(share)
+    others = [_values(skr._share(_pipeline(), 3, i)) for i in (0, 2)]
+    assert sorted(got + others[0] + others[1]) == list(range(240))
