@@ -32,6 +32,7 @@ pub fn apply(spec: &serde_json::Value, data: &[u8], element: u64) {
         epoch: 0,
         row: None,
         seeds: Seeds::none(),
+        skipped: Default::default(),
     };
     let input = Element::new(
         names(&["x"]),

@@ -25,6 +25,9 @@ pub struct OpCtx<'a> {
     pub row: Option<&'a RowSlots>,
     /// What the drawn seeds stand for in this run.
     pub seeds: &'a Seeds,
+    /// Bad records the ops dropped under the skip policy while applied to this element (see
+    /// [`OpCtx::skip`]).
+    pub skipped: std::cell::Cell<u64>,
 }
 
 impl<'a> OpCtx<'a> {
@@ -38,6 +41,13 @@ impl<'a> OpCtx<'a> {
             epoch_seed(self.seeds.resolve(seed), self.epoch),
             self.element,
         )
+    }
+
+    /// Counts one bad record dropped under the skip policy, with its reason: in the stage's
+    /// counters, and for the state of the stage that hands the element out.
+    pub fn skip(&self, reason: impl Into<String>) {
+        self.stats.add_skip(reason);
+        self.skipped.set(self.skipped.get() + 1);
     }
 
     /// The batch row of field `name`, to write `dtype` values of `shape` into, when a batch

@@ -914,6 +914,8 @@ pub struct TfRecordIter {
     names: Names,
     policy: ErrorPolicy,
     stats: Arc<StageStats>,
+    /// Damaged records passed over before where it stands (see [`State::skipped`]).
+    skipped: u64,
 }
 
 impl TfRecordIter {
@@ -936,6 +938,7 @@ impl TfRecordIter {
             names: names(&[Self::FIELD]),
             policy,
             stats,
+            skipped: 0,
         })
     }
 }
@@ -964,6 +967,7 @@ impl TfRecordIter {
             names: names(&[Self::FIELD]),
             policy,
             stats,
+            skipped: state.skipped,
         })
     }
 }
@@ -971,7 +975,7 @@ impl TfRecordIter {
 impl ElementIter for TfRecordIter {
     fn state(&self) -> Result<State> {
         let (record, offset) = self.reader.position();
-        Ok(State::leaf(vec![record, offset]))
+        Ok(State::leaf(vec![record, offset]).with_skipped(self.skipped))
     }
 
     fn next(&mut self) -> Result<Option<Element>> {
@@ -990,6 +994,7 @@ impl ElementIter for TfRecordIter {
                         format!("{e}; {}", r.note)
                     };
                     self.stats.add_loss(r.records, r.rest_lost, reason);
+                    self.skipped += r.records;
                     self.stats.add_skipped_bytes(r.bytes);
                 }
                 Err(e) => return Err(e),

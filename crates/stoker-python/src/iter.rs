@@ -102,6 +102,19 @@ impl PyIter {
         true
     }
 
+    /// The driver's state after the last element handed out (after the end: at the end).
+    fn current_state(&self) -> stoker_core::Result<State> {
+        match (&self.driver, &self.ended_at) {
+            (Some(d), _) => d.state(),
+            (None, Some(Ok(s))) => Ok(s.clone()),
+            (None, Some(Err(why))) => Err(stoker_core::Error::invalid("state", why.clone())),
+            (None, None) => Err(stoker_core::Error::invalid(
+                "state",
+                "the iterator was closed before its end: its position is gone",
+            )),
+        }
+    }
+
     /// Keeps the driver's state before it goes.
     fn keep_state(&mut self) {
         if let Some(d) = &self.driver {
@@ -211,29 +224,20 @@ impl PyIter {
         if self.finished {
             return Ok(PyBytes::new(py, &self.pipeline.save_ended(&self.run)));
         }
-        let state = match (&self.driver, &self.ended_at) {
-            (Some(d), _) => d.state().map_err(|e| to_pyerr(py, e))?,
-            (None, Some(Ok(s))) => s.clone(),
-            (None, Some(Err(why))) => {
-                return Err(to_pyerr(
-                    py,
-                    stoker_core::Error::invalid("state", why.clone()),
-                ))
-            }
-            (None, None) => {
-                return Err(to_pyerr(
-                    py,
-                    stoker_core::Error::invalid(
-                        "state",
-                        "the iterator was closed before its end: its position is gone",
-                    ),
-                ))
-            }
-        };
+        let state = self.current_state().map_err(|e| to_pyerr(py, e))?;
         Ok(PyBytes::new(
             py,
             &self.pipeline.save(&self.run, Some(&state)),
         ))
+    }
+
+    /// The bad records skipped in this iteration before the last element handed out (after
+    /// the end: in all), including the count of the state it was restored from: by the steps
+    /// below a shard, and by the others. The same however far the threads ran ahead.
+    fn skipped(&self, py: Python<'_>) -> PyResult<(u64, u64)> {
+        self.check_process(py)?;
+        let state = self.current_state().map_err(|e| to_pyerr(py, e))?;
+        Ok(state.skipped_split())
     }
 
     /// Stops the pipeline now and joins its threads (see the module docs for how long it

@@ -408,12 +408,6 @@ impl PyPlan {
         self.then(py, shard)
     }
 
-    /// Bad records skipped so far: by the steps below a shard (every shard passes over them),
-    /// and by the others.
-    fn skipped_below_shards(&self, py: Python<'_>) -> PyResult<(u64, u64)> {
-        Ok(self.pipeline(py)?.skipped_below_shards())
-    }
-
     /// The rows one pass hands out, as planned, where it ends in a batch whose input's
     /// length is known (the steps after the batch must keep its rows: the caller checks);
     /// `None` otherwise.

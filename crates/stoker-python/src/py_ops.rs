@@ -262,8 +262,7 @@ fn skipped(py: Python<'_>, ctx: &OpCtx<'_>, func: &str, e: PyErr) -> Result<()> 
     if ctx.policy != ErrorPolicy::Skip || !e.is_instance_of::<PyException>(py) {
         return Err(from_pyerr(e));
     }
-    ctx.stats
-        .add_skip(format!("element {}: {func} raised {e}", ctx.element));
+    ctx.skip(format!("element {}: {func} raised {e}", ctx.element));
     Ok(())
 }
 

@@ -50,6 +50,12 @@ def _even(e: dict[str, Any]) -> bool:
     return int(e["s"]) % 3 != 0
 
 
+def _raises_on_some(e: dict[str, Any]) -> dict[str, Any]:
+    if int(e["s"]) % 6 == 1:
+        raise ValueError(f"no {int(e['s'])}")
+    return e
+
+
 TEXT = Path(__file__).resolve().parents[3] / "tests" / "golden" / "text"
 
 
@@ -127,6 +133,27 @@ def pipelines(data: dict[str, Any]) -> dict[str, Callable[[int], sk.Dataset]]:
             sk.TFRecordDataset(tfr, num_parallel_reads=sk.AUTOTUNE).map(s_only).global_shuffle(seed=5).repeat(2), t
         ),
         "refill": lambda t: opt(sk.TFRecordDataset(data["damaged"]).batch(4).map(s_only).ignore_errors(), t),
+        # Bad records skipped by a parallel parse, a Python function that raises, a global
+        # shuffle and the steps of a concatenation: a resumed run counts each once.
+        "skips_parallel": lambda t: opt(
+            sk.TFRecordDataset([data["damaged"], data["damaged"]], num_parallel_reads=2)
+            .map(s_only, num_parallel_calls=2)
+            .map(_raises_on_some)
+            .shuffle(5, seed=2)
+            .repeat(2)
+            .batch(3)
+            .ignore_errors(),
+            t,
+        ),
+        "skips_global": lambda t: opt(
+            sk.TFRecordDataset(data["damaged"])
+            .map(s_only)
+            .global_shuffle(seed=1)
+            .concatenate(sk.TFRecordDataset(data["damaged"]).map(s_only).map(_raises_on_some))
+            .batch(4)
+            .ignore_errors(),
+            t,
+        ),
         "shuffle_unseeded": lambda t: opt(sk.Dataset.range(50).shuffle(16), t),
         "map_random_parallel": lambda t: opt(
             sk.Dataset.from_tensor_slices(
@@ -244,7 +271,7 @@ def run_jobs(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append({"error": f"{type(e).__name__}: {e}"})
             continue
         if job["take"] is None:
-            out.append({"digests": [digest(e) for e in it]})
+            out.append({"digests": [digest(e) for e in it], "skipped": it.skipped()})
         else:
             got = [digest(next(it)) for _ in range(job["take"])]
             out.append({"digests": got, "state": it.state()})

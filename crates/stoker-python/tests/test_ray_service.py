@@ -292,18 +292,45 @@ def _bad_then_shuffled():
     return _decoded().shuffle(8, seed=1).batch(4)
 
 
+def _slow_bad_images():
+    # A parallel map runs ahead of the batches handed out, over bad records too.
+    return _decoded().map(lambda e: e, num_parallel_calls=2).prefetch(4).batch(4)
+
+
 def test_bad_input_under_ignore_errors_is_skipped_and_counted(ray_cluster):
     want = _GOOD
-    service = skr.serve(_with_bad_images, num_workers=1)
+    service = skr.serve(_slow_bad_images, num_workers=1)
     try:
         r = skr.reader(service)
         assert sorted(int(v) for b in r for v in b["i"]) == want
         assert r.skipped() == 9
-        # Killed mid-epoch: the good elements exactly once still.
-        it = iter(r)
-        head = [next(it) for _ in range(4)]
+        # Killed mid-epoch, each time after another batch: the good elements exactly once
+        # still, and each bad record counted once (the dead actor had skipped some beyond the
+        # batches handed out; the new one counts on from the state of the last batch).
+        for epoch, cut in enumerate([1, 4, 9], start=1):
+            it = iter(r)
+            head = [next(it) for _ in range(cut)]
+            at_cut = r.skipped() - 9 * epoch
+            assert at_cut == sum(1 for i in range(4 * cut + at_cut) if i % 7 == 0)
+            ray_cluster.kill(service.actor(0))
+            assert sorted(int(v) for b in head + list(it) for v in b["i"]) == want
+            assert r.skipped() == 9 * (epoch + 1), cut
+        assert service.restarts == 3
+        # Killed between epochs: the next epoch starts on a new actor.
         ray_cluster.kill(service.actor(0))
-        assert sorted(int(v) for b in head + list(it) for v in b["i"]) == want
+        assert sorted(int(v) for b in r for v in b["i"]) == want
+        assert r.skipped() == 9 * 5
+        assert service.restarts == 4
+        # A trainer restarted from a state saved mid-epoch counts on from it.
+        it = iter(r)
+        head = [next(it) for _ in range(6)]
+        state = r.state_dict()
+        del it
+        again = skr.reader(service)
+        again.load_state_dict(state)
+        rest = list(again)
+        assert sorted(int(v) for b in head + rest for v in b["i"]) == want
+        assert again.skipped() == 9 * 6
     finally:
         service.shutdown()
 

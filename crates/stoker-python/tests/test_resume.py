@@ -84,6 +84,13 @@ def full_run(data: dict[str, Any], name: str, threads: int) -> list[str]:
     return [rp.digest(e) for e in rp.pipelines(data)[name](threads)]
 
 
+def skipped_in_full_run(data: dict[str, Any], name: str, threads: int) -> int:
+    it = rp.pipelines(data)[name](threads).iterator()
+    for _ in it:
+        pass
+    return it.skipped()
+
+
 def states_at(
     data: dict[str, Any], name: str, threads: int, cuts: list[int]
 ) -> list[tuple[list[str], bytes, list[str]]]:
@@ -153,9 +160,15 @@ def test_resume_in_a_new_process_gives_the_uninterrupted_stream(data, name):
                 jobs.append({"data": data, "name": name, "threads": restored_with, "state": state, "take": None})
                 expect.append((saved_with, k, restored_with, rest))
     results = in_new_process(jobs)
+    # Bad records skipped under ignore_errors(): a run resumed anywhere, in a new process,
+    # counts the epoch's (those before the state, from it, and those after it) once.
+    skipped = skipped_in_full_run(data, name, 2)
+    if name.startswith("skips_"):
+        assert skipped > 0
     for (saved_with, k, restored_with, rest), got in zip(expect, results):
         assert "error" not in got, (name, saved_with, k, restored_with, got)
         assert got["digests"] == rest, (name, saved_with, k, restored_with)
+        assert got["skipped"] == skipped, (name, saved_with, k, restored_with)
 
 
 @pytest.mark.parametrize("name", ["w1", "w3", "mixed", "shuffle", "repeat", "cache_memory", "interleave_python"])

@@ -17,6 +17,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use stoker_core::element::{Element, Names, Schema};
+use stoker_core::exec::state::Recount;
 use stoker_core::exec::{BoxIter, ElementIter, MakeIter, State};
 use stoker_core::{DType, Error, Result};
 use stoker_formats::{masked_crc32c, Compression, RecordReader, RecordWriter};
@@ -112,7 +113,33 @@ pub fn iterate_at(
             return Err(stoker_core::exec::state::mismatch("cache"));
         }
     }
-    Ok(it)
+    Ok(match at {
+        Some(at) => {
+            let now = stoker_core::exec::skipped_by_unsaved(&*it);
+            let recount = Recount::after_restore(at.skipped, now);
+            Box::new(Recounted { inner: it, recount })
+        }
+        None => it,
+    })
+}
+
+/// A cache restored at a state: its skip count goes on from the state's (running the input
+/// again through the elements handed out counts their bad records again; the file holds none).
+struct Recounted {
+    inner: BoxIter,
+    recount: Recount,
+}
+
+impl ElementIter for Recounted {
+    fn state(&self) -> Result<State> {
+        let mut s = self.inner.state()?;
+        s.skipped = self.recount.of(s.skipped);
+        Ok(s)
+    }
+
+    fn next(&mut self) -> Result<Option<Element>> {
+        self.inner.next()
+    }
 }
 
 fn start(path: &str, schema: &Schema, mut make_input: MakeIter) -> Result<BoxIter> {
@@ -134,6 +161,7 @@ fn start(path: &str, schema: &Schema, mut make_input: MakeIter) -> Result<BoxIte
             elements: 0,
             crc: 0,
         },
+        skipped: 0,
     }))
 }
 
@@ -376,6 +404,8 @@ struct Writer {
     buf: Vec<u8>,
     empty_header: Header,
     done: Completion,
+    /// Bad records its input skipped, once it ended (see [`State::skipped`]).
+    skipped: u64,
 }
 
 impl Writer {
@@ -446,7 +476,11 @@ fn publish(tmp: &str, path: &str) -> Result<()> {
 
 impl ElementIter for Writer {
     fn state(&self) -> Result<State> {
-        Ok(State::leaf(vec![0, self.done.elements]))
+        let skipped = match &self.input {
+            Some(input) => stoker_core::exec::skipped_by_unsaved(&**input),
+            None => self.skipped,
+        };
+        Ok(State::leaf(vec![0, self.done.elements]).with_skipped(skipped))
     }
 
     fn next(&mut self) -> Result<Option<Element>> {
@@ -466,6 +500,8 @@ impl ElementIter for Writer {
                 Ok(Some(e))
             }
             None => {
+                // (An input that cannot report its state cannot be resumed: nothing to count.)
+                self.skipped = stoker_core::exec::skipped_by(&**input).unwrap_or(0);
                 self.input = None;
                 self.finish()?;
                 Ok(None)

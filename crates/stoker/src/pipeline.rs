@@ -57,10 +57,11 @@ pub struct Saved {
     pub state: Option<State>,
 }
 
-/// The first bytes of a saved state, and the version of its layout: 2 added the drawn seeds'
-/// values and the start of an iteration.
+/// The first bytes of a saved state, and the version of its layout (`load` reads the older
+/// layouts too: a state saved by an earlier stoker still resumes; what it lacks, the drawn
+/// seeds' values or the skip counts, is taken as this process's seeds and as none).
 const STATE_MAGIC: &[u8; 4] = b"STKS";
-const STATE_VERSION: u64 = 2;
+const STATE_VERSION: u64 = 3;
 
 impl Pipeline {
     /// Optimises `plan` once; every iteration of the pipeline adds to the same stats.
@@ -316,8 +317,8 @@ impl Pipeline {
         self.save(&next, None)
     }
 
-    /// Where `run` stands after the last element it handed out, as bytes for
-    /// [`start_at`](Pipeline::start_at).
+    /// Where `run` stands after the last element it handed out (after its end: at the end),
+    /// as bytes for [`start_at`](Pipeline::start_at).
     pub fn state_of(&self, run: &Run) -> Result<Vec<u8>> {
         use stoker_core::exec::ElementIter;
         Ok(self.save(&run.saved, Some(&run.driver.state()?)))
@@ -363,7 +364,10 @@ impl Pipeline {
         let order_budget = take_varint(&mut data)?.clamp(1, 1 << 16) as usize;
         let (seed_values, state) = if version == 1 {
             // Before the drawn seeds were recorded: those of this process.
-            (self.seed_values(), Some(State::decode(&mut data)?))
+            (
+                self.seed_values(),
+                Some(State::decode_uncounted(&mut data)?),
+            )
         } else {
             let n = take_varint(&mut data)?;
             if n > (data.len() / 8) as u64 {
@@ -384,7 +388,10 @@ impl Pipeline {
                 }
                 Some((1, rest)) => {
                     data = rest;
-                    Some(State::decode(&mut data)?)
+                    Some(match version {
+                        2 => State::decode_uncounted(&mut data)?,
+                        _ => State::decode(&mut data)?,
+                    })
                 }
                 _ => return Err(bad("the state is damaged: no step states".into())),
             };
@@ -432,24 +439,15 @@ impl Pipeline {
         self.stats.snapshot()
     }
 
-    /// Bad records skipped so far: by the steps below a `shard` (each shard passes over the
-    /// same records there), and by the others.
-    pub fn skipped_below_shards(&self) -> (u64, u64) {
-        let below: std::collections::HashSet<u64> = preorder(&self.plan)
-            .iter()
-            .filter(|p| p.op::<crate::datasets::shard::Shard>().is_some())
-            .flat_map(|p| p.step().inputs().into_iter().flat_map(preorder))
-            .map(|p| p.id())
-            .collect();
-        let mut out = (0, 0);
-        for (key, stage) in self.stats.snapshot_by_key() {
-            if below.contains(&key) {
-                out.0 += stage.skipped;
-            } else {
-                out.1 += stage.skipped;
-            }
-        }
-        out
+    /// The bad records skipped before a saved state (from [`Pipeline::save`]) in its iteration:
+    /// by the steps below a `shard` (each shard passes over the same records there), and by
+    /// the others (see [`State::skipped`]); none at an iteration's start, or in a state saved
+    /// before the counts were kept.
+    pub fn skipped_in(&self, saved: &[u8]) -> Result<(u64, u64)> {
+        Ok(self
+            .load(saved)?
+            .state
+            .map_or((0, 0), |s| s.skipped_split()))
     }
 
     pub fn registry(&self) -> &Arc<StatsRegistry> {

@@ -30,8 +30,10 @@ pub trait RandomAccess: Send + Sync + 'static {
     }
     /// Counts, in the stages' stats, the losses that lie at no position (damage that took
     /// records' headers, found when the access was opened under the skip policy): once, by a
-    /// pass that reads every position from the first.
-    fn count_unplaced_losses(&self) {}
+    /// pass that reads every position from the first. The records counted.
+    fn count_unplaced_losses(&self) -> u64 {
+        0
+    }
     /// Whether [`get_or_skip`](RandomAccess::get_or_skip) may skip positions. A pass run in
     /// order skips them too, and then hands out fewer elements before a position than there
     /// are positions: what a restored shuffle buffer holds cannot be found by position.

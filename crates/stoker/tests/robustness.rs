@@ -9,15 +9,6 @@ use stoker::{Pipeline, Plan};
 use stoker_core::{Error, ErrorPolicy, PipelineOptions};
 use stoker_formats::{Compression, RecordWriter};
 
-fn parse_s() -> std::sync::Arc<dyn stoker_core::Op> {
-    stoker_ops::OpSpec::from_json(&serde_json::json!({
-        "op": "parse_example", "features": [{"name": "s", "kind": "fixed", "dtype": "int64"}]
-    }))
-    .unwrap()
-    .build()
-    .unwrap()
-}
-
 /// Runs the pipeline to its end; an error it raises must name the stage it came from, and is
 /// returned as the error itself.
 fn run_all(plan: &Plan) -> stoker_core::Result<Vec<i64>> {
@@ -283,6 +274,7 @@ fn early_stop_mid_epoch_does_not_hang() {
 #[test]
 fn a_workers_share_moves_under_the_skip_policy_and_counts_its_own_skips_apart() {
     use stoker::datasets::shard::Shard;
+    use stoker_core::exec::ElementIter;
     let dir = tempfile::tempdir().unwrap();
     let path = file_with(dir.path(), "x.tfrecord", 0..9);
     let mut bytes = std::fs::read(&path).unwrap();
@@ -309,12 +301,13 @@ fn a_workers_share_moves_under_the_skip_policy_and_counts_its_own_skips_apart() 
         let p = Pipeline::new(&share).unwrap();
         let text = p.explain();
         assert!(text.contains("by worker moved below"), "{text}");
-        let mut it = p.iter().unwrap();
-        while let Some(e) = it.next().unwrap() {
+        let mut run = p.start_at(None).unwrap();
+        while let Some(e) = run.driver.next().unwrap() {
             all.extend(e.get("s").unwrap().typed::<i64>().unwrap().iter().copied());
         }
         // The record reader, below the share, passes over the bad record in every share.
-        assert_eq!(p.skipped_below_shards(), (1, 0));
+        let end = p.state_of(&run).unwrap();
+        assert_eq!(p.skipped_in(&end).unwrap(), (1, 0));
     }
     all.sort();
     assert_eq!(all, vec![0, 1, 2, 3, 5, 6, 7, 8]);

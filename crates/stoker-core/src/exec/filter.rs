@@ -16,6 +16,8 @@ pub struct FilterIter {
     stats: Arc<StageStats>,
     cancel: Option<CancelFlag>,
     next_index: u64,
+    /// Bad records dropped before the next element (see [`crate::exec::State::skipped`]).
+    skipped: u64,
 }
 
 impl FilterIter {
@@ -33,13 +35,20 @@ impl FilterIter {
             stats,
             cancel,
             next_index: 0,
+            skipped: 0,
         }
+    }
+
+    /// Restored: goes on counting from the bad records its state holds.
+    pub fn restore(mut self, state: &crate::exec::State) -> Self {
+        self.skipped = state.skipped;
+        self
     }
 }
 
 impl ElementIter for FilterIter {
     fn state(&self) -> Result<crate::exec::State> {
-        Ok(crate::exec::State::over(self.input.state()?))
+        Ok(crate::exec::State::over(self.input.state()?).with_skipped(self.skipped))
     }
 
     fn next(&mut self) -> Result<Option<Element>> {
@@ -58,9 +67,12 @@ impl ElementIter for FilterIter {
                 epoch: 0,
                 row: None,
                 seeds: crate::seed::Seeds::none(),
+                skipped: Default::default(),
             };
             self.next_index += 1;
-            if catch_panic(&self.stats.name, || self.predicate.test(&e, &ctx))? {
+            let kept = catch_panic(&self.stats.name, || self.predicate.test(&e, &ctx))?;
+            self.skipped += ctx.skipped.get();
+            if kept {
                 return Ok(Some(e));
             }
         }

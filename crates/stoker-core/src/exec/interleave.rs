@@ -9,7 +9,8 @@ use std::time::Instant;
 use crate::element::Element;
 use crate::error::Result;
 use crate::exec::prefetch::Prefetch;
-use crate::exec::{BoxIter, ElementIter, State};
+use crate::exec::state::Recount;
+use crate::exec::{skipped_by, skipped_by_unsaved, BoxIter, ElementIter, State};
 use crate::knob::Knob;
 use crate::stats::StageStats;
 
@@ -47,6 +48,11 @@ pub struct InterleaveIter {
     end_of_input: bool,
     /// Input elements taken so far.
     taken: u64,
+    /// Bad records skipped by the datasets that ended (see [`State::skipped`]).
+    closed_skipped: u64,
+    /// The count of the input and the datasets that ended, from the input's (whose state is
+    /// not saved).
+    recount: Recount,
     stats: Arc<StageStats>,
 }
 
@@ -78,6 +84,8 @@ impl InterleaveIter {
             num_open: 0,
             end_of_input: false,
             taken: 0,
+            closed_skipped: 0,
+            recount: Recount::default(),
             stats,
         }
     }
@@ -119,6 +127,8 @@ impl InterleaveIter {
         it.block_index = state.int(OP, 2)? as usize;
         it.end_of_input = state.int(OP, 3)? != 0;
         it.taken = taken;
+        // The saved count holds the input's, which the run above counted again.
+        it.recount = Recount::after_restore(state.skipped, skipped_by_unsaved(&*it.input));
         for ((i, element, inner), arg) in open_slots.into_iter().zip(elements) {
             let slot = it.start(&arg, element, i, Some(inner))?;
             it.slots[i] = Some(slot);
@@ -189,7 +199,8 @@ impl ElementIter for InterleaveIter {
             self.taken,
         ];
         // The input's own state is not needed: a restore runs it again (see `restore`).
-        Ok(State::new(ints, inputs))
+        let skipped = self.closed_skipped + self.recount.of(skipped_by_unsaved(&*self.input));
+        Ok(State::new(ints, inputs).with_skipped(skipped))
     }
 
     fn next(&mut self) -> Result<Option<Element>> {
@@ -220,7 +231,10 @@ impl ElementIter for InterleaveIter {
                     }
                     return Ok(Some(e));
                 }
-                self.slots[self.cycle_index] = None;
+                if let Some(ended) = self.slots[self.cycle_index].take() {
+                    // (One that cannot report its state cannot be resumed: nothing to count.)
+                    self.closed_skipped += skipped_by(&*ended.it).unwrap_or(0);
+                }
                 self.num_open -= 1;
                 self.count_ahead();
                 self.advance_to_next_in_cycle();

@@ -53,8 +53,9 @@ impl Positions {
     }
 }
 
-/// Applies `ops` to `element`; `Ok(None)` when an op skipped it. `row`: the element's batch
-/// row, offered to the ops (see [`RowSlots`]).
+/// Applies `ops` to `element`: the element, `None` when an op skipped it, and the bad records
+/// the ops dropped (under the skip policy; rows of a batch or the element itself). `row`: the
+/// element's batch row, offered to the ops (see [`RowSlots`]).
 pub fn apply_chain(
     ops: &[Arc<dyn Op>],
     element: Element,
@@ -63,7 +64,7 @@ pub fn apply_chain(
     position: (u64, u64),
     row: Option<&RowSlots>,
     seeds: &Seeds,
-) -> Result<Option<Element>> {
+) -> Result<(Option<Element>, u64)> {
     let (index, epoch) = position;
     let ctx = OpCtx {
         policy,
@@ -72,6 +73,7 @@ pub fn apply_chain(
         epoch,
         row,
         seeds,
+        skipped: Default::default(),
     };
     let mut e = element;
     for op in ops {
@@ -83,10 +85,10 @@ pub fn apply_chain(
         }
         match out? {
             Some(next) => e = next,
-            None => return Ok(None),
+            None => return Ok((None, ctx.skipped.get())),
         }
     }
-    Ok(Some(e))
+    Ok((Some(e), ctx.skipped.get()))
 }
 
 pub struct MapIter {
@@ -98,6 +100,8 @@ pub struct MapIter {
     seeds: Arc<Seeds>,
     next_index: u64,
     positions: Positions,
+    /// Bad records dropped before the next element (see [`crate::exec::State::skipped`]).
+    skipped: u64,
 }
 
 impl MapIter {
@@ -118,6 +122,7 @@ impl MapIter {
             seeds,
             next_index: 0,
             positions: Positions::default(),
+            skipped: 0,
         }
     }
 
@@ -136,7 +141,7 @@ impl MapIter {
             };
             let position = (self.positions.at(self.next_index), self.epoch);
             self.next_index += 1;
-            let out = catch_panic(&self.stats.name, || {
+            let (out, skipped) = catch_panic(&self.stats.name, || {
                 apply_chain(
                     &self.ops,
                     e,
@@ -147,6 +152,7 @@ impl MapIter {
                     &self.seeds,
                 )
             })?;
+            self.skipped += skipped;
             if let Some(out) = out {
                 return Ok(Some(out));
             }
@@ -158,16 +164,17 @@ impl MapIter {
     /// Restored: the next element is element `next_index` of the pass (from the state).
     pub fn restore(mut self, state: &crate::exec::State) -> Result<MapIter> {
         self.next_index = state.int("map", 0)?;
+        self.skipped = state.skipped;
         Ok(self)
     }
 }
 
 impl ElementIter for MapIter {
     fn state(&self) -> Result<crate::exec::State> {
-        Ok(crate::exec::State::new(
-            vec![self.next_index],
-            vec![self.input.state()?],
-        ))
+        Ok(
+            crate::exec::State::new(vec![self.next_index], vec![self.input.state()?])
+                .with_skipped(self.skipped),
+        )
     }
 
     fn next(&mut self) -> Result<Option<Element>> {

@@ -35,6 +35,19 @@ use crate::error::{Error, Result};
 use crate::row_slots::RowSlots;
 pub use state::State;
 
+/// The bad records skipped before where `it` stands (see [`State::skipped`]), or the error of
+/// a stage that cannot report its state.
+pub fn skipped_by(it: &dyn ElementIter) -> Result<u64> {
+    it.state().map(|s| s.skipped_total())
+}
+
+/// [`skipped_by`] an input whose state is not saved with its consumer's (a restore replays
+/// it): one that cannot report its state counts none, as its consumer's state needs no more
+/// of it.
+pub fn skipped_by_unsaved(it: &dyn ElementIter) -> u64 {
+    skipped_by(it).unwrap_or(0)
+}
+
 /// An iterator over elements; `Ok(None)` is the end.
 pub trait ElementIter: Send {
     fn next(&mut self) -> Result<Option<Element>>;

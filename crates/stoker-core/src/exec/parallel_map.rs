@@ -21,7 +21,7 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::exec::map::{apply_chain, OpChain, Positions};
-use crate::exec::results::{Results, Running, Tagged};
+use crate::exec::results::{Results, Running};
 use crate::exec::state::StateLog;
 use crate::exec::{catch_panic, BoxIter, ElementIter, State};
 use crate::knob::Knob;
@@ -30,10 +30,13 @@ use crate::seed::Seeds;
 use crate::stats::StageStats;
 use crate::trace;
 
+/// An element made (`None`: dropped by an op), with the bad records the ops dropped making it.
+type Made = (Option<Element>, u64);
+type Tagged = crate::exec::results::Tagged<Made>;
 type Slot = Receiver<Tagged>;
 
 pub struct ParallelMap {
-    running: Running,
+    running: Running<Made>,
     stats: Arc<StageStats>,
     capacity: usize,
     done: bool,
@@ -43,6 +46,8 @@ pub struct ParallelMap {
     next_out: u64,
     /// The state after the last element handed out: `[next input index]` and the input's.
     last: Result<State>,
+    /// Bad records the ops dropped before the next element to come out (in order).
+    skipped: u64,
     /// Where the parallelism is tuned while it runs.
     tuned: Option<Tuned>,
 }
@@ -61,7 +66,7 @@ struct Tuned {
 impl Tuned {
     /// Gives back the token of an element taken, or withholds it where the knob came down,
     /// and issues more where it went up; starts the workers the knob now asks for.
-    fn after_element(&mut self, running: &mut Running) -> Result<()> {
+    fn after_element(&mut self, running: &mut Running<Made>) -> Result<()> {
         let target = 2 * self.knob.get();
         if self.issued > target || self.tokens.try_send(()).is_err() {
             self.issued -= 1;
@@ -87,6 +92,8 @@ pub struct ParallelMapConfig {
     pub policy: ErrorPolicy,
     /// The index of the input's first element in the pass (not 0 when restored).
     pub first_index: u64,
+    /// Bad records dropped before that element (see [`State::skipped`]).
+    pub first_skipped: u64,
     /// What the drawn seeds stand for in this run.
     pub seeds: Arc<Seeds>,
     /// The positions the ops see (see [`Positions`]).
@@ -228,7 +235,14 @@ impl Feeder {
                         break;
                     }
                 }
-                Ok(None) => break,
+                Ok(None) => {
+                    // The input's state at its end: bad records it skipped after its last
+                    // element count there.
+                    if let Some(log) = &log {
+                        log.push(*index, input.state());
+                    }
+                    break;
+                }
                 Err(err) => {
                     let _ = slot_tx.send((*index, Err(err)));
                     let _ = order_tx.send(slot_rx);
@@ -292,9 +306,10 @@ impl ParallelMap {
         // Work items carry the element's position, given in input order by the feeder.
         let (work_tx, work_rx) = bounded::<Work>(workers);
         let first_index = config.first_index;
+        let first_skipped = config.first_skipped;
         let first_state = input
             .state()
-            .map(|s| State::new(vec![first_index], vec![s]));
+            .map(|s| State::new(vec![first_index], vec![s]).with_skipped(first_skipped));
         let log = config.deterministic.then(|| Arc::new(StateLog::default()));
         let feeder_log = log.clone();
         let mut threads = Vec::with_capacity(first + 1);
@@ -383,6 +398,7 @@ impl ParallelMap {
             log,
             next_out: first_index,
             last: first_state,
+            skipped: first_skipped,
             tuned,
         })
     }
@@ -418,21 +434,38 @@ impl ElementIter for ParallelMap {
                 tuned.after_element(&mut self.running)?;
                 self.stats.set_workers(tuned.knob.get().min(tuned.started));
             }
+            if let Some(Ok((_, skipped))) = &outcome {
+                self.skipped += skipped;
+            }
             if let (Some(log), Some(_)) = (&self.log, &outcome) {
                 let index = self.next_out;
                 self.next_out += 1;
                 if let Some(saved) = log.take_through(index) {
-                    self.last = saved.map(|s| State::new(vec![index + 1], vec![s]));
+                    let skipped = self.skipped;
+                    self.last =
+                        saved.map(|s| State::new(vec![index + 1], vec![s]).with_skipped(skipped));
                 }
             }
             match outcome {
-                None => self.done = true,
-                Some(Ok(Some(e))) => {
+                None => {
+                    self.done = true;
+                    // The state at the input's end, where it ended cleanly.
+                    if let Some(Ok(end)) = self
+                        .log
+                        .as_ref()
+                        .and_then(|l| l.take_through(self.next_out))
+                    {
+                        let skipped = self.skipped;
+                        self.last =
+                            Ok(State::new(vec![self.next_out], vec![end]).with_skipped(skipped));
+                    }
+                }
+                Some(Ok((Some(e), _))) => {
                     self.stats.add_elements(1);
                     return Ok(Some(e));
                 }
                 // An element skipped under the skip policy: go on.
-                Some(Ok(None)) => {}
+                Some(Ok((None, _))) => {}
                 Some(Err(e)) => {
                     self.done = true;
                     return Err(e);
@@ -501,6 +534,7 @@ mod tests {
                 deterministic,
                 policy: ErrorPolicy::Raise,
                 first_index: 0,
+                first_skipped: 0,
                 seeds: Arc::default(),
                 positions: Positions::default(),
                 knob,

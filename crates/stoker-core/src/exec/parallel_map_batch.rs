@@ -405,7 +405,7 @@ impl Worker {
             st.add_busy(t.elapsed());
             trace::span(st.trace_name(), trace::Category::Stage, t, Some(index));
             match out {
-                Ok(Some(e)) => {
+                Ok((Some(e), _)) => {
                     st.add_elements(1);
                     let t = Instant::now();
                     let w = pending.write(row, e, slots, pool);
@@ -415,7 +415,7 @@ impl Worker {
                     trace::span(name, trace::Category::Stage, t, Some(index));
                 }
                 // Only fused when bad records raise, so nothing is dropped.
-                Ok(None) => pending.fail(Error::internal(
+                Ok((None, _)) => pending.fail(Error::internal(
                     "an element was dropped inside a fused map and batch",
                 )),
                 Err(e) => pending.fail(e),
@@ -752,6 +752,7 @@ mod tests {
             deterministic,
             policy: ErrorPolicy::Raise,
             first_index: 0,
+            first_skipped: 0,
             seeds: Arc::default(),
             positions: Default::default(),
             knob: None,
@@ -832,6 +833,7 @@ mod tests {
             deterministic: true,
             policy: ErrorPolicy::Raise,
             first_index: 0,
+            first_skipped: 0,
             seeds: Arc::default(),
             positions: Default::default(),
             knob: Some(Arc::clone(&knob)),

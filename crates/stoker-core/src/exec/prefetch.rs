@@ -23,8 +23,12 @@ type Saved = std::result::Result<State, Arc<str>>;
 /// place there.
 type Queued = (Element, Saved, Option<Ticket>);
 
+/// How the input ended, and, where it ended cleanly, its state then (bad records it skipped
+/// after its last element count there).
+type Ending = (Result<()>, Option<Saved>);
+
 /// What the producer hands over: some elements, and, last, how the input ended.
-type Chunk = (Vec<Queued>, Option<Result<()>>);
+type Chunk = (Vec<Queued>, Option<Ending>);
 
 /// What bounds a buffer besides its capacity: a knob for the elements it holds (its depth),
 /// and the RAM budget its elements' bytes are reserved in.
@@ -143,10 +147,11 @@ pub struct Prefetch {
     stats: Arc<StageStats>,
     /// Elements received and not yet handed out.
     local: VecDeque<Queued>,
-    /// The input's state after the last element handed out.
+    /// The input's state after the last element handed out; once the end was handed out,
+    /// where the input ended cleanly, its state at the end.
     last: Saved,
     /// How the input ended, once received (handed out after `local` is empty).
-    ending: Option<Result<()>>,
+    ending: Option<Ending>,
     done: bool,
 }
 
@@ -241,8 +246,14 @@ impl Prefetch {
                         pending.push((e, saved, ticket));
                         (None, pending.len() >= chunk || tx.is_empty())
                     }
-                    Ok(None) => (Some(Ok(())), true),
-                    Err(e) => (Some(Err(e)), true),
+                    Ok(None) => {
+                        let end = match &no_state {
+                            Some(_) => None,
+                            None => Some(input.state().map_err(|e| Arc::from(e.to_string()))),
+                        };
+                        (Some((Ok(()), end)), true)
+                    }
+                    Err(e) => (Some((Err(e), None)), true),
                 };
                 if !full {
                     continue;
@@ -283,8 +294,11 @@ impl Prefetch {
                 self.last = saved;
                 return Poll::Ready(Ok(Some(e)));
             }
-            if let Some(ending) = self.ending.take() {
+            if let Some((ending, end)) = self.ending.take() {
                 self.done = true;
+                if let Some(Ok(end)) = end {
+                    self.last = Ok(end);
+                }
                 return Poll::Ready(ending.map(|()| None));
             }
             if self.done {

@@ -15,6 +15,8 @@ pub struct RepeatIter {
     produced_this_epoch: bool,
     /// Passes started.
     passes: u64,
+    /// Bad records the passes that ended skipped (see [`State::skipped`]).
+    skipped: u64,
 }
 
 const OP: &str = "repeat";
@@ -27,6 +29,7 @@ impl RepeatIter {
             remaining: count,
             produced_this_epoch: false,
             passes: 0,
+            skipped: 0,
         }
     }
 
@@ -35,6 +38,7 @@ impl RepeatIter {
         let mut it = RepeatIter::new(make, count);
         it.passes = state.int(OP, 0)?;
         it.produced_this_epoch = state.int(OP, 1)? != 0;
+        it.skipped = state.skipped;
         if let Some(c) = &mut it.remaining {
             *c = c.saturating_sub(it.passes);
         }
@@ -56,7 +60,7 @@ impl ElementIter for RepeatIter {
             None => Vec::new(),
         };
         let produced = u64::from(self.produced_this_epoch);
-        Ok(State::new(vec![self.passes, produced], inputs))
+        Ok(State::new(vec![self.passes, produced], inputs).with_skipped(self.skipped))
     }
 
     fn next(&mut self) -> Result<Option<Element>> {
@@ -77,7 +81,10 @@ impl ElementIter for RepeatIter {
                     return Ok(Some(e));
                 }
             }
-            self.current = None;
+            if let Some(ended) = self.current.take() {
+                // (A pass that cannot report its state cannot be resumed: nothing to count.)
+                self.skipped += crate::exec::skipped_by(&*ended).unwrap_or(0);
+            }
             if !self.produced_this_epoch {
                 // An empty epoch: repeating it forever would spin without producing anything.
                 return Ok(None);

@@ -14,20 +14,21 @@ use crate::error::{Error, Result};
 use crate::knob::Knob;
 use crate::stats::StageStats;
 
-/// An element, `None` for one dropped (skipped, or an empty last batch), or an error.
-pub type Outcome = Result<Option<Element>>;
+/// An element, `None` for one dropped (skipped, or an empty last batch), or an error; a stage
+/// may send more with it (`T`).
+pub type Outcome<T = Option<Element>> = Result<T>;
 
 /// An outcome and the position of its item (element or batch) in the stage's input.
-pub type Tagged = (u64, Outcome);
+pub type Tagged<T = Option<Element>> = (u64, Outcome<T>);
 
-pub enum Results {
+pub enum Results<T = Option<Element>> {
     /// One slot per item, in input order.
-    Ordered(Receiver<Receiver<Tagged>>),
+    Ordered(Receiver<Receiver<Tagged<T>>>),
     /// One channel, in the order items finish. An error is held back until every item before
     /// it in the input has come out (they are in flight), so that, as in input order, nothing
     /// that came before a failure is lost; items after it may come out before it.
     Unordered {
-        results: Receiver<Tagged>,
+        results: Receiver<Tagged<T>>,
         seen: Seen,
         held: Option<(u64, Error)>,
     },
@@ -54,8 +55,8 @@ impl Seen {
     }
 }
 
-impl Results {
-    pub fn unordered(results: Receiver<Tagged>) -> Results {
+impl<T> Results<T> {
+    pub fn unordered(results: Receiver<Tagged<T>>) -> Results<T> {
         Results::Unordered {
             results,
             seen: Seen::default(),
@@ -66,7 +67,7 @@ impl Results {
     /// The next outcome, or `None` once every sender is gone. Samples the fill of the stage's
     /// buffer (`capacity` items) into `stats`; `lost` describes an item whose slot was dropped
     /// without a result (its worker died).
-    pub fn recv(&mut self, stats: &StageStats, capacity: usize, lost: &str) -> Option<Outcome> {
+    pub fn recv(&mut self, stats: &StageStats, capacity: usize, lost: &str) -> Option<Outcome<T>> {
         match self {
             Results::Ordered(order) => {
                 stats.sample_buffer(order.len(), capacity);
@@ -107,16 +108,16 @@ impl Results {
 /// A parallel stage's results and the threads that make them. Dropping it stops the threads:
 /// it raises `stop`, closes the result channels (a blocked sender fails) and joins them, so
 /// stopping early never leaks a thread or hangs.
-pub struct Running {
-    results: Option<Results>,
+pub struct Running<T = Option<Element>> {
+    results: Option<Results<T>>,
     threads: Vec<Handle>,
     stop: Arc<AtomicBool>,
     /// Where parked workers wait: woken on stop.
     knob: Option<Arc<Knob>>,
 }
 
-impl Running {
-    pub fn new(results: Results, threads: Vec<Handle>, stop: Arc<AtomicBool>) -> Running {
+impl<T> Running<T> {
+    pub fn new(results: Results<T>, threads: Vec<Handle>, stop: Arc<AtomicBool>) -> Running<T> {
         Running {
             results: Some(results),
             threads,
@@ -136,14 +137,14 @@ impl Running {
     }
 
     /// See [`Results::recv`].
-    pub fn recv(&mut self, stats: &StageStats, capacity: usize, lost: &str) -> Option<Outcome> {
+    pub fn recv(&mut self, stats: &StageStats, capacity: usize, lost: &str) -> Option<Outcome<T>> {
         self.results
             .as_mut()
             .and_then(|r| r.recv(stats, capacity, lost))
     }
 }
 
-impl Drop for Running {
+impl<T> Drop for Running<T> {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(k) = &self.knob {

@@ -41,7 +41,7 @@ impl ShardIter {
 
 impl ElementIter for ShardIter {
     fn state(&self) -> Result<State> {
-        Ok(State::new(vec![self.position], vec![self.input.state()?]))
+        Ok(State::new(vec![self.position], vec![self.input.state()?]).sharing())
     }
 
     fn next(&mut self) -> Result<Option<Element>> {

@@ -27,6 +27,8 @@ pub struct ShuffleIter {
     seed: u64,
     /// After a restore, the buffer's elements still being read.
     loading: Option<Loading>,
+    /// Its skip count from its input's (whose state is not saved).
+    recount: crate::exec::state::Recount,
 }
 
 impl ShuffleIter {
@@ -43,6 +45,7 @@ impl ShuffleIter {
             handed_out: 0,
             seed,
             loading: None,
+            recount: Default::default(),
         }
     }
 
@@ -85,6 +88,7 @@ impl ShuffleIter {
         }
         it.buffer = buffer;
         it.input = input;
+        it.recount_from(state);
         Ok(it)
     }
 
@@ -103,6 +107,7 @@ impl ShuffleIter {
         let (mut it, positions) = ShuffleIter::replayed(capacity, stats, state)?;
         let (mut read, input) = load(&positions, it.pulled)?;
         it.input = input;
+        it.recount_from(state);
         let n = positions.len();
         if !background || n == 0 {
             it.buffer = read(&(0..n).collect::<Vec<_>>())?;
@@ -146,6 +151,12 @@ impl ShuffleIter {
             left: n,
         });
         Ok(it)
+    }
+
+    /// Goes on from the skip count of `state`, the one it was restored to.
+    fn recount_from(&mut self, state: &crate::exec::State) {
+        let input = crate::exec::skipped_by_unsaved(&*self.input);
+        self.recount = crate::exec::state::Recount::after_restore(state.skipped, input);
     }
 
     /// An iterator at `state` with its input and buffer still empty, and the input positions
@@ -294,12 +305,13 @@ impl ElementIter for ShuffleIter {
 
     fn state(&self) -> Result<crate::exec::State> {
         let done = u64::from(self.input_done);
-        Ok(crate::exec::State::leaf(vec![
-            self.pulled,
-            self.handed_out,
-            done,
-            self.seed,
-        ]))
+        Ok(
+            crate::exec::State::leaf(vec![self.pulled, self.handed_out, done, self.seed])
+                .with_skipped(
+                    self.recount
+                        .of(crate::exec::skipped_by_unsaved(&*self.input)),
+                ),
+        )
     }
 }
 

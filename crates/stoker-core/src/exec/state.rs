@@ -10,6 +10,13 @@
 //! Stages behind a thread (prefetch, parallel map, parallel interleave) run ahead of their
 //! consumer: they keep, with each element, the state their input had right after it, and
 //! report the state of the last element handed out.
+//!
+//! A stage that drops bad records (the skip policy) keeps, in its state, how many it dropped
+//! before where it stands; so does one that closed inputs, for theirs, and one whose input's
+//! state is not saved, for its input's. Summed over a state, that is the count of bad records
+//! behind where the state stands (for a stage holding a partial batch or window, before the
+//! elements it holds, which a restore reads again): the same however far the threads ran
+//! ahead, and carried on by a pipeline restored from it.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -23,27 +30,65 @@ pub use crate::exec::replay::replay;
 pub struct State {
     pub ints: Vec<u64>,
     pub inputs: Vec<State>,
+    /// Bad records this stage dropped under the skip policy before where it stands, those its
+    /// closed inputs had dropped, and, where its input's state is not saved, its input's (see
+    /// [`State::skipped_total`]).
+    pub skipped: u64,
+    /// The stage hands out a share of its input's elements (a shard): every share's stages
+    /// below it run over the same stream (see [`State::skipped_split`]).
+    pub shares: bool,
 }
 
 impl State {
     pub fn new(ints: Vec<u64>, inputs: Vec<State>) -> State {
-        State { ints, inputs }
+        State {
+            ints,
+            inputs,
+            ..State::default()
+        }
     }
 
     /// A stage without inputs.
     pub fn leaf(ints: Vec<u64>) -> State {
-        State {
-            ints,
-            inputs: Vec::new(),
-        }
+        State::new(ints, Vec::new())
     }
 
     /// A stage with no integers of its own over one input.
     pub fn over(input: State) -> State {
-        State {
-            ints: Vec::new(),
-            inputs: vec![input],
+        State::new(Vec::new(), vec![input])
+    }
+
+    /// With `skipped` bad records dropped by the stage itself (see [`State::skipped`]).
+    pub fn with_skipped(mut self, skipped: u64) -> State {
+        self.skipped = skipped;
+        self
+    }
+
+    /// Marked as a stage handing out a share of its input (see [`State::shares`]).
+    pub fn sharing(mut self) -> State {
+        self.shares = true;
+        self
+    }
+
+    /// Bad records dropped before where this state stands, by this stage and those below it.
+    pub fn skipped_total(&self) -> u64 {
+        self.inputs
+            .iter()
+            .fold(self.skipped, |n, s| n.saturating_add(s.skipped_total()))
+    }
+
+    /// [`State::skipped_total`] split in two: those dropped below a share (which every share
+    /// passes over) and the others. A stage above a share that folds its input's count into
+    /// its own (a repeat's ended passes, a shuffle's input) counts them as its own.
+    pub fn skipped_split(&self) -> (u64, u64) {
+        if self.shares {
+            let below = (self.inputs.iter()).fold(0u64, |n, s| n.saturating_add(s.skipped_total()));
+            return (below, self.skipped);
         }
+        self.inputs.iter().fold((0, self.skipped), |(b, o), s| {
+            let (sb, so) = s.skipped_split();
+            (b.saturating_add(sb), o.saturating_add(so))
+        })
     }
 
     /// Integer `i`, or an error naming `step` when the state has fewer.
@@ -66,14 +111,21 @@ impl State {
         for s in &self.inputs {
             s.encode(out);
         }
+        put_varint(out, self.skipped);
+        out.push(u8::from(self.shares));
     }
 
     /// Reads a state written by [`State::encode`] from the front of `data`.
     pub fn decode(data: &mut &[u8]) -> Result<State> {
-        State::decode_at(data, 0)
+        State::decode_at(data, 0, true)
     }
 
-    fn decode_at(data: &mut &[u8], depth: usize) -> Result<State> {
+    /// Reads a state written before states held their skip counts (they read as none).
+    pub fn decode_uncounted(data: &mut &[u8]) -> Result<State> {
+        State::decode_at(data, 0, false)
+    }
+
+    fn decode_at(data: &mut &[u8], depth: usize, counted: bool) -> Result<State> {
         // Pipelines are not this deep; damaged bytes must not recurse without end.
         if depth > 256 {
             return Err(damaged("nested too deep"));
@@ -88,11 +140,54 @@ impl State {
             return Err(damaged("more inputs than bytes"));
         }
         let inputs = (0..m)
-            .map(|_| State::decode_at(data, depth + 1))
+            .map(|_| State::decode_at(data, depth + 1, counted))
             .collect::<Result<_>>()?;
-        Ok(State { ints, inputs })
+        let mut state = State::new(ints, inputs);
+        if counted {
+            state.skipped = take_varint(data)?;
+            // More than any run could skip: damage (and no count may overflow on restore).
+            if state.skipped > MAX_SKIPPED {
+                return Err(damaged("a skip count is out of range"));
+            }
+            let (&flag, rest) = data
+                .split_first()
+                .ok_or_else(|| damaged("ends in the middle"))?;
+            if flag > 1 {
+                return Err(damaged("a share flag is neither 0 nor 1"));
+            }
+            state.shares = flag == 1;
+            *data = rest;
+        }
+        Ok(state)
     }
 }
+
+/// The skip count of a stage whose input's state is not saved (a restore runs the input again,
+/// or places it by random access, where its count may be more or less than the saved one):
+/// the input's count now, moved so that a restored stage goes on from its saved count.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Recount {
+    add: u64,
+    sub: u64,
+}
+
+impl Recount {
+    /// After a restore to a state whose count was `saved`, with the input's count `input`.
+    pub fn after_restore(saved: u64, input: u64) -> Recount {
+        Recount {
+            add: saved.saturating_sub(input),
+            sub: input.saturating_sub(saved),
+        }
+    }
+
+    /// The stage's count where its input's is `input`.
+    pub fn of(self, input: u64) -> u64 {
+        input.saturating_add(self.add).saturating_sub(self.sub)
+    }
+}
+
+/// The largest skip count a state may hold.
+const MAX_SKIPPED: u64 = 1 << 56;
 
 pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
@@ -173,7 +268,10 @@ mod tests {
     fn encodes_and_decodes_and_refuses_damage() {
         let s = State::new(
             vec![0, 1, 127, 128, u64::MAX],
-            vec![State::leaf(vec![5]), State::over(State::default())],
+            vec![
+                State::leaf(vec![5]).with_skipped(300),
+                State::over(State::default()).sharing(),
+            ],
         );
         let mut bytes = Vec::new();
         s.encode(&mut bytes);
@@ -186,6 +284,24 @@ mod tests {
         }
         let mut huge: &[u8] = &[0xff, 0xff, 0xff, 0xff, 0x0f];
         assert!(State::decode(&mut huge).is_err());
+    }
+
+    #[test]
+    fn skip_counts_sum_over_the_stages_and_split_at_a_share() {
+        let below = State::leaf(vec![9]).with_skipped(4);
+        let share = State::new(vec![1], vec![State::over(below)])
+            .with_skipped(1)
+            .sharing();
+        let top = State::new(vec![], vec![share]).with_skipped(2);
+        assert_eq!(top.skipped_total(), 7);
+        assert_eq!(top.skipped_split(), (4, 3));
+        // Written before the counts: read as none.
+        let mut old = Vec::new();
+        put_varint(&mut old, 1);
+        put_varint(&mut old, 5);
+        put_varint(&mut old, 0);
+        let read = State::decode_uncounted(&mut old.as_slice()).unwrap();
+        assert_eq!(read, State::leaf(vec![5]));
     }
 
     #[test]

@@ -246,6 +246,7 @@ mod tests {
             epoch: 0,
             row: None,
             seeds: stoker_core::Seeds::none(),
+            skipped: Default::default(),
         };
         let one_hot = CropRowOp::OneHotColors(OneHotColors {
             field: "x".into(),

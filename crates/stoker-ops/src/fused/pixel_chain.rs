@@ -462,6 +462,7 @@ mod tests {
             epoch: 0,
             row: None,
             seeds: stoker_core::Seeds::none(),
+            skipped: Default::default(),
         };
         let mut e = Element::new(names(&["image"]), vec![x]);
         for op in ops {

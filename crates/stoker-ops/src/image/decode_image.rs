@@ -481,7 +481,7 @@ pub(crate) fn decode_field<T>(
         Err(reason) => {
             let err = Error::invalid_record(OP, data.origin(0), 0, reason);
             if ctx.policy == ErrorPolicy::Skip {
-                ctx.stats.add_skip(err.to_string());
+                ctx.skip(err.to_string());
                 Ok(None)
             } else {
                 Err(err)

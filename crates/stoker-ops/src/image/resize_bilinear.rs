@@ -223,6 +223,7 @@ mod tests {
             epoch: 0,
             row: None,
             seeds: stoker_core::Seeds::none(),
+            skipped: Default::default(),
         };
         let out = op.apply(Element::new(names(&["x"]), vec![t]), &ctx)?;
         Ok(out

@@ -201,7 +201,7 @@ impl DecodeCsv {
                     if ctx.policy != ErrorPolicy::Skip {
                         return Err(err);
                     }
-                    ctx.stats.add_skip(err.to_string());
+                    ctx.skip(err.to_string());
                 }
             }
         }

@@ -327,7 +327,7 @@ impl Op for ParseConverted {
             Err(reason) => {
                 let err = Error::invalid_record(OP, origin, 0, reason);
                 if ctx.policy == ErrorPolicy::Skip {
-                    ctx.stats.add_skip(err.to_string());
+                    ctx.skip(err.to_string());
                     Ok(None)
                 } else {
                     Err(err)

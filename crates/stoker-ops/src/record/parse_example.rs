@@ -323,7 +323,7 @@ impl Op for ParseExample {
                 Err(reason) => {
                     let err = Error::invalid_record(OP, data.origin(row), row, reason);
                     if ctx.policy == ErrorPolicy::Skip {
-                        ctx.stats.add_skip(err.to_string());
+                        ctx.skip(err.to_string());
                     } else {
                         return Err(err);
                     }

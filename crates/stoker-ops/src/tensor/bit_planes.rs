@@ -340,6 +340,7 @@ mod tests {
             epoch: 0,
             row: None,
             seeds: stoker_core::Seeds::none(),
+            skipped: Default::default(),
         };
         let k = rows[0].len();
         let flat: Vec<u8> = rows.concat();
@@ -492,6 +493,7 @@ mod tests {
             epoch: 0,
             row: None,
             seeds: stoker_core::Seeds::none(),
+            skipped: Default::default(),
         };
         let t = Tensor::from_slice(DType::U8, vec![1, 3], &[1u8, 2, 3]).unwrap();
         let err = op

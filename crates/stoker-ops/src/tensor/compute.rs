@@ -820,6 +820,7 @@ mod tests {
             epoch: 0,
             row: None,
             seeds: stoker_core::Seeds::none(),
+            skipped: Default::default(),
         };
         let out = op.apply(element, &ctx)?.unwrap();
         Ok(out.tensors[out.index(&op.output).unwrap()].clone())

@@ -129,6 +129,7 @@ mod tests {
             epoch: 0,
             row: None,
             seeds: stoker_core::Seeds::none(),
+            skipped: Default::default(),
         };
         let t = Tensor::from_slice(DType::I64, vec![2, 3], &[0i64, 4, -1, 2, 5, 3]).unwrap();
         let e = Element::new(names(&["c"]), vec![t]);

@@ -1676,6 +1676,23 @@ class DatasetIterator(Iterator[Any]):
         with self._lock:
             return bytes(self._it.state())
 
+    def skipped(self) -> int:
+        """Bad records skipped under ``ignore_errors()`` before the last element handed out
+        (after the end: all of them) in this iteration, counting those before the state it
+        was resumed from. Exact, unlike the stage counters of ``Dataset.stats()``, which also
+        count what the pipeline's threads skipped ahead of the consumer, and start from zero
+        in a new process. Read from the iterator's state: where the pipeline cannot save one,
+        an :class:`InvalidArgumentError` says so."""
+        return sum(self._skipped_split())
+
+    def _skipped_split(self) -> tuple[int, int]:
+        """``skipped()`` in two: below the shards (each shard passes over those), and the
+        others."""
+        self._check_process()
+        with self._lock:
+            below, own = self._it.skipped()
+        return int(below), int(own)
+
     def state_dict(self) -> dict[str, Any]:
         """``{"stoker_iterator_state": state()}``, for PyTorch-style checkpointing code."""
         return {STATE_KEY: self.state()}

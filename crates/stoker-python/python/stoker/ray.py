@@ -29,13 +29,13 @@ for that shard at that state: it hands out the next batch the dead one would hav
 lost or repeated, in the same order. ``state_dict()`` holds those states, and a reader made with
 ``load_state_dict`` (a restarted trainer) goes on from them. Bad records under
 ``ignore_errors()`` are skipped by a successor as by the dead actor (the same elements come
-out). Each actor counts the bad records it skipped: those in its share, and those below its
-share, where every actor reads the whole stream (a reader counts these once:
-``Reader.skipped``). The count is exact at an epoch's end, except across an actor's death or a
-restore from a state saved inside an epoch: the count a batch comes with may include records
-its actor skipped ahead of it (its pipeline runs ahead), which the actor going on from that
-batch counts again. Random ops after a skipped record may draw other numbers on ``k`` actors
-than on one (their positions are counted in the share).
+out). Each batch comes with the bad records its actor skipped in the epoch before it, read
+from the state after it (exact, however far the actor's pipeline ran ahead): those in its
+share, and those below its share, where every actor reads the whole stream (a reader counts
+these once: ``Reader.skipped``). An actor started at a state, after a death or for a restarted
+trainer, counts on from the count the state holds: every bad record is counted once. Random
+ops after a skipped record may draw other numbers on ``k`` actors than on one (their
+positions are counted in the share).
 
 With ``reader(..., batch_size=n)`` the actors run the pipeline up to a ``batch`` that carries
 its rows, and the trainer cuts the rows (the items taken in turn) into batches of ``n``: the
@@ -107,11 +107,10 @@ class _Worker:
         # The whole pipeline's cardinality and batch rows (see `Service.rows`).
         self.whole: tuple[int, tuple[int, int] | None] = (-2, None)
         self.ds = self._pipeline()
-        # Per reader: a pipeline of its own (so that its counters, the bad records skipped
-        # among them, are its own), its iterator, and what it has handed out.
+        # Per reader: a pipeline of its own (so that its counters are its own), its iterator,
+        # and what it has handed out.
         self.pipelines: dict[str, Dataset] = {}
         self.its: dict[str, Any] = {}
-        self.skipped_before: dict[str, _Skips] = {}
         self.handed_out: dict[str, int] = {}
         self.busy_s: dict[str, float] = {}
 
@@ -168,19 +167,18 @@ class _Worker:
         old = self.its.pop(key, None)
         if old is not None:
             old.close()
-        # Read before the iterator starts: its threads may skip records at once.
-        self.skipped_before[key] = _skipped(ds)
         self.its[key] = ds.iterator(state=state, epoch=None if state else epoch)
         self.handed_out.setdefault(key, 0)
         self.busy_s.setdefault(key, 0.0)
         return bytes(self.its[key].state())
 
     def take(self, key: str, n: int) -> tuple[list[tuple[Any, bytes, _Skips]], bool, _Skips]:
-        """Up to ``n`` batches, each with the state after it and the bad records skipped since
-        the reader's iterator started; whether the shard ended; and the bad records skipped
-        by now (at the end: after the last batch too)."""
+        """Up to ``n`` batches, each with the state after it and the bad records skipped in
+        the epoch before it (from the state: exact, and carried on from the state the
+        iterator started at); whether the shard ended; and the bad records skipped in the
+        epoch by now (at the end: after the last batch too)."""
         t0 = time.perf_counter()
-        it, ds, before = self.its[key], self.pipelines[key], self.skipped_before[key]
+        it = self.its[key]
         out: list[tuple[Any, bytes, _Skips]] = []
         ended = False
         for _ in range(n):
@@ -189,10 +187,10 @@ class _Worker:
             except StopIteration:
                 ended = True
                 break
-            out.append((batch, it.state(), _since(_skipped(ds), before)))
+            out.append((batch, it.state(), it._skipped_split()))
         self.handed_out[key] += len(out)
         self.busy_s[key] += time.perf_counter() - t0
-        return out, ended, _since(_skipped(ds), before)
+        return out, ended, it._skipped_split()
 
     def stats(self) -> dict[str, Any]:
         stages: dict[str, Any] = {}
@@ -222,6 +220,10 @@ def _whole_rows(ds: Dataset) -> tuple[int, tuple[int, int] | None]:
     return ds.cardinality(), rows
 
 
+#: Times a reader starts a shard on a new actor before the actor's death is its error (a
+#: pipeline that kills its process as it starts would otherwise be started for ever).
+_STARTS = 3
+
 #: Bad records skipped: by the steps below an actor's share, which every actor runs over the
 #: same stream, and by the steps after it, each actor over its own share.
 _Skips = tuple[int, int]
@@ -237,19 +239,6 @@ def _epoch_skipped(by_shard: dict[int, _Skips]) -> int:
 def _epoch_shared(by_shard: dict[int, _Skips]) -> int:
     """Of `_epoch_skipped`, the bad records below the shares."""
     return max((b for b, _ in by_shard.values()), default=0)
-
-
-def _skipped(ds: Dataset) -> _Skips:
-    below, own = ds._plan.skipped_below_shards()
-    return int(below), int(own)
-
-
-def _since(now: _Skips, before: _Skips) -> _Skips:
-    return now[0] - before[0], now[1] - before[1]
-
-
-def _plus(a: _Skips, b: _Skips) -> _Skips:
-    return a[0] + b[0], a[1] + b[1]
 
 
 class Service:
@@ -453,8 +442,8 @@ class Reader:
         return [i for i in shards if i % self.world_size == self.rank]
 
     def _fresh(self) -> None:
-        # Per shard: the state after the last batch handed out (None: the epoch's start), the
-        # bad records skipped up to it, and those counted by actors that died before.
+        # Per shard: the state after the last batch handed out (None: the epoch's start), and
+        # the bad records skipped in the epoch up to it (what that state holds).
         self.shards = self._shards()
         self._workers = self.service.num_workers
         self._acked: dict[int, bytes | None] = {i: None for i in self.shards}
@@ -462,7 +451,6 @@ class Reader:
         # batch of the reader's own, with batch_size).
         self._rows: dict[int, int] = {i: 0 for i in self.shards}
         self._skipped: dict[int, _Skips] = {i: (0, 0) for i in self.shards}
-        self._base: dict[int, _Skips] = {i: (0, 0) for i in self.shards}
         self._ended: set[int] = set()
         self._turn = 0
 
@@ -505,7 +493,6 @@ class Reader:
         self._acked = {int(i): (bytes.fromhex(s) if s is not None else None) for i, s in state["acked"].items()}
         self._rows = {int(i): int(state.get("rows", {}).get(i, 0)) for i in state["acked"]}
         self._skipped = {int(i): _loaded_skips(n) for i, n in state["skipped"].items()}
-        self._base = dict(self._skipped)
         self._ended = {int(i) for i in state["ended"]}
         self._skipped_earlier = int(state.get("skipped_earlier", 0))
         # A state from before the split: every count was the whole stream's.
@@ -523,9 +510,9 @@ class Reader:
         the whole stream; ``stats()["skipped_shared"]``, the same for every trainer). A job's
         total under ``mode="shard"``: the trainers' counts less ``skipped_shared``, summed, plus
         ``skipped_shared`` (under ``mode="epoch"`` each trainer's count is the whole epoch's).
-        Inside an epoch it may count records the actors skipped ahead of the last batch handed
-        out (they run ahead of the trainer); at an epoch's end it is exact, unless an actor died
-        in it or the reader went on from a state saved inside it (see the module's text)."""
+        Inside an epoch it counts those before the last item each actor handed to this reader
+        (not those its pipeline skipped ahead of it), also across an actor's death and from a
+        state saved inside the epoch: every bad record once."""
         return self._skipped_earlier + _epoch_skipped(self._skipped)
 
     def stats(self) -> dict[str, Any]:
@@ -606,11 +593,29 @@ class Reader:
         final: dict[int, _Skips] = {}
         resume = dict(self._acked)
         drop = {i: self._rows.get(i, 0) for i in self.shards}
+
+        def restart(i: int) -> bytes:
+            """Starts shard ``i`` at ``resume[i]`` on a new actor in place of a dead one (also
+            one that died since this reader last used it, between epochs say)."""
+            for attempt in range(_STARTS):
+                try:
+                    actors[i] = self.service.replace(i, actors[i], generation)
+                    self._restarts += 1
+                    return bytes(ray.get(actors[i].start.remote(self.key, self.epoch, resume[i])))
+                except ray.exceptions.RayActorError:
+                    if attempt == _STARTS - 1:
+                        raise
+            raise AssertionError("unreachable")
+
         t0 = time.perf_counter()
-        started = ray.get([actors[i].start.remote(self.key, self.epoch, resume[i]) for i in self.shards])
-        # A shard not begun yet is held at its start state, with the seeds it draws from: a
-        # state saved now restores to the same order, also under another service's seeds.
-        for i, at in zip(self.shards, started):
+        calls = {i: actors[i].start.remote(self.key, self.epoch, resume[i]) for i in self.shards}
+        for i in self.shards:
+            try:
+                at = ray.get(calls[i])
+            except ray.exceptions.RayActorError:
+                at = restart(i)
+            # A shard not begun yet is held at its start state, with the seeds it draws from:
+            # a state saved now restores to the same order, also under another service's seeds.
             if resume[i] is None:
                 resume[i] = self._acked[i] = at
         self._wait_s += time.perf_counter() - t0
@@ -625,13 +630,10 @@ class Reader:
                     got, ended, skipped_by_now = ray.get(pending[i].popleft())
                 except ray.exceptions.RayActorError:
                     # Lost with the actor: what it made after the last item handed on. A new
-                    # actor goes on from there; what it skips from there on is counted anew.
-                    actors[i] = self.service.replace(i, actors[i], generation)
-                    self._restarts += 1
+                    # actor goes on from there, counting on from the count that state holds.
                     pending[i].clear()
                     ready[i].clear()
-                    self._base[i] = self._skipped[i]
-                    ray.get(actors[i].start.remote(self.key, self.epoch, resume[i]))
+                    restart(i)
                     continue
                 ready[i].extend(got)
                 if ended:
@@ -641,13 +643,13 @@ class Reader:
             if not ready[i]:
                 # Bad records after the shard's last item count too (its actor passed over
                 # the rest of the stream looking for another).
-                self._skipped[i] = _plus(self._base[i], final.get(i, (0, 0)))
+                self._skipped[i] = final.get(i, self._skipped[i])
                 self._ended.add(i)
                 pending[i].clear()
                 continue
             item, state, skipped = ready[i].popleft()
             resume[i] = state
-            self._skipped[i] = _plus(self._base[i], skipped)
+            self._skipped[i] = skipped
             if drop[i]:
                 item, self._rows[i] = _rows(item, drop[i], None), drop[i]
                 drop[i] = 0

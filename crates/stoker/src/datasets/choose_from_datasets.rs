@@ -104,7 +104,8 @@ impl DatasetOp for ChooseFromDatasets {
             inputs,
             Picker::Choice(choices),
             self.stop_on_empty_dataset,
-        );
+        )
+        .restored(at);
         Ok(Metered::wrap(Box::new(it), stats))
     }
 

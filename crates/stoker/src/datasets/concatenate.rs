@@ -87,6 +87,7 @@ impl DatasetOp for Concatenate {
                 second: None,
                 names,
                 order,
+                first_skipped: at.map_or(0, |s| s.skipped),
             }
         } else {
             let first = iterate_at(&self.input, ctx, inner_at)?;
@@ -95,6 +96,7 @@ impl DatasetOp for Concatenate {
                 second: Some(open),
                 names,
                 order,
+                first_skipped: 0,
             }
         };
         Ok(Metered::wrap(Box::new(it), stats))
@@ -201,6 +203,8 @@ struct ConcatIter {
     /// Where each field of the first dataset's order is among the second's fields, when
     /// their orders differ.
     order: Option<Vec<usize>>,
+    /// Bad records the first dataset skipped, once it ended (see [`State::skipped`]).
+    first_skipped: u64,
 }
 
 impl ElementIter for ConcatIter {
@@ -213,7 +217,11 @@ impl ElementIter for ConcatIter {
                 return Ok(Some(reordered(e, &self.names, self.order.as_ref())));
             }
             match self.second.take() {
-                Some(open) => self.current = open(None)?,
+                Some(open) => {
+                    // (One that cannot report its state cannot be resumed: nothing to count.)
+                    self.first_skipped = stoker_core::exec::skipped_by(&*self.current).unwrap_or(0);
+                    self.current = open(None)?;
+                }
                 None => return Ok(None),
             }
         }
@@ -223,6 +231,7 @@ impl ElementIter for ConcatIter {
         Ok(State::new(
             vec![u64::from(self.second.is_none())],
             vec![self.current.state()?],
-        ))
+        )
+        .with_skipped(self.first_skipped))
     }
 }

@@ -81,6 +81,10 @@ impl DatasetOp for Filter {
             Arc::clone(&stats),
             Some(Arc::clone(&ctx.cancel)),
         );
+        let it = match at {
+            Some(at) => it.restore(at),
+            None => it,
+        };
         Ok(Metered::wrap(Box::new(it), stats))
     }
 

@@ -167,9 +167,11 @@ impl DatasetOp for GlobalShuffle {
         let order = IndexShuffle::new(access.count()?, seed);
         // Losses without a position are the whole source's: of shares that split the work
         // (not equal ranks, which each report their own), one counts them.
-        if at.is_none() && self.share.is_none_or(|s| s.equal || s.index == 0) {
-            access.count_unplaced_losses();
-        }
+        let unplaced = if at.is_none() && self.share.is_none_or(|s| s.equal || s.index == 0) {
+            access.count_unplaced_losses()
+        } else {
+            0
+        };
         let len = self.share.map_or(order.len(), |s| s.count(order.len()));
         if position > len {
             return Err(stoker_core::exec::state::mismatch(Self::KIND));
@@ -184,6 +186,7 @@ impl DatasetOp for GlobalShuffle {
             fetched: position,
             counted,
             ready: VecDeque::new(),
+            skipped: at.map_or(unplaced, |s| s.skipped),
         };
         Ok(Metered::wrap(Box::new(it), stats))
     }
@@ -230,6 +233,9 @@ struct GlobalShuffleIter {
     /// What each position read holds: `None` where its element was bad and skipped (counted
     /// by the stage that found it).
     ready: VecDeque<Option<Element>>,
+    /// Bad elements passed over, and losses without a position counted at the pass's start
+    /// (see [`State::skipped`]).
+    skipped: u64,
 }
 
 impl ElementIter for GlobalShuffleIter {
@@ -257,11 +263,12 @@ impl ElementIter for GlobalShuffleIter {
             if e.is_some() {
                 return Ok(e);
             }
+            self.skipped += 1;
         }
     }
 
     fn state(&self) -> Result<State> {
         let counted = self.fetched.max(self.counted);
-        Ok(State::leaf(vec![self.handed_out, self.seed, counted]))
+        Ok(State::leaf(vec![self.handed_out, self.seed, counted]).with_skipped(self.skipped))
     }
 }

@@ -211,6 +211,7 @@ impl DatasetOp for Map {
         let map: BoxIter = if self.num_parallel_calls.is_some() && (workers > 1 || knob.is_some()) {
             let mut config = parallel_config(ctx, workers, self.keeps_order(ctx), policy);
             config.first_index = first_index;
+            config.first_skipped = at.map_or(0, |s| s.skipped);
             config.positions = self.positions;
             config.knob = knob;
             Box::new(ParallelMap::spawn(inner, chain, config, stats)?)
@@ -301,6 +302,7 @@ fn parallel_config(
         deterministic,
         policy,
         first_index: 0,
+        first_skipped: 0,
         seeds: Arc::clone(&ctx.seeds),
         positions: Positions::default(),
         knob: None,
@@ -408,8 +410,8 @@ impl RandomAccess for MapAccess {
         self.policy == ErrorPolicy::Skip || self.input.may_skip()
     }
 
-    fn count_unplaced_losses(&self) {
-        self.input.count_unplaced_losses();
+    fn count_unplaced_losses(&self) -> u64 {
+        self.input.count_unplaced_losses()
     }
 
     fn state_at(&self, upto: u64) -> Result<State> {
@@ -462,7 +464,7 @@ impl MapAccess {
         policy: ErrorPolicy,
         stats: &StageStats,
     ) -> Result<Option<Element>> {
-        apply_chain(
+        let (e, _) = apply_chain(
             &self.ops,
             e,
             policy,
@@ -470,6 +472,7 @@ impl MapAccess {
             (self.positions.at(p), self.epoch),
             None,
             &self.seeds,
-        )
+        )?;
+        Ok(e)
     }
 }

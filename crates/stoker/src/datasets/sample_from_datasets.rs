@@ -210,7 +210,8 @@ impl DatasetOp for SampleFromDatasets {
             inputs,
             picker,
             self.stop_on_empty_dataset,
-        );
+        )
+        .restored(at);
         Ok(Metered::wrap(Box::new(it), stats))
     }
 
@@ -337,6 +338,8 @@ pub(crate) struct MixIter {
     /// Per dataset, where its fields are among the first's order (see `field_order`).
     orders: Vec<Option<Vec<usize>>>,
     ended: bool,
+    /// Bad records skipped by the datasets that ended (see [`State::skipped`]).
+    closed_skipped: u64,
 }
 
 impl MixIter {
@@ -365,6 +368,20 @@ impl MixIter {
             names,
             orders,
             ended: false,
+            closed_skipped: 0,
+        }
+    }
+
+    /// Goes on from the bad records a saved state counted for the datasets that had ended.
+    pub(crate) fn restored(mut self, at: Option<&State>) -> MixIter {
+        self.closed_skipped = at.map_or(0, |s| s.skipped);
+        self
+    }
+
+    fn close(&mut self, i: usize) {
+        if let Some(ended) = self.inputs[i].take() {
+            // (One that cannot report its state cannot be resumed: nothing to count.)
+            self.closed_skipped += stoker_core::exec::skipped_by(&*ended).unwrap_or(0);
         }
     }
 }
@@ -385,7 +402,7 @@ impl ElementIter for MixIter {
             match input.next()? {
                 Some(e) => return Ok(Some(reordered(e, &self.names, self.orders[i].as_ref()))),
                 None => {
-                    self.inputs[i] = None;
+                    self.close(i);
                     self.live[i] = false;
                     if self.stop_on_empty_dataset {
                         self.ended = true;
@@ -404,6 +421,13 @@ impl ElementIter for MixIter {
                 .iter()
                 .map(|i| u64::from(i.is_none() || self.ended)),
         );
+        // Once it ended, the datasets still open count with those that ended.
+        let mut skipped = self.closed_skipped;
+        if self.ended {
+            for it in self.inputs.iter().flatten() {
+                skipped += stoker_core::exec::skipped_by(&**it)?;
+            }
+        }
         let mut children = (self.inputs.iter())
             .map(|i| match i {
                 Some(it) if !self.ended => it.state(),
@@ -411,6 +435,6 @@ impl ElementIter for MixIter {
             })
             .collect::<Result<Vec<_>>>()?;
         children.extend(choice);
-        Ok(State::new(ints, children))
+        Ok(State::new(ints, children).with_skipped(skipped))
     }
 }

@@ -83,6 +83,7 @@ impl DatasetOp for TakeWhile {
             stats: Arc::clone(&stats),
             cancel: Arc::clone(&ctx.cancel),
             ended,
+            skipped: at.map_or(0, |s| s.skipped),
         };
         Ok(Metered::wrap(Box::new(it), stats))
     }
@@ -110,14 +111,16 @@ struct WhileIter {
     stats: Arc<StageStats>,
     cancel: CancelFlag,
     ended: bool,
+    /// Bad records dropped before the next element (see [`State::skipped`]).
+    skipped: u64,
 }
 
 impl ElementIter for WhileIter {
     fn state(&self) -> Result<State> {
-        Ok(State::new(
-            vec![u64::from(self.ended)],
-            vec![self.input.state()?],
-        ))
+        Ok(
+            State::new(vec![u64::from(self.ended)], vec![self.input.state()?])
+                .with_skipped(self.skipped),
+        )
     }
 
     fn next(&mut self) -> Result<Option<Element>> {
@@ -136,8 +139,11 @@ impl ElementIter for WhileIter {
                 epoch: 0,
                 row: None,
                 seeds: stoker_core::seed::Seeds::none(),
+                skipped: Default::default(),
             };
-            match catch_panic(&self.stats.name, || self.predicate.test_or_skip(&e, &ctx))? {
+            let tested = catch_panic(&self.stats.name, || self.predicate.test_or_skip(&e, &ctx))?;
+            self.skipped += ctx.skipped.get();
+            match tested {
                 Some(true) => return Ok(Some(e)),
                 Some(false) => self.ended = true,
                 None => {}

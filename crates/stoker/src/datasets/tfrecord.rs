@@ -449,15 +449,18 @@ impl RandomAccess for RecordAccess {
         self.skip_into.is_some()
     }
 
-    fn count_unplaced_losses(&self) {
+    fn count_unplaced_losses(&self) -> u64 {
         let Some(stats) = &self.skip_into else {
-            return;
+            return 0;
         };
         let lost = std::mem::take(&mut *self.unplaced.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut records = 0;
         for (path, l) in lost {
             stats.add_loss(l.records, l.rest_lost, format!("{path}: {}", l.note));
             stats.add_skipped_bytes(l.bytes);
+            records += l.records;
         }
+        records
     }
 
     fn state_at(&self, upto: u64) -> Result<State> {

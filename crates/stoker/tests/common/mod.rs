@@ -61,6 +61,16 @@ pub fn write_examples(path: &std::path::Path, ids: impl IntoIterator<Item = i64>
     w.finish().unwrap();
 }
 
+/// An op parsing field `s` (int64) of an Example.
+pub fn parse_s() -> std::sync::Arc<dyn stoker_core::Op> {
+    stoker_ops::OpSpec::from_json(&serde_json::json!({
+        "op": "parse_example", "features": [{"name": "s", "kind": "fixed", "dtype": "int64"}]
+    }))
+    .unwrap()
+    .build()
+    .unwrap()
+}
+
 /// Runs `f` on a thread and fails (instead of hanging) if it takes longer than `secs`.
 pub fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
     let (tx, rx) = mpsc::channel();
