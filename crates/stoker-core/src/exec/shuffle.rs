@@ -29,6 +29,9 @@ pub struct ShuffleIter {
     loading: Option<Loading>,
     /// Its skip count from its input's (whose state is not saved).
     recount: crate::exec::state::Recount,
+    /// Whether its input may skip bad records: only then is its state read for the count
+    /// (a consumer running ahead asks for the state after every element).
+    counting: bool,
 }
 
 impl ShuffleIter {
@@ -46,7 +49,15 @@ impl ShuffleIter {
             seed,
             loading: None,
             recount: Default::default(),
+            counting: true,
         }
+    }
+
+    /// Counts its input's skipped bad records in its state (the default), or, where the input
+    /// skips none (not the skip policy), does not read the input's state for them.
+    pub fn counting(mut self, counting: bool) -> Self {
+        self.counting = counting;
+        self
     }
 
     /// Restored from a state: `input` is a fresh iterator over the pass's input (at its
@@ -305,13 +316,14 @@ impl ElementIter for ShuffleIter {
 
     fn state(&self) -> Result<crate::exec::State> {
         let done = u64::from(self.input_done);
-        Ok(
-            crate::exec::State::leaf(vec![self.pulled, self.handed_out, done, self.seed])
-                .with_skipped(
-                    self.recount
-                        .of(crate::exec::skipped_by_unsaved(&*self.input)),
-                ),
-        )
+        let skipped = match self.counting {
+            true => self
+                .recount
+                .of(crate::exec::skipped_by_unsaved(&*self.input)),
+            false => 0,
+        };
+        let ints = vec![self.pulled, self.handed_out, done, self.seed];
+        Ok(crate::exec::State::leaf(ints).with_skipped(skipped))
     }
 }
 

@@ -127,8 +127,10 @@ impl DatasetOp for Shuffle {
         };
         let st = Arc::clone(&stats);
         let cap = self.buffer_size;
+        // Only the skip policy drops bad records: otherwise nothing is counted.
+        let counts = ctx.options.on_bad_record == ErrorPolicy::Skip;
         let Some(s) = at else {
-            let it = ShuffleIter::new(iterate(&self.input, ctx)?, cap, seed, st);
+            let it = ShuffleIter::new(iterate(&self.input, ctx)?, cap, seed, st).counting(counts);
             return Ok(Metered::wrap(Box::new(it), stats));
         };
         // Random access is set up only for a restore: it may scan files for their index.
@@ -180,7 +182,7 @@ impl DatasetOp for Shuffle {
                 Ok((buffer, iterate_at(&self.input, ctx, Some(&at))?))
             })?,
         };
-        Ok(Metered::wrap(Box::new(it), stats))
+        Ok(Metered::wrap(Box::new(it.counting(counts)), stats))
     }
 
     fn seeds(&self) -> Vec<Seed> {
