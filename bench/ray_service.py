@@ -97,38 +97,46 @@ def main() -> None:
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     rows = []
     for name, make in PIPELINES.items():
-        step = BATCH / measure(make(root), args.batches, 0.0)  # as long as the pipeline takes per batch
+        # As long as the pipeline takes per batch on one core (the median of 3 runs).
+        step = BATCH / statistics.median(measure(make(root), args.batches, 0.0) for _ in range(3))
 
         def on_core_1(make=make):
             os.sched_setaffinity(0, {1})
             return make(root)
 
         service = skr.serve(on_core_1, num_workers=1)
-        batches = iter(skr.reader(service))
-        # Rounds alternate the two ways: this shared machine's speed moves between them.
-        runs: dict[str, list[float]] = {"local": [], "local_step": [], "remote": [], "remote_step": []}
+        # The reader's default (requests of 2 batches), and requests of one batch each: two
+        # readers of the actor's whole epoch, each with an iterator of its own there.
+        batches = iter(skr.reader(service, 0, 2, mode="epoch"))
+        singles = iter(skr.reader(service, 1, 2, mode="epoch", batches_per_request=1))
+        # Rounds alternate the ways: this shared machine's speed moves between them.
+        runs: dict[str, list[float]] = {k: [] for k in ("local", "local_step", "remote", "remote_step",
+                                                         "remote1", "remote1_step")}
         for _ in range(args.rounds):
             runs["local"].append(measure(make(root), args.batches, 0.0))
             runs["local_step"].append(measure(make(root), args.batches, step))
             runs["remote_step"].append(measure(batches, args.batches, step))
             runs["remote"].append(measure(batches, args.batches, 0.0))
+            runs["remote1_step"].append(measure(singles, args.batches, step))
+            runs["remote1"].append(measure(singles, args.batches, 0.0))
         service.shutdown()
-        m = {k: statistics.median(v) for k, v in runs.items()}
-        rows.append((name, step, m["local_step"], m["remote_step"], m["local"], m["remote"], runs))
+        rows.append((name, step, {k: statistics.median(v) for k, v in runs.items()}, runs))
     ray.shutdown()
 
     print(f"Command: `python bench/ray_service.py --batches {args.batches} --rounds {args.rounds}`; "
           f"machine: {platform.machine()}, "
           f"{os.cpu_count()} cores, Python {platform.python_version()}; W3 (224x224, batches of {BATCH}, "
-          f"threads=1); the trainer pinned to core 0, the Ray actor and Ray's processes to core 1; "
-          f"images/s, medians of {args.rounds} rounds, {WARMUP} batches taken at once before each "
-          f"timed stretch.\n")
-    print("| pipeline | trainer | fed locally (one core for both) | fed by one Ray actor (its own core) | ratio |")
-    print("|---|---|---|---|---|")
-    for name, step, local_step, remote_step, local, remote, _ in rows:
-        print(f"| {name} | a step of {step * 1e3:.0f} ms per batch | {local_step:.0f} | {remote_step:.0f} | "
-              f"{remote_step / local_step:.2f}× |")
-        print(f"| {name} | no step (the pipeline alone) | {local:.0f} | {remote:.0f} | {remote / local:.2f}× |")
+          f"threads=1); the trainer pinned to core 0, the Ray actor and Ray's processes to core 1; the "
+          f"reader's defaults (2 requests in flight, of 2 batches each) and requests of 1 batch; images/s, "
+          f"medians of {args.rounds} rounds, {WARMUP} batches taken at once before each timed stretch.\n")
+    print("| pipeline | trainer | fed locally (one core for both) | fed by one Ray actor (its own core) | ratio "
+          "| the actor asked for 1 batch a request | ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for name, step, m, _ in rows:
+        for label, sfx in ((f"a step of {step * 1e3:.0f} ms per batch", "_step"), ("no step (the pipeline alone)", "")):
+            local, remote, remote1 = m["local" + sfx], m["remote" + sfx], m["remote1" + sfx]
+            print(f"| {name} | {label} | {local:.0f} | {remote:.0f} | {remote / local:.2f}× | {remote1:.0f} | "
+                  f"{remote1 / local:.2f}× |")
     print("\nEach round, in order:\n")
     for name, *_, runs in rows:
         cells = "; ".join(f"{k}: {', '.join(f'{v:.0f}' for v in vs)}" for k, vs in runs.items())

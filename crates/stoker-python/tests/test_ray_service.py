@@ -50,6 +50,19 @@ def _in_turn(shards: list[list]) -> list:
     return out
 
 
+def _kill(ray, actor) -> None:
+    """Kills ``actor`` and waits until it is dead (Ray's kill returns at once, and the actor
+    could still answer a request sent just after it)."""
+    ray.kill(actor)
+    for _ in range(200):
+        try:
+            ray.get(actor.__ray_ready__.remote(), timeout=10)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the actor killed is still alive after 10 s")
+
+
 def test_every_element_exactly_once_across_two_trainers(ray_cluster):
     service = skr.serve(_pipeline(), num_workers=2)
     try:
@@ -129,7 +142,7 @@ def test_steps_given_no_seed_take_one_order_across_the_actors(ray_cluster):
         # An actor started again, and the actors of a resize, take the same seeds.
         it = iter(readers[0])
         head = _values([next(it) for _ in range(3)])
-        ray_cluster.kill(service.actor(0))
+        _kill(ray_cluster, service.actor(0))
         rest = _values(it)
         assert sorted(head + rest + _values(readers[1])) == list(range(240))
         service.resize(2)
@@ -163,7 +176,7 @@ def test_an_actor_killed_mid_epoch_loses_and_repeats_nothing(ray_cluster):
         r = skr.reader(service)
         it = iter(r)
         head = _values([next(it) for _ in range(5)])
-        ray_cluster.kill(service.actor(0))
+        _kill(ray_cluster, service.actor(0))
         rest = _values(it)
         assert head + rest == want
         assert service.restarts == 1
@@ -312,12 +325,12 @@ def test_bad_input_under_ignore_errors_is_skipped_and_counted(ray_cluster):
             head = [next(it) for _ in range(cut)]
             at_cut = r.skipped() - 9 * epoch
             assert at_cut == sum(1 for i in range(4 * cut + at_cut) if i % 7 == 0)
-            ray_cluster.kill(service.actor(0))
+            _kill(ray_cluster, service.actor(0))
             assert sorted(int(v) for b in head + list(it) for v in b["i"]) == want
             assert r.skipped() == 9 * (epoch + 1), cut
         assert service.restarts == 3
         # Killed between epochs: the next epoch starts on a new actor.
-        ray_cluster.kill(service.actor(0))
+        _kill(ray_cluster, service.actor(0))
         assert sorted(int(v) for b in r for v in b["i"]) == want
         assert r.skipped() == 9 * 5
         assert service.restarts == 4
@@ -376,6 +389,29 @@ def test_bad_input_is_counted_once_over_several_actors(ray_cluster):
         assert again.skipped() == 9 and again.stats()["skipped_shared"] == 9
         with pytest.raises(sk.InvalidArgumentError, match="skipped"):
             again.load_state_dict({**state, "skipped": {"1": "nine"}})
+    finally:
+        service.shutdown()
+
+
+def test_an_actor_runs_at_most_its_requests_ahead_of_the_trainer(ray_cluster):
+    # One actor, a reader of its own (its own key) per setting. The actor runs a call in the
+    # order it was sent, so the stats asked for after a batch count every batch asked for.
+    service = skr.serve(sk.Dataset.range(400).batch(4), num_workers=1)
+    try:
+        for rank, (prefetch, per) in enumerate(((1, 1), (2, 3), (3, 2))):
+            r = skr.reader(service, rank, 3, mode="epoch", prefetch=prefetch, batches_per_request=per)
+            it = iter(r)
+            got = []
+            for n in range(1, 20):
+                got.append(next(it))
+                made = service.stats()[0]["batches"][r.key]
+                # Asked for again only once the batches received are handed out.
+                assert made == per * (prefetch + (n - 1) // per), (prefetch, per, n, made)
+                assert made - n < prefetch * per
+            got += list(it)
+            assert _values(got) == list(range(400))
+        with pytest.raises(sk.InvalidArgumentError, match="batches_per_request"):
+            skr.reader(service, batches_per_request=0)
     finally:
         service.shutdown()
 
@@ -535,7 +571,7 @@ def test_the_trainer_makes_its_own_batches_from_the_actors_rows(ray_cluster):
         r = skr.reader(service, batch_size=10)
         it = iter(r)
         head = [list(next(it)) for _ in range(3)]
-        ray_cluster.kill(service.actor(1))
+        _kill(ray_cluster, service.actor(1))
         assert head + [list(b) for b in it] == want
         assert r.stats()["restarts"] == 1
         dropped = skr.reader(service, batch_size=10, drop_remainder=True)

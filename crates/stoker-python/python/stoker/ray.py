@@ -19,8 +19,10 @@ own short batch). Trainers consume the service with
 - ``mode="epoch"``: every trainer takes every actor's elements: a whole epoch each.
 
 Batches move as NumPy arrays through Ray's object store (zero-copy on the same node). A reader
-keeps at most ``prefetch`` requests in flight per actor, so an actor runs at most that far
-ahead of its trainer: memory is bounded and nothing is spilled in steady state.
+keeps at most ``prefetch`` requests in flight per actor, each for ``batches_per_request``
+batches (fewer calls, each carrying more, cost the actor and the trainer less per batch), so an
+actor runs at most ``prefetch * batches_per_request`` batches ahead of its trainer: memory is
+bounded and nothing is spilled in steady state.
 
 Exactly once under failure: each batch comes with the actor's iterator state after it
 (stoker's exact, small state). The reader keeps, per actor, the state after the last batch it
@@ -402,6 +404,7 @@ class Reader:
         prefetch: int,
         batch_size: int | None,
         drop_remainder: bool,
+        batches_per_request: int = 2,
     ) -> None:
         if not isinstance(service, Service):
             raise InvalidArgumentError(
@@ -411,6 +414,7 @@ class Reader:
             raise InvalidArgumentError(f"reader: mode must be one of {_MODES}, got {mode!r}")
         rank, world_size = check_shard(rank, world_size, "reader")
         prefetch = whole("reader: prefetch", prefetch, 1)
+        self.batches_per_request = whole("reader: batches_per_request", batches_per_request, 1)
         if batch_size is not None:
             batch_size = whole("reader: batch_size", batch_size, 1)
         self.service, self.rank, self.world_size, self.mode, self.prefetch = service, rank, world_size, mode, prefetch
@@ -625,7 +629,7 @@ class Reader:
             t0 = time.perf_counter()
             while not ready[i] and i not in ending:
                 while len(pending[i]) < self.prefetch:
-                    pending[i].append(actors[i].take.remote(self.key, 1))
+                    pending[i].append(actors[i].take.remote(self.key, self.batches_per_request))
                 try:
                     got, ended, skipped_by_now = ray.get(pending[i].popleft())
                 except ray.exceptions.RayActorError:
@@ -799,12 +803,16 @@ def reader(
     prefetch: int = 2,
     batch_size: int | None = None,
     drop_remainder: bool = False,
+    batches_per_request: int = 2,
 ) -> Reader:
     """Trainer ``rank`` of ``world_size``'s batches from ``service`` (see the module's text for
-    the modes and what happens when an actor dies). ``prefetch``: requests in flight per actor.
+    the modes and what happens when an actor dies). ``prefetch``: requests in flight per actor;
+    ``batches_per_request``: the batches each asks for (the reader asks again once it has
+    handed out those it received, so an actor runs at most ``prefetch * batches_per_request``
+    batches ahead).
 
     ``batch_size``: the trainer makes its own batches of that many rows from the service's
     items (the pipeline's CPU-heavy part runs on the actors, up to a ``batch`` of any size that
     carries its rows; the reader cuts them into ``batch_size`` rows, taking the items in turn):
     one shorter batch at the epoch's end (none with ``drop_remainder``), not one per actor."""
-    return Reader(service, rank, world_size, mode, prefetch, batch_size, drop_remainder)
+    return Reader(service, rank, world_size, mode, prefetch, batch_size, drop_remainder, batches_per_request)
