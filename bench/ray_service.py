@@ -1,7 +1,8 @@
 """stoker.ray on this machine: a trainer pinned to one core, whose step computes for about as long
 as W3's pipeline takes per batch on one core, fed (a) by the pipeline in its own process, on its
-own core, (b) by one Ray actor pinned to the other core (`stoker.ray.serve`), and (c) the
-service's overhead: the same trainer with no step, fed locally and through the service.
+own core, (b) by one Ray actor pinned to the other core (`stoker.ray.serve`), read with the
+reader's default requests (2 batches each) and with requests of 1 batch, and (c) the service's
+overhead: the same trainer with no step, fed locally and through the service.
 
 Two pipelines, each measured both ways: W3 whole (float32 batches, 19.3 MB), and W3 up to its
 flip (uint8 batches, 4.8 MB on the wire), the rest of its chain (float conversion, jitter,

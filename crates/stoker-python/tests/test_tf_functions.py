@@ -616,3 +616,67 @@ def test_key_and_length_functions_are_traced_and_equal_tf_data() -> None:
     for a, b in zip(got, want.as_numpy_iterator(), strict=True):
         _equal(a, b)
     assert "group_by_window 'parity': TensorFlow function runs as its traced graph" in _notes(grouped)
+
+
+def test_flat_map_and_interleave_functions_are_traced_and_equal_tf_data() -> None:
+    tf = _tf()
+    calls = []
+
+    def words(lib: Any) -> Any:
+        def split(line: Any) -> Any:
+            calls.append(1)  # a Python side effect: runs when traced, not per element
+            return lib.Dataset.from_tensor_slices(tf.strings.split(line))
+
+        return split
+
+    lines = ["the cat sat", "on", "", "the mat today"]
+    ds = sk.data.Dataset.from_tensor_slices(lines).flat_map(words(sk.data))
+    traced = len(calls)
+    ours = list(ds)
+    assert len(calls) == traced == 1
+    ref = list(tf.data.Dataset.from_tensor_slices(lines).flat_map(words(tf.data)).as_numpy_iterator())
+    assert len(ours) == len(ref) == 7
+    for a, b in zip(ours, ref):
+        _equal(a, b)
+    assert "flat_map 'split': TensorFlow ops run as its traced graph, per element" in _notes(ds)
+
+    # Several values of the graph, a method called with a tensor, a dict element, interleaved.
+    def blocks(lib: Any) -> Any:
+        def repeated(x: Any) -> Any:
+            calls.append(1)
+            made = lib.Dataset.from_tensors(
+                {"v": x * 2, "s": tf.strings.as_string(x), "f": tf.cast(x, tf.float32) * 0.5}
+            )
+            return made.repeat(tf.cast(x % 3 + 1, tf.int64)).batch(2)
+
+        return repeated
+
+    calls.clear()
+    ds = sk.data.Dataset.range(7).interleave(blocks(sk.data), cycle_length=3, block_length=2)
+    ours = list(ds)
+    assert len(calls) == 1
+    ref = list(tf.data.Dataset.range(7).interleave(blocks(tf.data), cycle_length=3, block_length=2).as_numpy_iterator())
+    assert len(ours) == len(ref) > 7
+    for a, b in zip(ours, ref):
+        _equal(a, b)
+    assert "interleave 'repeated': TensorFlow ops run as its traced graph" in _notes(ds)
+
+    # A window's function gets datasets: it runs as Python, as tf.data's would give the same.
+    def pairs(lib: Any) -> Any:
+        return lambda w: w.batch(tf.constant(2, tf.int64))
+
+    ds = sk.data.Dataset.range(5).window(2).flat_map(pairs(sk.data))
+    ref = list(tf.data.Dataset.range(5).window(2).flat_map(pairs(tf.data)).as_numpy_iterator())
+    ours = list(ds)
+    assert len(ours) == len(ref) == 3
+    for a, b in zip(ours, ref):
+        _equal(a, b)
+    assert "its argument is a window" in _notes(ds)
+
+    # A function that reads a tensor's value in NumPy cannot be traced: it runs as Python, as
+    # before, and says why.
+    ds = sk.data.Dataset.range(1, 4).flat_map(
+        lambda x: sk.data.Dataset.from_tensors(tf.cast(x, tf.float32)).repeat(np.asarray(x).item())
+    )
+    assert [float(v) for v in ds] == [1.0, 2.0, 2.0, 3.0, 3.0, 3.0]
+    assert "TensorFlow function runs eagerly: tracing failed" in _notes(ds)

@@ -12,8 +12,13 @@ from .errors import ArgumentTypeError, InvalidArgumentError
 
 
 def whole(what: str, value: Any, minimum: int, meaning: str = "") -> int:
-    """``value`` as an int: a whole number (a NumPy integer too, not a bool), at least
-    ``minimum``. ``meaning`` says what the smallest values mean, for the message."""
+    """``value`` as an int: a whole number (a NumPy integer, a 0-d array of one, or an eager
+    TensorFlow scalar, as tf.data takes; not a bool), at least ``minimum``. ``meaning`` says
+    what the smallest values mean, for the message."""
+    if type(value).__module__.startswith("tensorflow") and hasattr(value, "numpy"):
+        value = value.numpy()
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise InvalidArgumentError(f"{what} must be a whole number, got {value!r}")
     v = int(value)

@@ -20,9 +20,12 @@ TensorFlow is only imported for a function that uses it (it is then already impo
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
+import threading
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -236,6 +239,144 @@ def element_call(traced: Traced) -> Callable[..., Any]:
         return tf.nest.map_structure(numpy, concrete(*args))
 
     call.__name__ = f"{traced.name} (TensorFlow graph)"
+    call._stoker_graph = True  # type: ignore[attr-defined]
+    return call
+
+
+# ----------------------------------------------------------------------------- datasets made
+
+
+@dataclass
+class _Slot:
+    """Where a made dataset's argument is the graph's output ``index``."""
+
+    index: int
+
+
+class _Made:
+    """A dataset that a traced function makes: the constructor it called and the methods it
+    called on the result, each with its arguments (tensors among them as :class:`_Slot` s of
+    the graph's outputs), to be called for real on each element's values."""
+
+    def __init__(self, recorder: _Recorder, calls: list[tuple[str, Any, Any]]) -> None:
+        self._recorder, self._calls = recorder, calls
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def method(*args: Any, **kwargs: Any) -> _Made:
+            return _Made(self._recorder, [*self._calls, self._recorder.call(name, args, kwargs)])
+
+        return method
+
+
+class _Recorder:
+    """Records the datasets a function makes while it is traced: on the tracing thread the
+    constructors of ``dataset`` hand out :class:`_Made` s (other threads, a pipeline already
+    running say, get the real ones)."""
+
+    def __init__(self, tf: Any, dataset: type) -> None:
+        self.tf, self.dataset = tf, dataset
+        self.outputs: list[Any] = []
+        self.thread = threading.get_ident()
+
+    def call(self, name: str, args: Any, kwargs: Any) -> tuple[str, Any, Any]:
+        return name, self._slots(args), self._slots(kwargs)
+
+    def _slots(self, v: Any) -> Any:
+        if isinstance(v, self.tf.Tensor):
+            self.outputs.append(v)
+            return _Slot(len(self.outputs) - 1)
+        if self.tf.is_tensor(v):
+            raise TypeError(f"a {type(v).__name__} is handed to a dataset (only dense tensors are)")
+        if type(v) in (list, tuple):
+            return type(v)(self._slots(x) for x in v)
+        if type(v) is dict:
+            return {k: self._slots(x) for k, x in v.items()}
+        return v
+
+    @contextlib.contextmanager
+    def constructors(self) -> Iterator[None]:
+        """Within: the dataset's constructors (its static and class methods) record."""
+        patched = {
+            n: a
+            for n, a in vars(self.dataset).items()
+            if not n.startswith("_") and isinstance(a, (staticmethod, classmethod))
+        }
+
+        def recording(name: str, original: Any) -> Any:
+            def constructor(*args: Any, **kwargs: Any) -> Any:
+                if threading.get_ident() != self.thread:
+                    return original(*args, **kwargs)
+                return _Made(self, [self.call(name, args, kwargs)])
+
+            return staticmethod(constructor)
+
+        try:
+            for n in patched:
+                setattr(self.dataset, n, recording(n, getattr(self.dataset, n)))
+            yield
+        finally:
+            for n, a in patched.items():
+                setattr(self.dataset, n, a)
+
+
+def dataset_call(
+    fn: Callable[..., Any], template: Template, schema: list[tuple[str, str, list[int | None]]], dataset: type
+) -> Callable[..., Any]:
+    """A function that returns a dataset (``flat_map``'s, ``interleave``'s), traced as tf.data
+    traces it: its TensorFlow ops become a graph, the datasets it makes from their results are
+    recorded. Returns the function, called with the element (NumPy values) as ``fn`` is: one
+    TensorFlow call per element, then the recorded dataset made from the values it gave."""
+    import tensorflow as tf
+
+    recorder = _Recorder(tf, dataset)
+    made: list[_Made] = []
+
+    def record(*a: Any) -> Any:
+        result = fn(*a)
+        if not isinstance(result, _Made):
+            raise TypeError(
+                f"the function must return a dataset made by {dataset.__name__}'s constructors, "
+                f"got {type(result).__name__}"
+            )
+        made.append(result)
+        return tuple(recorder.outputs)
+
+    by_name = {n: tf.TensorSpec(shape, _tf_dtype(tf, d)) for n, d, shape in schema}
+    args = pack(template, by_name)
+    wrapped = tf.function(record, autograph=True)
+    with recorder.constructors():
+        concrete = (
+            wrapped.get_concrete_function(*args) if isinstance(args, tuple) else wrapped.get_concrete_function(args)
+        )
+    recipe = made[-1]
+
+    def fill(v: Any, values: list[Any]) -> Any:
+        if isinstance(v, _Slot):
+            return values[v.index]
+        if isinstance(v, _Made):
+            return build(v, values)
+        if type(v) in (list, tuple):
+            return type(v)(fill(x, values) for x in v)
+        if type(v) is dict:
+            return {k: fill(x, values) for k, x in v.items()}
+        return v
+
+    def build(m: _Made, values: list[Any]) -> Any:
+        (name, a, k), *rest = m._calls
+        ds = getattr(dataset, name)(*fill(a, values), **fill(k, values))
+        for name, a, k in rest:
+            ds = getattr(ds, name)(*fill(a, values), **fill(k, values))
+        return ds
+
+    def call(*element: Any) -> Any:
+        out = concrete(*element)
+        values = [v.numpy() for v in (out or ())]
+        return build(recipe, values)
+
+    call.__name__ = f"{getattr(fn, '__name__', 'dataset_fn')} (TensorFlow graph)"
     call._stoker_graph = True  # type: ignore[attr-defined]
     return call
 

@@ -616,7 +616,19 @@ class Dataset:
         """Opens ``map_func(element)`` for ``cycle_length`` elements at a time and takes
         ``block_length`` elements from each in turn (tf.data's order). With
         ``num_parallel_calls`` every open dataset reads ahead on its own thread; the order
-        stays the same. ``map_func=stoker.TFRecordDataset`` runs entirely in Rust."""
+        stays the same. ``map_func=stoker.TFRecordDataset`` runs entirely in Rust. A
+        ``map_func`` that uses TensorFlow is traced as tf.data traces it: its ops run as its
+        graph, once per element, and the dataset it returns is made from their values."""
+        return self._interleave(map_func, cycle_length, block_length, num_parallel_calls, "interleave")
+
+    def _interleave(
+        self,
+        map_func: Callable[..., Dataset],
+        cycle_length: int | None,
+        block_length: int | None,
+        num_parallel_calls: int | None,
+        what: str,
+    ) -> Dataset:
         block = 1 if block_length is None else _whole("interleave: block_length", block_length, 1)
         cycle = None
         if cycle_length is not None and cycle_length != AUTOTUNE:
@@ -633,7 +645,7 @@ class Dataset:
                 _max_record_bytes(kwargs.get("max_record_bytes", MAX_RECORD_BYTES)),
             )
             return Dataset(plan, "record")
-        map_func = bound_now(map_func)
+        map_func, note = self._dataset_function(bound_now(map_func), what)
         # The structure of the datasets opened: the first one's known (its own Python
         # function may not have run when it is opened, and the pipeline opens ahead).
         opened = _Opened()
@@ -649,12 +661,31 @@ class Dataset:
             return ds._plan
 
         open_dataset.__name__ = getattr(map_func, "__name__", "interleave_fn")
-        return Dataset(self._plan.interleave(open_dataset, cycle, block, npc), out)
+        plan = self._plan.interleave(open_dataset, cycle, block, npc)
+        if note is not None:
+            _NOTES[plan.id()] = note
+        return Dataset(plan, out)
 
     def flat_map(self, map_func: Callable[..., Dataset]) -> Dataset:
         """Maps each element to a dataset and hands out their elements, one dataset after the
-        other (tf.data's ``flat_map``: an ``interleave`` with ``cycle_length=1``)."""
-        return self.interleave(map_func, cycle_length=1, block_length=1)
+        other (tf.data's ``flat_map``: an ``interleave`` with ``cycle_length=1``); a
+        ``map_func`` that uses TensorFlow is traced as in :meth:`interleave`."""
+        return self._interleave(map_func, 1, 1, None, "flat_map")
+
+    def _dataset_function(self, fn: Callable[..., Dataset], what: str) -> tuple[Callable[..., Dataset], str | None]:
+        """``fn`` (a function of this dataset's element that returns a dataset) traced where
+        it uses TensorFlow (see ``_tf_function.dataset_call``), and what ``explain()`` says of
+        it; else ``fn`` itself."""
+        if not _tf_function.uses_tensorflow(fn):
+            return fn, None
+        name = f"{what} '{getattr(fn, '__name__', 'map_func')}'"
+        if isinstance(self._structure, Windows):
+            return fn, f"{name}: runs as Python (its argument is a window: datasets), TensorFlow ops in it eagerly"
+        try:
+            traced = _tf_function.dataset_call(fn, _known(self, learn=True), self._traced_schema(), Dataset)
+        except Exception as e:  # noqa: BLE001 - not traceable: it runs as Python, as before
+            return fn, f"{name}: TensorFlow function runs eagerly: tracing failed ({type(e).__name__}: {e})"
+        return traced, f"{name}: TensorFlow ops run as its traced graph, per element; its dataset made of their values"
 
     def window(
         self, size: int, shift: int | None = None, stride: int = 1, drop_remainder: bool = False

@@ -21,8 +21,8 @@ own short batch). Trainers consume the service with
 Batches move as NumPy arrays through Ray's object store (zero-copy on the same node). A reader
 keeps at most ``prefetch`` requests in flight per actor, each for ``batches_per_request``
 batches (fewer calls, each carrying more, cost the actor and the trainer less per batch), so an
-actor runs at most ``prefetch * batches_per_request`` batches ahead of its trainer: memory is
-bounded and nothing is spilled in steady state.
+actor hands out at most ``prefetch * batches_per_request`` batches ahead of its trainer (its
+pipeline's own buffers aside): memory is bounded and nothing is spilled in steady state.
 
 Exactly once under failure: each batch comes with the actor's iterator state after it
 (stoker's exact, small state). The reader keeps, per actor, the state after the last batch it
@@ -65,6 +65,7 @@ Nothing of Ray is imported until a service starts (``pip install 'stoker[ray]'``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -326,6 +327,9 @@ class Service:
                 "resize between epochs"
             )
         if self._actors[shard] is dead:
+            # Dead, or alive with a batch lost (its node's object store): out of use either way.
+            with contextlib.suppress(Exception):
+                self._ray.kill(dead)
             actor = self._cls.remote(self._build, shard, self.num_workers)
             self._ray.get(actor.set_seeds.remote(self._seeds))
             self._actors[shard] = actor
@@ -632,7 +636,7 @@ class Reader:
                     pending[i].append(actors[i].take.remote(self.key, self.batches_per_request))
                 try:
                     got, ended, skipped_by_now = ray.get(pending[i].popleft())
-                except ray.exceptions.RayActorError:
+                except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError):
                     # Lost with the actor: what it made after the last item handed on. A new
                     # actor goes on from there, counting on from the count that state holds.
                     pending[i].clear()
