@@ -661,6 +661,30 @@ def test_flat_map_and_interleave_functions_are_traced_and_equal_tf_data() -> Non
         _equal(a, b)
     assert "interleave 'repeated': TensorFlow ops run as its traced graph" in _notes(ds)
 
+    # Datasets made of the graph's values handed to another (zipped), and a function made in
+    # the traced one that captured a tensor of the graph (the line's label): that one cannot
+    # run after the trace, so the whole function runs as Python; tf.data's values both ways.
+    def zipped(lib: Any) -> Any:
+        def fn(line: Any, label: Any) -> Any:
+            w = tf.strings.split(line)
+            lengths = lib.Dataset.from_tensor_slices(tf.strings.length(w))
+            return lib.Dataset.zip((lib.Dataset.from_tensor_slices(w), lengths))
+
+        return fn
+
+    def labelled(lib: Any) -> Any:
+        return lambda line, label: lib.Dataset.from_tensor_slices(tf.strings.split(line)).map(lambda w: (w, label))
+
+    pairs_in = (lines, np.arange(len(lines), dtype=np.int64))
+    for fn, how in ((zipped, "TensorFlow ops run as its traced graph"), (labelled, "runs eagerly: tracing failed")):
+        ds = sk.data.Dataset.from_tensor_slices(pairs_in).flat_map(fn(sk.data))
+        ref = list(tf.data.Dataset.from_tensor_slices(pairs_in).flat_map(fn(tf.data)).as_numpy_iterator())
+        ours = list(ds)
+        assert len(ours) == len(ref) == 7
+        for a, b in zip(ours, ref):
+            _equal(a, b)
+        assert how in _notes(ds), _notes(ds)
+
     # A window's function gets datasets: it runs as Python, as tf.data's would give the same.
     def pairs(lib: Any) -> Any:
         return lambda w: w.batch(tf.constant(2, tf.int64))

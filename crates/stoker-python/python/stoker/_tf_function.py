@@ -21,6 +21,7 @@ TensorFlow is only imported for a function that uses it (it is then already impo
 from __future__ import annotations
 
 import contextlib
+import inspect
 import re
 import sys
 import threading
@@ -256,19 +257,25 @@ class _Slot:
 class _Made:
     """A dataset that a traced function makes: the constructor it called and the methods it
     called on the result, each with its arguments (tensors among them as :class:`_Slot` s of
-    the graph's outputs), to be called for real on each element's values."""
+    the graph's outputs), to be called for real on each element's values. Only the dataset's
+    methods are there: anything else (``element_spec``, a property) ends the trace."""
 
     def __init__(self, recorder: _Recorder, calls: list[tuple[str, Any, Any]]) -> None:
         self._recorder, self._calls = recorder, calls
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
+        method_of_dataset = isinstance(inspect.getattr_static(self._recorder.dataset, name, None), types.FunctionType)
+        if name.startswith("_") or not method_of_dataset:
+            raise AttributeError(f"{name!r}: not a method of a dataset a traced function makes")
 
         def method(*args: Any, **kwargs: Any) -> _Made:
             return _Made(self._recorder, [*self._calls, self._recorder.call(name, args, kwargs)])
 
         return method
+
+
+# Held while a trace has the dataset's constructors recording: one trace at a time patches them.
+_PATCHING = threading.RLock()
 
 
 class _Recorder:
@@ -278,13 +285,40 @@ class _Recorder:
 
     def __init__(self, tf: Any, dataset: type) -> None:
         self.tf, self.dataset = tf, dataset
+        self.eager = type(tf.constant(0))
         self.outputs: list[Any] = []
         self.thread = threading.get_ident()
+        self.active = False
 
     def call(self, name: str, args: Any, kwargs: Any) -> tuple[str, Any, Any]:
         return name, self._slots(args), self._slots(kwargs)
 
+    def _symbolic(self, v: Any) -> bool:
+        return self.tf.is_tensor(v) and not isinstance(v, self.eager)
+
+    def _holds_symbolic(self, v: Any, depth: int = 0) -> bool:
+        """Whether ``v`` holds a tensor of the graph being traced: in a container, or in a
+        function's closure or defaults (a function made while tracing, to run later)."""
+        if depth > 3:
+            return False
+        if isinstance(v, _Made):
+            return False
+        if self._symbolic(v):
+            return True
+        if isinstance(v, (types.FunctionType, types.MethodType)):
+            fn = getattr(v, "__func__", v)
+            cells = []
+            for c in fn.__closure__ or ():
+                with contextlib.suppress(ValueError):  # an empty cell
+                    cells.append(c.cell_contents)
+            return any(self._holds_symbolic(x, depth + 1) for x in [*cells, *(fn.__defaults__ or ())])
+        if isinstance(v, (list, tuple, dict)):
+            return any(self._holds_symbolic(x, depth + 1) for x in (v.values() if isinstance(v, dict) else v))
+        return False
+
     def _slots(self, v: Any) -> Any:
+        if isinstance(v, _Made):
+            return v
         if isinstance(v, self.tf.Tensor):
             self.outputs.append(v)
             return _Slot(len(self.outputs) - 1)
@@ -294,32 +328,39 @@ class _Recorder:
             return type(v)(self._slots(x) for x in v)
         if type(v) is dict:
             return {k: self._slots(x) for k, x in v.items()}
+        if self._holds_symbolic(v):
+            # A namedtuple, a dict subclass, a function that captured a tensor of the graph:
+            # the tensor would be read after the trace, where it has no value.
+            raise TypeError(f"a {type(v).__name__} holding a tensor of the traced graph is handed to a dataset")
         return v
 
     @contextlib.contextmanager
     def constructors(self) -> Iterator[None]:
         """Within: the dataset's constructors (its static and class methods) record."""
-        patched = {
-            n: a
-            for n, a in vars(self.dataset).items()
-            if not n.startswith("_") and isinstance(a, (staticmethod, classmethod))
-        }
 
         def recording(name: str, original: Any) -> Any:
             def constructor(*args: Any, **kwargs: Any) -> Any:
-                if threading.get_ident() != self.thread:
+                if not self.active or threading.get_ident() != self.thread:
                     return original(*args, **kwargs)
                 return _Made(self, [self.call(name, args, kwargs)])
 
             return staticmethod(constructor)
 
-        try:
-            for n in patched:
-                setattr(self.dataset, n, recording(n, getattr(self.dataset, n)))
-            yield
-        finally:
-            for n, a in patched.items():
-                setattr(self.dataset, n, a)
+        with _PATCHING:
+            patched = {
+                n: a
+                for n, a in vars(self.dataset).items()
+                if not n.startswith("_") and isinstance(a, (staticmethod, classmethod))
+            }
+            try:
+                for n in patched:
+                    setattr(self.dataset, n, recording(n, getattr(self.dataset, n)))
+                self.active = True
+                yield
+            finally:
+                self.active = False
+                for n, a in patched.items():
+                    setattr(self.dataset, n, a)
 
 
 def dataset_call(
@@ -335,6 +376,7 @@ def dataset_call(
     made: list[_Made] = []
 
     def record(*a: Any) -> Any:
+        recorder.outputs = []  # each trace its own graph's
         result = fn(*a)
         if not isinstance(result, _Made):
             raise TypeError(

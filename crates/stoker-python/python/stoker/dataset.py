@@ -618,7 +618,8 @@ class Dataset:
         ``num_parallel_calls`` every open dataset reads ahead on its own thread; the order
         stays the same. ``map_func=stoker.TFRecordDataset`` runs entirely in Rust. A
         ``map_func`` that uses TensorFlow is traced as tf.data traces it: its ops run as its
-        graph, once per element, and the dataset it returns is made from their values."""
+        graph, once per element, and the dataset it returns is made from their values; one
+        that cannot be traced runs as Python, and ``explain()`` says why."""
         return self._interleave(map_func, cycle_length, block_length, num_parallel_calls, "interleave")
 
     def _interleave(

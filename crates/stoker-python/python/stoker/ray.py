@@ -636,6 +636,8 @@ class Reader:
                     pending[i].append(actors[i].take.remote(self.key, self.batches_per_request))
                 try:
                     got, ended, skipped_by_now = ray.get(pending[i].popleft())
+                except ray.exceptions.ObjectFetchTimedOutError:
+                    raise  # the batch may still be there: not a reason to replace the actor
                 except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError):
                     # Lost with the actor: what it made after the last item handed on. A new
                     # actor goes on from there, counting on from the count that state holds.
