@@ -685,6 +685,18 @@ def test_flat_map_and_interleave_functions_are_traced_and_equal_tf_data() -> Non
             _equal(a, b)
         assert how in _notes(ds), _notes(ds)
 
+    # A dataset made per element with a TensorFlow map of its own: that map is traced for
+    # each element's dataset, and what became of it is not kept per element (memory stays
+    # bounded); the pipeline's own function is noted once.
+    from stoker import dataset as dataset_module
+
+    kept = len(dataset_module._NOTES)
+    ds = sk.data.Dataset.range(60).flat_map(
+        lambda x: sk.data.Dataset.from_tensors(x).map(lambda y: tf.cast(y, tf.float32) * 2)
+    )
+    assert [float(v) for v in ds] == [2.0 * i for i in range(60)]
+    assert len(dataset_module._NOTES) <= kept + 1
+
     # A window's function gets datasets: it runs as Python, as tf.data's would give the same.
     def pairs(lib: Any) -> Any:
         return lambda w: w.batch(tf.constant(2, tf.int64))

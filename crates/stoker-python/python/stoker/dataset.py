@@ -502,21 +502,21 @@ class Dataset:
             out = Dynamic()
             plan = self._plan.map([_adapter(bound_now(fn), self._structure, out)], npc, det)
             why = f"{type(e).__name__}: {e}"
-            _NOTES[plan.id()] = f"map '{name}': TensorFlow function runs eagerly: tracing failed ({why})"
+            _note(plan, f"map '{name}': TensorFlow function runs eagerly: tracing failed ({why})")
             return Dataset(plan, out)
         try:
             translation = _tf_function.translate(traced)
         except _tf_function.Untranslatable as why:
             out = Dynamic()
             plan = self._plan.map([_tf_function.graph_call(traced, out)], npc, det)
-            _NOTES[plan.id()] = f"map '{name}': TensorFlow function runs as its traced graph, per element: {why}"
+            _note(plan, f"map '{name}': TensorFlow function runs as its traced graph, per element: {why}")
             return Dataset(plan, out)
         specs = [o.spec if isinstance(o, NativeOp) else o for o in translation.ops]
         done = ", ".join(translation.done) or "nothing"
         if translation.rest is not None:
             plan = self._plan.map(specs, npc, det)
             head = f"map '{name}': TensorFlow function partly translated to native ops: {done}; "
-            _NOTES[plan.id()] = f"{head}the rest runs as its traced graph, per element, from {translation.rest}"
+            _note(plan, f"{head}the rest runs as its traced graph, per element, from {translation.rest}")
             out = Dynamic()
             out.template = translation.template
             if translation.batched is not None:
@@ -538,7 +538,7 @@ class Dataset:
         schema = plan.schema()
         if schema is None or sorted(n for n, _, _ in schema) != sorted(leaves(translation.template)):
             plan = self._plan.map(specs, npc, det)
-        _NOTES[plan.id()] = f"map '{name}': TensorFlow function translated to native ops: {done}"
+        _note(plan, f"map '{name}': TensorFlow function translated to native ops: {done}")
         return Dataset(plan, translation.template)._rows_of(self, order=det is not False)
 
     def batch(self, batch_size: int, drop_remainder: bool = False) -> Dataset:
@@ -553,7 +553,7 @@ class Dataset:
             # skipped: a bad element would drop its whole batch.
             npc, det = deferred.parallel
             plan = deferred.source._plan.map(deferred.native, npc, det).step(step).map([deferred.rest], npc, det)
-            _NOTES[plan.id()] = deferred.note
+            _note(plan, deferred.note)
             _PER_BATCH_RESTS[plan.id()] = deferred.name
             out = Dynamic()
             out.template = deferred.template
@@ -655,7 +655,8 @@ class Dataset:
 
         def open_dataset(flat: dict[str, Any]) -> Any:
             args = pack_element(structure, list(flat), list(flat.values()))
-            ds = map_func(*args) if isinstance(args, tuple) else map_func(args)
+            with _inner():
+                ds = map_func(*args) if isinstance(args, tuple) else map_func(args)
             if not isinstance(ds, Dataset):
                 raise ArgumentTypeError(f"interleave's function must return a stoker.Dataset, got {type(ds).__name__}")
             opened.add(ds)
@@ -664,7 +665,7 @@ class Dataset:
         open_dataset.__name__ = getattr(map_func, "__name__", "interleave_fn")
         plan = self._plan.interleave(open_dataset, cycle, block, npc)
         if note is not None:
-            _NOTES[plan.id()] = note
+            _note(plan, note)
         return Dataset(plan, out)
 
     def flat_map(self, map_func: Callable[..., Dataset]) -> Dataset:
@@ -744,7 +745,7 @@ class Dataset:
         step.__name__ = getattr(scan_func, "__name__", "scan_fn")
         plan = self._plan.scan(init, step)
         if note is not None:
-            _NOTES[plan.id()] = note
+            _note(plan, note)
         return Dataset(plan, out)
 
     def _traced_schema(self) -> list[tuple[str, str, list[int | None]]]:
@@ -825,7 +826,8 @@ class Dataset:
             return int(k)
 
         def reduce(k: int, window: Any) -> Any:
-            ds = reduce_func(np.int64(k), Dataset(window, structure))
+            with _inner():
+                ds = reduce_func(np.int64(k), Dataset(window, structure))
             if not isinstance(ds, Dataset):
                 raise ArgumentTypeError(
                     f"group_by_window: reduce_func must return a stoker.Dataset, got {type(ds).__name__}"
@@ -836,7 +838,7 @@ class Dataset:
         reduce.__name__ = getattr(reduce_func, "__name__", "reduce_fn")
         plan = self._plan.group_by_window(key, size, reduce)
         if note is not None:
-            _NOTES[plan.id()] = note
+            _note(plan, note)
         return Dataset(plan, out)
 
     def bucket_by_sequence_length(
@@ -901,7 +903,7 @@ class Dataset:
 
         grouped = self.group_by_window(bucket, batching, window_size_func=lambda b: sizes[int(b)])
         if note is not None:
-            _NOTES[grouped._plan.id()] = note
+            _note(grouped._plan, note)
         return grouped
 
     def rebatch(self, batch_size: int, drop_remainder: bool = False) -> Dataset:
@@ -944,7 +946,7 @@ class Dataset:
         except Exception as e:  # noqa: BLE001 - not traceable: it runs as Python, as before
             plan = self._plan.filter(self._test(predicate))
             why = f"{type(e).__name__}: {e}"
-            _NOTES[plan.id()] = f"filter '{name}': TensorFlow predicate runs eagerly: tracing failed ({why})"
+            _note(plan, f"filter '{name}': TensorFlow predicate runs eagerly: tracing failed ({why})")
             return Dataset(plan, self._structure)
         outs = traced.out_values
         if len(outs) != 1 or getattr(outs[0][1], "dtype", None) is None or outs[0][1].dtype.name != "bool" or (
@@ -955,7 +957,7 @@ class Dataset:
             translation = _tf_function.translate(traced, keep_inputs=True)
         except _tf_function.Untranslatable as why:
             plan = self._plan.filter(_tf_function.graph_test(traced))
-            _NOTES[plan.id()] = f"filter '{name}': TensorFlow predicate runs as its traced graph, per element: {why}"
+            _note(plan, f"filter '{name}': TensorFlow predicate runs as its traced graph, per element: {why}")
             return Dataset(plan, self._structure)
         keep = translation.template
         assert isinstance(keep, str)
@@ -975,7 +977,7 @@ class Dataset:
             )
         else:
             note = f"translated to native ops: {done}"
-        _NOTES[plan.id()] = f"filter '{name}': TensorFlow predicate {note}"
+        _note(plan, f"filter '{name}': TensorFlow predicate {note}")
         return Dataset(plan, self._structure)
 
     def unique(self) -> Dataset:
@@ -1534,6 +1536,27 @@ def _per_batch_rest(plan: Any) -> str | None:
 
 # What became of each TensorFlow function handed to `map`, by the id of its map step.
 _NOTES: dict[int, str] = {}
+# Set while a running pipeline makes a dataset per element (the functions of `flat_map`,
+# `interleave`, `group_by_window`'s reduce): notes of those are never read (`explain()` shows
+# the pipeline's own steps), and are not kept, so that the notes stay bounded.
+_INNER = threading.local()
+
+
+@contextlib.contextmanager
+def _inner() -> Iterator[None]:
+    was = getattr(_INNER, "active", False)
+    _INNER.active = True
+    try:
+        yield
+    finally:
+        _INNER.active = was
+
+
+def _note(plan: Any, text: str) -> None:
+    """Keeps what became of a TensorFlow function for ``explain()`` (see ``_INNER``)."""
+    if not getattr(_INNER, "active", False):
+        _NOTES[plan.id()] = text
+
 class _PerBatch(NamedTuple):
     """How a map whose TensorFlow rest may run once per batch runs where a batch follows it:
     its native ops on ``source``, the batch, then ``rest``."""
