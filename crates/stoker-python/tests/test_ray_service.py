@@ -222,6 +222,30 @@ def test_a_batch_lost_with_its_node_is_made_again_by_a_new_actor(ray_cluster, mo
         service.shutdown()
 
 
+def test_a_fetch_that_timed_out_is_an_error_not_a_new_actor(ray_cluster, monkeypatch):
+    # The batch may still be there: the actor is not replaced, and the error reaches the trainer.
+    service = skr.serve(_pipeline(), num_workers=1)
+    try:
+        r = skr.reader(service)
+        it = iter(r)
+        next(it)
+        first = service.actor(0)
+        real_get = ray_cluster.get
+
+        def get(refs, *args, **kwargs):
+            raise ray_cluster.exceptions.ObjectFetchTimedOutError("00" * 28, "", "")
+
+        monkeypatch.setattr(ray_cluster, "get", get)
+        with pytest.raises(ray_cluster.exceptions.ObjectFetchTimedOutError):
+            for _ in it:
+                pass
+        monkeypatch.setattr(ray_cluster, "get", real_get)
+        assert r.stats()["restarts"] == 0 and service.actor(0) is first
+        real_get(first.__ray_ready__.remote(), timeout=10)  # still alive
+    finally:
+        service.shutdown()
+
+
 def test_a_restarted_trainer_goes_on_from_its_state(ray_cluster):
     want = _values(skr._share(_pipeline(), 2, 1))
     service = skr.serve(_pipeline(), num_workers=2)

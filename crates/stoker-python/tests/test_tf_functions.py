@@ -716,3 +716,47 @@ def test_flat_map_and_interleave_functions_are_traced_and_equal_tf_data() -> Non
     )
     assert [float(v) for v in ds] == [1.0, 2.0, 2.0, 3.0, 3.0, 3.0]
     assert "TensorFlow function runs eagerly: tracing failed" in _notes(ds)
+
+
+_RESUMED_INTERLEAVE = """
+import pickle, sys
+import stoker as sk
+import tensorflow as tf
+
+def make():
+    lines = [" ".join(f"w{i}_{j}" for j in range(i % 5 + 1)) for i in range(40)]
+    return sk.data.Dataset.from_tensor_slices(lines).shuffle(8, seed=3).interleave(
+        lambda l: sk.data.Dataset.from_tensor_slices(tf.strings.split(l)), cycle_length=3, block_length=2
+    ).batch(4)
+
+path = sys.argv[1]
+if sys.argv[2] == "save":
+    it = make().iterator()
+    head = [[bytes(w) for w in b] for b in (next(it) for _ in range(7))]
+    whole = head + [[bytes(w) for w in b] for b in it]
+    it = make().iterator()
+    for _ in range(7):
+        next(it)
+    pickle.dump((it.state(), whole), open(path, "wb"))
+else:
+    state, whole = pickle.load(open(path, "rb"))
+    rest = [[bytes(w) for w in b] for b in make().iterator(state=state)]
+    pickle.dump(rest, open(path + ".rest", "wb"))
+"""
+
+
+def test_a_traced_interleave_resumes_in_a_new_process(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    _tf()
+    script = tmp_path / "resume.py"
+    script.write_text(_RESUMED_INTERLEAVE)
+    state = tmp_path / "state.pkl"
+    for step in ("save", "load"):
+        subprocess.run([sys.executable, str(script), str(state), step], check=True, capture_output=True, timeout=300)
+    import pickle
+
+    _, whole = pickle.loads(state.read_bytes())
+    rest = pickle.loads((tmp_path / "state.pkl.rest").read_bytes())
+    assert len(whole) > 7 and rest == whole[7:]
