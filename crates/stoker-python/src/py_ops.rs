@@ -259,11 +259,33 @@ impl Op for PyFuncOp {
 /// `Exception` is dropped, as tf.data drops it, and counted with the error as the reason;
 /// otherwise (or for `KeyboardInterrupt`, `SystemExit`) the error stops the pipeline.
 fn skipped(py: Python<'_>, ctx: &OpCtx<'_>, func: &str, e: PyErr) -> Result<()> {
-    if ctx.policy != ErrorPolicy::Skip || !e.is_instance_of::<PyException>(py) {
-        return Err(from_pyerr(e));
-    }
-    ctx.skip(format!("element {}: {func} raised {e}", ctx.element));
+    let reason = skip_reason(py, ctx.policy, func, &format!("element {}", ctx.element), e)?;
+    ctx.skip(reason);
     Ok(())
+}
+
+/// What [`skipped`] counts for `e`, raised by the Python function `func` on `what` (e.g.
+/// "element 3"), or the error that stops the pipeline. That error is the function's own
+/// exception, with a note naming `func` and `what` where Python keeps notes.
+fn skip_reason(
+    py: Python<'_>,
+    policy: ErrorPolicy,
+    func: &str,
+    what: &str,
+    e: PyErr,
+) -> Result<String> {
+    if policy == ErrorPolicy::Skip && e.is_instance_of::<PyException>(py) {
+        return Ok(format!("{what}: {func} raised {e}"));
+    }
+    let value = e.value(py);
+    if value.hasattr("add_note").unwrap_or(false) {
+        // A note that cannot be added leaves the error as it was raised.
+        let _ = value.call_method1(
+            "add_note",
+            (format!("(stoker: raised by '{func}' on {what})"),),
+        );
+    }
+    Err(from_pyerr(e))
 }
 
 /// `filter(predicate)`.
@@ -328,6 +350,7 @@ impl Opener for PyOpener {
 
     fn open(
         &self,
+        index: u64,
         element: &Element,
         ctx: &BuildCtx,
         stats: &Arc<StageStats>,
@@ -339,8 +362,20 @@ impl Opener for PyOpener {
                 .and_then(|d| tracked(py, stats, || self.func.bind(py).call1((d,))))
                 .and_then(|p| Ok(p.cast::<PyPlan>().map_err(PyErr::from)?.get().plan.clone()));
             stats.add_python(t.wall(), t.cpu());
-            r.map_err(from_pyerr)
+            match r {
+                Ok(plan) => Ok(Some(plan)),
+                Err(e) => {
+                    let what = format!("input element {index}");
+                    let policy = ctx.options.on_bad_record;
+                    stats.add_skip(skip_reason(py, policy, &self.name, &what, e)?);
+                    Ok(None)
+                }
+            }
         })?;
+        let Some(plan) = plan else {
+            // Skipped as tf.data's `ignore_errors` skips it: the element opens no dataset.
+            return Ok(Box::new(SkippedOpen));
+        };
         // Each opened dataset gets its own stats, so that the pipeline's list stays short;
         // its losses are counted in the interleave's stage too.
         let child = BuildCtx {
@@ -355,6 +390,21 @@ impl Opener for PyOpener {
             "interleave with the Python function '{}' cannot be saved; interleave stoker.TFRecordDataset instead",
             self.name
         )))
+    }
+}
+
+/// The dataset of an input element whose function raised under the skip policy: empty, and
+/// counting that element as one bad record in its state, as the interleave counts those of
+/// the datasets that end.
+struct SkippedOpen;
+
+impl ElementIter for SkippedOpen {
+    fn next(&mut self) -> Result<Option<Element>> {
+        Ok(None)
+    }
+
+    fn state(&self) -> Result<State> {
+        Ok(State::default().with_skipped(1))
     }
 }
 

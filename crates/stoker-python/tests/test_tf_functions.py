@@ -760,3 +760,112 @@ def test_a_traced_interleave_resumes_in_a_new_process(tmp_path: Path) -> None:
     _, whole = pickle.loads(state.read_bytes())
     rest = pickle.loads((tmp_path / "state.pkl.rest").read_bytes())
     assert len(whole) > 7 and rest == whole[7:]
+
+
+def test_an_element_whose_dataset_function_raises_is_skipped_under_ignore_errors_and_named_otherwise() -> None:
+    tf = _tf()
+    texts = ["1", "2", "x", "4", "5 6", "y"]
+
+    def parsed(lib: Any) -> Any:
+        # "x" and "y" are not numbers: the function raises on those elements (and runs
+        # traced in stoker, as its graph).
+        return lambda s: lib.Dataset.from_tensor_slices(tf.strings.to_number(tf.strings.split(s), tf.int64))
+
+    def eager(lib: Any) -> Any:
+        # Reads a value in NumPy in stoker: runs eagerly, one call per element (tf.data's
+        # reference counts in the graph, the same count).
+        def count(s: Any) -> Any:
+            if lib is sk.data:
+                return 1 + int(np.asarray(tf.strings.length(s)))
+            return 1 + tf.cast(tf.strings.length(s), tf.int64)
+
+        return lambda s: lib.Dataset.from_tensors(tf.strings.to_number(s, tf.int64)).repeat(count(s))
+
+    # ("5 6" is one number to neither: `eager` raises on it too.)
+    for fn, how, bad in ((parsed, "traced graph", 2), (eager, "runs eagerly", 3)):
+        for lib_op in ("flat_map", "interleave"):
+
+            def make(lib: Any, fn: Any = fn, lib_op: str = lib_op) -> Any:
+                ds = lib.Dataset.from_tensor_slices(texts)
+                if lib_op == "flat_map":
+                    return ds.flat_map(fn(lib))
+                return ds.interleave(fn(lib), cycle_length=2, block_length=1)
+
+            want = [int(v) for v in make(tf.data).ignore_errors().as_numpy_iterator()]
+            ds = make(sk.data).ignore_errors()
+            assert how in _notes(ds)
+            it = iter(ds)
+            assert [int(v) for v in it] == want and len(want) > 0
+            assert it.skipped() == bad
+            assert sum(s["skipped"] for s in ds.stats()) == bad
+            reasons = [s["last_skip_reason"] for s in ds.stats() if s.get("last_skip_reason")]
+            assert len(reasons) == 1 and reasons[0].startswith("input element 5: ") and "y" in reasons[0]
+
+            # Without the policy: the function's own error, noting the element.
+            with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+                list(make(sk.data))
+            assert "input element 2" in "".join(getattr(raised.value, "__notes__", [])), raised.value
+
+            # Saved after the first skip, resumed: the rest, and both skips counted once.
+            it = make(sk.data).ignore_errors().iterator()
+            head = [int(next(it))]
+            while it.skipped() == 0:
+                head.append(int(next(it)))
+            first = it.skipped()
+            rest = make(sk.data).ignore_errors().iterator(state=it.state())
+            assert head + [int(v) for v in rest] == want
+            assert 1 <= first < bad and rest.skipped() == bad
+
+    # A Python function (no TensorFlow) under the same rule.
+    def plain(x: Any) -> sk.Dataset:
+        if int(x) % 3 == 1:
+            raise ValueError(f"no dataset for {int(x)}")
+        return sk.Dataset.range(int(x))
+
+    ds = sk.Dataset.range(6).flat_map(plain).ignore_errors()
+    it = iter(ds)
+    assert [int(v) for v in it] == [0, 1, 0, 1, 2, 0, 1, 2, 3, 4] and it.skipped() == 2
+    with pytest.raises(ValueError, match="no dataset for 1") as err:
+        list(sk.Dataset.range(6).flat_map(plain))
+    assert "input element 1" in "".join(err.value.__notes__)
+
+
+def test_random_ops_left_to_tensorflow_are_named_in_a_warning_and_explain() -> None:
+    import warnings
+
+    tf = _tf()
+
+    # The values are TensorFlow's: not the same in two passes over the same epoch.
+    with pytest.warns(RuntimeWarning, match=r"random ops \(RandomUniform\) run in TensorFlow, not seeded by stoker"):
+        ds = sk.data.Dataset.range(16).map(lambda x: tf.cast(x, tf.float32) + tf.random.uniform([]))
+    assert "not seeded by stoker" in _notes(ds)
+    first = [float(v) for v in ds.iterator(epoch=0)]
+    again = [float(v) for v in ds.iterator(epoch=0)]
+    assert first != again
+
+    # In a branch of a condition, in a filter, in a flat_map's function: said too.
+    def branch(x: Any) -> Any:
+        if x > 3:
+            return tf.random.normal([])
+        return tf.constant(0.0)
+
+    made = {
+        "RandomStandardNormal": lambda: sk.data.Dataset.range(8).map(branch),
+        "RandomUniform": lambda: sk.data.Dataset.range(8).filter(lambda x: tf.random.uniform([]) > 0.5),
+        "RandomUniformInt": lambda: sk.data.Dataset.range(4).flat_map(
+            lambda x: sk.data.Dataset.range(tf.random.uniform([], 1, 4, tf.int64))
+        ),
+    }
+    for op, make in made.items():
+        with pytest.warns(RuntimeWarning, match=op):
+            ds = make()
+        assert f"random ops ({op})" in _notes(ds)
+
+    # A random flip it translates draws from the pipeline's seed: no warning, repeatable.
+    images = np.arange(4 * 2 * 3 * 1, dtype=np.uint8).reshape(4, 2, 3, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds = sk.data.Dataset.from_tensor_slices(images).map(lambda i: tf.image.random_flip_left_right(i, seed=4))
+        ds.explain()
+    assert "not seeded" not in _notes(ds)
+    assert [a.tolist() for a in ds.iterator(epoch=0)] == [a.tolist() for a in ds.iterator(epoch=0)]

@@ -16,9 +16,11 @@ use crate::plan::SpecCtx;
 /// Turns one element into a dataset, for `interleave`.
 pub trait Opener: Send + Sync + Debug {
     fn output_schema(&self, input: &Schema) -> Result<Schema>;
-    /// The dataset of `element`, at a saved state if one is given.
+    /// The dataset of `element`, input element `index` of the pass (from 0), at a saved
+    /// state if one is given.
     fn open(
         &self,
+        index: u64,
         element: &Element,
         ctx: &BuildCtx,
         stats: &Arc<StageStats>,
@@ -129,6 +131,7 @@ impl Opener for TfRecordOpener {
 
     fn open(
         &self,
+        _: u64,
         element: &Element,
         ctx: &BuildCtx,
         stats: &Arc<StageStats>,
@@ -228,7 +231,7 @@ pub(crate) fn read_files(
         Some(s) => InterleaveIter::saved_cycle_length(s)?,
         None => cycle.max(1),
     };
-    let open: OpenFn = Arc::new(move |e: &Element, at: Option<&State>| {
+    let open: OpenFn = Arc::new(move |_, e: &Element, at: Option<&State>| {
         let path = file_name_of("files", e)?;
         open(&path, at)
     });

@@ -14,9 +14,10 @@ use crate::exec::{skipped_by, skipped_by_unsaved, BoxIter, ElementIter, State};
 use crate::knob::Knob;
 use crate::stats::StageStats;
 
-/// Opens the dataset of one input element (e.g. the records of one file).
-/// Opens one input element as a dataset, at a saved state if one is given.
-pub type OpenFn = Arc<dyn Fn(&Element, Option<&State>) -> Result<BoxIter> + Send + Sync>;
+/// Opens the dataset of one input element (e.g. the records of one file), at a saved state
+/// if one is given: `(index, element, state)`, `index` counting the pass's input elements
+/// from 0 (for errors and skips to say which one).
+pub type OpenFn = Arc<dyn Fn(u64, &Element, Option<&State>) -> Result<BoxIter> + Send + Sync>;
 
 pub struct InterleaveConfig {
     pub cycle_length: usize,
@@ -139,7 +140,7 @@ impl InterleaveIter {
 
     /// Opens input element `element` (`arg`) in slot `slot`.
     fn start(&self, arg: &Element, element: u64, slot: usize, at: Option<&State>) -> Result<Slot> {
-        let it = (self.open)(arg, at)?;
+        let it = (self.open)(element, arg, at)?;
         let mut open = Slot {
             it,
             element,
@@ -264,7 +265,7 @@ mod tests {
 
     fn run(cycle: usize, block: usize, prefetch: usize) -> Vec<i64> {
         // Input i opens a dataset of i+1 elements 10*i, 10*i+1, ...
-        let open: OpenFn = Arc::new(|e: &Element, _: Option<&State>| {
+        let open: OpenFn = Arc::new(|_, e: &Element, _: Option<&State>| {
             let i = value(e);
             Ok(ints(10 * i..10 * i + i + 1))
         });
@@ -298,7 +299,7 @@ mod tests {
 
     #[test]
     fn the_order_is_the_cycle_s_while_the_slots_reading_ahead_change() {
-        let open: OpenFn = Arc::new(|e: &Element, _: Option<&State>| {
+        let open: OpenFn = Arc::new(|_, e: &Element, _: Option<&State>| {
             let i = value(e);
             Ok(ints(100 * i..100 * i + 37 + i))
         });

@@ -106,6 +106,73 @@ class Traced:
     out_values: list[tuple[str, Any]]  # (flat name, graph tensor or Python value)
 
 
+# TensorFlow's random ops that draw from a state of their own (kept in the kernel, or in a
+# generator's variable) rather than from a seed given with each call.
+_STATEFUL_RANDOM = frozenset(
+    {
+        "RandomUniform",
+        "RandomUniformInt",
+        "RandomStandardNormal",
+        "TruncatedNormal",
+        "ParameterizedTruncatedNormal",
+        "RandomShuffle",
+        "RandomCrop",
+        "Multinomial",
+        "RandomGamma",
+        "RandomPoisson",
+        "RandomPoissonV2",
+        "SampleDistortedBoundingBox",
+        "SampleDistortedBoundingBoxV2",
+        "StatefulUniform",
+        "StatefulUniformInt",
+        "StatefulUniformFullInt",
+        "StatefulStandardNormal",
+        "StatefulStandardNormalV2",
+        "StatefulTruncatedNormal",
+        "StatefulRandomBinomial",
+        "RngSkip",
+        "RngReadAndSkip",
+    }
+)
+# ops that call functions of the graph's library (conditions, loops, nested tf.functions)
+_CALLS = frozenset(
+    {
+        "If",
+        "StatelessIf",
+        "While",
+        "StatelessWhile",
+        "Case",
+        "StatelessCase",
+        "PartitionedCall",
+        "StatefulPartitionedCall",
+    }
+)
+
+
+def unseeded(concrete: Any, among: set[str] | None = None) -> list[str]:
+    """The types of the random ops in ``concrete``'s graph (of the ops named ``among``, with
+    the functions they call; all where ``None``) that draw from a state of their own. Run in
+    TensorFlow, they give values the pipeline's seeds do not fix: their state is the
+    process's, advanced by every call on any thread, and starts afresh in a new process, so
+    an element's values differ between runs, workers and ranks, and after a resume."""
+    graph = concrete.graph.as_graph_def()
+    top = [n for n in graph.node if among is None or n.name in among]
+    found = {n.op for n in top if n.op in _STATEFUL_RANDOM}
+    if any(n.op in _CALLS for n in top):
+        found |= {n.op for f in graph.library.function for n in f.node_def if n.op in _STATEFUL_RANDOM}
+    return sorted(found)
+
+
+def random_caveat(random: list[str]) -> str:
+    """What ``explain()`` and the warning say of a function whose TensorFlow part has
+    ``random`` ops (see ``unseeded``)."""
+    return (
+        f"its random ops ({', '.join(random)}) run in TensorFlow, not seeded by stoker: an element's values "
+        "differ between runs, workers and ranks, and after a resume (stoker.ops' random ops, and tf.image's "
+        "random crops and flips where translated, draw from the pipeline's seed)"
+    )
+
+
 def _tf_dtype(tf: Any, name: str) -> Any:
     return tf.string if name == "string" else tf.as_dtype(name)
 
@@ -149,6 +216,7 @@ def graph_call(traced: Traced, out: Dynamic) -> Callable[[dict[str, Any]], list[
         return [(n, v.numpy() if hasattr(v, "numpy") else _python_value(v)) for n, v in pairs]
 
     call.__name__ = f"{traced.name} (TensorFlow graph)"
+    call._stoker_random = unseeded(concrete)  # type: ignore[attr-defined]
     return call
 
 
@@ -162,6 +230,7 @@ def graph_test(traced: Traced) -> Callable[[dict[str, Any]], bool]:
         return bool(result.numpy() if hasattr(result, "numpy") else result)
 
     test.__name__ = f"{traced.name} (TensorFlow graph)"
+    test._stoker_random = unseeded(concrete)  # type: ignore[attr-defined]
     return test
 
 
@@ -223,6 +292,7 @@ def scan_call(
 
     step.__name__ = f"{getattr(fn, '__name__', 'scan_fn')} (TensorFlow graph)"
     step._stoker_graph = True  # type: ignore[attr-defined]
+    step._stoker_random = unseeded(concrete)  # type: ignore[attr-defined]
     return step
 
 
@@ -241,6 +311,7 @@ def element_call(traced: Traced) -> Callable[..., Any]:
 
     call.__name__ = f"{traced.name} (TensorFlow graph)"
     call._stoker_graph = True  # type: ignore[attr-defined]
+    call._stoker_random = unseeded(concrete)  # type: ignore[attr-defined]
     return call
 
 
@@ -420,6 +491,7 @@ def dataset_call(
 
     call.__name__ = f"{getattr(fn, '__name__', 'dataset_fn')} (TensorFlow graph)"
     call._stoker_graph = True  # type: ignore[attr-defined]
+    call._stoker_random = unseeded(concrete)  # type: ignore[attr-defined]
     return call
 
 
@@ -497,6 +569,8 @@ class Translation:
     # where a batch follows: the native ops (then the fields the rest reads), and the rest as
     # one TensorFlow call per batch (None: the rest cannot be batched)
     batched: tuple[list[Any], Callable[[dict[str, Any]], list[tuple[str, Any]]]] | None = None
+    # the random ops of the part that runs in TensorFlow (see `unseeded`)
+    random: list[str] = field(default_factory=list)
 
 
 _FLOATS = ("float32", "float64")
@@ -1206,7 +1280,8 @@ class _Translator:
                 [*self.ops, ops.select(needed)],
                 _rest_batched(self.traced.name, pruned, [v for _, v in fed], outputs),
             )
-        return Translation([*self.ops, rest], template, self.done, self.why, batched)
+        random = unseeded(self.traced.concrete, self.tf_ops)
+        return Translation([*self.ops, rest], template, self.done, self.why, batched, random)
 
     def bool_field(self, t: Any) -> str:
         """The field holding the truth value ``t`` (a filter's predicate): a comparison is

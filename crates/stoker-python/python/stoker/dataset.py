@@ -7,7 +7,9 @@ import contextlib
 import functools
 import json
 import os
+import sys
 import threading
+import warnings
 import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any, Callable, NamedTuple, Union
@@ -508,15 +510,19 @@ class Dataset:
             translation = _tf_function.translate(traced)
         except _tf_function.Untranslatable as why:
             out = Dynamic()
-            plan = self._plan.map([_tf_function.graph_call(traced, out)], npc, det)
-            _note(plan, f"map '{name}': TensorFlow function runs as its traced graph, per element: {why}")
+            call = _tf_function.graph_call(traced, out)
+            plan = self._plan.map([call], npc, det)
+            text = f"map '{name}': TensorFlow function runs as its traced graph, per element: {why}"
+            _note(plan, _random(text, _random_of(call)))
             return Dataset(plan, out)
         specs = [o.spec if isinstance(o, NativeOp) else o for o in translation.ops]
         done = ", ".join(translation.done) or "nothing"
         if translation.rest is not None:
             plan = self._plan.map(specs, npc, det)
             head = f"map '{name}': TensorFlow function partly translated to native ops: {done}; "
-            _note(plan, f"{head}the rest runs as its traced graph, per element, from {translation.rest}")
+            each = f"{head}the rest runs as its traced graph, per element, from {translation.rest}"
+            text = _random(each, translation.random)
+            _note(plan, text)
             out = Dynamic()
             out.template = translation.template
             if translation.batched is not None:
@@ -527,7 +533,8 @@ class Dataset:
                     [o.spec for o in native],
                     rest,
                     (npc, det),
-                    f"{head}the rest runs as its traced graph once per batch (vectorized), from {translation.rest}",
+                    f"{head}the rest runs as its traced graph once per batch (vectorized), from {translation.rest}"
+                    + text[len(each) :],
                     translation.template,
                 )
                 mapped = Dataset(plan, out)
@@ -687,7 +694,8 @@ class Dataset:
             traced = _tf_function.dataset_call(fn, _known(self, learn=True), self._traced_schema(), Dataset)
         except Exception as e:  # noqa: BLE001 - not traceable: it runs as Python, as before
             return fn, f"{name}: TensorFlow function runs eagerly: tracing failed ({type(e).__name__}: {e})"
-        return traced, f"{name}: TensorFlow ops run as its traced graph, per element; its dataset made of their values"
+        text = f"{name}: TensorFlow ops run as its traced graph, per element; its dataset made of their values"
+        return traced, _random(text, _random_of(traced))
 
     def window(
         self, size: int, shift: int | None = None, stride: int = 1, drop_remainder: bool = False
@@ -766,7 +774,8 @@ class Dataset:
             traced = _tf_function.trace(fn, _known(self, learn=True), schema)
         except Exception as e:  # noqa: BLE001 - not traceable: it runs as Python, as before
             return fn, f"{what}: TensorFlow function runs eagerly: tracing failed ({type(e).__name__}: {e})"
-        return _tf_function.element_call(traced), f"{what}: TensorFlow function runs as its traced graph, per element"
+        call = _tf_function.element_call(traced)
+        return call, _random(f"{what}: TensorFlow function runs as its traced graph, per element", _random_of(call))
 
     def _scan_tensorflow(self, initial_state: Any, fn: Callable[..., Any]) -> tuple[Callable[..., Any], str]:
         """A scan function that uses TensorFlow, traced now (see ``_tf_function.scan_call``),
@@ -777,7 +786,8 @@ class Dataset:
             traced = _tf_function.scan_call(fn, initial_state, _known(self, learn=True), schema)
         except Exception as e:  # noqa: BLE001 - not traceable: it runs as Python, as before
             return fn, f"scan '{name}': TensorFlow function runs eagerly: tracing failed ({type(e).__name__}: {e})"
-        return traced, f"scan '{name}': TensorFlow function runs as its traced graph, per element"
+        text = f"scan '{name}': TensorFlow function runs as its traced graph, per element"
+        return traced, _random(text, _random_of(traced))
 
     def group_by_window(
         self,
@@ -956,8 +966,10 @@ class Dataset:
         try:
             translation = _tf_function.translate(traced, keep_inputs=True)
         except _tf_function.Untranslatable as why:
-            plan = self._plan.filter(_tf_function.graph_test(traced))
-            _note(plan, f"filter '{name}': TensorFlow predicate runs as its traced graph, per element: {why}")
+            test = _tf_function.graph_test(traced)
+            plan = self._plan.filter(test)
+            text = f"filter '{name}': TensorFlow predicate runs as its traced graph, per element: {why}"
+            _note(plan, _random(text, _random_of(test)))
             return Dataset(plan, self._structure)
         keep = translation.template
         assert isinstance(keep, str)
@@ -977,7 +989,7 @@ class Dataset:
             )
         else:
             note = f"translated to native ops: {done}"
-        _note(plan, f"filter '{name}': TensorFlow predicate {note}")
+        _note(plan, _random(f"filter '{name}': TensorFlow predicate {note}", translation.random))
         return Dataset(plan, self._structure)
 
     def unique(self) -> Dataset:
@@ -1556,6 +1568,30 @@ def _note(plan: Any, text: str) -> None:
     """Keeps what became of a TensorFlow function for ``explain()`` (see ``_INNER``)."""
     if not getattr(_INNER, "active", False):
         _NOTES[plan.id()] = text
+
+
+def _random(text: str, random: Sequence[str]) -> str:
+    """``text`` (a note on a TensorFlow function), with what its ``random`` ops that run in
+    TensorFlow unseeded mean (see ``_tf_function.unseeded``), said in a warning too: the
+    values they give are not the pipeline's to repeat."""
+    if not random:
+        return text
+    text = f"{text}; {_tf_function.random_caveat(list(random))}"
+    if not getattr(_INNER, "active", False):
+        # Said where the user's code called stoker.
+        frame, level = sys._getframe(0), 1
+        while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+            frame, level = frame.f_back, level + 1
+        warnings.warn(text, RuntimeWarning, stacklevel=level)
+    return text
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _random_of(fn: Any) -> list[str]:
+    """The unseeded random ops of a function ``_tf_function`` made (none for others)."""
+    return list(getattr(fn, "_stoker_random", ()))
 
 class _PerBatch(NamedTuple):
     """How a map whose TensorFlow rest may run once per batch runs where a batch follows it:

@@ -113,8 +113,9 @@ impl DatasetOp for Interleave {
         let opener = Arc::clone(&self.opener);
         let child_ctx = ctx.clone();
         let st = Arc::clone(&stats);
-        let open: OpenFn =
-            Arc::new(move |e: &Element, at: Option<&State>| opener.open(e, &child_ctx, &st, at));
+        let open: OpenFn = Arc::new(move |i, e: &Element, at: Option<&State>| {
+            opener.open(i, e, &child_ctx, &st, at)
+        });
         // The cycle length fixes the order: a restore keeps the one it was saved with.
         let cycle = match at {
             Some(s) => InterleaveIter::saved_cycle_length(s)?,
