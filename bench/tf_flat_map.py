@@ -3,7 +3,9 @@
 running it as Python with TensorFlow eager (how it ran before). Words of lines
 (``Dataset.from_tensor_slices(tf.strings.split(line))``) and an interleave of repeated values
 (``from_tensors(x * 2).repeat(tf.cast(x % 4 + 1, tf.int64))``), batched by 64. One process, the
-same cores, elements per second, medians of ``--runs`` runs, the three in turn.
+same cores, elements per second, medians of ``--runs`` runs, the three in turn. Then datasets
+made per element with a TensorFlow ``map`` of their own (``Dataset.range(x, x + 4).map(scaled)``):
+tf.data, stoker keeping the inner function's trace, stoker tracing it again per element.
 
     python bench/tf_flat_map.py [--runs 3]
 """
@@ -29,6 +31,13 @@ def repeats(lib: Any, tf: Any) -> Any:
     return lib.Dataset.range(3000).interleave(
         lambda x: lib.Dataset.from_tensors(x * 2).repeat(tf.cast(x % 4 + 1, tf.int64)), cycle_length=4
     ).batch(64)
+
+
+def inner_map(lib: Any, tf: Any) -> Any:
+    def scaled(v: Any) -> Any:
+        return tf.cast(v, tf.float32) * 2.0 + 1.0
+
+    return lib.Dataset.range(1000).flat_map(lambda x: lib.Dataset.range(x, x + 4).map(scaled)).batch(64)
 
 
 def rate(make: Callable[[], Any]) -> float:
@@ -69,6 +78,24 @@ def main() -> None:
         m = {k: statistics.median(v) for k, v in runs.items()}
         print(f"| {name} | {m['tf']:,.0f} | {m['traced']:,.0f} | {m['traced'] / m['tf']:.2f}× | "
               f"{m['eager']:,.0f} | {m['traced'] / m['eager']:.1f}× |")
+
+    from stoker import dataset
+
+    print("\n| pipeline | tf.data | stoker, trace kept | vs tf.data | stoker, traced per element (before) "
+          "| kept / before |")
+    print("|---|---:|---:|---:|---:|---:|")
+    kept: dict[str, list[float]] = {"tf": [], "kept": [], "again": []}
+    for _ in range(args.runs):
+        kept["tf"].append(rate(lambda: inner_map(tf.data, tf).as_numpy_iterator()))
+        kept["kept"].append(rate(lambda: inner_map(sk.data, tf)))
+        dataset._TRACES.SIGNATURES = 0
+        try:
+            kept["again"].append(rate(lambda: inner_map(sk.data, tf)))
+        finally:
+            dataset._TRACES.SIGNATURES = 8
+    m = {k: statistics.median(v) for k, v in kept.items()}
+    print(f"| flat_map: an inner TensorFlow map | {m['tf']:,.0f} | {m['kept']:,.0f} | {m['kept'] / m['tf']:.2f}× | "
+          f"{m['again']:,.0f} | {m['kept'] / m['again']:.1f}× |")
 
 
 if __name__ == "__main__":

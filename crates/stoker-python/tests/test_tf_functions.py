@@ -869,3 +869,33 @@ def test_random_ops_left_to_tensorflow_are_named_in_a_warning_and_explain() -> N
         ds.explain()
     assert "not seeded" not in _notes(ds)
     assert [a.tolist() for a in ds.iterator(epoch=0)] == [a.tolist() for a in ds.iterator(epoch=0)]
+
+
+def test_the_function_of_a_dataset_made_per_element_is_traced_once_per_signature() -> None:
+    tf = _tf()
+    calls: list[int] = []
+
+    def scaled(x: Any) -> Any:
+        calls.append(1)  # runs when traced
+        return tf.cast(x, tf.float32) * 2.0 + 1.0
+
+    def odd(x: Any) -> Any:
+        calls.append(1)
+        return tf.equal(x % 2, 1)
+
+    def make(lib: Any) -> Any:
+        return lib.Dataset.range(40).flat_map(lambda x: lib.Dataset.range(x, x + 3).filter(odd).map(scaled))
+
+    ours = [float(v) for v in make(sk.data)]
+    assert ours == [float(v) for v in make(tf.data).as_numpy_iterator()] and len(ours) > 40
+    assert len(calls) <= 4  # each function once (tf.data's trace of the outer one included)
+
+    # Elements whose datasets differ in shape: one trace per shape, the values right.
+    calls.clear()
+    ds = sk.data.Dataset.range(1, 30).flat_map(lambda n: sk.data.Dataset.from_tensors(tf.range(n % 3 + 1)).map(scaled))
+    assert [v.tolist() for v in ds] == [[2.0 * i + 1.0 for i in range(n % 3 + 1)] for n in range(1, 30)]
+    assert len(calls) <= 4
+
+    # A predicate that is not one: said, whether made per element or not.
+    with pytest.raises(sk.InvalidArgumentError, match="must return a scalar bool tensor"):
+        sk.data.Dataset.range(3).filter(lambda x: tf.cast(x, tf.float32))

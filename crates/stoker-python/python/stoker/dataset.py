@@ -497,18 +497,15 @@ class Dataset:
         """A function that uses TensorFlow, traced now as tf.data traces it: as native ops
         where each of its ops has one, else as its graph (see ``_tf_function``)."""
         name = getattr(fn, "__name__", "map_fn")
-        schema = self._traced_schema()
-        try:
-            traced = _tf_function.trace(fn, _known(self, learn=True), schema)
-        except Exception as e:  # noqa: BLE001 - not traceable: it runs as Python, as before
+        traced, translation = _TRACES.get(fn, _known(self, learn=True), self._traced_schema(), False)
+        if isinstance(traced, Exception):  # not traceable: it runs as Python, as before
             out = Dynamic()
             plan = self._plan.map([_adapter(bound_now(fn), self._structure, out)], npc, det)
-            why = f"{type(e).__name__}: {e}"
-            _note(plan, f"map '{name}': TensorFlow function runs eagerly: tracing failed ({why})")
+            failed = f"{type(traced).__name__}: {traced}"
+            _note(plan, f"map '{name}': TensorFlow function runs eagerly: tracing failed ({failed})")
             return Dataset(plan, out)
-        try:
-            translation = _tf_function.translate(traced)
-        except _tf_function.Untranslatable as why:
+        if isinstance(translation, _tf_function.Untranslatable):
+            why = translation
             out = Dynamic()
             call = _tf_function.graph_call(traced, out)
             plan = self._plan.map([call], npc, det)
@@ -950,22 +947,17 @@ class Dataset:
 
     def _filter_tensorflow(self, predicate: Callable[..., Any]) -> Dataset:
         name = getattr(predicate, "__name__", "predicate")
-        schema = self._traced_schema()
-        try:
-            traced = _tf_function.trace(predicate, _known(self, learn=True), schema)
-        except Exception as e:  # noqa: BLE001 - not traceable: it runs as Python, as before
+        traced, translation = _TRACES.get(predicate, _known(self, learn=True), self._traced_schema(), True)
+        if isinstance(traced, Exception):  # not traceable: it runs as Python, as before
             plan = self._plan.filter(self._test(predicate))
-            why = f"{type(e).__name__}: {e}"
-            _note(plan, f"filter '{name}': TensorFlow predicate runs eagerly: tracing failed ({why})")
+            failed = f"{type(traced).__name__}: {traced}"
+            _note(plan, f"filter '{name}': TensorFlow predicate runs eagerly: tracing failed ({failed})")
             return Dataset(plan, self._structure)
-        outs = traced.out_values
-        if len(outs) != 1 or getattr(outs[0][1], "dtype", None) is None or outs[0][1].dtype.name != "bool" or (
-            outs[0][1].shape.rank not in (None, 0)
-        ):
+        if translation is None:
+            outs = traced.out_values
             raise InvalidArgumentError(f"filter: predicate '{name}' must return a scalar bool tensor, got {outs!r}")
-        try:
-            translation = _tf_function.translate(traced, keep_inputs=True)
-        except _tf_function.Untranslatable as why:
+        if isinstance(translation, _tf_function.Untranslatable):
+            why = translation
             test = _tf_function.graph_test(traced)
             plan = self._plan.filter(test)
             text = f"filter '{name}': TensorFlow predicate runs as its traced graph, per element: {why}"
@@ -1562,6 +1554,71 @@ def _inner() -> Iterator[None]:
         yield
     finally:
         _INNER.active = was
+
+
+class _Traces:
+    """A TensorFlow function's trace and translation (``_tf_function.trace``, ``translate``;
+    the exception where either failed), by the function and the signature it was traced
+    with. Kept only for the datasets a running pipeline makes per element (see ``_INNER``):
+    their functions are the same objects each time (an inner ``map``'s), and tracing each
+    element's again would cost more than running it (tf.data traces it once, with the
+    function that makes the dataset). A few signatures are kept per function; the entries go
+    with their function."""
+
+    SIGNATURES = 8  # 0: none kept (each traced again, for A/B measurements)
+
+    def __init__(self) -> None:
+        self._by_fn: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def get(
+        self, fn: Callable[..., Any], template: Template, schema: list[tuple[str, str, list[int | None]]], keep: bool
+    ) -> tuple[Any, Any]:
+        """``(traced or its exception, translation or Untranslatable)`` of ``fn`` called with
+        ``template``'s structure of ``schema``'s fields (``keep``: a filter's predicate, the
+        inputs kept)."""
+        if not getattr(_INNER, "active", False):
+            return self._make(fn, template, schema, keep)
+        key = (repr(template), tuple((n, d, tuple(shape)) for n, d, shape in schema), keep)
+        with self._lock:
+            try:
+                table = self._by_fn.setdefault(fn, {})
+            except TypeError:  # a callable that takes no weak reference: traced each time
+                table = None
+            if table is not None and key in table:
+                return table[key]  # type: ignore[no-any-return]
+        made = self._make(fn, template, schema, keep)
+        if table is not None and self.SIGNATURES > 0:
+            with self._lock:
+                while len(table) >= self.SIGNATURES:
+                    table.pop(next(iter(table)))
+                table[key] = made
+        return made
+
+    @staticmethod
+    def _make(
+        fn: Callable[..., Any], template: Template, schema: list[tuple[str, str, list[int | None]]], keep: bool
+    ) -> tuple[Any, Any]:
+        try:
+            traced = _tf_function.trace(fn, template, schema)
+        except Exception as e:  # noqa: BLE001 - not traceable: the caller runs it as Python
+            return e, None
+        if keep and not _scalar_bool(traced.out_values):
+            return traced, None  # not a predicate: the caller says so
+        try:
+            return traced, _tf_function.translate(traced, keep_inputs=keep)
+        except _tf_function.Untranslatable as why:
+            return traced, why
+
+
+def _scalar_bool(outs: list[tuple[str, Any]]) -> bool:
+    """Whether a traced function's outputs are one scalar bool tensor (a predicate's)."""
+    if len(outs) != 1 or getattr(outs[0][1], "dtype", None) is None:
+        return False
+    return bool(outs[0][1].dtype.name == "bool" and outs[0][1].shape.rank in (None, 0))
+
+
+_TRACES = _Traces()
 
 
 def _note(plan: Any, text: str) -> None:
