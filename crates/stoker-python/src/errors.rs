@@ -159,6 +159,16 @@ fn class<'py>(py: Python<'py>, name: &str) -> Option<Bound<'py, PyType>> {
     Some(types[i].bind(py).clone())
 }
 
+/// Whether `e` is stoker's `InvalidArgumentError` (a wrong argument, `ArgumentTypeError`
+/// among them) or `SchemaError`: raised while a pipeline is put together, it says the code
+/// is wrong.
+pub fn is_building_error(py: Python<'_>, e: &PyErr) -> bool {
+    ["InvalidArgumentError", "SchemaError"]
+        .iter()
+        .filter_map(|name| class(py, name))
+        .any(|cls| e.is_instance(py, &cls))
+}
+
 /// An exception of class `name` with `args` and `attrs` set. Should setting an attribute fail
 /// (out of memory), the exception is still of that class, without it.
 fn make(

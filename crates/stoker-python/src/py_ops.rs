@@ -21,7 +21,7 @@ use stoker_core::op::{Op, OpCtx, Predicate};
 use stoker_core::{Error, ErrorPolicy, Result, StageStats, StatsRegistry};
 
 use crate::convert::{py_to_tensor, tensor_to_py};
-use crate::errors::from_pyerr;
+use crate::errors::{from_pyerr, is_building_error};
 use crate::py_plan::PyPlan;
 
 /// Python calls in progress on engine threads: the thread's Python id and the stage they run
@@ -266,7 +266,8 @@ fn skipped(py: Python<'_>, ctx: &OpCtx<'_>, func: &str, e: PyErr) -> Result<()> 
 
 /// What [`skipped`] counts for `e`, raised by the Python function `func` on `what` (e.g.
 /// "element 3"), or the error that stops the pipeline. That error is the function's own
-/// exception, with a note naming `func` and `what` where Python keeps notes.
+/// exception, with a note naming `func` and `what` where Python keeps notes. A `NameError`
+/// (a misspelt name: the code, not the data) is never skipped.
 fn skip_reason(
     py: Python<'_>,
     policy: ErrorPolicy,
@@ -274,7 +275,10 @@ fn skip_reason(
     what: &str,
     e: PyErr,
 ) -> Result<String> {
-    if policy == ErrorPolicy::Skip && e.is_instance_of::<PyException>(py) {
+    if policy == ErrorPolicy::Skip
+        && e.is_instance_of::<PyException>(py)
+        && !e.is_instance_of::<pyo3::exceptions::PyNameError>(py)
+    {
         return Ok(format!("{what}: {func} raised {e}"));
     }
     let value = e.value(py);
@@ -366,7 +370,13 @@ impl Opener for PyOpener {
                 Ok(plan) => Ok(Some(plan)),
                 Err(e) => {
                     let what = format!("input element {index}");
-                    let policy = ctx.options.on_bad_record;
+                    // A dataset the function could not make for a wrong argument would fail
+                    // for every element: tf.data finds those when it traces, and they are not
+                    // skipped.
+                    let policy = match is_building_error(py, &e) {
+                        true => ErrorPolicy::Raise,
+                        false => ctx.options.on_bad_record,
+                    };
                     stats.add_skip(skip_reason(py, policy, &self.name, &what, e)?);
                     Ok(None)
                 }

@@ -816,6 +816,18 @@ def test_an_element_whose_dataset_function_raises_is_skipped_under_ignore_errors
             assert head + [int(v) for v in rest] == want
             assert 1 <= first < bad and rest.skipped() == bad
 
+    # An error in the code, not the data (a wrong argument, not returning a dataset, a
+    # misspelt name, in the function or in an inner map's), would fail for every element: it
+    # stops the pipeline under ignore_errors() too.
+    for wrong, error in (
+        (lambda x: sk.Dataset.range(int(x)).batch(0), sk.InvalidArgumentError),
+        (lambda x: np.arange(int(x)), sk.ArgumentTypeError),
+        (lambda x: sk.Dataset.range(undefined_name), NameError),  # type: ignore[name-defined]  # noqa: F821
+        (lambda x: sk.Dataset.range(int(x)).map(lambda y: y * undefined_name), NameError),  # type: ignore[name-defined]  # noqa: F821
+    ):
+        with pytest.raises(error):
+            list(sk.Dataset.range(1, 4).flat_map(wrong).ignore_errors())
+
     # A Python function (no TensorFlow) under the same rule.
     def plain(x: Any) -> sk.Dataset:
         if int(x) % 3 == 1:
@@ -861,6 +873,16 @@ def test_random_ops_left_to_tensorflow_are_named_in_a_warning_and_explain() -> N
             ds = make()
         assert f"random ops ({op})" in _notes(ds)
 
+    # In a dataset made per element (an inner map's function): said once, not per element.
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        ds = sk.data.Dataset.range(20).flat_map(
+            lambda x: sk.data.Dataset.from_tensors(x).map(lambda y: y + tf.random.uniform([], 0, 9, tf.int64))
+        )
+        assert len(list(ds)) == 20
+    unseeded = [w for w in said if "RandomUniformInt" in str(w.message)]
+    assert len(unseeded) == 1 and issubclass(unseeded[0].category, RuntimeWarning)
+
     # A random flip it translates draws from the pipeline's seed: no warning, repeatable.
     images = np.arange(4 * 2 * 3 * 1, dtype=np.uint8).reshape(4, 2, 3, 1)
     with warnings.catch_warnings():
@@ -896,6 +918,12 @@ def test_the_function_of_a_dataset_made_per_element_is_traced_once_per_signature
     assert [v.tolist() for v in ds] == [[2.0 * i + 1.0 for i in range(n % 3 + 1)] for n in range(1, 30)]
     assert len(calls) <= 4
 
-    # A predicate that is not one: said, whether made per element or not.
+    # A predicate that is not one: said, whether made per element or not (there, under
+    # ignore_errors() too: an error in the code is not bad data).
     with pytest.raises(sk.InvalidArgumentError, match="must return a scalar bool tensor"):
         sk.data.Dataset.range(3).filter(lambda x: tf.cast(x, tf.float32))
+    inner = sk.data.Dataset.range(1, 4).flat_map(
+        lambda x: sk.data.Dataset.range(x).filter(lambda y: tf.cast(y, tf.float32))
+    )
+    with pytest.raises(sk.InvalidArgumentError, match="must return a scalar bool tensor"):
+        list(inner.ignore_errors())

@@ -104,6 +104,13 @@ class Traced:
     in_fields: list[str]
     out_template: Template
     out_values: list[tuple[str, Any]]  # (flat name, graph tensor or Python value)
+    _random: list[str] | None = None  # see `random`
+
+    def random(self) -> list[str]:
+        """``unseeded(concrete)``, read from the graph once."""
+        if self._random is None:
+            self._random = unseeded(self.concrete)
+        return self._random
 
 
 # TensorFlow's random ops that draw from a state of their own (kept in the kernel, or in a
@@ -132,6 +139,13 @@ _STATEFUL_RANDOM = frozenset(
         "StatefulRandomBinomial",
         "RngSkip",
         "RngReadAndSkip",
+        "NonDeterministicInts",
+        "UniformCandidateSampler",
+        "LogUniformCandidateSampler",
+        "LearnedUnigramCandidateSampler",
+        "FixedUnigramCandidateSampler",
+        "AllCandidateSampler",
+        "ThreadUnsafeUnigramCandidateSampler",
     }
 )
 # ops that call functions of the graph's library (conditions, loops, nested tf.functions)
@@ -216,7 +230,7 @@ def graph_call(traced: Traced, out: Dynamic) -> Callable[[dict[str, Any]], list[
         return [(n, v.numpy() if hasattr(v, "numpy") else _python_value(v)) for n, v in pairs]
 
     call.__name__ = f"{traced.name} (TensorFlow graph)"
-    call._stoker_random = unseeded(concrete)  # type: ignore[attr-defined]
+    call._stoker_random = traced.random()  # type: ignore[attr-defined]
     return call
 
 
@@ -230,7 +244,7 @@ def graph_test(traced: Traced) -> Callable[[dict[str, Any]], bool]:
         return bool(result.numpy() if hasattr(result, "numpy") else result)
 
     test.__name__ = f"{traced.name} (TensorFlow graph)"
-    test._stoker_random = unseeded(concrete)  # type: ignore[attr-defined]
+    test._stoker_random = traced.random()  # type: ignore[attr-defined]
     return test
 
 
@@ -311,7 +325,7 @@ def element_call(traced: Traced) -> Callable[..., Any]:
 
     call.__name__ = f"{traced.name} (TensorFlow graph)"
     call._stoker_graph = True  # type: ignore[attr-defined]
-    call._stoker_random = unseeded(concrete)  # type: ignore[attr-defined]
+    call._stoker_random = traced.random()  # type: ignore[attr-defined]
     return call
 
 

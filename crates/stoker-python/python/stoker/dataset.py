@@ -498,11 +498,10 @@ class Dataset:
         where each of its ops has one, else as its graph (see ``_tf_function``)."""
         name = getattr(fn, "__name__", "map_fn")
         traced, translation = _TRACES.get(fn, _known(self, learn=True), self._traced_schema(), False)
-        if isinstance(traced, Exception):  # not traceable: it runs as Python, as before
+        if isinstance(traced, str):  # not traceable: it runs as Python, as before
             out = Dynamic()
             plan = self._plan.map([_adapter(bound_now(fn), self._structure, out)], npc, det)
-            failed = f"{type(traced).__name__}: {traced}"
-            _note(plan, f"map '{name}': TensorFlow function runs eagerly: tracing failed ({failed})")
+            _note(plan, f"map '{name}': TensorFlow function runs eagerly: tracing failed ({traced})")
             return Dataset(plan, out)
         if isinstance(translation, _tf_function.Untranslatable):
             why = translation
@@ -948,10 +947,9 @@ class Dataset:
     def _filter_tensorflow(self, predicate: Callable[..., Any]) -> Dataset:
         name = getattr(predicate, "__name__", "predicate")
         traced, translation = _TRACES.get(predicate, _known(self, learn=True), self._traced_schema(), True)
-        if isinstance(traced, Exception):  # not traceable: it runs as Python, as before
+        if isinstance(traced, str):  # not traceable: it runs as Python, as before
             plan = self._plan.filter(self._test(predicate))
-            failed = f"{type(traced).__name__}: {traced}"
-            _note(plan, f"filter '{name}': TensorFlow predicate runs eagerly: tracing failed ({failed})")
+            _note(plan, f"filter '{name}': TensorFlow predicate runs eagerly: tracing failed ({traced})")
             return Dataset(plan, self._structure)
         if translation is None:
             outs = traced.out_values
@@ -1574,7 +1572,7 @@ class _Traces:
     def get(
         self, fn: Callable[..., Any], template: Template, schema: list[tuple[str, str, list[int | None]]], keep: bool
     ) -> tuple[Any, Any]:
-        """``(traced or its exception, translation or Untranslatable)`` of ``fn`` called with
+        """``(traced or why tracing failed, translation or Untranslatable)`` of ``fn`` called with
         ``template``'s structure of ``schema``'s fields (``keep``: a filter's predicate, the
         inputs kept)."""
         if not getattr(_INNER, "active", False):
@@ -1599,16 +1597,18 @@ class _Traces:
     def _make(
         fn: Callable[..., Any], template: Template, schema: list[tuple[str, str, list[int | None]]], keep: bool
     ) -> tuple[Any, Any]:
+        # What failed is kept as its message: an exception would keep its traceback's frames
+        # (the function, the element) alive with it.
         try:
             traced = _tf_function.trace(fn, template, schema)
         except Exception as e:  # noqa: BLE001 - not traceable: the caller runs it as Python
-            return e, None
+            return f"{type(e).__name__}: {e}", None
         if keep and not _scalar_bool(traced.out_values):
             return traced, None  # not a predicate: the caller says so
         try:
             return traced, _tf_function.translate(traced, keep_inputs=keep)
         except _tf_function.Untranslatable as why:
-            return traced, why
+            return traced, _tf_function.Untranslatable(str(why))
 
 
 def _scalar_bool(outs: list[tuple[str, Any]]) -> bool:
@@ -1629,21 +1629,27 @@ def _note(plan: Any, text: str) -> None:
 
 def _random(text: str, random: Sequence[str]) -> str:
     """``text`` (a note on a TensorFlow function), with what its ``random`` ops that run in
-    TensorFlow unseeded mean (see ``_tf_function.unseeded``), said in a warning too: the
-    values they give are not the pipeline's to repeat."""
+    TensorFlow unseeded mean (see ``_tf_function.unseeded``), said in a warning too (once for
+    the datasets made per element): the values they give are not the pipeline's to repeat."""
     if not random:
         return text
     text = f"{text}; {_tf_function.random_caveat(list(random))}"
-    if not getattr(_INNER, "active", False):
-        # Said where the user's code called stoker.
-        frame, level = sys._getframe(0), 1
-        while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
-            frame, level = frame.f_back, level + 1
-        warnings.warn(text, RuntimeWarning, stacklevel=level)
+    if getattr(_INNER, "active", False):
+        # A dataset made per element: said once (its note is not kept, see `_note`).
+        if text in _WARNED or len(_WARNED) >= 256:
+            return text
+        _WARNED.add(text)
+    # Said where the user's code called stoker.
+    frame, level = sys._getframe(0), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(text, RuntimeWarning, stacklevel=level)
     return text
 
 
-_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# what `_random` said of the datasets made per element
+_WARNED: set[str] = set()
 
 
 def _random_of(fn: Any) -> list[str]:
