@@ -571,6 +571,7 @@ impl ScanRun for PyScanRun {
 #[derive(Debug)]
 pub struct PyGrouper {
     key: Py<PyAny>,
+    key_name: String,
     size: Py<PyAny>,
     reduce: Py<PyAny>,
     name: String,
@@ -579,8 +580,10 @@ pub struct PyGrouper {
 impl PyGrouper {
     pub fn new(py: Python<'_>, key: Py<PyAny>, size: Py<PyAny>, reduce: Py<PyAny>) -> PyGrouper {
         let name = call_name(py, &reduce);
+        let key_name = call_name(py, &key);
         PyGrouper {
             key,
+            key_name,
             size,
             reduce,
             name,
@@ -598,10 +601,33 @@ impl PyGrouper {
 }
 
 impl Grouper for PyGrouper {
-    fn key(&self, element: &Element, stats: &StageStats) -> Result<i64> {
-        self.call(stats, |py| {
-            let d = element_to_dict(py, element)?;
-            self.key.bind(py).call1((d,))?.extract::<i64>()
+    fn key(
+        &self,
+        element: &Element,
+        index: u64,
+        policy: ErrorPolicy,
+        stats: &StageStats,
+    ) -> Result<Option<i64>> {
+        engine_attach(|py| {
+            let t = PyTime::start();
+            let r = tracked(py, stats, || {
+                let d = element_to_dict(py, element)?;
+                self.key.bind(py).call1((d,))?.extract::<i64>()
+            });
+            stats.add_python(t.wall(), t.cpu());
+            match r {
+                Ok(key) => Ok(Some(key)),
+                Err(e) => {
+                    // A key that is no integer is the code's fault: not skipped.
+                    let policy = match is_building_error(py, &e) {
+                        true => ErrorPolicy::Raise,
+                        false => policy,
+                    };
+                    let what = format!("element {index}");
+                    stats.add_skip(skip_reason(py, policy, &self.key_name, &what, e)?);
+                    Ok(None)
+                }
+            }
         })
     }
 

@@ -927,3 +927,36 @@ def test_the_function_of_a_dataset_made_per_element_is_traced_once_per_signature
     )
     with pytest.raises(sk.InvalidArgumentError, match="must return a scalar bool tensor"):
         list(inner.ignore_errors())
+
+
+def test_an_element_whose_group_key_function_raises_is_skipped_under_ignore_errors() -> None:
+    tf = _tf()
+    texts = ["1", "2", "x", "4", "5", "y", "7", "8", "10", "z", "11"]
+
+    def make(lib: Any) -> Any:
+        return lib.Dataset.from_tensor_slices(texts).group_by_window(
+            lambda s: tf.strings.to_number(s, tf.int64) % 2, lambda k, w: w.batch(2), window_size=2
+        )
+
+    want = [b.tolist() for b in make(tf.data).ignore_errors().as_numpy_iterator()]
+    it = make(sk.data).ignore_errors().iterator()
+    got = [b.tolist() for b in it]
+    assert got == want and len(want) >= 4
+    assert it.skipped() == 3
+    ds = make(sk.data).ignore_errors()
+    list(ds)
+    reasons = [s["last_skip_reason"] for s in ds.stats() if s.get("last_skip_reason")]
+    assert len(reasons) == 1 and reasons[0].startswith("element 9: <lambda> raised"), reasons
+
+    # Saved after a skip, resumed: the rest, the skips counted once.
+    it = make(sk.data).ignore_errors().iterator()
+    head = [next(it).tolist()]
+    while it.skipped() == 0:
+        head.append(next(it).tolist())
+    rest = make(sk.data).ignore_errors().iterator(state=it.state())
+    assert head + [b.tolist() for b in rest] == want and rest.skipped() == 3
+
+    # Without the policy: the function's error, noting the element.
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        list(make(sk.data))
+    assert "on element 2" in "".join(getattr(raised.value, "__notes__", []))

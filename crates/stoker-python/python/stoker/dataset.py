@@ -831,6 +831,8 @@ class Dataset:
                 raise ArgumentTypeError(f"group_by_window: key_func must return an integer scalar, got {k!r}")
             return int(k)
 
+        key.__name__ = key_name
+
         def reduce(k: int, window: Any) -> Any:
             with _inner():
                 ds = reduce_func(np.int64(k), Dataset(window, structure))

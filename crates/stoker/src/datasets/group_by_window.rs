@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
 use stoker_core::exec::{BoxIter, ElementIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
-use stoker_core::{Error, Result, StageStats, StatsRegistry};
+use stoker_core::{Error, ErrorPolicy, Result, StageStats, StatsRegistry};
 
 use super::common::{not_loadable, pass_over};
 use super::elements::Elements;
@@ -26,7 +26,15 @@ use crate::properties::{Cardinality, Randomness};
 
 /// The key, window size and reduce functions.
 pub trait Grouper: Send + Sync + Debug {
-    fn key(&self, element: &Element, stats: &StageStats) -> Result<i64>;
+    /// The key of `element`, input element `index` of the pass; `None` where the function
+    /// failed on it and `policy` skips it (counted in `stats` with the reason).
+    fn key(
+        &self,
+        element: &Element,
+        index: u64,
+        policy: ErrorPolicy,
+        stats: &StageStats,
+    ) -> Result<Option<i64>>;
     fn window_size(&self, key: i64, stats: &StageStats) -> Result<usize>;
     /// The dataset a full (or last) window of `key` becomes; `window` hands out the window's
     /// elements.
@@ -90,11 +98,14 @@ impl DatasetOp for GroupByWindow {
                 stats: StatsRegistry::under(&stats),
                 ..ctx.clone()
             },
+            policy: ctx.options.on_bad_record,
             groups: BTreeMap::new(),
             full: VecDeque::new(),
             current: None,
             ended: false,
             handed_out: 0,
+            taken: 0,
+            skipped: 0,
         };
         pass_over(&mut it, done, Self::KIND, "the pass", "")?;
         Ok(Metered::wrap(Box::new(it), stats))
@@ -119,6 +130,7 @@ struct GroupIter {
     child: BuildCtx,
     /// The input's schema: the windows'.
     schema: Schema,
+    policy: ErrorPolicy,
     /// The windows being filled, by key.
     groups: BTreeMap<i64, Vec<Element>>,
     /// Windows ready to reduce, in order.
@@ -127,6 +139,11 @@ struct GroupIter {
     current: Option<BoxIter>,
     ended: bool,
     handed_out: u64,
+    /// Input elements taken so far.
+    taken: u64,
+    /// Input elements skipped because the key function failed on them (a restore runs the
+    /// pass again, which counts them again up to where it stood).
+    skipped: u64,
 }
 
 impl GroupIter {
@@ -144,7 +161,14 @@ impl GroupIter {
                 self.ended = true;
                 continue;
             };
-            let key = self.grouper.key(&e, &self.stats)?;
+            self.taken += 1;
+            let key = self
+                .grouper
+                .key(&e, self.taken - 1, self.policy, &self.stats)?;
+            let Some(key) = key else {
+                self.skipped += 1;
+                continue;
+            };
             let size = self.grouper.window_size(key, &self.stats)?;
             if size == 0 {
                 return Err(Error::invalid(
@@ -191,6 +215,6 @@ impl ElementIter for GroupIter {
     /// The count, with the input's state beside it for the pipeline check (a restore starts
     /// the input afresh).
     fn state(&self) -> Result<State> {
-        Ok(State::new(vec![self.handed_out], vec![self.input.state()?]))
+        Ok(State::new(vec![self.handed_out], vec![self.input.state()?]).with_skipped(self.skipped))
     }
 }
