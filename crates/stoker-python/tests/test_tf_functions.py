@@ -948,13 +948,40 @@ def test_an_element_whose_group_key_function_raises_is_skipped_under_ignore_erro
     reasons = [s["last_skip_reason"] for s in ds.stats() if s.get("last_skip_reason")]
     assert len(reasons) == 1 and reasons[0].startswith("element 9: <lambda> raised"), reasons
 
-    # Saved after a skip, resumed: the rest, the skips counted once.
-    it = make(sk.data).ignore_errors().iterator()
-    head = [next(it).tolist()]
-    while it.skipped() == 0:
-        head.append(next(it).tolist())
-    rest = make(sk.data).ignore_errors().iterator(state=it.state())
-    assert head + [b.tolist() for b in rest] == want and rest.skipped() == 3
+    # Saved after each batch, resumed: the skips so far carried, the rest, all counted once.
+    for at in range(1, len(want)):
+        it = make(sk.data).ignore_errors().iterator()
+        head = [next(it).tolist() for _ in range(at)]
+        before = it.skipped()
+        rest = make(sk.data).ignore_errors().iterator(state=it.state())
+        assert rest.skipped() == before
+        assert head + [b.tolist() for b in rest] == want and rest.skipped() == 3
+
+    # Skips inside the datasets reduce_func makes are counted too.
+    def halves(k: Any, w: Any) -> Any:
+        return w.map(lambda s: tf.strings.to_number(s, tf.int64) // 2)
+
+    def reduced(lib: Any) -> Any:
+        one_key = lambda s: tf.cast(tf.strings.length(s) * 0, tf.int64)  # noqa: E731
+        return lib.Dataset.from_tensor_slices(texts).group_by_window(one_key, halves, 4)
+
+    want = [int(v) for v in reduced(tf.data).ignore_errors().as_numpy_iterator()]
+    it = reduced(sk.data).ignore_errors().iterator()
+    assert [int(v) for v in it] == want and it.skipped() == 3
+
+    # A Python key function (no TensorFlow), and code errors that stop it under the policy.
+    def parity(x: Any) -> int:
+        if int(x) % 5 == 3:
+            raise ValueError("no key")
+        return int(x) % 2
+
+    it = sk.Dataset.range(10).group_by_window(parity, lambda k, w: w.batch(9), 9).ignore_errors().iterator()
+    assert [b.tolist() for b in it] == [[0, 2, 4, 6], [1, 5, 7, 9]] and it.skipped() == 2
+    with pytest.raises(sk.ArgumentTypeError, match="integer scalar"):
+        list(sk.Dataset.range(4).group_by_window(lambda x: 0.5, lambda k, w: w.batch(2), 2).ignore_errors())
+    by_length = sk.Dataset.range(4).bucket_by_sequence_length(lambda x: [1, 2], [2], [2, 2])
+    with pytest.raises(sk.ArgumentTypeError, match="element_length_func must return an integer scalar"):
+        list(by_length.ignore_errors())
 
     # Without the policy: the function's error, noting the element.
     with pytest.raises(tf.errors.InvalidArgumentError) as raised:

@@ -884,11 +884,18 @@ class Dataset:
         element_length_func = bound_now(element_length_func)
 
         def bucket(*args: Any) -> int:
-            n = int(element_length_func(*args))
+            n = element_length_func(*args)
+            if np.ndim(n) != 0 or not np.issubdtype(np.asarray(n).dtype, np.integer):
+                raise ArgumentTypeError(
+                    f"bucket_by_sequence_length: element_length_func must return an integer scalar, got {n!r}"
+                )
+            n = int(n)
             for i, (lo, hi) in enumerate(zip(lows, highs)):
                 if lo <= n < hi:
                     return i
             raise InvalidArgumentError(f"bucket_by_sequence_length: element length {n} is in no bucket")
+
+        bucket.__name__ = name
 
         def batching(bucket_id: Any, window: Dataset) -> Dataset:
             i = int(bucket_id)

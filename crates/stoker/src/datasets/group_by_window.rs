@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
-use stoker_core::exec::{BoxIter, ElementIter, State};
+use stoker_core::exec::{skipped_by_unsaved, BoxIter, ElementIter, State};
 use stoker_core::stats::{Metered, WaitMeter};
 use stoker_core::{Error, ErrorPolicy, Result, StageStats, StatsRegistry};
 
@@ -106,6 +106,7 @@ impl DatasetOp for GroupByWindow {
             handed_out: 0,
             taken: 0,
             skipped: 0,
+            reduced_skipped: 0,
         };
         pass_over(&mut it, done, Self::KIND, "the pass", "")?;
         Ok(Metered::wrap(Box::new(it), stats))
@@ -144,6 +145,8 @@ struct GroupIter {
     /// Input elements skipped because the key function failed on them (a restore runs the
     /// pass again, which counts them again up to where it stood).
     skipped: u64,
+    /// Bad records skipped by the reduced datasets that ended (counted again alike).
+    reduced_skipped: u64,
 }
 
 impl GroupIter {
@@ -195,7 +198,9 @@ impl ElementIter for GroupIter {
                     self.handed_out += 1;
                     return Ok(Some(e));
                 }
-                self.current = None;
+                if let Some(ended) = self.current.take() {
+                    self.reduced_skipped += skipped_by_unsaved(&*ended);
+                }
             }
             if !self.fill()? {
                 return Ok(None);
@@ -215,6 +220,12 @@ impl ElementIter for GroupIter {
     /// The count, with the input's state beside it for the pipeline check (a restore starts
     /// the input afresh).
     fn state(&self) -> Result<State> {
-        Ok(State::new(vec![self.handed_out], vec![self.input.state()?]).with_skipped(self.skipped))
+        let reduced = self.reduced_skipped
+            + self
+                .current
+                .as_ref()
+                .map_or(0, |it| skipped_by_unsaved(&**it));
+        Ok(State::new(vec![self.handed_out], vec![self.input.state()?])
+            .with_skipped(self.skipped + reduced))
     }
 }
