@@ -292,6 +292,27 @@ fn skip_reason(
     Err(from_pyerr(e))
 }
 
+/// [`skip_reason`] counted in `stats`, for a function that puts part of a pipeline together
+/// (a dataset of `flat_map`'s, a key of `group_by_window`'s): stoker's errors of a wrong
+/// argument there are the code's, would fail for every element (tf.data finds them when it
+/// traces), and are never skipped.
+fn skip_unless_building(
+    py: Python<'_>,
+    policy: ErrorPolicy,
+    stats: &StageStats,
+    func: &str,
+    what: &str,
+    e: PyErr,
+) -> Result<()> {
+    let policy = if is_building_error(py, &e) {
+        ErrorPolicy::Raise
+    } else {
+        policy
+    };
+    stats.add_skip(skip_reason(py, policy, func, what, e)?);
+    Ok(())
+}
+
 /// `filter(predicate)`.
 #[derive(Debug)]
 pub struct PyPredicate {
@@ -370,14 +391,8 @@ impl Opener for PyOpener {
                 Ok(plan) => Ok(Some(plan)),
                 Err(e) => {
                     let what = format!("input element {index}");
-                    // A dataset the function could not make for a wrong argument would fail
-                    // for every element: tf.data finds those when it traces, and they are not
-                    // skipped.
-                    let policy = match is_building_error(py, &e) {
-                        true => ErrorPolicy::Raise,
-                        false => ctx.options.on_bad_record,
-                    };
-                    stats.add_skip(skip_reason(py, policy, &self.name, &what, e)?);
+                    let policy = ctx.options.on_bad_record;
+                    skip_unless_building(py, policy, stats, &self.name, &what, e)?;
                     Ok(None)
                 }
             }
@@ -618,13 +633,8 @@ impl Grouper for PyGrouper {
             match r {
                 Ok(key) => Ok(Some(key)),
                 Err(e) => {
-                    // A key that is no integer is the code's fault: not skipped.
-                    let policy = match is_building_error(py, &e) {
-                        true => ErrorPolicy::Raise,
-                        false => policy,
-                    };
                     let what = format!("element {index}");
-                    stats.add_skip(skip_reason(py, policy, &self.key_name, &what, e)?);
+                    skip_unless_building(py, policy, stats, &self.key_name, &what, e)?;
                     Ok(None)
                 }
             }
