@@ -918,6 +918,15 @@ def test_the_function_of_a_dataset_made_per_element_is_traced_once_per_signature
     assert [v.tolist() for v in ds] == [[2.0 * i + 1.0 for i in range(n % 3 + 1)] for n in range(1, 30)]
     assert len(calls) <= 4
 
+    # An inner function made per element, closing over the element's value: each element's
+    # own trace, never another element's.
+    def closing(lib: Any) -> Any:
+        return lambda x: lib.Dataset.range(3).map(lambda y: tf.cast(y * x, tf.float32))
+
+    ours = [float(v) for v in sk.data.Dataset.range(6).flat_map(closing(sk.data))]
+    assert ours == [float(v) for v in tf.data.Dataset.range(6).flat_map(closing(tf.data)).as_numpy_iterator()]
+    assert ours == [float(y * x) for x in range(6) for y in range(3)]
+
     # A predicate that is not one: said, whether made per element or not (there, under
     # ignore_errors() too: an error in the code is not bad data).
     with pytest.raises(sk.InvalidArgumentError, match="must return a scalar bool tensor"):
