@@ -29,6 +29,7 @@ use crate::record::read_file::ReadFile;
 use crate::tensor::bit_planes::BitPlanes;
 use crate::tensor::cast::Cast;
 use crate::tensor::compute::Compute;
+use crate::tensor::element_seed::ElementSeed;
 use crate::tensor::gather_channels::GatherChannels;
 use crate::tensor::layout::ChangeLayout;
 use crate::tensor::normalize::Normalize;
@@ -66,6 +67,7 @@ pub enum OpSpec {
     BitPlanes(BitPlanes),
     Cast(Cast),
     Compute(Compute),
+    ElementSeed(ElementSeed),
     Rescale(Rescale),
     ResizeWithCropOrPad(ResizeWithCropOrPad),
     OneHotColors(OneHotColors),
@@ -120,6 +122,7 @@ impl OpSpec {
             OpSpec::BitPlanes(o) => Arc::new(o),
             OpSpec::Cast(o) => Arc::new(o),
             OpSpec::Compute(o) => Arc::new(o),
+            OpSpec::ElementSeed(o) => Arc::new(o),
             OpSpec::Rescale(o) => Arc::new(o),
             OpSpec::ResizeWithCropOrPad(o) => Arc::new(o),
             OpSpec::OneHotColors(o) => Arc::new(o),
@@ -227,6 +230,8 @@ mod tests {
                  "a": {"e": "unary", "f": "tanh", "x": {"e": "field", "name": "x", "shape": [-1]}},
                  "b": {"e": "cast", "dtype": "int8", "x": {"e": "field", "name": "x"}}}}),
             rescale,
+            json!({"op": "element_seed", "output": "seed", "seed": 2}),
+            json!({"op": "element_seed", "output": "seed", "seed": 3}),
             json!({"op": "rescale", "field": "x", "divisor": 2.0, "scale": 3.0, "offset": -1.0,
                    "dtype": "float64", "output": "y"}),
             json!({"op": "resize_with_crop_or_pad", "field": "image", "height": 5, "width": 7}),
@@ -280,6 +285,7 @@ mod tests {
             OpSpec::BitPlanes(o) => o,
             OpSpec::Cast(o) => o,
             OpSpec::Compute(o) => o,
+            OpSpec::ElementSeed(o) => o,
             OpSpec::Rescale(o) => o,
             OpSpec::ResizeWithCropOrPad(o) => o,
             OpSpec::OneHotColors(o) => o,
@@ -306,7 +312,7 @@ mod tests {
             assert_eq!(OpSpec::of(&built), Some(spec));
         }
         // One per variant: a new variant fails `op` above until it is listed in `examples`.
-        assert_eq!(variants.len(), 32);
+        assert_eq!(variants.len(), 33);
     }
 
     /// The fusions recognise an op (`Known::of`) exactly when the registry reads its spec as

@@ -842,54 +842,165 @@ def test_an_element_whose_dataset_function_raises_is_skipped_under_ignore_errors
     assert "input element 1" in "".join(err.value.__notes__)
 
 
-def test_random_ops_left_to_tensorflow_are_named_in_a_warning_and_explain() -> None:
+_SEEDED_CHILD = """
+import json, sys
+import numpy as np
+import tensorflow as tf
+import stoker as sk
+
+def jitter(x):
+    return tf.cast(x, tf.float32) + tf.random.uniform([])
+
+ds = sk.data.Dataset.range(12).map(jitter).batch(3)
+it = ds.iterator(state=bytes.fromhex(sys.stdin.read().strip()))
+print(json.dumps([b.tolist() for b in it]))
+"""
+
+
+def test_random_ops_in_tensorflow_functions_draw_from_the_pipeline_seed() -> None:
+    import json
+    import subprocess
+    import sys
     import warnings
 
     tf = _tf()
 
-    # The values are TensorFlow's: not the same in two passes over the same epoch.
-    with pytest.warns(RuntimeWarning, match=r"random ops \(RandomUniform\) run in TensorFlow, not seeded by stoker"):
-        ds = sk.data.Dataset.range(16).map(lambda x: tf.cast(x, tf.float32) + tf.random.uniform([]))
-    assert "not seeded by stoker" in _notes(ds)
-    first = [float(v) for v in ds.iterator(epoch=0)]
-    again = [float(v) for v in ds.iterator(epoch=0)]
-    assert first != again
+    def jitter(x: Any) -> Any:
+        return tf.cast(x, tf.float32) + tf.random.uniform([])
 
-    # In a branch of a condition, in a filter, in a flat_map's function: said too.
+    # Seeded: no warning; the same values in two passes over an epoch, on 1 or 2 threads, in
+    # another epoch others; each uniform in [x, x + 1).
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds = sk.data.Dataset.range(64).map(jitter)
+        again = sk.data.Dataset.range(64).map(jitter)
+    assert "its random ops (RandomUniform) draw from the element's seed" in _notes(ds)
+    assert "not seeded" not in _notes(ds)
+    first = [float(v) for v in ds.iterator(epoch=0)]
+    assert first == [float(v) for v in ds.iterator(epoch=0)]
+    assert first != [float(v) for v in ds.iterator(epoch=1)]
+    assert all(x <= v < x + 1 for x, v in enumerate(first)) and len(set(v % 1 for v in first)) == 64
+    # (a start state carries the drawn seed's value to the same pipeline made again)
+    assert [float(v) for v in again.iterator(epoch=0)] != first
+    start = ds.iterator(epoch=0).state()
+    assert [float(v) for v in again.iterator(state=start)] == first
+
+    # Given a seed (an op's, or tf.random.set_seed's), the values are fixed by it, in every
+    # dataset and run: as many threads, and the TensorFlow part run once per batch
+    # (vectorized), give each element the same values.
+    def seeded(x: Any) -> Any:
+        return tf.cast(x, tf.float32) + tf.random.uniform([], seed=7)
+
+    fixed = [float(v) for v in sk.data.Dataset.range(64).map(seeded)]
+    assert fixed == [float(v) for v in sk.data.Dataset.range(64).map(seeded, num_parallel_calls=2)]
+    assert fixed != first and fixed != [float(v) for v in sk.data.Dataset.range(64).map(jitter)]
+    batches = sk.data.Dataset.range(64).map(seeded).batch(8)
+    assert "once per batch" in _notes(batches)
+    assert [float(v) for b in batches for v in b] == fixed
+    eight = sk.data.Dataset.range(64).map(lambda x: tf.cast(x, tf.float32) + tf.random.uniform([], seed=8))
+    assert fixed != [float(v) for v in eight]
+    tf.random.set_seed(11)
+    try:
+        globally = [float(v) for v in sk.data.Dataset.range(64).map(jitter)]
+        assert globally == [float(v) for v in sk.data.Dataset.range(64).map(jitter)]
+    finally:
+        tf.random.set_seed(None)
+    assert globally != [float(v) for v in sk.data.Dataset.range(64).map(jitter)]
+
+    # Saved mid-epoch, restored in another process (whose drawn seeds are others): the rest
+    # as this process gives it.
+    ds = sk.data.Dataset.range(12).map(jitter).batch(3)
+    it = ds.iterator(epoch=1)
+    next(it)
+    state = it.state()
+    rest = [b.tolist() for b in it]
+    child = subprocess.run(
+        [sys.executable, "-c", _SEEDED_CHILD], input=state.hex(), capture_output=True, text=True, timeout=300
+    )
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert json.loads(child.stdout.strip().splitlines()[-1]) == rest
+
+    # The stateless forms keep the distributions: normal, truncated normal, categorical,
+    # shuffle; and tf.image's random functions (random_brightness calls random_uniform).
+    def draws(x: Any) -> Any:
+        return {
+            "normal": tf.random.normal([4], 1.0, 2.0),
+            "truncated": tf.random.truncated_normal([4]),
+            "category": tf.random.categorical(tf.math.log([[0.25, 0.75]]), 4)[0],
+            "shuffled": tf.random.shuffle(tf.range(5)),
+            "bright": tf.image.random_brightness(tf.zeros([2, 2, 1]), 0.5),
+            "int": tf.random.uniform([], 3, 7, tf.int64),
+        }
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds = sk.data.Dataset.range(2000).map(draws)
+    out = list(ds.iterator(epoch=0))
+    assert [e["normal"].tolist() for e in out[:50]] == [e["normal"].tolist() for e in list(ds.iterator(epoch=0))[:50]]
+    normal = np.concatenate([e["normal"] for e in out])
+    assert abs(normal.mean() - 1.0) < 0.1 and abs(normal.std() - 2.0) < 0.1
+    truncated = np.concatenate([e["truncated"] for e in out])
+    assert np.abs(truncated).max() <= 2.0 and abs(truncated.std() - 0.88) < 0.05
+    ones = np.concatenate([e["category"] for e in out])
+    assert set(ones.tolist()) == {0, 1} and abs(ones.mean() - 0.75) < 0.03
+    assert all(sorted(e["shuffled"].tolist()) == [0, 1, 2, 3, 4] for e in out)
+    assert len({tuple(e["shuffled"].tolist()) for e in out}) == 120
+    bright = np.array([float(e["bright"][0, 0, 0]) for e in out])
+    assert bright.min() >= -0.5 and bright.max() < 0.5 and abs(bright.mean()) < 0.05
+    assert all(np.all(e["bright"] == e["bright"][0, 0, 0]) for e in out)
+    assert sorted({int(e["int"]) for e in out}) == [3, 4, 5, 6]
+    # Each random op its own draws, not another's.
+    assert not np.array_equal(out[0]["normal"], out[1]["normal"])
+
+    # In a condition's branch, in a filter: seeded too, and repeatable.
     def branch(x: Any) -> Any:
         if x > 3:
             return tf.random.normal([])
         return tf.constant(0.0)
 
-    made = {
-        "RandomStandardNormal": lambda: sk.data.Dataset.range(8).map(branch),
-        "RandomUniform": lambda: sk.data.Dataset.range(8).filter(lambda x: tf.random.uniform([]) > 0.5),
-        "RandomUniformInt": lambda: sk.data.Dataset.range(4).flat_map(
-            lambda x: sk.data.Dataset.range(tf.random.uniform([], 1, 4, tf.int64))
-        ),
-    }
-    for op, make in made.items():
-        with pytest.warns(RuntimeWarning, match=op):
-            ds = make()
-        assert f"random ops ({op})" in _notes(ds)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds = sk.data.Dataset.range(8).map(branch)
+        kept = sk.data.Dataset.range(400).filter(lambda x: tf.random.uniform([]) > 0.5)
+    values = [float(v) for v in ds.iterator(epoch=0)]
+    assert values == [float(v) for v in ds.iterator(epoch=0)] and values[:4] == [0.0] * 4 and len(set(values[4:])) == 4
+    taken = [int(v) for v in kept.iterator(epoch=0)]
+    assert taken == [int(v) for v in kept.iterator(epoch=0)] and 150 < len(taken) < 250 and taken == sorted(set(taken))
+    assert "draw from the element's seed" in _notes(kept)
 
-    # In a dataset made per element (an inner map's function): said once, not per element.
+    # What stoker does not seed is still named: a gamma draw beside a seeded uniform, a
+    # flat_map's function (the dataset it makes per element).
+    with pytest.warns(RuntimeWarning, match=r"random ops \(RandomGamma\) run in TensorFlow, not seeded by stoker"):
+        ds = sk.data.Dataset.range(4).map(lambda x: tf.random.gamma([], 2.0) + tf.random.uniform([]))
+    assert "random ops (RandomGamma)" in _notes(ds) and "random ops (RandomUniform) draw" in _notes(ds)
+    with pytest.warns(RuntimeWarning, match="RandomUniformInt"):
+        ds = sk.data.Dataset.range(4).flat_map(lambda x: sk.data.Dataset.range(tf.random.uniform([], 1, 4, tf.int64)))
+    assert "random ops (RandomUniformInt)" in _notes(ds)
+
+    # In datasets made per element: an inner map seeded, repeatable where its ops were given
+    # seeds (else drawn per dataset, as an inner shuffle's); what is not seeded said once,
+    # not per element.
+    inner = sk.data.Dataset.range(20).flat_map(
+        lambda x: sk.data.Dataset.from_tensors(x).map(lambda y: y + tf.random.uniform([], 0, 9, tf.int64, seed=2))
+    )
+    assert [int(v) for v in inner.iterator(epoch=0)] == [int(v) for v in inner.iterator(epoch=0)]
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         ds = sk.data.Dataset.range(20).flat_map(
-            lambda x: sk.data.Dataset.from_tensors(x).map(lambda y: y + tf.random.uniform([], 0, 9, tf.int64))
+            lambda x: sk.data.Dataset.from_tensors(x).map(lambda y: tf.cast(y, tf.float32) + tf.random.gamma([], 2.0))
         )
         assert len(list(ds)) == 20
-    unseeded = [w for w in said if "RandomUniformInt" in str(w.message)]
+    unseeded = [w for w in said if "RandomGamma" in str(w.message)]
     assert len(unseeded) == 1 and issubclass(unseeded[0].category, RuntimeWarning)
 
-    # A random flip it translates draws from the pipeline's seed: no warning, repeatable.
+    # A random flip it translates draws from the pipeline's seed as the native op: no
+    # TensorFlow left, repeatable.
     images = np.arange(4 * 2 * 3 * 1, dtype=np.uint8).reshape(4, 2, 3, 1)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ds = sk.data.Dataset.from_tensor_slices(images).map(lambda i: tf.image.random_flip_left_right(i, seed=4))
         ds.explain()
-    assert "not seeded" not in _notes(ds)
+    assert "translated to native ops" in _notes(ds) and "runs as its traced graph" not in _notes(ds)
     assert [a.tolist() for a in ds.iterator(epoch=0)] == [a.tolist() for a in ds.iterator(epoch=0)]
 
 

@@ -43,6 +43,8 @@ from ._tf_bits import Bits
 
 # Off: TensorFlow functions run eagerly as Python, as before tracing (for A/B measurements).
 TRACE = True
+# Off: their stateful random ops run as they are, unseeded (see `trace`; for A/B measurements).
+SEED = True
 
 
 def uses_tensorflow(fn: Any, depth: int = 0) -> bool:
@@ -104,6 +106,12 @@ class Traced:
     in_fields: list[str]
     out_template: Template
     out_values: list[tuple[str, Any]]  # (flat name, graph tensor or Python value)
+    # the field of the element's seed its random ops draw from (see `trace`), the last of
+    # `in_fields`; None: traced as the user wrote it
+    seed_field: str | None = None
+    # the seed `ops.element_seed` writes it from: given where its random ops were (see
+    # `_given_seed`), else None (drawn)
+    seed: int | None = None
     _random: list[str] | None = None  # see `random`
 
     def random(self) -> list[str]:
@@ -111,6 +119,12 @@ class Traced:
         if self._random is None:
             self._random = unseeded(self.concrete)
         return self._random
+
+    def args(self, flat: dict[str, Any]) -> tuple[Any, ...]:
+        """The concrete function's arguments for the element ``flat``."""
+        args = pack(self.in_template, flat)
+        args = args if isinstance(args, tuple) else (args,)
+        return (*args, flat[self.seed_field]) if self.seed_field is not None else args
 
 
 # TensorFlow's random ops that draw from a state of their own (kept in the kernel, or in a
@@ -191,30 +205,208 @@ def _tf_dtype(tf: Any, name: str) -> Any:
     return tf.string if name == "string" else tf.as_dtype(name)
 
 
-def trace(fn: Callable[..., Any], template: Template, schema: list[tuple[str, str, list[int | None]]]) -> Traced:
+# ----------------------------------------------------------------------------- seeding
+#
+# A function traced with a seed (see `trace`) has its random ops drawn from the element's
+# seed: while it is traced, `tf.random`'s functions (and `random_ops`', which tf.image's
+# random functions call) are replaced by their stateless forms, each given the element's
+# seed offset by its place among the function's random ops.
+
+
+class _Seeding(threading.local):
+    """The seed tensor of the function this thread traces (None: not seeded), how many
+    random ops took one, and the seeds TensorFlow would have given them (an op's ``seed=``,
+    or the global one of ``tf.random.set_seed``)."""
+
+    seed: Any = None
+    count: int = 0
+    given: list[tuple[int, int]] = []
+
+
+_SEEDING = _Seeding()
+# tf.image functions read as one native op that draws from the pipeline's seed (see `_SCOPES`):
+# their random ops are left as they are, for the translator to find
+_NATIVE_RANDOM = ("random_crop", "random_flip_left_right", "random_flip_up_down")
+
+
+def _op_seed(tf: Any, seed: Any) -> Any:
+    """The seed of the random op being traced (given ``seed=``), or None where it keeps its
+    own state: outside a seeded trace (any other thread's TensorFlow), or inside a tf.image
+    function that is translated to a native op."""
+    if _SEEDING.seed is None:
+        return None
+    scope = tf.compat.v1.get_default_graph().get_name_scope()
+    if any(re.sub(r"_\d+$", "", part) in _NATIVE_RANDOM for part in scope.split("/")):
+        return None
+    from tensorflow.python.framework import random_seed
+
+    graph_seed, op_seed = random_seed.get_seed(seed)
+    if graph_seed is not None:
+        _SEEDING.given.append((int(graph_seed), int(op_seed or 0)))
+    _SEEDING.count += 1
+    # The k-th random op: the element's seed with k added to its second word. The stateless
+    # ops hash the whole seed into their Philox key and counter, so seeds one apart draw
+    # unrelated streams; and an addition vectorizes over a batch, where a
+    # `stateless_fold_in` would run once per element.
+    return _SEEDING.seed + tf.constant([0, _SEEDING.count], tf.int64)
+
+
+def _stateless_forms(tf: Any, original: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+    """Replacements of the stateful random functions, by their name in ``tf.random``: the
+    stateless form where a seed is being given (``_op_seed``), else the ``original``."""
+
+    def uniform(shape: Any, minval: Any = 0, maxval: Any = None, dtype: Any = tf.float32, seed: Any = None,
+                name: Any = None) -> Any:  # fmt: skip
+        k = _op_seed(tf, seed)
+        if k is None:
+            return original["uniform"](shape, minval, maxval, dtype, seed, name)
+        return tf.random.stateless_uniform(shape, k, minval=minval, maxval=maxval, dtype=dtype, name=name)
+
+    def normal(shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = tf.float32, seed: Any = None,
+               name: Any = None) -> Any:  # fmt: skip
+        k = _op_seed(tf, seed)
+        if k is None:
+            return original["normal"](shape, mean, stddev, dtype, seed, name)
+        return tf.random.stateless_normal(shape, k, mean=mean, stddev=stddev, dtype=dtype, name=name)
+
+    def truncated_normal(shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = tf.float32, seed: Any = None,
+                         name: Any = None) -> Any:  # fmt: skip
+        k = _op_seed(tf, seed)
+        if k is None:
+            return original["truncated_normal"](shape, mean, stddev, dtype, seed, name)
+        return tf.random.stateless_truncated_normal(shape, k, mean=mean, stddev=stddev, dtype=dtype, name=name)
+
+    def categorical(logits: Any, num_samples: Any, dtype: Any = None, seed: Any = None, name: Any = None) -> Any:
+        k = _op_seed(tf, seed)
+        if k is None:
+            return original["categorical"](logits, num_samples, dtype, seed, name)
+        return tf.random.stateless_categorical(logits, num_samples, k, dtype=dtype, name=name)
+
+    def shuffle(value: Any, seed: Any = None, name: Any = None) -> Any:
+        k = _op_seed(tf, seed)
+        if k is None:
+            return original["shuffle"](value, seed, name)
+        # A uniform permutation of the first dimension: the order of uniform draws.
+        value = tf.convert_to_tensor(value)
+        keys = tf.random.stateless_uniform(tf.shape(value)[:1], k)
+        return tf.gather(value, tf.argsort(keys), name=name)
+
+    made = {"uniform": uniform, "normal": normal, "truncated_normal": truncated_normal,
+            "categorical": categorical, "shuffle": shuffle}  # fmt: skip
+    return {n: tf.autograph.experimental.do_not_convert(f) for n, f in made.items()}
+
+
+# `tf.random`'s names of the functions replaced, and `random_ops`' (which tf.image calls)
+_RANDOM_OPS_NAMES = {
+    "uniform": "random_uniform",
+    "normal": "random_normal",
+    "truncated_normal": "truncated_normal",
+    "categorical": "categorical",
+    "shuffle": "random_shuffle",
+}
+_PATCH = threading.Lock()
+_patched: list[int] = [0]  # traces under way with the replacements in place
+
+
+@contextlib.contextmanager
+def _stateless(tf: Any) -> Iterator[None]:
+    """The replacements in place while this trace runs (and any other seeded one); other
+    threads' TensorFlow calls still reach the originals (see ``_op_seed``)."""
+    from tensorflow.python.ops import random_ops
+
+    with _PATCH:
+        if _patched[0] == 0:
+            original = {n: getattr(tf.random, n) for n in _RANDOM_OPS_NAMES}
+            _ORIGINAL.update(original)
+            for n, f in _stateless_forms(tf, original).items():
+                setattr(tf.random, n, f)
+                setattr(random_ops, _RANDOM_OPS_NAMES[n], f)
+        _patched[0] += 1
+    try:
+        yield
+    finally:
+        with _PATCH:
+            _patched[0] -= 1
+            if _patched[0] == 0:
+                for n, f in _ORIGINAL.items():
+                    setattr(tf.random, n, f)
+                    setattr(random_ops, _RANDOM_OPS_NAMES[n], f)
+
+
+_ORIGINAL: dict[str, Callable[..., Any]] = {}
+
+
+def _begin_seeding(seed: Any) -> None:
+    _SEEDING.seed, _SEEDING.count, _SEEDING.given = seed, 0, []
+
+
+def _given_seed(given: list[tuple[int, int]]) -> int | None:
+    """The pipeline seed of a function whose random ops were given seeds (``given``, as
+    TensorFlow would derive them): one number fixed by them, so that its draws repeat in
+    every run as TensorFlow's seeded ops do; None (drawn) where none was."""
+    if not given:
+        return None
+    import hashlib
+
+    return int.from_bytes(hashlib.blake2b(repr(given).encode(), digest_size=8).digest(), "little")
+
+
+def trace(
+    fn: Callable[..., Any],
+    template: Template,
+    schema: list[tuple[str, str, list[int | None]]],
+    seed_field: str | None = None,
+) -> Traced:
     """Traces ``fn`` as tf.data's ``map`` does: a ``tf.function`` (with AutoGraph) called with
-    the element's structure of ``TensorSpec`` s (a tuple element as separate arguments)."""
+    the element's structure of ``TensorSpec`` s (a tuple element as separate arguments).
+
+    With ``seed_field``, the function takes one more argument, the element's seed (a ``[2]``
+    int64 field that ``ops.element_seed`` writes), and its random ops (``tf.random.uniform``,
+    ``normal``, ``truncated_normal``, ``categorical``, ``shuffle``, and ``tf.image``'s random
+    functions that call them) are traced as their stateless forms drawing from it: values
+    fixed by the pipeline's seed, the epoch and the element's position, as stoker's own
+    random ops. Their distributions are the same, their values not tf.data's. Where they
+    were given seeds (an op's ``seed=``, ``tf.random.set_seed``), the seed is fixed by those
+    (``Traced.seed``), as TensorFlow's values are; else the pipeline draws one."""
     import tensorflow as tf
 
     by_name = {n: tf.TensorSpec(shape, _tf_dtype(tf, d), name=None) for n, d, shape in schema}
     args = pack(template, by_name)
+    args = args if isinstance(args, tuple) else (args,)
     fields = pack(template, {n: n for n, _, _ in schema})
     name = getattr(fn, "__name__", "map_fn")
+    begin = tf.autograph.experimental.do_not_convert(_begin_seeding)
 
     def call(*a: Any) -> Any:
+        if seed_field is not None:
+            begin(a[-1])
+            a = a[:-1]
         result = fn(*a)
         return tuple(result) if isinstance(result, list) else result
 
     wrapped = tf.function(call, autograph=True)
-    concrete = wrapped.get_concrete_function(*args) if isinstance(args, tuple) else wrapped.get_concrete_function(args)
+    in_fields = [str(f) for f in tf.nest.flatten(fields)]
+    seed = None
+    if seed_field is None:
+        concrete = wrapped.get_concrete_function(*args)
+    else:
+        in_fields.append(seed_field)
+        try:
+            with _stateless(tf):
+                concrete = wrapped.get_concrete_function(*args, tf.TensorSpec([2], tf.int64))
+            seed = _given_seed(_SEEDING.given)
+        finally:
+            _begin_seeding(None)
     out_template, out_values = flatten(concrete.structured_outputs)
     return Traced(
         name=name,
         concrete=concrete,
         in_template=template,
-        in_fields=[str(f) for f in tf.nest.flatten(fields)],
+        in_fields=in_fields,
         out_template=out_template,
         out_values=out_values,
+        seed_field=seed_field,
+        seed=seed,
     )
 
 
@@ -223,9 +415,7 @@ def graph_call(traced: Traced, out: Dynamic) -> Callable[[dict[str, Any]], list[
     concrete = traced.concrete
 
     def call(flat: dict[str, Any]) -> list[tuple[str, Any]]:
-        args = pack(traced.in_template, flat)
-        result = concrete(*args) if isinstance(args, tuple) else concrete(args)
-        template, pairs = flatten(result)
+        template, pairs = flatten(concrete(*traced.args(flat)))
         out.template = template
         return [(n, v.numpy() if hasattr(v, "numpy") else _python_value(v)) for n, v in pairs]
 
@@ -239,8 +429,7 @@ def graph_test(traced: Traced) -> Callable[[dict[str, Any]], bool]:
     concrete = traced.concrete
 
     def test(flat: dict[str, Any]) -> bool:
-        args = pack(traced.in_template, flat)
-        result = concrete(*args) if isinstance(args, tuple) else concrete(args)
+        result = concrete(*traced.args(flat))
         return bool(result.numpy() if hasattr(result, "numpy") else result)
 
     test.__name__ = f"{traced.name} (TensorFlow graph)"
@@ -837,6 +1026,9 @@ class _Translator:
         if not op.outputs:
             raise Untranslatable(f"op '{op.name}' ({t}) has no native counterpart")
         out = op.outputs[0]
+        seed = self.traced.seed_field
+        if seed is not None and any(getattr(self.values.get(i.ref()), "name", None) == seed for i in op.inputs):
+            raise Untranslatable(f"'{op.name}' ({t}) reads the element's seed: random ops run in TensorFlow")
         if t in _PASS:
             self.values[out.ref()] = self.value(op.inputs[0])
         elif t == "Const":

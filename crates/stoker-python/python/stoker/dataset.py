@@ -37,6 +37,7 @@ from ._structure import (
 from .diagnosis import Diagnosis
 from .errors import ArgumentTypeError, InvalidArgumentError, MissingFileError
 from .ops import NativeOp
+from .ops import element_seed as _element_seed
 from .ops import select as _select
 from .timing import StepReport
 
@@ -497,27 +498,29 @@ class Dataset:
         """A function that uses TensorFlow, traced now as tf.data traces it: as native ops
         where each of its ops has one, else as its graph (see ``_tf_function``)."""
         name = getattr(fn, "__name__", "map_fn")
-        traced, translation = _TRACES.get(fn, _known(self, learn=True), self._traced_schema(), False)
+        known, schema = _known(self, learn=True), self._traced_schema()
+        traced, translation = _TRACES.get(fn, known, schema, False)
         if isinstance(traced, str):  # not traceable: it runs as Python, as before
             out = Dynamic()
             plan = self._plan.map([_adapter(bound_now(fn), self._structure, out)], npc, det)
             _note(plan, f"map '{name}': TensorFlow function runs eagerly: tracing failed ({traced})")
             return Dataset(plan, out)
+        traced, translation, seeding, seeds_note = _seeded(fn, known, schema, False, traced, translation)
         if isinstance(translation, _tf_function.Untranslatable):
             why = translation
             out = Dynamic()
             call = _tf_function.graph_call(traced, out)
-            plan = self._plan.map([call], npc, det)
-            text = f"map '{name}': TensorFlow function runs as its traced graph, per element: {why}"
+            plan = self._plan.map([*seeding, call], npc, det)
+            text = f"map '{name}': TensorFlow function runs as its traced graph, per element: {why}{seeds_note}"
             _note(plan, _random(text, _random_of(call)))
             return Dataset(plan, out)
-        specs = [o.spec if isinstance(o, NativeOp) else o for o in translation.ops]
+        specs = [*seeding, *(o.spec if isinstance(o, NativeOp) else o for o in translation.ops)]
         done = ", ".join(translation.done) or "nothing"
         if translation.rest is not None:
             plan = self._plan.map(specs, npc, det)
             head = f"map '{name}': TensorFlow function partly translated to native ops: {done}; "
             each = f"{head}the rest runs as its traced graph, per element, from {translation.rest}"
-            text = _random(each, translation.random)
+            text = _random(each + seeds_note, translation.random)
             _note(plan, text)
             out = Dynamic()
             out.template = translation.template
@@ -526,7 +529,7 @@ class Dataset:
                 _PER_BATCH[plan.id()] = _PerBatch(
                     name,
                     self,
-                    [o.spec for o in native],
+                    [*seeding, *(o.spec for o in native)],
                     rest,
                     (npc, det),
                     f"{head}the rest runs as its traced graph once per batch (vectorized), from {translation.rest}"
@@ -955,7 +958,8 @@ class Dataset:
 
     def _filter_tensorflow(self, predicate: Callable[..., Any]) -> Dataset:
         name = getattr(predicate, "__name__", "predicate")
-        traced, translation = _TRACES.get(predicate, _known(self, learn=True), self._traced_schema(), True)
+        known, schema = _known(self, learn=True), self._traced_schema()
+        traced, translation = _TRACES.get(predicate, known, schema, True)
         if isinstance(traced, str):  # not traceable: it runs as Python, as before
             plan = self._plan.filter(self._test(predicate))
             _note(plan, f"filter '{name}': TensorFlow predicate runs eagerly: tracing failed ({traced})")
@@ -963,28 +967,33 @@ class Dataset:
         if translation is None:
             outs = traced.out_values
             raise InvalidArgumentError(f"filter: predicate '{name}' must return a scalar bool tensor, got {outs!r}")
+        traced, translation, seeding, seeds_note = _seeded(predicate, known, schema, True, traced, translation)
+        inputs = [f for f in traced.in_fields if f != traced.seed_field]
         if isinstance(translation, _tf_function.Untranslatable):
             why = translation
             test = _tf_function.graph_test(traced)
-            plan = self._plan.filter(test)
-            text = f"filter '{name}': TensorFlow predicate runs as its traced graph, per element: {why}"
+            if seeding:
+                plan = self._plan.map(seeding, None, None).filter(test).map([_select(inputs).spec], None, None)
+            else:
+                plan = self._plan.filter(test)
+            text = f"filter '{name}': TensorFlow predicate runs as its traced graph, per element: {why}{seeds_note}"
             _note(plan, _random(text, _random_of(test)))
             return Dataset(plan, self._structure)
         keep = translation.template
         assert isinstance(keep, str)
-        specs = [o.spec if isinstance(o, NativeOp) else o for o in translation.ops]
+        specs = [*seeding, *(o.spec if isinstance(o, NativeOp) else o for o in translation.ops)]
         plan = self._plan.map(specs, None, None)
         def kept(flat: dict[str, Any]) -> bool:
             return bool(flat[keep])
 
         kept.__name__ = f"{name}: {keep} (its native result)"
         plan = plan.filter(kept)
-        plan = plan.map([_select(traced.in_fields).spec], None, None)
+        plan = plan.map([_select(inputs).spec], None, None)
         done = ", ".join(translation.done) or "nothing"
         if translation.rest is not None:
             note = (
                 f"partly translated to native ops: {done}; "
-                f"the rest runs as its traced graph, per element, from {translation.rest}"
+                f"the rest runs as its traced graph, per element, from {translation.rest}{seeds_note}"
             )
         else:
             note = f"translated to native ops: {done}"
@@ -1579,14 +1588,20 @@ class _Traces:
         self._lock = threading.Lock()
 
     def get(
-        self, fn: Callable[..., Any], template: Template, schema: list[tuple[str, str, list[int | None]]], keep: bool
+        self,
+        fn: Callable[..., Any],
+        template: Template,
+        schema: list[tuple[str, str, list[int | None]]],
+        keep: bool,
+        seed_field: str | None = None,
     ) -> tuple[Any, Any]:
         """``(traced or why tracing failed, translation or Untranslatable)`` of ``fn`` called with
         ``template``'s structure of ``schema``'s fields (``keep``: a filter's predicate, the
-        inputs kept)."""
+        inputs kept; ``seed_field``: its random ops seeded from that field, see
+        ``_tf_function.trace``)."""
         if not getattr(_INNER, "active", False):
-            return self._make(fn, template, schema, keep)
-        key = (repr(template), tuple((n, d, tuple(shape)) for n, d, shape in schema), keep)
+            return self._make(fn, template, schema, keep, seed_field)
+        key = (repr(template), tuple((n, d, tuple(shape)) for n, d, shape in schema), keep, seed_field)
         with self._lock:
             try:
                 table = self._by_fn.setdefault(fn, {})
@@ -1594,7 +1609,7 @@ class _Traces:
                 table = None
             if table is not None and key in table:
                 return table[key]  # type: ignore[no-any-return]
-        made = self._make(fn, template, schema, keep)
+        made = self._make(fn, template, schema, keep, seed_field)
         if table is not None and self.SIGNATURES > 0:
             with self._lock:
                 while len(table) >= self.SIGNATURES:
@@ -1604,12 +1619,16 @@ class _Traces:
 
     @staticmethod
     def _make(
-        fn: Callable[..., Any], template: Template, schema: list[tuple[str, str, list[int | None]]], keep: bool
+        fn: Callable[..., Any],
+        template: Template,
+        schema: list[tuple[str, str, list[int | None]]],
+        keep: bool,
+        seed_field: str | None,
     ) -> tuple[Any, Any]:
         # What failed is kept as its message: an exception would keep its traceback's frames
         # (the function, the element) alive with it.
         try:
-            traced = _tf_function.trace(fn, template, schema)
+            traced = _tf_function.trace(fn, template, schema, seed_field)
         except Exception as e:  # noqa: BLE001 - not traceable: the caller runs it as Python
             return f"{type(e).__name__}: {e}", None
         if keep and not _scalar_bool(traced.out_values):
@@ -1659,6 +1678,44 @@ def _random(text: str, random: Sequence[str]) -> str:
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # what `_random` said of the datasets made per element
 _WARNED: set[str] = set()
+
+
+# the field of the element's seed, for TensorFlow functions whose random ops draw from it
+_SEED_FIELD = "_stoker_seed"
+
+
+def _unseeded(traced: Any, translation: Any) -> list[str]:
+    """The random ops that draw from a state of their own in the part of a traced function
+    that runs in TensorFlow (see ``_tf_function.unseeded``)."""
+    if isinstance(translation, _tf_function.Translation):
+        return list(translation.random)
+    return list(traced.random())
+
+
+def _seeded(
+    fn: Callable[..., Any],
+    template: Template,
+    schema: list[tuple[str, str, list[int | None]]],
+    keep: bool,
+    traced: Any,
+    translation: Any,
+) -> tuple[Any, Any, list[Any], str]:
+    """``fn``'s trace and translation again with its random ops drawing from the element's
+    seed (see ``_tf_function.trace``) where it has some that its TensorFlow part runs with a
+    state of their own, and that trace seeds any: ``(traced, translation, the op writing the
+    seed field, what explain() says of them)``; else as they are, with no op."""
+    before = _unseeded(traced, translation)
+    if not before or not _tf_function.SEED:
+        return traced, translation, [], ""
+    seeded, seeded_translation = _TRACES.get(fn, template, schema, keep, _SEED_FIELD)
+    if isinstance(seeded, str) or seeded_translation is None:
+        return traced, translation, [], ""
+    left = set(_unseeded(seeded, seeded_translation))
+    drawn = [op for op in before if op not in left]
+    if not drawn:  # none of its random ops has a stateless form
+        return traced, translation, [], ""
+    note = f"; its random ops ({', '.join(drawn)}) draw from the element's seed"
+    return seeded, seeded_translation, [_element_seed(_SEED_FIELD, seeded.seed).spec], note
 
 
 def _random_of(fn: Any) -> list[str]:

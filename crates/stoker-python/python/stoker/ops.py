@@ -515,6 +515,17 @@ def _seed(seed: int | None) -> int | None:
     return int(seed)
 
 
+def element_seed(output: str, seed: int | None = None) -> NativeOp:
+    """A ``[2]`` int64 field ``output`` holding a seed for this element, as TensorFlow's
+    stateless random ops take one (``tf.random.stateless_uniform(shape, seed=x["seed"])``). It
+    depends on the seed, the epoch and the element's position only, as the random ops' draws
+    do (see ``random_flip_left_right``): the same on 1 or N threads, on every rank and after a
+    resume, new every epoch."""
+    if not isinstance(output, str) or not output:
+        raise InvalidArgumentError(f"element_seed: output={output!r}: expected a field name")
+    return NativeOp({"op": "element_seed", "output": output, "seed": _seed(seed)})
+
+
 def random_flip_left_right(
     field: str, seed: int | None = None, probability: float = 0.5, output: str | None = None
 ) -> NativeOp:
@@ -689,6 +700,7 @@ __all__ = [
     "color_index",
     "one_hot",
     "read_class_colors",
+    "element_seed",
     "random_flip_left_right",
     "random_flip_up_down",
     "random_crop",

@@ -1,0 +1,96 @@
+"""Random ops in TensorFlow map functions: tf.data, stoker with the random ops drawing from the
+element's seed (their stateless forms, fed by ``sk.ops.element_seed``), and stoker running them
+as they are, unseeded (how it ran before). Two functions on 64x64 uint8 images held in memory,
+batched by 64: photometric jitter as users write it (random flip, /255,
+``tf.image.random_brightness``, ``random_contrast``) and additive noise
+(``tf.random.normal`` per pixel). One process, the same cores, elements per second, medians of
+``--runs`` epochs after one warm-up, the three in turn.
+
+    python bench/tf_random.py [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+N = 2048
+
+
+def jitter(lib: Any, tf: Any, images: np.ndarray) -> Any:
+    def augment(img: Any) -> Any:
+        img = tf.image.random_flip_left_right(img)
+        img = tf.cast(img, tf.float32) / 255.0
+        img = tf.image.random_brightness(img, 0.2)
+        return tf.image.random_contrast(img, 0.8, 1.2)
+
+    return lib.Dataset.from_tensor_slices(images).map(augment, num_parallel_calls=lib.AUTOTUNE).batch(64)
+
+
+def noise(lib: Any, tf: Any, images: np.ndarray) -> Any:
+    def noisy(img: Any) -> Any:
+        return tf.cast(img, tf.float32) / 255.0 + tf.random.normal(tf.shape(img), stddev=0.05)
+
+    return lib.Dataset.from_tensor_slices(images).map(noisy, num_parallel_calls=lib.AUTOTUNE).batch(64)
+
+
+def rate(make: Callable[[], Any], runs: int) -> float:
+    ds = make()
+    for _ in ds:
+        pass
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        for _ in ds:
+            pass
+        times.append(time.perf_counter() - t)
+    return N / statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+    import stoker as sk
+    import tensorflow as tf
+    from stoker import _tf_function
+
+    images = np.random.default_rng(0).integers(0, 256, (N, 64, 64, 3), dtype=np.uint8)
+
+    def ours(make: Any, seeded: bool) -> Callable[[], Any]:
+        def run() -> Any:
+            _tf_function.SEED = seeded  # read when map is called
+            try:
+                return make(sk.data, tf, images)
+            finally:
+                _tf_function.SEED = True
+
+        return run
+
+    print(
+        f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} · machine: {platform.machine()}, "
+        f"{os.cpu_count()} cores, TensorFlow {tf.__version__}; elements/s, medians of {args.runs} epochs\n"
+    )
+    print("| function | tf.data | stoker, seeded | vs tf.data | stoker, unseeded (before) | seeded / unseeded |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, make in (("photometric jitter", jitter), ("additive noise", noise)):
+        theirs = rate(lambda make=make: make(tf.data, tf, images), args.runs)
+        seeded = rate(ours(make, True), args.runs)
+        unseeded = rate(ours(make, False), args.runs)
+        print(
+            f"| {name} | {theirs:,.0f} | {seeded:,.0f} | {seeded / theirs:.2f}× | {unseeded:,.0f} | "
+            f"{seeded / unseeded:.2f}× |",
+            flush=True,
+        )
+    for name, make in (("photometric jitter", jitter), ("additive noise", noise)):
+        print(f"\n{name}: {make(sk.data, tf, images).explain().split('TensorFlow functions:')[-1].strip()}")
+
+
+if __name__ == "__main__":
+    main()
