@@ -487,6 +487,22 @@ def test_an_untranslated_rest_runs_once_per_batch_where_a_batch_follows(images: 
     ds = _same(lambda lib: lib.Dataset.from_tensor_slices(images[::2]), sizes, batch=2)
     assert "the rest runs as its traced graph, per element" in _notes(ds)
 
+    # Nothing translated: the whole graph once per batch where its inputs and outputs have
+    # one shape; per element otherwise, and where no batch follows.
+    x = np.random.default_rng(1).normal(size=(10, 3, 5)).astype(np.float32)
+
+    def sums(v: Any) -> Any:
+        return tf.math.cumsum(v, axis=1), tf.reduce_max(v), tf.strings.as_string(tf.shape(v)[0])
+
+    ds = _same(lambda lib: lib.Dataset.from_tensor_slices(x), sums, batch=4)
+    assert "runs as its traced graph, once per batch (vectorized): op 'Cumsum'" in _notes(ds)
+    ds = _same(lambda lib: lib.Dataset.from_tensor_slices(x), sums)
+    assert "runs as its traced graph, per element" in _notes(ds)
+    ragged = [np.arange(n, dtype=np.float32) for n in (3, 5, 3, 5)]
+    ds = _same(lambda lib: lib.Dataset.from_generator(lambda: iter(ragged), output_signature=tf.TensorSpec([None])),
+               lambda v: tf.math.cumsum(v)[:2], batch=2)  # fmt: skip
+    assert "per element" in _notes(ds) and "once per batch" not in _notes(ds)
+
 
 def test_channel_gathers_and_reversals_are_gather_channels() -> None:
     """RGB to BGR as real code writes it (``tf.gather(..., axis=-1)``, ``[..., ::-1]``,
@@ -868,13 +884,13 @@ def test_random_ops_in_tensorflow_functions_draw_from_the_pipeline_seed() -> Non
     def jitter(x: Any) -> Any:
         return tf.cast(x, tf.float32) + tf.random.uniform([])
 
-    # Seeded: no warning; the same values in two passes over an epoch, on 1 or 2 threads, in
-    # another epoch others; each uniform in [x, x + 1).
+    # Seeded: no warning; the same values in two passes over an epoch, in another epoch
+    # others; each uniform in [x, x + 1).
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ds = sk.data.Dataset.range(64).map(jitter)
         again = sk.data.Dataset.range(64).map(jitter)
-    assert "its random ops (RandomUniform) draw from the element's seed" in _notes(ds)
+    assert "its random ops (tf.random.uniform) draw from the element's seed" in _notes(ds)
     assert "not seeded" not in _notes(ds)
     first = [float(v) for v in ds.iterator(epoch=0)]
     assert first == [float(v) for v in ds.iterator(epoch=0)]
@@ -949,8 +965,11 @@ def test_random_ops_in_tensorflow_functions_draw_from_the_pipeline_seed() -> Non
     assert bright.min() >= -0.5 and bright.max() < 0.5 and abs(bright.mean()) < 0.05
     assert all(np.all(e["bright"] == e["bright"][0, 0, 0]) for e in out)
     assert sorted({int(e["int"]) for e in out}) == [3, 4, 5, 6]
-    # Each random op its own draws, not another's.
+    # Each element its own draws, and each random op of an element its own.
     assert not np.array_equal(out[0]["normal"], out[1]["normal"])
+    pairs = list(sk.data.Dataset.range(3).map(lambda x: (tf.random.uniform([4]), tf.random.uniform([4]))))
+    assert all(not np.array_equal(a, b) for a, b in pairs)
+    assert "tf.random.normal, tf.random.truncated_normal, tf.random.categorical" in _notes(ds)
 
     # In a condition's branch, in a filter: seeded too, and repeatable.
     def branch(x: Any) -> Any:
@@ -968,11 +987,41 @@ def test_random_ops_in_tensorflow_functions_draw_from_the_pipeline_seed() -> Non
     assert taken == [int(v) for v in kept.iterator(epoch=0)] and 150 < len(taken) < 250 and taken == sorted(set(taken))
     assert "draw from the element's seed" in _notes(kept)
 
+    # A flip whose input TensorFlow computes (a brightness change) is not translated: its
+    # random op is seeded too, as the brightness's.
+    images = np.zeros((6, 4, 4, 1), np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds = sk.data.Dataset.from_tensor_slices(images).map(
+            lambda i: tf.image.random_flip_left_right(tf.image.random_brightness(i, 0.5))
+        )
+    assert "tf.random.uniform in random_flip_left_right" in _notes(ds)
+    assert [a.tolist() for a in ds.iterator(epoch=0)] == [a.tolist() for a in ds.iterator(epoch=0)]
+
+    # A loop's body is traced once: a seed given there would repeat in every iteration, so
+    # its random ops keep their state, and are named; the others of the function are seeded.
+    def per_image(batch: Any) -> Any:
+        return tf.map_fn(lambda i: tf.image.random_brightness(i, 0.5), batch), tf.random.normal([])
+
+    with pytest.warns(RuntimeWarning, match=r"random ops \(RandomUniform\) run in TensorFlow, not seeded"):
+        ds = sk.data.Dataset.from_tensors(images).repeat(2).map(per_image)
+    assert "random ops (tf.random.normal) draw from the element's seed" in _notes(ds)
+    shifted, _ = next(iter(ds))
+    assert len({float(v[0, 0, 0]) for v in shifted}) == 6  # each image its own shift
+
+    # A nested tf.function is traced once, before: its random ops are named.
+    @tf.function
+    def helper(x: Any) -> Any:
+        return tf.cast(x, tf.float32) + tf.random.uniform([])
+
+    with pytest.warns(RuntimeWarning, match="not seeded by stoker"):
+        sk.data.Dataset.range(4).map(lambda x: helper(x) * 2.0)
+
     # What stoker does not seed is still named: a gamma draw beside a seeded uniform, a
     # flat_map's function (the dataset it makes per element).
     with pytest.warns(RuntimeWarning, match=r"random ops \(RandomGamma\) run in TensorFlow, not seeded by stoker"):
         ds = sk.data.Dataset.range(4).map(lambda x: tf.random.gamma([], 2.0) + tf.random.uniform([]))
-    assert "random ops (RandomGamma)" in _notes(ds) and "random ops (RandomUniform) draw" in _notes(ds)
+    assert "random ops (RandomGamma)" in _notes(ds) and "random ops (tf.random.uniform) draw" in _notes(ds)
     with pytest.warns(RuntimeWarning, match="RandomUniformInt"):
         ds = sk.data.Dataset.range(4).flat_map(lambda x: sk.data.Dataset.range(tf.random.uniform([], 1, 4, tf.int64)))
     assert "random ops (RandomUniformInt)" in _notes(ds)

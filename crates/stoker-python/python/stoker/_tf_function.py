@@ -45,6 +45,9 @@ from ._tf_bits import Bits
 TRACE = True
 # Off: their stateful random ops run as they are, unseeded (see `trace`; for A/B measurements).
 SEED = True
+# Off: an untranslated function runs per element even where a batch follows (see `batch_call`;
+# for A/B measurements).
+WHOLE_PER_BATCH = True
 
 
 def uses_tensorflow(fn: Any, depth: int = 0) -> bool:
@@ -112,6 +115,10 @@ class Traced:
     # the seed `ops.element_seed` writes it from: given where its random ops were (see
     # `_given_seed`), else None (drawn)
     seed: int | None = None
+    # its random ops that draw from that seed (see `_op_seed`), and whether the random ops of
+    # tf.image functions were left for the translator
+    drawn: list[str] = field(default_factory=list)
+    kept_native: bool = False
     _random: list[str] | None = None  # see `random`
 
     def random(self) -> list[str]:
@@ -215,28 +222,50 @@ def _tf_dtype(tf: Any, name: str) -> Any:
 
 class _Seeding(threading.local):
     """The seed tensor of the function this thread traces (None: not seeded), how many
-    random ops took one, and the seeds TensorFlow would have given them (an op's ``seed=``,
-    or the global one of ``tf.random.set_seed``)."""
+    random ops took one and which (for ``explain()``), the seeds TensorFlow would have given
+    them (an op's ``seed=``, or the global one of ``tf.random.set_seed``), whether the random
+    ops of the tf.image functions the translator reads as native ops are seeded too (``all``),
+    and whether any was left for the translator (``kept``)."""
 
     seed: Any = None
     count: int = 0
+    drawn: list[str] = []
     given: list[tuple[int, int]] = []
+    all: bool = False
+    kept: bool = False
 
 
 _SEEDING = _Seeding()
 # tf.image functions read as one native op that draws from the pipeline's seed (see `_SCOPES`):
-# their random ops are left as they are, for the translator to find
+# their random ops are left as they are, for the translator to find (at the top level)
 _NATIVE_RANDOM = ("random_crop", "random_flip_left_right", "random_flip_up_down")
+# the graphs of loop bodies, traced once for all their iterations
+_LOOP_GRAPHS = ("WhileBodyFuncGraph", "WhileCondFuncGraph")
 
 
-def _op_seed(tf: Any, seed: Any) -> Any:
-    """The seed of the random op being traced (given ``seed=``), or None where it keeps its
-    own state: outside a seeded trace (any other thread's TensorFlow), or inside a tf.image
-    function that is translated to a native op."""
-    if _SEEDING.seed is None:
+def _in_loop(tf: Any) -> bool:
+    """Whether the op being traced runs once per iteration of a loop: in a ``tf.while_loop``
+    (``tf.map_fn``, ``tf.scan``, AutoGraph's ``for`` over a tensor) or a
+    ``tf.vectorized_map``'s body. Traced once, a seed given there would repeat each time."""
+    graph = tf.compat.v1.get_default_graph()
+    if "loop_body" in graph.get_name_scope().split("/"):  # tf.vectorized_map's (pfor's) body
+        return True
+    while graph is not None:
+        if type(graph).__name__ in _LOOP_GRAPHS:
+            return True
+        graph = getattr(graph, "outer_graph", None)
+    return False
+
+
+def _op_seed(tf: Any, seed: Any, what: str) -> Any:
+    """The seed of the random op ``tf.random.<what>`` being traced (given ``seed=``), or None
+    where it keeps its own state: outside a seeded trace (any other thread's TensorFlow), in
+    a loop's body, or in a tf.image function that the translator reads as a native op."""
+    if _SEEDING.seed is None or _in_loop(tf):
         return None
-    scope = tf.compat.v1.get_default_graph().get_name_scope()
-    if any(re.sub(r"_\d+$", "", part) in _NATIVE_RANDOM for part in scope.split("/")):
+    top = re.sub(r"_\d+$", "", tf.compat.v1.get_default_graph().get_name_scope().split("/")[0])
+    if top in _NATIVE_RANDOM and not _SEEDING.all:
+        _SEEDING.kept = True
         return None
     from tensorflow.python.framework import random_seed
 
@@ -244,6 +273,7 @@ def _op_seed(tf: Any, seed: Any) -> Any:
     if graph_seed is not None:
         _SEEDING.given.append((int(graph_seed), int(op_seed or 0)))
     _SEEDING.count += 1
+    _SEEDING.drawn.append(f"tf.random.{what}" + (f" in {top}" if top else ""))
     # The k-th random op: the element's seed with k added to its second word. The stateless
     # ops hash the whole seed into their Philox key and counter, so seeds one apart draw
     # unrelated streams; and an addition vectorizes over a batch, where a
@@ -257,33 +287,33 @@ def _stateless_forms(tf: Any, original: dict[str, Callable[..., Any]]) -> dict[s
 
     def uniform(shape: Any, minval: Any = 0, maxval: Any = None, dtype: Any = tf.float32, seed: Any = None,
                 name: Any = None) -> Any:  # fmt: skip
-        k = _op_seed(tf, seed)
+        k = _op_seed(tf, seed, "uniform")
         if k is None:
             return original["uniform"](shape, minval, maxval, dtype, seed, name)
         return tf.random.stateless_uniform(shape, k, minval=minval, maxval=maxval, dtype=dtype, name=name)
 
     def normal(shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = tf.float32, seed: Any = None,
                name: Any = None) -> Any:  # fmt: skip
-        k = _op_seed(tf, seed)
+        k = _op_seed(tf, seed, "normal")
         if k is None:
             return original["normal"](shape, mean, stddev, dtype, seed, name)
         return tf.random.stateless_normal(shape, k, mean=mean, stddev=stddev, dtype=dtype, name=name)
 
     def truncated_normal(shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = tf.float32, seed: Any = None,
                          name: Any = None) -> Any:  # fmt: skip
-        k = _op_seed(tf, seed)
+        k = _op_seed(tf, seed, "truncated_normal")
         if k is None:
             return original["truncated_normal"](shape, mean, stddev, dtype, seed, name)
         return tf.random.stateless_truncated_normal(shape, k, mean=mean, stddev=stddev, dtype=dtype, name=name)
 
     def categorical(logits: Any, num_samples: Any, dtype: Any = None, seed: Any = None, name: Any = None) -> Any:
-        k = _op_seed(tf, seed)
+        k = _op_seed(tf, seed, "categorical")
         if k is None:
             return original["categorical"](logits, num_samples, dtype, seed, name)
         return tf.random.stateless_categorical(logits, num_samples, k, dtype=dtype, name=name)
 
     def shuffle(value: Any, seed: Any = None, name: Any = None) -> Any:
-        k = _op_seed(tf, seed)
+        k = _op_seed(tf, seed, "shuffle")
         if k is None:
             return original["shuffle"](value, seed, name)
         # A uniform permutation of the first dimension: the order of uniform draws.
@@ -337,7 +367,7 @@ _ORIGINAL: dict[str, Callable[..., Any]] = {}
 
 
 def _begin_seeding(seed: Any) -> None:
-    _SEEDING.seed, _SEEDING.count, _SEEDING.given = seed, 0, []
+    _SEEDING.seed, _SEEDING.count, _SEEDING.drawn, _SEEDING.given, _SEEDING.kept = seed, 0, [], [], False
 
 
 def _given_seed(given: list[tuple[int, int]]) -> int | None:
@@ -356,6 +386,7 @@ def trace(
     template: Template,
     schema: list[tuple[str, str, list[int | None]]],
     seed_field: str | None = None,
+    all_random: bool = False,
 ) -> Traced:
     """Traces ``fn`` as tf.data's ``map`` does: a ``tf.function`` (with AutoGraph) called with
     the element's structure of ``TensorSpec`` s (a tuple element as separate arguments).
@@ -367,7 +398,10 @@ def trace(
     fixed by the pipeline's seed, the epoch and the element's position, as stoker's own
     random ops. Their distributions are the same, their values not tf.data's. Where they
     were given seeds (an op's ``seed=``, ``tf.random.set_seed``), the seed is fixed by those
-    (``Traced.seed``), as TensorFlow's values are; else the pipeline draws one."""
+    (``Traced.seed``), as TensorFlow's values are; else the pipeline draws one. Left as they
+    are: random ops in a loop's body (one seed would repeat in every iteration), in nested
+    ``tf.function`` s (traced once, before), and, unless ``all_random``, in the ``tf.image``
+    random crops and flips the translator reads as native ops."""
     import tensorflow as tf
 
     by_name = {n: tf.TensorSpec(shape, _tf_dtype(tf, d), name=None) for n, d, shape in schema}
@@ -386,17 +420,19 @@ def trace(
 
     wrapped = tf.function(call, autograph=True)
     in_fields = [str(f) for f in tf.nest.flatten(fields)]
-    seed = None
+    seed, drawn, kept = None, [], False
     if seed_field is None:
         concrete = wrapped.get_concrete_function(*args)
     else:
         in_fields.append(seed_field)
+        outer = (_SEEDING.seed, _SEEDING.count, _SEEDING.drawn, _SEEDING.given, _SEEDING.all, _SEEDING.kept)
+        _SEEDING.all = all_random
         try:
             with _stateless(tf):
                 concrete = wrapped.get_concrete_function(*args, tf.TensorSpec([2], tf.int64))
-            seed = _given_seed(_SEEDING.given)
+            seed, drawn, kept = _given_seed(_SEEDING.given), list(_SEEDING.drawn), _SEEDING.kept
         finally:
-            _begin_seeding(None)
+            (_SEEDING.seed, _SEEDING.count, _SEEDING.drawn, _SEEDING.given, _SEEDING.all, _SEEDING.kept) = outer
     out_template, out_values = flatten(concrete.structured_outputs)
     return Traced(
         name=name,
@@ -407,6 +443,8 @@ def trace(
         out_values=out_values,
         seed_field=seed_field,
         seed=seed,
+        drawn=drawn,
+        kept_native=kept,
     )
 
 
@@ -497,6 +535,24 @@ def scan_call(
     step._stoker_graph = True  # type: ignore[attr-defined]
     step._stoker_random = unseeded(concrete)  # type: ignore[attr-defined]
     return step
+
+
+def batch_call(traced: Traced) -> Callable[[dict[str, Any]], list[tuple[str, Any]]] | None:
+    """The traced graph as a map function on batches: one TensorFlow call per batch, the
+    graph vectorized over its elements (see ``_rest_batched``), handing out what the graph
+    hands out for each. Only where every input and output has one shape in every element
+    (else None): a batch stacks them."""
+    inputs = traced.concrete.inputs[: len(traced.in_fields)]
+    outputs = [t for _, t in traced.out_values]
+    if not WHOLE_PER_BATCH or not all(_is_tensor(t) and t.shape.is_fully_defined() for t in [*inputs, *outputs]):
+        return None
+    concrete = traced.concrete
+
+    def whole(*flat: Any) -> list[Any]:
+        return [t for _, t in flatten(concrete(*traced.args(dict(zip(traced.in_fields, flat)))))[1]]
+
+    at: list[tuple[str, str | int]] = [(path, i) for i, (path, _) in enumerate(traced.out_values)]
+    return _rest_batched(traced.name, whole, list(traced.in_fields), at)
 
 
 def element_call(traced: Traced) -> Callable[..., Any]:

@@ -511,9 +511,18 @@ class Dataset:
             out = Dynamic()
             call = _tf_function.graph_call(traced, out)
             plan = self._plan.map([*seeding, call], npc, det)
-            text = f"map '{name}': TensorFlow function runs as its traced graph, per element: {why}{seeds_note}"
-            _note(plan, _random(text, _random_of(call)))
-            return Dataset(plan, out)
+            each = f"map '{name}': TensorFlow function runs as its traced graph, per element: {why}"
+            text = _random(each + seeds_note, _random_of(call))
+            _note(plan, text)
+            per_batch = _tf_function.batch_call(traced)
+            if per_batch is None:
+                return Dataset(plan, out)
+            # Where a batch follows: the graph once per batch, on the batched inputs.
+            fields = _select(traced.in_fields).spec
+            every = f"map '{name}': TensorFlow function runs as its traced graph, once per batch (vectorized): {why}"
+            note = every + text[len(each) :]
+            deferred = _PerBatch(name, self, [*seeding, fields], per_batch, (npc, det), note, traced.out_template)
+            return self._deferred(plan, out, deferred)
         specs = [*seeding, *(o.spec if isinstance(o, NativeOp) else o for o in translation.ops)]
         done = ", ".join(translation.done) or "nothing"
         if translation.rest is not None:
@@ -526,7 +535,7 @@ class Dataset:
             out.template = translation.template
             if translation.batched is not None:
                 native, rest = translation.batched
-                _PER_BATCH[plan.id()] = _PerBatch(
+                deferred = _PerBatch(
                     name,
                     self,
                     [*seeding, *(o.spec for o in native)],
@@ -536,9 +545,7 @@ class Dataset:
                     + text[len(each) :],
                     translation.template,
                 )
-                mapped = Dataset(plan, out)
-                weakref.finalize(mapped, _PER_BATCH.pop, plan.id(), None)
-                return mapped
+                return self._deferred(plan, out, deferred)
             return Dataset(plan, out)
         plan = self._plan.map(specs[:-1], npc, det)  # without the last op, a `select`, if it keeps all
         schema = plan.schema()
@@ -546,6 +553,15 @@ class Dataset:
             plan = self._plan.map(specs, npc, det)
         _note(plan, f"map '{name}': TensorFlow function translated to native ops: {done}")
         return Dataset(plan, translation.template)._rows_of(self, order=det is not False)
+
+    @staticmethod
+    def _deferred(plan: Any, out: Dynamic, deferred: _PerBatch) -> Dataset:
+        """The map ``plan`` (handing out ``out``), which a ``batch`` after it runs as
+        ``deferred`` says (see ``_PerBatch``)."""
+        _PER_BATCH[plan.id()] = deferred
+        mapped = Dataset(plan, out)
+        weakref.finalize(mapped, _PER_BATCH.pop, plan.id(), None)
+        return mapped
 
     def batch(self, batch_size: int, drop_remainder: bool = False) -> Dataset:
         """Stacks ``batch_size`` consecutive elements; the last batch may be smaller unless
@@ -1594,14 +1610,16 @@ class _Traces:
         schema: list[tuple[str, str, list[int | None]]],
         keep: bool,
         seed_field: str | None = None,
+        all_random: bool = False,
     ) -> tuple[Any, Any]:
         """``(traced or why tracing failed, translation or Untranslatable)`` of ``fn`` called with
         ``template``'s structure of ``schema``'s fields (``keep``: a filter's predicate, the
-        inputs kept; ``seed_field``: its random ops seeded from that field, see
-        ``_tf_function.trace``)."""
+        inputs kept; ``seed_field``, ``all_random``: its random ops seeded from that field,
+        see ``_tf_function.trace``)."""
         if not getattr(_INNER, "active", False):
-            return self._make(fn, template, schema, keep, seed_field)
-        key = (repr(template), tuple((n, d, tuple(shape)) for n, d, shape in schema), keep, seed_field)
+            return self._make(fn, template, schema, keep, seed_field, all_random)
+        shapes = tuple((n, d, tuple(shape)) for n, d, shape in schema)
+        key = (repr(template), shapes, keep, seed_field, all_random)
         with self._lock:
             try:
                 table = self._by_fn.setdefault(fn, {})
@@ -1609,7 +1627,7 @@ class _Traces:
                 table = None
             if table is not None and key in table:
                 return table[key]  # type: ignore[no-any-return]
-        made = self._make(fn, template, schema, keep, seed_field)
+        made = self._make(fn, template, schema, keep, seed_field, all_random)
         if table is not None and self.SIGNATURES > 0:
             with self._lock:
                 while len(table) >= self.SIGNATURES:
@@ -1624,11 +1642,12 @@ class _Traces:
         schema: list[tuple[str, str, list[int | None]]],
         keep: bool,
         seed_field: str | None,
+        all_random: bool,
     ) -> tuple[Any, Any]:
         # What failed is kept as its message: an exception would keep its traceback's frames
         # (the function, the element) alive with it.
         try:
-            traced = _tf_function.trace(fn, template, schema, seed_field)
+            traced = _tf_function.trace(fn, template, schema, seed_field, all_random)
         except Exception as e:  # noqa: BLE001 - not traceable: the caller runs it as Python
             return f"{type(e).__name__}: {e}", None
         if keep and not _scalar_bool(traced.out_values):
@@ -1701,20 +1720,27 @@ def _seeded(
     translation: Any,
 ) -> tuple[Any, Any, list[Any], str]:
     """``fn``'s trace and translation again with its random ops drawing from the element's
-    seed (see ``_tf_function.trace``) where it has some that its TensorFlow part runs with a
-    state of their own, and that trace seeds any: ``(traced, translation, the op writing the
-    seed field, what explain() says of them)``; else as they are, with no op."""
-    before = _unseeded(traced, translation)
-    if not before or not _tf_function.SEED:
+    seed (see ``_tf_function.trace``) where its TensorFlow part has random ops with a state of
+    their own and that trace seeds some: ``(traced, translation, the op writing the seed
+    field, what explain() says of them)``; else as they are, with no op. Where the tf.image
+    random crops and flips left to the translator stay in TensorFlow (their input computed
+    there), traced once more with those seeded too."""
+    if not _unseeded(traced, translation) or not _tf_function.SEED:
         return traced, translation, [], ""
-    seeded, seeded_translation = _TRACES.get(fn, template, schema, keep, _SEED_FIELD)
-    if isinstance(seeded, str) or seeded_translation is None:
+    best = None
+    for all_random in (False, True):
+        seeded, seeded_translation = _TRACES.get(fn, template, schema, keep, _SEED_FIELD, all_random)
+        if isinstance(seeded, str) or seeded_translation is None or not seeded.drawn:
+            break
+        left = _unseeded(seeded, seeded_translation)
+        if best is None or len(left) < best[2]:
+            best = (seeded, seeded_translation, len(left))
+        if not left or not seeded.kept_native:
+            break
+    if best is None:
         return traced, translation, [], ""
-    left = set(_unseeded(seeded, seeded_translation))
-    drawn = [op for op in before if op not in left]
-    if not drawn:  # none of its random ops has a stateless form
-        return traced, translation, [], ""
-    note = f"; its random ops ({', '.join(drawn)}) draw from the element's seed"
+    seeded, seeded_translation, _ = best
+    note = f"; its random ops ({', '.join(dict.fromkeys(seeded.drawn))}) draw from the element's seed"
     return seeded, seeded_translation, [_element_seed(_SEED_FIELD, seeded.seed).spec], note
 
 
