@@ -498,6 +498,17 @@ def test_an_untranslated_rest_runs_once_per_batch_where_a_batch_follows(images: 
     assert "runs as its traced graph, once per batch (vectorized): op 'Cumsum'" in _notes(ds)
     ds = _same(lambda lib: lib.Dataset.from_tensor_slices(x), sums)
     assert "runs as its traced graph, per element" in _notes(ds)
+    # Not where the graph has effects (a variable's update, a py_function): per element, each
+    # element's once, as in tf.data.
+    calls: list[int] = []
+
+    def counted(v: Any) -> Any:
+        effect = tf.py_function(lambda: calls.append(1) or 0.0, [], tf.float32)
+        return tf.math.cumsum(v, axis=1) + tf.ensure_shape(effect, [])
+
+    ds = _same(lambda lib: lib.Dataset.from_tensor_slices(x), counted, batch=4)
+    assert "per element" in _notes(ds) and "once per batch" not in _notes(ds)
+    assert len(calls) == 2 * len(x)  # tf.data's pass and stoker's
     ragged = [np.arange(n, dtype=np.float32) for n in (3, 5, 3, 5)]
     ds = _same(lambda lib: lib.Dataset.from_generator(lambda: iter(ragged), output_signature=tf.TensorSpec([None])),
                lambda v: tf.math.cumsum(v)[:2], batch=2)  # fmt: skip
@@ -997,6 +1008,12 @@ def test_random_ops_in_tensorflow_functions_draw_from_the_pipeline_seed() -> Non
         )
     assert "tf.random.uniform in random_flip_left_right" in _notes(ds)
     assert [a.tolist() for a in ds.iterator(epoch=0)] == [a.tolist() for a in ds.iterator(epoch=0)]
+    with warnings.catch_warnings():  # the flip the only random op
+        warnings.simplefilter("error")
+        ds = sk.data.Dataset.from_tensor_slices(images).map(
+            lambda i: tf.image.random_flip_left_right(tf.math.cumsum(i, axis=0))
+        )
+    assert "(tf.random.uniform in random_flip_left_right) draw" in _notes(ds)
 
     # A loop's body is traced once: a seed given there would repeat in every iteration, so
     # its random ops keep their state, and are named; the others of the function are seeded.

@@ -546,6 +546,8 @@ def batch_call(traced: Traced) -> Callable[[dict[str, Any]], list[tuple[str, Any
     outputs = [t for _, t in traced.out_values]
     if not WHOLE_PER_BATCH or not all(_is_tensor(t) and t.shape.is_fully_defined() for t in [*inputs, *outputs]):
         return None
+    if not _vectorizable(traced.concrete.graph.get_operations()):
+        return None
     concrete = traced.concrete
 
     def whole(*flat: Any) -> list[Any]:
@@ -553,6 +555,14 @@ def batch_call(traced: Traced) -> Callable[[dict[str, Any]], list[tuple[str, Any
 
     at: list[tuple[str, str | int]] = [(path, i) for i, (path, _) in enumerate(traced.out_values)]
     return _rest_batched(traced.name, whole, list(traced.in_fields), at)
+
+
+def _vectorizable(operations: list[Any]) -> bool:
+    """Whether a graph of ``operations`` may run vectorized over a batch as it runs per
+    element: none has effects beyond its outputs (a variable's update, a table's insert, a
+    ``py_function``, a print), which the vectorizer refuses or repeats. Checks and the
+    stateful random ops (drawing for the whole batch at once) may."""
+    return all(not o._is_stateful or o.type == "Assert" or o.type in _STATEFUL_RANDOM for o in operations)
 
 
 def element_call(traced: Traced) -> Callable[..., Any]:
@@ -1534,7 +1544,9 @@ class _Translator:
         template = KEEP if self.keep_inputs else self.traced.out_template
         batched = None
         fields = [v for _, v in fed if isinstance(v, str)]
-        if fields and all(t.shape.is_fully_defined() for t, v in fed if isinstance(v, str)) and not self.keep_inputs:
+        rest_ops = [o for o in self.graph.get_operations() if o.name in self.tf_ops]
+        fixed = all(t.shape.is_fully_defined() for t, v in fed if isinstance(v, str))
+        if fields and fixed and not self.keep_inputs and _vectorizable(rest_ops):
             # the rest's inputs have one shape in every element: batched, then the rest runs
             # once per batch (vectorized_map)
             needed = _unique(fields + [v for _, v in outputs if isinstance(v, str)])
@@ -1692,7 +1704,9 @@ def _rest_batched(
         results = pruned(*[constants[i] if i in constants else next(it) for i in range(len(fed))])
         return tuple(results) if isinstance(results, (list, tuple)) else (results,)
 
-    run = tf.function(lambda *batch: tf.vectorized_map(one, tuple(batch), fallback_to_while_loop=True))
+    run = tf.function(
+        lambda *batch: tf.vectorized_map(one, tuple(batch), fallback_to_while_loop=True), reduce_retracing=True
+    )
 
     def call(flat: dict[str, Any]) -> list[tuple[str, Any]]:
         results = run(*[tf.convert_to_tensor(flat[v]) for v in fields])

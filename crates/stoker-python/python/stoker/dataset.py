@@ -1730,12 +1730,12 @@ def _seeded(
     best = None
     for all_random in (False, True):
         seeded, seeded_translation = _TRACES.get(fn, template, schema, keep, _SEED_FIELD, all_random)
-        if isinstance(seeded, str) or seeded_translation is None or not seeded.drawn:
+        if isinstance(seeded, str) or seeded_translation is None:
             break
         left = _unseeded(seeded, seeded_translation)
-        if best is None or len(left) < best[2]:
+        if seeded.drawn and (best is None or len(left) < best[2]):
             best = (seeded, seeded_translation, len(left))
-        if not left or not seeded.kept_native:
+        if (seeded.drawn and not left) or not seeded.kept_native:
             break
     if best is None:
         return traced, translation, [], ""
