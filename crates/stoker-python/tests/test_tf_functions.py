@@ -1034,6 +1034,24 @@ def test_random_ops_in_tensorflow_functions_draw_from_the_pipeline_seed() -> Non
     with pytest.warns(RuntimeWarning, match="not seeded by stoker"):
         sk.data.Dataset.range(4).map(lambda x: helper(x) * 2.0)
 
+    # Keras's random preprocessing layers (a tutorial's augmentation), which draw from a
+    # SeedGenerator's state: traced, and seeded per element; in a loop's body, named.
+    keras = pytest.importorskip("keras")
+    augment = keras.Sequential([keras.layers.RandomFlip("horizontal"), keras.layers.RandomRotation(0.1)])
+    photos = np.random.default_rng(2).random((40, 8, 8, 3)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds = sk.data.Dataset.from_tensor_slices(photos).map(lambda x: augment(x, training=True))
+    assert "its random ops (keras.random in sequential" in _notes(ds)
+    first = [a.tolist() for a in ds.iterator(epoch=0)]
+    assert first == [a.tolist() for a in ds.iterator(epoch=0)] != [a.tolist() for a in ds.iterator(epoch=1)]
+    flip = keras.layers.RandomFlip("horizontal")
+    flipped = [bool(np.array_equal(a, p[:, ::-1])) for a, p in zip(sk.data.Dataset.from_tensor_slices(photos).map(
+        lambda x: flip(x, training=True)).iterator(epoch=0), photos)]  # fmt: skip
+    assert 8 < sum(flipped) < 32  # each element its own decision
+    with pytest.warns(RuntimeWarning, match=r"keras.random \(a SeedGenerator\)"):
+        sk.data.Dataset.from_tensors(photos).map(lambda b: tf.map_fn(lambda x: flip(x, training=True), b))
+
     # What stoker does not seed is still named: a gamma draw beside a seeded uniform, a
     # flat_map's function (the dataset it makes per element).
     with pytest.warns(RuntimeWarning, match=r"random ops \(RandomGamma\) run in TensorFlow, not seeded by stoker"):

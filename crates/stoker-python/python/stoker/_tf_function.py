@@ -79,8 +79,8 @@ def uses_tensorflow(fn: Any, depth: int = 0) -> bool:
         if isinstance(obj, types.ModuleType):
             if obj.__name__.split(".")[0] in ("tensorflow", "keras", "tf_keras"):
                 return True
-        elif (getattr(type(obj), "__module__", "") or "").startswith("tensorflow"):
-            return True
+        elif (getattr(type(obj), "__module__", "") or "").startswith(("tensorflow", "keras", "tf_keras")):
+            return True  # a tensor, a tf.Module, a Keras layer or model (preprocessing layers)
         elif isinstance(obj, (types.FunctionType, types.MethodType)) and obj is not fn:
             if uses_tensorflow(obj, depth + 1):
                 return True
@@ -119,13 +119,19 @@ class Traced:
     # tf.image functions were left for the translator
     drawn: list[str] = field(default_factory=list)
     kept_native: bool = False
+    # a Keras random function drew from a generator's state (see `_keras_draw_seed`)
+    keras_random: bool = False
     _random: list[str] | None = None  # see `random`
 
     def random(self) -> list[str]:
-        """``unseeded(concrete)``, read from the graph once."""
+        """``unseeded(concrete)``, read from the graph once, and Keras's draws from a state."""
         if self._random is None:
-            self._random = unseeded(self.concrete)
+            self._random = unseeded(self.concrete) + self.keras()
         return self._random
+
+    def keras(self) -> list[str]:
+        """What ``random`` says of Keras's draws from a generator's state."""
+        return ["keras.random (a SeedGenerator)"] if self.keras_random else []
 
     def args(self, flat: dict[str, Any]) -> tuple[Any, ...]:
         """The concrete function's arguments for the element ``flat``."""
@@ -233,6 +239,8 @@ class _Seeding(threading.local):
     given: list[tuple[int, int]] = []
     all: bool = False
     kept: bool = False
+    # a Keras random function drew from a `SeedGenerator` (a variable the calls advance)
+    keras: bool = False
 
 
 _SEEDING = _Seeding()
@@ -258,7 +266,7 @@ def _in_loop(tf: Any) -> bool:
 
 
 def _op_seed(tf: Any, seed: Any, what: str) -> Any:
-    """The seed of the random op ``tf.random.<what>`` being traced (given ``seed=``), or None
+    """The seed of the random op ``what`` (``tf.random.uniform``, ...) being traced (given ``seed=``), or None
     where it keeps its own state: outside a seeded trace (any other thread's TensorFlow), in
     a loop's body, or in a tf.image function that the translator reads as a native op."""
     if _SEEDING.seed is None or _in_loop(tf):
@@ -273,7 +281,7 @@ def _op_seed(tf: Any, seed: Any, what: str) -> Any:
     if graph_seed is not None:
         _SEEDING.given.append((int(graph_seed), int(op_seed or 0)))
     _SEEDING.count += 1
-    _SEEDING.drawn.append(f"tf.random.{what}" + (f" in {top}" if top else ""))
+    _SEEDING.drawn.append(what + (f" in {top}" if top else ""))
     # The k-th random op: the element's seed with k added to its second word. The stateless
     # ops hash the whole seed into their Philox key and counter, so seeds one apart draw
     # unrelated streams; and an addition vectorizes over a batch, where a
@@ -287,33 +295,33 @@ def _stateless_forms(tf: Any, original: dict[str, Callable[..., Any]]) -> dict[s
 
     def uniform(shape: Any, minval: Any = 0, maxval: Any = None, dtype: Any = tf.float32, seed: Any = None,
                 name: Any = None) -> Any:  # fmt: skip
-        k = _op_seed(tf, seed, "uniform")
+        k = _op_seed(tf, seed, "tf.random.uniform")
         if k is None:
             return original["uniform"](shape, minval, maxval, dtype, seed, name)
         return tf.random.stateless_uniform(shape, k, minval=minval, maxval=maxval, dtype=dtype, name=name)
 
     def normal(shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = tf.float32, seed: Any = None,
                name: Any = None) -> Any:  # fmt: skip
-        k = _op_seed(tf, seed, "normal")
+        k = _op_seed(tf, seed, "tf.random.normal")
         if k is None:
             return original["normal"](shape, mean, stddev, dtype, seed, name)
         return tf.random.stateless_normal(shape, k, mean=mean, stddev=stddev, dtype=dtype, name=name)
 
     def truncated_normal(shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = tf.float32, seed: Any = None,
                          name: Any = None) -> Any:  # fmt: skip
-        k = _op_seed(tf, seed, "truncated_normal")
+        k = _op_seed(tf, seed, "tf.random.truncated_normal")
         if k is None:
             return original["truncated_normal"](shape, mean, stddev, dtype, seed, name)
         return tf.random.stateless_truncated_normal(shape, k, mean=mean, stddev=stddev, dtype=dtype, name=name)
 
     def categorical(logits: Any, num_samples: Any, dtype: Any = None, seed: Any = None, name: Any = None) -> Any:
-        k = _op_seed(tf, seed, "categorical")
+        k = _op_seed(tf, seed, "tf.random.categorical")
         if k is None:
             return original["categorical"](logits, num_samples, dtype, seed, name)
         return tf.random.stateless_categorical(logits, num_samples, k, dtype=dtype, name=name)
 
     def shuffle(value: Any, seed: Any = None, name: Any = None) -> Any:
-        k = _op_seed(tf, seed, "shuffle")
+        k = _op_seed(tf, seed, "tf.random.shuffle")
         if k is None:
             return original["shuffle"](value, seed, name)
         # A uniform permutation of the first dimension: the order of uniform draws.
@@ -324,6 +332,24 @@ def _stateless_forms(tf: Any, original: dict[str, Callable[..., Any]]) -> dict[s
     made = {"uniform": uniform, "normal": normal, "truncated_normal": truncated_normal,
             "categorical": categorical, "shuffle": shuffle}  # fmt: skip
     return {n: tf.autograph.experimental.do_not_convert(f) for n, f in made.items()}
+
+
+def _keras_draw_seed(tf: Any, original: Callable[..., Any]) -> Callable[..., Any]:
+    """A replacement of Keras's ``draw_seed`` (its TensorFlow backend's random functions call
+    it; its random preprocessing layers, through them): the element's seed where a seed is
+    being given (see ``_op_seed``) for a draw from a ``SeedGenerator`` (a layer's) or from
+    Keras's global one, else the ``original``, noting that such a draw was traced. A whole
+    number seed stays the constant it is."""
+
+    def draw_seed(seed: Any) -> Any:
+        k = None if isinstance(seed, int) else _op_seed(tf, None, "keras.random")
+        if k is not None:
+            return k
+        if not isinstance(seed, int):
+            _SEEDING.keras = True
+        return original(seed)
+
+    return tf.autograph.experimental.do_not_convert(draw_seed)  # type: ignore[no-any-return]
 
 
 # `tf.random`'s names of the functions replaced, and `random_ops`' (which tf.image calls)
@@ -344,6 +370,7 @@ def _stateless(tf: Any) -> Iterator[None]:
     threads' TensorFlow calls still reach the originals (see ``_op_seed``)."""
     from tensorflow.python.ops import random_ops
 
+    keras: Any = sys.modules.get(_KERAS_RANDOM)
     with _PATCH:
         if _patched[0] == 0:
             original = {n: getattr(tf.random, n) for n in _RANDOM_OPS_NAMES}
@@ -351,6 +378,9 @@ def _stateless(tf: Any) -> Iterator[None]:
             for n, f in _stateless_forms(tf, original).items():
                 setattr(tf.random, n, f)
                 setattr(random_ops, _RANDOM_OPS_NAMES[n], f)
+            if keras is not None and hasattr(keras, "draw_seed"):
+                _ORIGINAL_KERAS[:] = [keras.draw_seed]
+                keras.draw_seed = _keras_draw_seed(tf, keras.draw_seed)
         _patched[0] += 1
     try:
         yield
@@ -361,13 +391,19 @@ def _stateless(tf: Any) -> Iterator[None]:
                 for n, f in _ORIGINAL.items():
                     setattr(tf.random, n, f)
                     setattr(random_ops, _RANDOM_OPS_NAMES[n], f)
+                if keras is not None and _ORIGINAL_KERAS:
+                    keras.draw_seed = _ORIGINAL_KERAS.pop()
 
 
 _ORIGINAL: dict[str, Callable[..., Any]] = {}
+# Keras 3's TensorFlow backend's random functions, which draw their seeds through `draw_seed`
+_KERAS_RANDOM = "keras.src.backend.tensorflow.random"
+_ORIGINAL_KERAS: list[Callable[..., Any]] = []
 
 
 def _begin_seeding(seed: Any) -> None:
-    _SEEDING.seed, _SEEDING.count, _SEEDING.drawn, _SEEDING.given, _SEEDING.kept = seed, 0, [], [], False
+    _SEEDING.seed, _SEEDING.count, _SEEDING.drawn, _SEEDING.given = seed, 0, [], []
+    _SEEDING.kept = _SEEDING.keras = False
 
 
 def _given_seed(given: list[tuple[int, int]]) -> int | None:
@@ -420,19 +456,22 @@ def trace(
 
     wrapped = tf.function(call, autograph=True)
     in_fields = [str(f) for f in tf.nest.flatten(fields)]
-    seed, drawn, kept = None, [], False
-    if seed_field is None:
-        concrete = wrapped.get_concrete_function(*args)
-    else:
+    if seed_field is not None:
         in_fields.append(seed_field)
-        outer = (_SEEDING.seed, _SEEDING.count, _SEEDING.drawn, _SEEDING.given, _SEEDING.all, _SEEDING.kept)
-        _SEEDING.all = all_random
-        try:
-            with _stateless(tf):
-                concrete = wrapped.get_concrete_function(*args, tf.TensorSpec([2], tf.int64))
-            seed, drawn, kept = _given_seed(_SEEDING.given), list(_SEEDING.drawn), _SEEDING.kept
-        finally:
-            (_SEEDING.seed, _SEEDING.count, _SEEDING.drawn, _SEEDING.given, _SEEDING.all, _SEEDING.kept) = outer
+        args = (*args, tf.TensorSpec([2], tf.int64))
+    # Traced with the replacements in place either way: unseeded, they call the originals,
+    # and note a Keras draw from a generator's state (see `_keras_draw_seed`).
+    outer = (_SEEDING.seed, _SEEDING.count, _SEEDING.drawn, _SEEDING.given, _SEEDING.all, _SEEDING.kept,
+             _SEEDING.keras)  # fmt: skip
+    _begin_seeding(None)
+    _SEEDING.all = all_random
+    try:
+        with _stateless(tf):
+            concrete = wrapped.get_concrete_function(*args)
+        seed, drawn, kept, keras = _given_seed(_SEEDING.given), list(_SEEDING.drawn), _SEEDING.kept, _SEEDING.keras
+    finally:
+        (_SEEDING.seed, _SEEDING.count, _SEEDING.drawn, _SEEDING.given, _SEEDING.all, _SEEDING.kept,
+         _SEEDING.keras) = outer  # fmt: skip
     out_template, out_values = flatten(concrete.structured_outputs)
     return Traced(
         name=name,
@@ -445,6 +484,7 @@ def trace(
         seed=seed,
         drawn=drawn,
         kept_native=kept,
+        keras_random=keras,
     )
 
 
@@ -1554,7 +1594,7 @@ class _Translator:
                 [*self.ops, ops.select(needed)],
                 _rest_batched(self.traced.name, pruned, [v for _, v in fed], outputs),
             )
-        random = unseeded(self.traced.concrete, self.tf_ops)
+        random = unseeded(self.traced.concrete, self.tf_ops) + self.traced.keras()
         return Translation([*self.ops, rest], template, self.done, self.why, batched, random)
 
     def bool_field(self, t: Any) -> str:
