@@ -5,7 +5,8 @@ batched by 64: photometric jitter as users write it (random flip, /255,
 ``tf.image.random_brightness``, ``random_contrast``) and additive noise
 (``tf.random.normal`` per pixel). One process, the same cores, elements per second, medians of
 ``--runs`` epochs after one warm-up, the three in turn. Then the noise function (nothing of it
-translated) with its whole graph run once per batch against per element (before).
+translated) with its whole graph run once per batch against per element (before), and Keras's
+RandomFlip + RandomRotation layers traced and seeded against run eagerly per element (before).
 
     python bench/tf_random.py [--runs 5]
 """
@@ -39,6 +40,14 @@ def noise(lib: Any, tf: Any, images: np.ndarray) -> Any:
         return tf.cast(img, tf.float32) / 255.0 + tf.random.normal(tf.shape(img), stddev=0.05)
 
     return lib.Dataset.from_tensor_slices(images).map(noisy, num_parallel_calls=lib.AUTOTUNE).batch(64)
+
+
+def keras_layers(lib: Any, tf: Any, images: np.ndarray) -> Any:
+    import keras
+
+    augment = keras.Sequential([keras.layers.RandomFlip("horizontal"), keras.layers.RandomRotation(0.1)])
+    ds = lib.Dataset.from_tensor_slices(images).map(lambda x: tf.cast(x, tf.float32) / 255.0)
+    return ds.map(lambda x: augment(x, training=True), num_parallel_calls=lib.AUTOTUNE).batch(64)
 
 
 def rate(make: Callable[[], Any], runs: int) -> float:
@@ -100,7 +109,21 @@ def main() -> None:
     finally:
         _tf_function.WHOLE_PER_BATCH = True
     print(f"| additive noise | {per_batch:,.0f} | {per_element:,.0f} | {per_batch / per_element:.2f}× |")
-    for name, make in (("photometric jitter", jitter), ("additive noise", noise)):
+    # Keras preprocessing layers: traced (and seeded) now, run eagerly per element before.
+    print("\n| function | tf.data | stoker, traced and seeded | vs tf.data | stoker, eager (before) | traced / eager |")
+    print("|---|---:|---:|---:|---:|---:|")
+    theirs = rate(lambda: keras_layers(tf.data, tf, images), args.runs)
+    traced = rate(ours(keras_layers, True), args.runs)
+    _tf_function.TRACE = False
+    try:
+        eager = rate(ours(keras_layers, True), args.runs)
+    finally:
+        _tf_function.TRACE = True
+    print(
+        f"| Keras RandomFlip + RandomRotation | {theirs:,.0f} | {traced:,.0f} | {traced / theirs:.2f}× | "
+        f"{eager:,.0f} | {traced / eager:.2f}× |"
+    )
+    for name, make in (("photometric jitter", jitter), ("additive noise", noise), ("Keras layers", keras_layers)):
         print(f"\n{name}: {make(sk.data, tf, images).explain().split('TensorFlow functions:')[-1].strip()}")
 
 
