@@ -1052,6 +1052,28 @@ def test_random_ops_in_tensorflow_functions_draw_from_the_pipeline_seed() -> Non
     with pytest.warns(RuntimeWarning, match=r"keras.random \(a SeedGenerator\)"):
         sk.data.Dataset.from_tensors(photos).map(lambda b: tf.map_fn(lambda x: flip(x, training=True), b))
 
+    def twice(layer: Any) -> list[Any]:  # two datasets, each its seed (drawn, unless given)
+        return [
+            [a.tolist() for a in sk.data.Dataset.from_tensor_slices(photos).map(lambda x: layer(x, training=True))]
+            for _ in range(2)
+        ]
+
+    given = twice(keras.layers.RandomFlip("horizontal", seed=42))
+    assert given[0] == given[1]
+    drawn = twice(keras.layers.RandomRotation(0.2))
+    assert drawn[0] != drawn[1]
+    # A layer whose op draws its seed through another module (the elastic transform's image op).
+    elastic = keras.layers.RandomElasticTransform()
+    ds = sk.data.Dataset.from_tensor_slices(photos[:4]).map(lambda x: elastic(x, training=True))
+    assert [a.tolist() for a in ds.iterator(epoch=0)] == [a.tolist() for a in ds.iterator(epoch=0)]
+    # Keras's Normalization of a feature vector keeps its statistics' leading axis, as in
+    # tf.data: (5,) in, (1, 5) out.
+    features = photos.reshape(40, -1)[:, :5]
+    norm = keras.layers.Normalization()
+    norm.adapt(features)
+    ds = _same(lambda lib: lib.Dataset.from_tensor_slices(features), lambda x: norm(x), ulps=4)
+    assert next(iter(ds)).shape == (1, 5)
+
     # What stoker does not seed is still named: a gamma draw beside a seeded uniform, a
     # flat_map's function (the dataset it makes per element).
     with pytest.warns(RuntimeWarning, match=r"random ops \(RandomGamma\) run in TensorFlow, not seeded by stoker"):

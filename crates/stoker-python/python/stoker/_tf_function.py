@@ -337,15 +337,16 @@ def _stateless_forms(tf: Any, original: dict[str, Callable[..., Any]]) -> dict[s
 def _keras_draw_seed(tf: Any, original: Callable[..., Any]) -> Callable[..., Any]:
     """A replacement of Keras's ``draw_seed`` (its TensorFlow backend's random functions call
     it; its random preprocessing layers, through them): the element's seed where a seed is
-    being given (see ``_op_seed``) for a draw from a ``SeedGenerator`` (a layer's) or from
-    Keras's global one, else the ``original``, noting that such a draw was traced. A whole
-    number seed stays the constant it is."""
+    being given (see ``_op_seed``) for a draw from a ``SeedGenerator`` (a layer's; the seed
+    it was made with counts as given) or from Keras's global one, else the ``original``,
+    noting that such a draw was traced. A whole number seed stays the constant it is."""
 
     def draw_seed(seed: Any) -> Any:
-        k = None if isinstance(seed, int) else _op_seed(tf, None, "keras.random")
+        constant = isinstance(seed, (int, np.integer))
+        k = None if constant else _op_seed(tf, getattr(seed, "_initial_seed", None), "keras.random")
         if k is not None:
             return k
-        if not isinstance(seed, int):
+        if not constant:
             _SEEDING.keras = True
         return original(seed)
 
@@ -370,7 +371,7 @@ def _stateless(tf: Any) -> Iterator[None]:
     threads' TensorFlow calls still reach the originals (see ``_op_seed``)."""
     from tensorflow.python.ops import random_ops
 
-    keras: Any = sys.modules.get(_KERAS_RANDOM)
+    keras: Any = sys.modules.get(_KERAS_SEEDS)
     with _PATCH:
         if _patched[0] == 0:
             original = {n: getattr(tf.random, n) for n in _RANDOM_OPS_NAMES}
@@ -379,8 +380,13 @@ def _stateless(tf: Any) -> Iterator[None]:
                 setattr(tf.random, n, f)
                 setattr(random_ops, _RANDOM_OPS_NAMES[n], f)
             if keras is not None and hasattr(keras, "draw_seed"):
-                _ORIGINAL_KERAS[:] = [keras.draw_seed]
-                keras.draw_seed = _keras_draw_seed(tf, keras.draw_seed)
+                # Keras's modules import it by name (its random functions', its image ops')
+                draw: Callable[..., Any] = keras.draw_seed
+                modules = [m for n, m in list(sys.modules.items()) if n.startswith("keras.src.")]
+                _ORIGINAL_KERAS[:] = [(m, draw) for m in modules if vars(m).get("draw_seed") is draw]
+                replaced = _keras_draw_seed(tf, draw)
+                for m, _ in _ORIGINAL_KERAS:
+                    m.draw_seed = replaced
         _patched[0] += 1
     try:
         yield
@@ -391,14 +397,16 @@ def _stateless(tf: Any) -> Iterator[None]:
                 for n, f in _ORIGINAL.items():
                     setattr(tf.random, n, f)
                     setattr(random_ops, _RANDOM_OPS_NAMES[n], f)
-                if keras is not None and _ORIGINAL_KERAS:
-                    keras.draw_seed = _ORIGINAL_KERAS.pop()
+                for m, f in _ORIGINAL_KERAS:
+                    m.draw_seed = f
+                _ORIGINAL_KERAS.clear()
 
 
 _ORIGINAL: dict[str, Callable[..., Any]] = {}
-# Keras 3's TensorFlow backend's random functions, which draw their seeds through `draw_seed`
-_KERAS_RANDOM = "keras.src.backend.tensorflow.random"
-_ORIGINAL_KERAS: list[Callable[..., Any]] = []
+# Keras 3's seeds: its TensorFlow backend's random functions and image ops draw them through
+# this module's `draw_seed`, imported by name
+_KERAS_SEEDS = "keras.src.random.seed_generator"
+_ORIGINAL_KERAS: list[tuple[Any, Callable[..., Any]]] = []  # (module, its draw_seed)
 
 
 def _begin_seeding(seed: Any) -> None:
@@ -1373,6 +1381,8 @@ class _Translator:
         a, b = (self.values.get(i.ref()) for i in op.inputs)
         if not isinstance(b, _Const) or b.value.ndim == 0 or self.dtype(op.outputs[0]) != "float32":
             return False
+        if op.inputs[0].shape.rank is not None and b.value.ndim > op.inputs[0].shape.rank:
+            return False  # the constant's leading axes are the result's too (Keras's `Normalization`)
         channels = b.value.reshape(-1)
         if b.value.shape[-1] != channels.size or op.inputs[0].shape.rank in (None, 0):
             return False
