@@ -879,8 +879,8 @@ def jitter(x):
     return tf.cast(x, tf.float32) + tf.random.uniform([])
 
 ds = sk.data.Dataset.range(12).map(jitter).batch(3)
-it = ds.iterator(state=bytes.fromhex(sys.stdin.read().strip()))
-print(json.dumps([b.tolist() for b in it]))
+for line in sys.stdin.read().split():
+    print(json.dumps([b.tolist() for b in ds.iterator(state=bytes.fromhex(line))]))
 """
 
 
@@ -941,11 +941,19 @@ def test_random_ops_in_tensorflow_functions_draw_from_the_pipeline_seed() -> Non
     next(it)
     state = it.state()
     rest = [b.tolist() for b in it]
+    # and saved at the epoch's end: the next epoch, as this process gives it
+    end = it.state()
+    following = [b.tolist() for b in ds.iterator(state=end)]
+    assert following != rest and len(following) == 4
     child = subprocess.run(
-        [sys.executable, "-c", _SEEDED_CHILD], input=state.hex(), capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", _SEEDED_CHILD],
+        input=f"{state.hex()}\n{end.hex()}",
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert child.returncode == 0, child.stderr[-2000:]
-    assert json.loads(child.stdout.strip().splitlines()[-1]) == rest
+    assert [json.loads(line) for line in child.stdout.strip().splitlines()[-2:]] == [rest, following]
 
     # The stateless forms keep the distributions: normal, truncated normal, categorical,
     # shuffle; and tf.image's random functions (random_brightness calls random_uniform).
