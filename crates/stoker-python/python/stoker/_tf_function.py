@@ -300,19 +300,20 @@ def _stateless_forms(tf: Any, original: dict[str, Callable[..., Any]]) -> dict[s
             return original["uniform"](shape, minval, maxval, dtype, seed, name)
         return tf.random.stateless_uniform(shape, k, minval=minval, maxval=maxval, dtype=dtype, name=name)
 
-    def normal(shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = tf.float32, seed: Any = None,
-               name: Any = None) -> Any:  # fmt: skip
-        k = _op_seed(tf, seed, "tf.random.normal")
-        if k is None:
-            return original["normal"](shape, mean, stddev, dtype, seed, name)
-        return tf.random.stateless_normal(shape, k, mean=mean, stddev=stddev, dtype=dtype, name=name)
+    def gaussian(kind: str, stateless: Callable[..., Any]) -> Callable[..., Any]:
+        """``normal`` or ``truncated_normal`` (the same arguments)."""
 
-    def truncated_normal(shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = tf.float32, seed: Any = None,
-                         name: Any = None) -> Any:  # fmt: skip
-        k = _op_seed(tf, seed, "tf.random.truncated_normal")
-        if k is None:
-            return original["truncated_normal"](shape, mean, stddev, dtype, seed, name)
-        return tf.random.stateless_truncated_normal(shape, k, mean=mean, stddev=stddev, dtype=dtype, name=name)
+        def draw(shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = tf.float32, seed: Any = None,
+                 name: Any = None) -> Any:  # fmt: skip
+            k = _op_seed(tf, seed, f"tf.random.{kind}")
+            if k is None:
+                return original[kind](shape, mean, stddev, dtype, seed, name)
+            return stateless(shape, k, mean=mean, stddev=stddev, dtype=dtype, name=name)
+
+        return draw
+
+    normal = gaussian("normal", tf.random.stateless_normal)
+    truncated_normal = gaussian("truncated_normal", tf.random.stateless_truncated_normal)
 
     def categorical(logits: Any, num_samples: Any, dtype: Any = None, seed: Any = None, name: Any = None) -> Any:
         k = _op_seed(tf, seed, "tf.random.categorical")
