@@ -241,6 +241,8 @@ class _Seeding(threading.local):
     kept: bool = False
     # a Keras random function drew from a `SeedGenerator` (a variable the calls advance)
     keras: bool = False
+    # this thread traces a function handed to stoker: the tf.functions it calls are inlined
+    inline: bool = False
 
 
 _SEEDING = _Seeding()
@@ -335,6 +337,36 @@ def _stateless_forms(tf: Any, original: dict[str, Callable[..., Any]]) -> dict[s
     return {n: tf.autograph.experimental.do_not_convert(f) for n, f in made.items()}
 
 
+def _inlined_call(tf: Any, original: Callable[..., Any]) -> Callable[..., Any]:
+    """A replacement of ``tf.function``'s call: where this thread traces a function handed to
+    stoker, a ``tf.function`` it calls (or the function itself) is traced into its graph, as
+    its Python function (converted by AutoGraph where it was made so), not called as a
+    function of the graph's library. Its ops are then the graph's own: the translator reads
+    them as native ops, and its random ops draw from the element's seed (a nested function's
+    trace is cached, made before the seed was there). Results are the same: tf.data's graph
+    inlines such calls too. Not inlined, as they are not in tf.data's either: functions
+    compiled by XLA (``jit_compile``) and those with attributes (``experimental_implements``);
+    nor those with an input signature called with Python values (their conversion is the
+    signature's)."""
+    from tensorflow.python.eager.polymorphic_function import autograph_util
+
+    def call(self: Any, *args: Any, **kwds: Any) -> Any:
+        typed = getattr(self, "input_signature", None) is not None
+        if (
+            not _SEEDING.inline
+            or getattr(self, "_jit_compile", None)
+            or getattr(self, "_attributes", None)
+            or (typed and not all(tf.is_tensor(a) for a in tf.nest.flatten((args, kwds))))
+        ):
+            return original(self, *args, **kwds)
+        fn = self.python_function
+        if getattr(self, "_autograph", False):
+            fn = autograph_util.py_func_from_autograph(fn, getattr(self, "_experimental_autograph_options", None))
+        return fn(*args, **kwds)
+
+    return call
+
+
 def _keras_draw_seed(tf: Any, original: Callable[..., Any]) -> Callable[..., Any]:
     """A replacement of Keras's ``draw_seed`` (its TensorFlow backend's random functions call
     it; its random preprocessing layers, through them): the element's seed where a seed is
@@ -370,11 +402,15 @@ _patched: list[int] = [0]  # traces under way with the replacements in place
 def _stateless(tf: Any) -> Iterator[None]:
     """The replacements in place while this trace runs (and any other seeded one); other
     threads' TensorFlow calls still reach the originals (see ``_op_seed``)."""
+    from tensorflow.python.eager.polymorphic_function import polymorphic_function
     from tensorflow.python.ops import random_ops
 
     keras: Any = sys.modules.get(_KERAS_SEEDS)
+    function = polymorphic_function.Function
     with _PATCH:
         if _patched[0] == 0:
+            _ORIGINAL_CALL[:] = [function.__call__]
+            function.__call__ = _inlined_call(tf, function.__call__)
             original = {n: getattr(tf.random, n) for n in _RANDOM_OPS_NAMES}
             _ORIGINAL.update(original)
             for n, f in _stateless_forms(tf, original).items():
@@ -395,6 +431,7 @@ def _stateless(tf: Any) -> Iterator[None]:
         with _PATCH:
             _patched[0] -= 1
             if _patched[0] == 0:
+                function.__call__ = _ORIGINAL_CALL.pop()
                 for n, f in _ORIGINAL.items():
                     setattr(tf.random, n, f)
                     setattr(random_ops, _RANDOM_OPS_NAMES[n], f)
@@ -404,6 +441,7 @@ def _stateless(tf: Any) -> Iterator[None]:
 
 
 _ORIGINAL: dict[str, Callable[..., Any]] = {}
+_ORIGINAL_CALL: list[Callable[..., Any]] = []  # tf.function's own call
 # Keras 3's seeds: its TensorFlow backend's random functions and image ops draw them through
 # this module's `draw_seed`, imported by name
 _KERAS_SEEDS = "keras.src.random.seed_generator"
@@ -444,9 +482,10 @@ def trace(
     random ops. Their distributions are the same, their values not tf.data's. Where they
     were given seeds (an op's ``seed=``, ``tf.random.set_seed``), the seed is fixed by those
     (``Traced.seed``), as TensorFlow's values are; else the pipeline draws one. Left as they
-    are: random ops in a loop's body (one seed would repeat in every iteration), in nested
-    ``tf.function`` s (traced once, before), and, unless ``all_random``, in the ``tf.image``
-    random crops and flips the translator reads as native ops."""
+    are: random ops in a loop's body (one seed would repeat in every iteration), in the
+    ``tf.function`` s it calls that are not inlined (see ``_inlined_call``), and, unless
+    ``all_random``, in the ``tf.image`` random crops and flips the translator reads as native
+    ops. The ``tf.function`` s it calls (and ``fn``, if one) are traced into its graph."""
     import tensorflow as tf
 
     by_name = {n: tf.TensorSpec(shape, _tf_dtype(tf, d), name=None) for n, d, shape in schema}
@@ -471,16 +510,16 @@ def trace(
     # Traced with the replacements in place either way: unseeded, they call the originals,
     # and note a Keras draw from a generator's state (see `_keras_draw_seed`).
     outer = (_SEEDING.seed, _SEEDING.count, _SEEDING.drawn, _SEEDING.given, _SEEDING.all, _SEEDING.kept,
-             _SEEDING.keras)  # fmt: skip
+             _SEEDING.keras, _SEEDING.inline)  # fmt: skip
     _begin_seeding(None)
-    _SEEDING.all = all_random
+    _SEEDING.all, _SEEDING.inline = all_random, True
     try:
         with _stateless(tf):
             concrete = wrapped.get_concrete_function(*args)
         seed, drawn, kept, keras = _given_seed(_SEEDING.given), list(_SEEDING.drawn), _SEEDING.kept, _SEEDING.keras
     finally:
         (_SEEDING.seed, _SEEDING.count, _SEEDING.drawn, _SEEDING.given, _SEEDING.all, _SEEDING.kept,
-         _SEEDING.keras) = outer  # fmt: skip
+         _SEEDING.keras, _SEEDING.inline) = outer  # fmt: skip
     out_template, out_values = flatten(concrete.structured_outputs)
     return Traced(
         name=name,
@@ -497,12 +536,52 @@ def trace(
     )
 
 
+class _Unoptimized(threading.local):
+    """This thread's eager call options as they were (``before``), and the same options with
+    Grappler's rewrites that change values off (``off``)."""
+
+    before: Any = None
+    off: Any = None
+
+
+_UNOPTIMIZED = _Unoptimized()
+
+
+@contextlib.contextmanager
+def _as_in_tf_data() -> Iterator[None]:
+    """Graph calls give the values tf.data's calls of the function give: without the passes of
+    Grappler that a ``tf.function`` call applies to the graph and tf.data's function calls do
+    not, and that change results in the last bits of a float (constant folding makes a
+    division by a constant a multiplication by its inverse; the arithmetic and remapping
+    passes regroup and fuse ops). Its other passes stay: they change no value, and without
+    them a graph call is slower. Set for this thread's calls within, then put back."""
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    before = ctx.function_call_options
+    if _UNOPTIMIZED.before is not before:
+        from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
+
+        config = config_pb2.ConfigProto.FromString(before.config_proto_serialized)
+        rewrites = config.graph_options.rewrite_options
+        off = rewriter_config_pb2.RewriterConfig.OFF
+        rewrites.constant_folding = rewrites.arithmetic_optimization = rewrites.remapping = off
+        _UNOPTIMIZED.before = before
+        _UNOPTIMIZED.off = context.FunctionCallOptions(executor_type=before.executor_type, config_proto=config)
+    ctx.function_call_options = _UNOPTIMIZED.off
+    try:
+        yield
+    finally:
+        ctx.function_call_options = before
+
+
 def graph_call(traced: Traced, out: Dynamic) -> Callable[[dict[str, Any]], list[tuple[str, Any]]]:
     """The traced graph as a Python map function: one TensorFlow call per element."""
     concrete = traced.concrete
 
     def call(flat: dict[str, Any]) -> list[tuple[str, Any]]:
-        template, pairs = flatten(concrete(*traced.args(flat)))
+        with _as_in_tf_data():
+            template, pairs = flatten(concrete(*traced.args(flat)))
         out.template = template
         return [(n, v.numpy() if hasattr(v, "numpy") else _python_value(v)) for n, v in pairs]
 
@@ -516,7 +595,8 @@ def graph_test(traced: Traced) -> Callable[[dict[str, Any]], bool]:
     concrete = traced.concrete
 
     def test(flat: dict[str, Any]) -> bool:
-        result = concrete(*traced.args(flat))
+        with _as_in_tf_data():
+            result = concrete(*traced.args(flat))
         return bool(result.numpy() if hasattr(result, "numpy") else result)
 
     test.__name__ = f"{traced.name} (TensorFlow graph)"
@@ -575,7 +655,8 @@ def scan_call(
         return v.numpy() if hasattr(v, "numpy") else _python_value(v)
 
     def step(state: Any, x: Any) -> Any:
-        new_state, output = concrete(state, x)
+        with _as_in_tf_data():
+            new_state, output = concrete(state, x)
         if not with_output:
             return tf.nest.map_structure(numpy, new_state)
         return tf.nest.map_structure(numpy, new_state), tf.nest.map_structure(numpy, output)
@@ -625,7 +706,8 @@ def element_call(traced: Traced) -> Callable[..., Any]:
         return v.numpy() if hasattr(v, "numpy") else _python_value(v)
 
     def call(*args: Any) -> Any:
-        return tf.nest.map_structure(numpy, concrete(*args))
+        with _as_in_tf_data():
+            return tf.nest.map_structure(numpy, concrete(*args))
 
     call.__name__ = f"{traced.name} (TensorFlow graph)"
     call._stoker_graph = True  # type: ignore[attr-defined]
@@ -803,7 +885,8 @@ def dataset_call(
         return ds
 
     def call(*element: Any) -> Any:
-        out = concrete(*element)
+        with _as_in_tf_data():
+            out = concrete(*element)
         values = [v.numpy() for v in (out or ())]
         return build(recipe, values)
 
@@ -1731,7 +1814,8 @@ def _rest(
 
     def call(flat: dict[str, Any]) -> list[tuple[str, Any]]:
         args = [constants[i] if i in constants else tf.convert_to_tensor(flat[v]) for i, v in enumerate(fed)]
-        results = pruned(*args)
+        with _as_in_tf_data():
+            results = pruned(*args)
         results = results if isinstance(results, (list, tuple)) else [results]
         return [(p, results[v].numpy() if isinstance(v, int) else flat[v]) for p, v in outputs]
 
@@ -1760,11 +1844,34 @@ def _rest_batched(
     )
 
     def call(flat: dict[str, Any]) -> list[tuple[str, Any]]:
-        results = run(*[tf.convert_to_tensor(flat[v]) for v in fields])
+        batch = [tf.convert_to_tensor(flat[v]) for v in fields]
+        try:
+            with _as_in_tf_data():
+                results = run(*batch)
+        except tf.errors.OpError as error:
+            _raise_row(tf, one, batch, error)
         return [(p, results[v].numpy() if isinstance(v, int) else flat[v]) for p, v in outputs]
 
     call.__name__ = f"{name} (TensorFlow graph, rest, per batch)"
     return call
+
+
+def _raise_row(tf: Any, one: Callable[[Any], Any], batch: list[Any], error: Exception) -> None:
+    """Raises the error of the first row of ``batch`` that ``one`` (the function of one
+    element) fails on, noting the row, where the per-batch call failed with ``error``: the
+    vectorized graph's error names a node of its loop, not the element. ``error`` itself
+    where no row fails alone."""
+    rows = int(batch[0].shape[0]) if batch else 0
+    for r in range(rows):
+        try:
+            with _as_in_tf_data():
+                one(tuple(t[r] for t in batch))
+        except tf.errors.OpError as e:
+            if hasattr(e, "add_note"):
+                alone = "the function runs once per batch, and this is the error of that row run alone"
+                e.add_note(f"(stoker: row {r} of the batch of {rows}; {alone})")
+            raise e from error
+    raise error
 
 
 def _unique(items: list[str]) -> list[str]:
