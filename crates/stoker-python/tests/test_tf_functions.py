@@ -5,6 +5,7 @@ input, dtypes included, and ``explain()`` says which way each function went."""
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -983,8 +984,6 @@ for line in sys.stdin.read().split():
 def test_random_ops_in_tensorflow_functions_draw_from_the_pipeline_seed() -> None:
     import json
     import subprocess
-    import sys
-    import warnings
 
     tf = _tf()
 
@@ -1225,6 +1224,69 @@ def test_random_ops_in_tensorflow_functions_draw_from_the_pipeline_seed() -> Non
         ds.explain()
     assert "translated to native ops" in _notes(ds) and "runs as its traced graph" not in _notes(ds)
     assert [a.tolist() for a in ds.iterator(epoch=0)] == [a.tolist() for a in ds.iterator(epoch=0)]
+
+
+def test_a_random_generator_in_a_map_function_draws_from_the_element_seed() -> None:
+    """The TensorFlow tutorial's augmentation: a ``tf.random.Generator`` made ``from_seed``
+    hands each element seeds for ``tf.image``'s stateless ops. Its draws take the element's
+    seed: repeatable in every run, on 1 or N threads, per batch or per element, other values
+    each epoch; the generator's state is left as it is."""
+    tf = _tf()
+    images = np.random.default_rng(3).random((2000, 6, 6, 3)).astype(np.float32)
+
+    def make(seed: int = 123, threads: int | None = None) -> sk.Dataset:
+        rng = tf.random.Generator.from_seed(seed, alg="philox")
+
+        def augment(image: Any, seed: Any) -> Any:
+            image = tf.image.resize_with_crop_or_pad(image, 8, 8)
+            new_seed = tf.random.split(seed, num=1)[0, :]
+            image = tf.image.stateless_random_crop(image, size=[6, 6, 3], seed=seed)
+            image = tf.image.stateless_random_brightness(image, max_delta=0.5, seed=new_seed)
+            return tf.clip_by_value(image, 0, 1)
+
+        def f(x: Any) -> Any:
+            seed = rng.make_seeds(1)[:, 0]
+            return augment(x, seed), rng.normal([]), rng.uniform([], 0, 10, tf.int32), rng.binomial([], 10.0, 0.5)
+
+        ds = sk.data.Dataset.from_tensor_slices(images)
+        return (ds.with_options(threads=threads) if threads else ds).map(f, num_parallel_calls=sk.data.AUTOTUNE)
+
+    def values(ds: sk.Dataset, epoch: int = 0) -> list[Any]:
+        return [tuple(np.asarray(v).tolist() for v in e) for e in ds.iterator(epoch=epoch)]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds = make()
+    assert "draw from the element's seed" in _notes(ds) and "tf.random.Generator" in _notes(ds)
+    first = values(ds)
+    assert first == values(ds) == values(make()) == values(make(threads=1))  # a fresh generator from the same seed
+    assert first != values(make(124)) and first != values(ds, epoch=1)
+    rng = tf.random.Generator.from_seed(5)
+    state = rng.state.numpy().tolist()
+    ds = sk.data.Dataset.from_tensor_slices(images[:20]).map(lambda x: x + rng.normal([]))
+    each = [a.tolist() for a in ds.iterator(epoch=0)]
+    assert rng.state.numpy().tolist() == state
+    # Per batch (the graph vectorized), the same values.
+    ds = sk.data.Dataset.from_tensor_slices(images[:20]).map(lambda x: x + rng.normal([])).batch(5)
+    assert "once per batch" in _notes(ds)
+    assert [row.tolist() for b in ds.iterator(epoch=0) for row in b] == each
+    # Their distributions.
+    crops, normal, ints, counts = (np.array(c) for c in zip(*first))
+    assert len({c.tobytes() for c in crops}) == len(crops)
+    assert abs(normal.mean()) < 0.1 and abs(normal.std() - 1) < 0.1 and len(set(normal)) == len(normal)
+    assert set(ints) == set(range(10)) and abs(counts.mean() - 5) < 0.2
+    # The global generator's state is not a given seed: the pipeline draws one.
+    glob = tf.random.get_global_generator()
+
+    def drawn() -> list[float]:
+        ds = sk.data.Dataset.range(50).map(lambda x: tf.cast(x, tf.float32) + glob.normal([]))
+        return [float(v) for v in ds.iterator(epoch=0)] + [float(v) for v in ds.iterator(epoch=0)]
+
+    one = drawn()
+    assert one[:50] == one[50:] != drawn()[:50]
+    # In a loop's body, named.
+    with pytest.warns(RuntimeWarning, match="not seeded by stoker"):
+        sk.data.Dataset.from_tensors(images[:4]).map(lambda b: tf.map_fn(lambda i: i + glob.normal([]), b))
 
 
 def test_the_function_of_a_dataset_made_per_element_is_traced_once_per_signature() -> None:

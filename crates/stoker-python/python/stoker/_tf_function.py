@@ -236,7 +236,7 @@ class _Seeding(threading.local):
     seed: Any = None
     count: int = 0
     drawn: list[str] = []
-    given: list[tuple[int, int]] = []
+    given: list[tuple[int, ...]] = []
     all: bool = False
     kept: bool = False
     # a Keras random function drew from a `SeedGenerator` (a variable the calls advance)
@@ -267,8 +267,18 @@ def _in_loop(tf: Any) -> bool:
     return False
 
 
-def _op_seed(tf: Any, seed: Any, what: str) -> Any:
-    """The seed of the random op ``what`` (``tf.random.uniform``, ...) being traced (given ``seed=``), or None
+def _given(seed: Any) -> tuple[int, ...] | None:
+    """The seeds TensorFlow derives for a random op given ``seed=`` (and the global one of
+    ``tf.random.set_seed``); None where neither was given."""
+    from tensorflow.python.framework import random_seed
+
+    graph_seed, op_seed = random_seed.get_seed(seed)
+    return None if graph_seed is None else (int(graph_seed), int(op_seed or 0))
+
+
+def _op_seed(tf: Any, given: tuple[int, ...] | None, what: str) -> Any:
+    """The seed of the random op ``what`` (``tf.random.uniform``, ...) being traced (whose
+    seeds, as TensorFlow would derive them, are ``given``: see ``_given_seed``), or None
     where it keeps its own state: outside a seeded trace (any other thread's TensorFlow), in
     a loop's body, or in a tf.image function that the translator reads as a native op."""
     if _SEEDING.seed is None or _in_loop(tf):
@@ -277,11 +287,8 @@ def _op_seed(tf: Any, seed: Any, what: str) -> Any:
     if top in _NATIVE_RANDOM and not _SEEDING.all:
         _SEEDING.kept = True
         return None
-    from tensorflow.python.framework import random_seed
-
-    graph_seed, op_seed = random_seed.get_seed(seed)
-    if graph_seed is not None:
-        _SEEDING.given.append((int(graph_seed), int(op_seed or 0)))
+    if given is not None:
+        _SEEDING.given.append(given)
     _SEEDING.count += 1
     _SEEDING.drawn.append(what + (f" in {top}" if top else ""))
     # The k-th random op: the element's seed with k added to its second word. The stateless
@@ -297,7 +304,7 @@ def _stateless_forms(tf: Any, original: dict[str, Callable[..., Any]]) -> dict[s
 
     def uniform(shape: Any, minval: Any = 0, maxval: Any = None, dtype: Any = tf.float32, seed: Any = None,
                 name: Any = None) -> Any:  # fmt: skip
-        k = _op_seed(tf, seed, "tf.random.uniform")
+        k = _op_seed(tf, _given(seed), "tf.random.uniform")
         if k is None:
             return original["uniform"](shape, minval, maxval, dtype, seed, name)
         return tf.random.stateless_uniform(shape, k, minval=minval, maxval=maxval, dtype=dtype, name=name)
@@ -307,7 +314,7 @@ def _stateless_forms(tf: Any, original: dict[str, Callable[..., Any]]) -> dict[s
 
         def draw(shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = tf.float32, seed: Any = None,
                  name: Any = None) -> Any:  # fmt: skip
-            k = _op_seed(tf, seed, f"tf.random.{kind}")
+            k = _op_seed(tf, _given(seed), f"tf.random.{kind}")
             if k is None:
                 return original[kind](shape, mean, stddev, dtype, seed, name)
             return stateless(shape, k, mean=mean, stddev=stddev, dtype=dtype, name=name)
@@ -318,13 +325,13 @@ def _stateless_forms(tf: Any, original: dict[str, Callable[..., Any]]) -> dict[s
     truncated_normal = gaussian("truncated_normal", tf.random.stateless_truncated_normal)
 
     def categorical(logits: Any, num_samples: Any, dtype: Any = None, seed: Any = None, name: Any = None) -> Any:
-        k = _op_seed(tf, seed, "tf.random.categorical")
+        k = _op_seed(tf, _given(seed), "tf.random.categorical")
         if k is None:
             return original["categorical"](logits, num_samples, dtype, seed, name)
         return tf.random.stateless_categorical(logits, num_samples, k, dtype=dtype, name=name)
 
     def shuffle(value: Any, seed: Any = None, name: Any = None) -> Any:
-        k = _op_seed(tf, seed, "tf.random.shuffle")
+        k = _op_seed(tf, _given(seed), "tf.random.shuffle")
         if k is None:
             return original["shuffle"](value, seed, name)
         # A uniform permutation of the first dimension: the order of uniform draws.
@@ -367,6 +374,44 @@ def _inlined_call(tf: Any, original: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
+def _generator_draws(tf: Any, prepare: Callable[..., Any], binomial: Callable[..., Any]) -> dict[str, Any]:
+    """Replacements of ``tf.random.Generator``'s methods that draw (``prepare``, its
+    ``_prepare_key_counter``, which reads and advances its state for ``normal``, ``uniform``,
+    ``truncated_normal``, ``uniform_full_int`` and ``make_seeds``; and ``binomial``): where a
+    seed is being given (see ``_op_seed``), the key and counter of the element's seed, the
+    generator's state left as it is; else the originals. A generator's state when it is traced
+    counts as given (one made ``from_seed`` draws the same in every run), except the global
+    generator's (``tf.random.get_global_generator()``, made from a non-deterministic state)."""
+    from tensorflow.python.ops import gen_stateless_random_ops_v2, stateful_random_ops
+
+    def given(generator: Any) -> tuple[int, ...] | None:
+        if generator is stateful_random_ops.global_generator:
+            return None
+        try:
+            with tf.init_scope():
+                return tuple(int(v) for v in generator.state.numpy())
+        except Exception:  # noqa: BLE001 - a state not readable now is not a seed given
+            return None
+
+    def prepare_key_counter(self: Any, shape: Any) -> Any:
+        k = _op_seed(tf, given(self), "tf.random.Generator")
+        if k is None:
+            return prepare(self, shape)
+        key, counter = gen_stateless_random_ops_v2.stateless_random_get_key_counter(k)
+        return self._preprocess_key(key), counter[: stateful_random_ops._get_counter_size(self.algorithm)]
+
+    def draw_binomial(self: Any, shape: Any, counts: Any, probs: Any, dtype: Any = tf.int32, name: Any = None) -> Any:
+        k = _op_seed(tf, given(self), "tf.random.Generator")
+        if k is None:
+            return binomial(self, shape, counts, probs, dtype, name)
+        return tf.random.stateless_binomial(shape, k, counts, probs, output_dtype=dtype, name=name)
+
+    return {
+        "_prepare_key_counter": tf.autograph.experimental.do_not_convert(prepare_key_counter),
+        "binomial": tf.autograph.experimental.do_not_convert(draw_binomial),
+    }
+
+
 def _keras_draw_seed(tf: Any, original: Callable[..., Any]) -> Callable[..., Any]:
     """A replacement of Keras's ``draw_seed`` (its TensorFlow backend's random functions call
     it; its random preprocessing layers, through them): the element's seed where a seed is
@@ -376,7 +421,7 @@ def _keras_draw_seed(tf: Any, original: Callable[..., Any]) -> Callable[..., Any
 
     def draw_seed(seed: Any) -> Any:
         constant = isinstance(seed, (int, np.integer))
-        k = None if constant else _op_seed(tf, getattr(seed, "_initial_seed", None), "keras.random")
+        k = None if constant else _op_seed(tf, _given(getattr(seed, "_initial_seed", None)), "keras.random")
         if k is not None:
             return k
         if not constant:
@@ -403,14 +448,17 @@ def _stateless(tf: Any) -> Iterator[None]:
     """The replacements in place while this trace runs (and any other seeded one); other
     threads' TensorFlow calls still reach the originals (see ``_op_seed``)."""
     from tensorflow.python.eager.polymorphic_function import polymorphic_function
-    from tensorflow.python.ops import random_ops
+    from tensorflow.python.ops import random_ops, stateful_random_ops
 
     keras: Any = sys.modules.get(_KERAS_SEEDS)
-    function = polymorphic_function.Function
+    function, generator = polymorphic_function.Function, stateful_random_ops.Generator
     with _PATCH:
         if _patched[0] == 0:
             _ORIGINAL_CALL[:] = [function.__call__]
             function.__call__ = _inlined_call(tf, function.__call__)
+            _ORIGINAL_GENERATOR.update(_prepare_key_counter=generator._prepare_key_counter, binomial=generator.binomial)
+            for n, f in _generator_draws(tf, generator._prepare_key_counter, generator.binomial).items():
+                setattr(generator, n, f)
             original = {n: getattr(tf.random, n) for n in _RANDOM_OPS_NAMES}
             _ORIGINAL.update(original)
             for n, f in _stateless_forms(tf, original).items():
@@ -432,6 +480,8 @@ def _stateless(tf: Any) -> Iterator[None]:
             _patched[0] -= 1
             if _patched[0] == 0:
                 function.__call__ = _ORIGINAL_CALL.pop()
+                for n, f in _ORIGINAL_GENERATOR.items():
+                    setattr(generator, n, f)
                 for n, f in _ORIGINAL.items():
                     setattr(tf.random, n, f)
                     setattr(random_ops, _RANDOM_OPS_NAMES[n], f)
@@ -442,6 +492,7 @@ def _stateless(tf: Any) -> Iterator[None]:
 
 _ORIGINAL: dict[str, Callable[..., Any]] = {}
 _ORIGINAL_CALL: list[Callable[..., Any]] = []  # tf.function's own call
+_ORIGINAL_GENERATOR: dict[str, Callable[..., Any]] = {}  # tf.random.Generator's methods that draw
 # Keras 3's seeds: its TensorFlow backend's random functions and image ops draw them through
 # this module's `draw_seed`, imported by name
 _KERAS_SEEDS = "keras.src.random.seed_generator"
@@ -453,7 +504,7 @@ def _begin_seeding(seed: Any) -> None:
     _SEEDING.kept = _SEEDING.keras = False
 
 
-def _given_seed(given: list[tuple[int, int]]) -> int | None:
+def _given_seed(given: list[tuple[int, ...]]) -> int | None:
     """The pipeline seed of a function whose random ops were given seeds (``given``, as
     TensorFlow would derive them): one number fixed by them, so that its draws repeat in
     every run as TensorFlow's seeded ops do; None (drawn) where none was."""
@@ -476,11 +527,12 @@ def trace(
 
     With ``seed_field``, the function takes one more argument, the element's seed (a ``[2]``
     int64 field that ``ops.element_seed`` writes), and its random ops (``tf.random.uniform``,
-    ``normal``, ``truncated_normal``, ``categorical``, ``shuffle``, and ``tf.image``'s random
-    functions that call them) are traced as their stateless forms drawing from it: values
+    ``normal``, ``truncated_normal``, ``categorical``, ``shuffle``, ``tf.image``'s random
+    functions that call them, Keras's random functions, and a ``tf.random.Generator``'s
+    draws) are traced as their stateless forms drawing from it: values
     fixed by the pipeline's seed, the epoch and the element's position, as stoker's own
     random ops. Their distributions are the same, their values not tf.data's. Where they
-    were given seeds (an op's ``seed=``, ``tf.random.set_seed``), the seed is fixed by those
+    were given seeds (an op's ``seed=``, ``tf.random.set_seed``, a generator's state), the seed is fixed by those
     (``Traced.seed``), as TensorFlow's values are; else the pipeline draws one. Left as they
     are: random ops in a loop's body (one seed would repeat in every iteration), in the
     ``tf.function`` s it calls that are not inlined (see ``_inlined_call``), and, unless
