@@ -1190,11 +1190,14 @@ def test_random_ops_in_tensorflow_functions_draw_from_the_pipeline_seed() -> Non
     ds = _same(lambda lib: lib.Dataset.from_tensor_slices(features), lambda x: norm(x))
     assert next(iter(ds)).shape == (1, 5)
 
-    # What stoker does not seed is still named: a gamma draw beside a seeded uniform, a
-    # flat_map's function (the dataset it makes per element).
-    with pytest.warns(RuntimeWarning, match=r"random ops \(RandomGamma\) run in TensorFlow, not seeded by stoker"):
-        ds = sk.data.Dataset.range(4).map(lambda x: tf.random.gamma([], 2.0) + tf.random.uniform([]))
-    assert "random ops (RandomGamma)" in _notes(ds) and "random ops (tf.random.uniform) draw" in _notes(ds)
+    # What stoker does not seed is still named: a draw of tf.compat.v1's multinomial beside a
+    # seeded uniform, a flat_map's function (the dataset it makes per element).
+    def multinomial(x: Any) -> Any:
+        return tf.cast(tf.compat.v1.multinomial([[0.0, 0.0]], 1)[0, 0], tf.float32) + tf.random.uniform([])
+
+    with pytest.warns(RuntimeWarning, match=r"random ops \(Multinomial\) run in TensorFlow, not seeded by stoker"):
+        ds = sk.data.Dataset.range(4).map(multinomial)
+    assert "random ops (Multinomial)" in _notes(ds) and "random ops (tf.random.uniform) draw" in _notes(ds)
     with pytest.warns(RuntimeWarning, match="RandomUniformInt"):
         ds = sk.data.Dataset.range(4).flat_map(lambda x: sk.data.Dataset.range(tf.random.uniform([], 1, 4, tf.int64)))
     assert "random ops (RandomUniformInt)" in _notes(ds)
@@ -1209,10 +1212,11 @@ def test_random_ops_in_tensorflow_functions_draw_from_the_pipeline_seed() -> Non
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         ds = sk.data.Dataset.range(20).flat_map(
-            lambda x: sk.data.Dataset.from_tensors(x).map(lambda y: tf.cast(y, tf.float32) + tf.random.gamma([], 2.0))
+            lambda x: sk.data.Dataset.from_tensors(x).map(lambda y: tf.cast(y, tf.float32) + tf.cast(
+                tf.compat.v1.multinomial([[0.0, 0.0]], 1)[0, 0], tf.float32))  # fmt: skip
         )
         assert len(list(ds)) == 20
-    unseeded = [w for w in said if "RandomGamma" in str(w.message)]
+    unseeded = [w for w in said if "Multinomial" in str(w.message)]
     assert len(unseeded) == 1 and issubclass(unseeded[0].category, RuntimeWarning)
 
     # A random flip it translates draws from the pipeline's seed as the native op: no
@@ -1224,6 +1228,55 @@ def test_random_ops_in_tensorflow_functions_draw_from_the_pipeline_seed() -> Non
         ds.explain()
     assert "translated to native ops" in _notes(ds) and "runs as its traced graph" not in _notes(ds)
     assert [a.tolist() for a in ds.iterator(epoch=0)] == [a.tolist() for a in ds.iterator(epoch=0)]
+
+
+def test_gamma_poisson_bounding_boxes_and_tf_compat_v1_names_draw_from_the_element_seed() -> None:
+    """``tf.random.gamma`` and ``poisson``, ``tf.image.sample_distorted_bounding_box`` (the
+    Inception crop of tensorflow/models' ImageNet preprocessing, v2 and tf.compat.v1's), and
+    the random functions under their ``tf.compat.v1`` names take the element's seed."""
+    tf = _tf()
+    boxes = tf.constant([[[0.1, 0.1, 0.9, 0.9]]], tf.float32)
+
+    def draws(x: Any) -> Any:
+        begin, size, _ = tf.image.sample_distorted_bounding_box(
+            [64, 64, 3], boxes, min_object_covered=0.1, area_range=(0.05, 1.0), use_image_if_no_bounding_boxes=True
+        )
+        v1_begin, _, _ = tf.compat.v1.image.sample_distorted_bounding_box([64, 64, 3], boxes, min_object_covered=0.1)
+        return {
+            "gamma": tf.random.gamma([], 2.0),
+            "poisson": tf.random.poisson([], 3.0),
+            "v1_uniform": tf.compat.v1.random_uniform([]),
+            "v1_normal": tf.compat.v1.random.normal([]),
+            "begin": begin,
+            "size": size,
+            "v1_begin": v1_begin,
+        }
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds = sk.data.Dataset.range(2000).map(draws)
+    notes = _notes(ds)
+    for what in ("tf.random.gamma", "tf.random.poisson", "tf.image.sample_distorted_bounding_box"):
+        assert what in notes
+    first = list(ds.iterator(epoch=0))
+    columns = {k: np.array([e[k] for e in first]) for k in first[0]}
+    again = list(ds.iterator(epoch=0))
+    assert all(np.array_equal(columns[k], np.array([e[k] for e in again])) for k in columns)
+    assert not np.array_equal(columns["gamma"], np.array([e["gamma"] for e in ds.iterator(epoch=1)]))
+    assert abs(columns["gamma"].mean() - 2) < 0.15 and abs(columns["poisson"].mean() - 3) < 0.15
+    assert abs(columns["v1_uniform"].mean() - 0.5) < 0.05 and abs(columns["v1_normal"].std() - 1) < 0.1
+    for k in ("begin", "v1_begin"):
+        assert len({tuple(b) for b in columns[k]}) > 100  # each element its own box
+    assert (columns["begin"][:, :2] + columns["size"][:, :2] <= 64).all()
+
+    # Given seeds (v1's seed and seed2): the same in every run.
+    def seeded(x: Any) -> Any:
+        return tf.compat.v1.image.sample_distorted_bounding_box([64, 64, 3], boxes, seed=1, seed2=2)[0]
+
+    def run() -> list[list[int]]:
+        return [b.tolist() for b in sk.data.Dataset.range(30).map(seeded).iterator(epoch=0)]
+
+    assert run() == run()
 
 
 def test_a_random_generator_in_a_map_function_draws_from_the_element_seed() -> None:

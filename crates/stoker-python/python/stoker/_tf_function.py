@@ -299,8 +299,8 @@ def _op_seed(tf: Any, given: tuple[int, ...] | None, what: str) -> Any:
 
 
 def _stateless_forms(tf: Any, original: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
-    """Replacements of the stateful random functions, by their name in ``tf.random``: the
-    stateless form where a seed is being given (``_op_seed``), else the ``original``."""
+    """Replacements of the stateful random functions, by their key in ``_RANDOM_FUNCTIONS``:
+    the stateless form where a seed is being given (``_op_seed``), else the ``original``."""
 
     def uniform(shape: Any, minval: Any = 0, maxval: Any = None, dtype: Any = tf.float32, seed: Any = None,
                 name: Any = None) -> Any:  # fmt: skip
@@ -339,8 +339,50 @@ def _stateless_forms(tf: Any, original: dict[str, Callable[..., Any]]) -> dict[s
         keys = tf.random.stateless_uniform(tf.shape(value)[:1], k)
         return tf.gather(value, tf.argsort(keys), name=name)
 
+    def gamma(shape: Any, alpha: Any, beta: Any = None, dtype: Any = tf.float32, seed: Any = None,
+              name: Any = None) -> Any:  # fmt: skip
+        k = _op_seed(tf, _given(seed), "tf.random.gamma")
+        if k is None:
+            return original["gamma"](shape, alpha, beta, dtype, seed, name)
+        return tf.random.stateless_gamma(shape, k, alpha, beta=beta, dtype=dtype, name=name)
+
+    def poisson(shape: Any, lam: Any, dtype: Any = tf.float32, seed: Any = None, name: Any = None) -> Any:
+        k = _op_seed(tf, _given(seed), "tf.random.poisson")
+        if k is None:
+            return original["poisson"](shape, lam, dtype, seed, name)
+        return tf.random.stateless_poisson(shape, k, lam, dtype=dtype, name=name)
+
+    def box(given: tuple[int, ...] | None, image_size: Any, bounding_boxes: Any, **kw: Any) -> Any:
+        """``tf.image.sample_distorted_bounding_box``'s stateless form, or None."""
+        k = _op_seed(tf, given, "tf.image.sample_distorted_bounding_box")
+        if k is None:
+            return None
+        return tf.image.stateless_sample_distorted_bounding_box(image_size, bounding_boxes, k, **kw)
+
+    def bounding_box(image_size: Any, bounding_boxes: Any, seed: Any = 0, min_object_covered: Any = 0.1,
+                     aspect_ratio_range: Any = None, area_range: Any = None, max_attempts: Any = None,
+                     use_image_if_no_bounding_boxes: Any = None, name: Any = None) -> Any:  # fmt: skip
+        kw = dict(min_object_covered=min_object_covered, aspect_ratio_range=aspect_ratio_range,
+                  area_range=area_range, max_attempts=max_attempts,
+                  use_image_if_no_bounding_boxes=use_image_if_no_bounding_boxes, name=name)  # fmt: skip
+        # seed=0: unseeded in TensorFlow, whatever the global seed
+        drawn = box(_given(seed) if seed else None, image_size, bounding_boxes, **kw)
+        return original["bounding_box"](image_size, bounding_boxes, seed, **kw) if drawn is None else drawn
+
+    def bounding_box_v1(image_size: Any, bounding_boxes: Any, seed: Any = None, seed2: Any = None,
+                        min_object_covered: Any = 0.1, aspect_ratio_range: Any = None, area_range: Any = None,
+                        max_attempts: Any = None, use_image_if_no_bounding_boxes: Any = None,
+                        name: Any = None) -> Any:  # fmt: skip
+        kw = dict(min_object_covered=min_object_covered, aspect_ratio_range=aspect_ratio_range,
+                  area_range=area_range, max_attempts=max_attempts,
+                  use_image_if_no_bounding_boxes=use_image_if_no_bounding_boxes, name=name)  # fmt: skip
+        given = (int(seed or 0), int(seed2 or 0)) if seed or seed2 else None
+        drawn = box(given, image_size, bounding_boxes, **kw)
+        return original["bounding_box_v1"](image_size, bounding_boxes, seed, seed2, **kw) if drawn is None else drawn
+
     made = {"uniform": uniform, "normal": normal, "truncated_normal": truncated_normal,
-            "categorical": categorical, "shuffle": shuffle}  # fmt: skip
+            "categorical": categorical, "shuffle": shuffle, "gamma": gamma, "poisson": poisson,
+            "bounding_box": bounding_box, "bounding_box_v1": bounding_box_v1}  # fmt: skip
     return {n: tf.autograph.experimental.do_not_convert(f) for n, f in made.items()}
 
 
@@ -431,14 +473,38 @@ def _keras_draw_seed(tf: Any, original: Callable[..., Any]) -> Callable[..., Any
     return tf.autograph.experimental.do_not_convert(draw_seed)  # type: ignore[no-any-return]
 
 
-# `tf.random`'s names of the functions replaced, and `random_ops`' (which tf.image calls)
-_RANDOM_OPS_NAMES = {
-    "uniform": "random_uniform",
-    "normal": "random_normal",
-    "truncated_normal": "truncated_normal",
-    "categorical": "categorical",
-    "shuffle": "random_shuffle",
+# The stateful random functions replaced, by key: the module of TensorFlow's that defines each
+# and its name there. They are replaced wherever TensorFlow's API and modules hold them (see
+# `_places`): `tf.random.uniform` and `tf.compat.v1.random_uniform`, and `random_ops`'s, which
+# tf.image's random functions call.
+_RANDOM_FUNCTIONS = {
+    "uniform": ("random_ops", "random_uniform"),
+    "normal": ("random_ops", "random_normal"),
+    "truncated_normal": ("random_ops", "truncated_normal"),
+    "categorical": ("random_ops", "categorical"),
+    "shuffle": ("random_ops", "random_shuffle"),
+    "gamma": ("random_ops", "random_gamma"),
+    "poisson": ("random_ops", "random_poisson_v2"),
+    "bounding_box": ("image_ops_impl", "sample_distorted_bounding_box_v2"),
+    "bounding_box_v1": ("image_ops_impl", "sample_distorted_bounding_box"),
 }
+_PLACES: list[tuple[Any, str, str]] = []  # (module, name, key): where each is held
+
+
+def _places(tf: Any) -> list[tuple[Any, str, str]]:
+    """Where the functions of ``_RANDOM_FUNCTIONS`` are held (found once, by identity)."""
+    if not _PLACES:
+        import importlib
+
+        keys = {id(getattr(importlib.import_module(f"tensorflow.python.ops.{m}"), n)): k
+                for k, (m, n) in _RANDOM_FUNCTIONS.items()}  # fmt: skip
+        modules = {m.__name__: m for m in (importlib.import_module(f"tensorflow.python.ops.{m}")
+                                           for m, _ in _RANDOM_FUNCTIONS.values())}  # fmt: skip
+        for m in (tf.random, tf.image, tf.compat.v1, tf.compat.v1.random, tf.compat.v1.image, *modules.values()):
+            _PLACES.extend((m, n, keys[id(v)]) for n, v in list(vars(m).items()) if id(v) in keys)
+    return _PLACES
+
+
 _PATCH = threading.Lock()
 _patched: list[int] = [0]  # traces under way with the replacements in place
 
@@ -448,7 +514,7 @@ def _stateless(tf: Any) -> Iterator[None]:
     """The replacements in place while this trace runs (and any other seeded one); other
     threads' TensorFlow calls still reach the originals (see ``_op_seed``)."""
     from tensorflow.python.eager.polymorphic_function import polymorphic_function
-    from tensorflow.python.ops import random_ops, stateful_random_ops
+    from tensorflow.python.ops import stateful_random_ops
 
     keras: Any = sys.modules.get(_KERAS_SEEDS)
     function, generator = polymorphic_function.Function, stateful_random_ops.Generator
@@ -459,19 +525,20 @@ def _stateless(tf: Any) -> Iterator[None]:
             _ORIGINAL_GENERATOR.update(_prepare_key_counter=generator._prepare_key_counter, binomial=generator.binomial)
             for n, f in _generator_draws(tf, generator._prepare_key_counter, generator.binomial).items():
                 setattr(generator, n, f)
-            original = {n: getattr(tf.random, n) for n in _RANDOM_OPS_NAMES}
-            _ORIGINAL.update(original)
-            for n, f in _stateless_forms(tf, original).items():
-                setattr(tf.random, n, f)
-                setattr(random_ops, _RANDOM_OPS_NAMES[n], f)
+            places = _places(tf)
+            _ORIGINAL[:] = [(m, n, getattr(m, n)) for m, n, _ in places]
+            original = {k: f for (_, _, k), (_, _, f) in zip(places, _ORIGINAL)}
+            replaced = _stateless_forms(tf, original)
+            for m, n, k in places:
+                setattr(m, n, replaced[k])
             if keras is not None and hasattr(keras, "draw_seed"):
                 # Keras's modules import it by name (its random functions', its image ops')
                 draw: Callable[..., Any] = keras.draw_seed
                 modules = [m for n, m in list(sys.modules.items()) if n.startswith("keras.src.")]
                 _ORIGINAL_KERAS[:] = [(m, draw) for m in modules if vars(m).get("draw_seed") is draw]
-                replaced = _keras_draw_seed(tf, draw)
+                keras_draw = _keras_draw_seed(tf, draw)
                 for m, _ in _ORIGINAL_KERAS:
-                    m.draw_seed = replaced
+                    m.draw_seed = keras_draw
         _patched[0] += 1
     try:
         yield
@@ -482,15 +549,14 @@ def _stateless(tf: Any) -> Iterator[None]:
                 function.__call__ = _ORIGINAL_CALL.pop()
                 for n, f in _ORIGINAL_GENERATOR.items():
                     setattr(generator, n, f)
-                for n, f in _ORIGINAL.items():
-                    setattr(tf.random, n, f)
-                    setattr(random_ops, _RANDOM_OPS_NAMES[n], f)
+                for m, n, f in _ORIGINAL:
+                    setattr(m, n, f)
                 for m, f in _ORIGINAL_KERAS:
                     m.draw_seed = f
                 _ORIGINAL_KERAS.clear()
 
 
-_ORIGINAL: dict[str, Callable[..., Any]] = {}
+_ORIGINAL: list[tuple[Any, str, Callable[..., Any]]] = []  # (module, name, the function it held)
 _ORIGINAL_CALL: list[Callable[..., Any]] = []  # tf.function's own call
 _ORIGINAL_GENERATOR: dict[str, Callable[..., Any]] = {}  # tf.random.Generator's methods that draw
 # Keras 3's seeds: its TensorFlow backend's random functions and image ops draw them through
@@ -527,9 +593,10 @@ def trace(
 
     With ``seed_field``, the function takes one more argument, the element's seed (a ``[2]``
     int64 field that ``ops.element_seed`` writes), and its random ops (``tf.random.uniform``,
-    ``normal``, ``truncated_normal``, ``categorical``, ``shuffle``, ``tf.image``'s random
-    functions that call them, Keras's random functions, and a ``tf.random.Generator``'s
-    draws) are traced as their stateless forms drawing from it: values
+    ``normal``, ``truncated_normal``, ``categorical``, ``shuffle``, ``gamma``, ``poisson``,
+    under their ``tf.compat.v1`` names too, ``tf.image``'s random functions that call them,
+    ``tf.image.sample_distorted_bounding_box``, Keras's random functions, and a
+    ``tf.random.Generator``'s draws) are traced as their stateless forms drawing from it: values
     fixed by the pipeline's seed, the epoch and the element's position, as stoker's own
     random ops. Their distributions are the same, their values not tf.data's. Where they
     were given seeds (an op's ``seed=``, ``tf.random.set_seed``, a generator's state), the seed is fixed by those
