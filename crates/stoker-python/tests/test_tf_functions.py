@@ -1118,16 +1118,37 @@ def test_random_ops_in_tensorflow_functions_draw_from_the_pipeline_seed() -> Non
         )
     assert "(tf.random.uniform in random_flip_left_right) draw" in _notes(ds)
 
-    # A loop's body is traced once: a seed given there would repeat in every iteration, so
-    # its random ops keep their state, and are named; the others of the function are seeded.
+    # A loop's body is traced once for all its iterations: its random ops take the element's
+    # seed folded with the loop's counters (nested loops too), so each iteration draws its own.
     def per_image(batch: Any) -> Any:
         return tf.map_fn(lambda i: tf.image.random_brightness(i, 0.5), batch), tf.random.normal([])
 
-    with pytest.warns(RuntimeWarning, match=r"random ops \(RandomUniform\) run in TensorFlow, not seeded"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         ds = sk.data.Dataset.from_tensors(images).repeat(2).map(per_image)
-    assert "random ops (tf.random.normal) draw from the element's seed" in _notes(ds)
-    shifted, _ = next(iter(ds))
-    assert len({float(v[0, 0, 0]) for v in shifted}) == 6  # each image its own shift
+    assert "random ops (tf.random.uniform in map, tf.random.normal) draw from the element's seed" in _notes(ds)
+    shifts = [[float(v[0, 0, 0]) for v in shifted] for shifted, _ in ds.iterator(epoch=0)]
+    assert len(set(shifts[0] + shifts[1])) == 12  # each image of each element its own shift
+    assert shifts == [[float(v[0, 0, 0]) for v in shifted] for shifted, _ in ds.iterator(epoch=0)]
+    assert shifts != [[float(v[0, 0, 0]) for v in shifted] for shifted, _ in ds.iterator(epoch=1)]
+
+    def digits(x: Any) -> Any:  # AutoGraph's loops over tensors, nested
+        s = tf.zeros([], tf.int64)
+        for _ in tf.range(3):
+            for _ in tf.range(2):
+                s = s * 10 + tf.random.uniform([], 0, 10, tf.int64)
+        return s
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds = sk.data.Dataset.range(300).map(digits)
+    drawn = [int(v) for v in ds.iterator(epoch=0)]
+    assert drawn == [int(v) for v in ds.iterator(epoch=0)] and len(set(drawn)) > 290
+    places = np.array([[v // 10**p % 10 for p in range(6)] for v in drawn])
+    assert all(len(set(places[:, p])) == 10 for p in range(6)) and abs(places.mean() - 4.5) < 0.2
+    # tf.vectorized_map's body has no counter at hand: its random ops are named.
+    with pytest.warns(RuntimeWarning, match=r"random ops \(RandomUniform\) run in TensorFlow, not seeded"):
+        sk.data.Dataset.from_tensors(images).map(lambda b: tf.vectorized_map(lambda i: i + tf.random.uniform([]), b))
 
     # A tf.function it calls is traced into its graph: seeded too. One compiled by XLA stays a
     # call of its own (traced once, before): its random ops are named.
@@ -1165,8 +1186,13 @@ def test_random_ops_in_tensorflow_functions_draw_from_the_pipeline_seed() -> Non
     flipped = [bool(np.array_equal(a, p[:, ::-1])) for a, p in zip(sk.data.Dataset.from_tensor_slices(photos).map(
         lambda x: flip(x, training=True)).iterator(epoch=0), photos)]  # fmt: skip
     assert 8 < sum(flipped) < 32  # each element its own decision
+    with warnings.catch_warnings():  # in a loop's body: each iteration its own
+        warnings.simplefilter("error")
+        ds = sk.data.Dataset.from_tensors(photos).map(lambda b: tf.map_fn(lambda x: flip(x, training=True), b))
+    flipped = [bool(np.array_equal(a, p[:, ::-1])) for a, p in zip(next(iter(ds)), photos)]
+    assert 8 < sum(flipped) < 32
     with pytest.warns(RuntimeWarning, match=r"keras.random \(a SeedGenerator\)"):
-        sk.data.Dataset.from_tensors(photos).map(lambda b: tf.map_fn(lambda x: flip(x, training=True), b))
+        sk.data.Dataset.from_tensors(photos).map(lambda b: tf.vectorized_map(lambda x: flip(x, training=True), b))
 
     def twice(layer: Any) -> list[Any]:  # two datasets, each its seed (drawn, unless given)
         return [
@@ -1337,9 +1363,10 @@ def test_a_random_generator_in_a_map_function_draws_from_the_element_seed() -> N
 
     one = drawn()
     assert one[:50] == one[50:] != drawn()[:50]
-    # In a loop's body, named.
-    with pytest.warns(RuntimeWarning, match="not seeded by stoker"):
-        sk.data.Dataset.from_tensors(images[:4]).map(lambda b: tf.map_fn(lambda i: i + glob.normal([]), b))
+    # In a loop's body, each iteration its own.
+    ds = sk.data.Dataset.from_tensors(images[:4]).map(lambda b: tf.map_fn(lambda i: i + glob.normal([]), b))
+    shifted = next(iter(ds))
+    assert len({float(a[0, 0, 0] - b[0, 0, 0]) for a, b in zip(shifted, images[:4])}) == 4
 
 
 def test_the_function_of_a_dataset_made_per_element_is_traced_once_per_signature() -> None:

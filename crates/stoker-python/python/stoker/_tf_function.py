@@ -249,22 +249,30 @@ _SEEDING = _Seeding()
 # tf.image functions read as one native op that draws from the pipeline's seed (see `_SCOPES`):
 # their random ops are left as they are, for the translator to find (at the top level)
 _NATIVE_RANDOM = ("random_crop", "random_flip_left_right", "random_flip_up_down")
-# the graphs of loop bodies, traced once for all their iterations
-_LOOP_GRAPHS = ("WhileBodyFuncGraph", "WhileCondFuncGraph")
 
 
-def _in_loop(tf: Any) -> bool:
-    """Whether the op being traced runs once per iteration of a loop: in a ``tf.while_loop``
-    (``tf.map_fn``, ``tf.scan``, AutoGraph's ``for`` over a tensor) or a
-    ``tf.vectorized_map``'s body. Traced once, a seed given there would repeat each time."""
+def _loop_counters(tf: Any) -> list[Any] | None:
+    """The iteration counters of the ``tf.while_loop`` s (``tf.map_fn``, ``tf.scan``,
+    AutoGraph's ``for`` over a tensor) whose body is being traced, innermost first (none
+    outside a loop): a body is traced once for all its iterations, so its random ops take the
+    element's seed folded with them. None where no counter is at hand, and the random ops
+    keep their state: in a loop's condition, or in a ``tf.vectorized_map`` 's body."""
     graph = tf.compat.v1.get_default_graph()
     if "loop_body" in graph.get_name_scope().split("/"):  # tf.vectorized_map's (pfor's) body
-        return True
+        return None
+    counters = []
     while graph is not None:
-        if type(graph).__name__ in _LOOP_GRAPHS:
-            return True
+        kind = type(graph).__name__
+        if kind == "WhileCondFuncGraph":
+            return None
+        if kind == "WhileBodyFuncGraph":
+            # while_v2 makes the loop's counter the body's first input
+            inputs = list(graph.inputs)
+            if not inputs or not re.sub(r"_\d+$", "", inputs[0].name.split(":")[0]).endswith("loop_counter"):
+                return None
+            counters.append(inputs[0])
         graph = getattr(graph, "outer_graph", None)
-    return False
+    return counters
 
 
 def _given(seed: Any) -> tuple[int, ...] | None:
@@ -279,9 +287,13 @@ def _given(seed: Any) -> tuple[int, ...] | None:
 def _op_seed(tf: Any, given: tuple[int, ...] | None, what: str) -> Any:
     """The seed of the random op ``what`` (``tf.random.uniform``, ...) being traced (whose
     seeds, as TensorFlow would derive them, are ``given``: see ``_given_seed``), or None
-    where it keeps its own state: outside a seeded trace (any other thread's TensorFlow), in
-    a loop's body, or in a tf.image function that the translator reads as a native op."""
-    if _SEEDING.seed is None or _in_loop(tf):
+    where it keeps its own state: outside a seeded trace (any other thread's TensorFlow),
+    where ``_loop_counters`` has none at hand, or in a tf.image function that the translator
+    reads as a native op."""
+    if _SEEDING.seed is None:
+        return None
+    counters = _loop_counters(tf)
+    if counters is None:
         return None
     top = re.sub(r"_\d+$", "", tf.compat.v1.get_default_graph().get_name_scope().split("/")[0])
     if top in _NATIVE_RANDOM and not _SEEDING.all:
@@ -295,7 +307,10 @@ def _op_seed(tf: Any, given: tuple[int, ...] | None, what: str) -> Any:
     # ops hash the whole seed into their Philox key and counter, so seeds one apart draw
     # unrelated streams; and an addition vectorizes over a batch, where a
     # `stateless_fold_in` would run once per element.
-    return _SEEDING.seed + tf.constant([0, _SEEDING.count], tf.int64)
+    seed = _SEEDING.seed + tf.constant([0, _SEEDING.count], tf.int64)
+    for counter in counters:  # in a loop's body: each iteration its own
+        seed = tf.random.experimental.stateless_fold_in(seed, tf.cast(counter, tf.int64))
+    return seed
 
 
 def _stateless_forms(tf: Any, original: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
@@ -599,9 +614,10 @@ def trace(
     ``tf.random.Generator``'s draws) are traced as their stateless forms drawing from it: values
     fixed by the pipeline's seed, the epoch and the element's position, as stoker's own
     random ops. Their distributions are the same, their values not tf.data's. Where they
-    were given seeds (an op's ``seed=``, ``tf.random.set_seed``, a generator's state), the seed is fixed by those
-    (``Traced.seed``), as TensorFlow's values are; else the pipeline draws one. Left as they
-    are: random ops in a loop's body (one seed would repeat in every iteration), in the
+    were given seeds (an op's ``seed=``, ``tf.random.set_seed``, a generator's state), the
+    seed is fixed by those (``Traced.seed``), as TensorFlow's values are; else the pipeline
+    draws one. In a loop's body the seed is folded with the loop's counters. Left as they
+    are: random ops in a ``tf.vectorized_map`` 's body or a loop's condition, in the
     ``tf.function`` s it calls that are not inlined (see ``_inlined_call``), and, unless
     ``all_random``, in the ``tf.image`` random crops and flips the translator reads as native
     ops. The ``tf.function`` s it calls (and ``fn``, if one) are traced into its graph."""
