@@ -225,6 +225,31 @@ def test_tf_functions_are_traced_into_the_graph_and_translated(images: list[str]
     ds = _same(lambda lib: lib.Dataset.range(5), lambda x: compiled(x) + 1)
     assert "(PartitionedCall) has no native counterpart" in _notes(ds)
 
+    # Where its trace would see other shapes than the arguments' (an input signature's, a
+    # reduce_retracing function's), a function stays a call of its own, equal to tf.data.
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def relaxed(x: Any) -> Any:
+        return tf.reduce_sum(x) if x.shape[0] is None else tf.reduce_max(x)
+
+    rows = np.array([[1, 2], [4, 1]], np.float32)
+    _same(lambda lib: lib.Dataset.from_tensor_slices(rows), relaxed)
+    retracing = tf.function(lambda x: tf.reduce_sum(x) if x.shape[0] is None else tf.reduce_max(x),
+                            reduce_retracing=True)  # fmt: skip
+    retracing(tf.zeros([1]))
+    retracing(tf.zeros([3]))
+    _same(lambda lib: lib.Dataset.from_tensor_slices(rows), retracing)
+
+    # A function left a call of its own keeps the functions it calls to their own traces: the
+    # typed one below still refuses an int64 afterwards.
+    @tf.function(input_signature=[tf.TensorSpec([], tf.float32)])
+    def typed_float(x: Any) -> Any:
+        return x * 2
+
+    outer = tf.function(lambda x: typed_float(x) + 1, jit_compile=True)
+    assert [float(v) for v in sk.data.Dataset.range(3).map(lambda x: outer(tf.cast(x, tf.float32)))] == [1, 3, 5]
+    with pytest.raises(TypeError):
+        outer(tf.constant(1, tf.int64))
+
 
 def test_arithmetic_is_one_compute_equal_to_tensorflow_bit_for_bit() -> None:
     tf = _tf()

@@ -408,27 +408,66 @@ def _inlined_call(tf: Any, original: Callable[..., Any]) -> Callable[..., Any]:
     function of the graph's library. Its ops are then the graph's own: the translator reads
     them as native ops, and its random ops draw from the element's seed (a nested function's
     trace is cached, made before the seed was there). Results are the same: tf.data's graph
-    inlines such calls too. Not inlined, as they are not in tf.data's either: functions
-    compiled by XLA (``jit_compile``) and those with attributes (``experimental_implements``);
-    nor those with an input signature called with Python values (their conversion is the
-    signature's)."""
-    from tensorflow.python.eager.polymorphic_function import autograph_util
+    inlines such calls too. The arguments are bound as ``tf.function`` binds them (NumPy
+    values made tensors; an input signature's dtypes checked, its errors raised). Not
+    inlined, as they are not in tf.data's either: functions compiled by XLA
+    (``jit_compile``) and those with attributes (``experimental_implements``); nor those
+    whose trace would see other shapes than the arguments' (``reduce_retracing``, or an
+    input signature the arguments' shapes and dtypes do not match exactly). The
+    ``tf.function`` s these call are not inlined either: their traces stay the functions'
+    own."""
+    from tensorflow.python.eager.polymorphic_function import autograph_util, function_type_utils
+
+    def not_inlined(self: Any, args: Any, kwds: Any) -> Any:
+        inline, _SEEDING.inline = _SEEDING.inline, False
+        try:
+            return original(self, *args, **kwds)
+        finally:
+            _SEEDING.inline = inline
 
     def call(self: Any, *args: Any, **kwds: Any) -> Any:
-        typed = getattr(self, "input_signature", None) is not None
+        if not _SEEDING.inline:
+            return original(self, *args, **kwds)
         if (
-            not _SEEDING.inline
+            tf.executing_eagerly()  # in a `tf.init_scope()` of the trace
             or getattr(self, "_jit_compile", None)
             or getattr(self, "_attributes", None)
-            or (typed and not all(tf.is_tensor(a) for a in tf.nest.flatten((args, kwds))))
+            or getattr(self, "_reduce_retracing", False)
         ):
-            return original(self, *args, **kwds)
+            return not_inlined(self, args, kwds)
+        bound = function_type_utils.canonicalize_function_inputs(
+            args, kwds, self._function_type, self._default_values, self._is_pure
+        )
+        signature = self.input_signature
+        if signature is not None and not _as_specified(tf, signature, bound.args):
+            return not_inlined(self, args, kwds)
         fn = self.python_function
         if getattr(self, "_autograph", False):
             fn = autograph_util.py_func_from_autograph(fn, getattr(self, "_experimental_autograph_options", None))
+        # NumPy values are tensors to a tf.function (of their own dtype)
+        args, kwds = tf.nest.map_structure(
+            lambda v: tf.convert_to_tensor(v) if isinstance(v, (np.ndarray, np.generic)) else v,
+            (bound.args, bound.kwargs),
+        )
         return fn(*args, **kwds)
 
     return call
+
+
+def _as_specified(tf: Any, signature: Any, args: Any) -> bool:
+    """Whether ``args`` are tensors of the shapes and dtypes of ``signature`` (an input
+    signature's ``TensorSpec`` s), exactly: a trace with it sees those."""
+
+    def dims(shape: Any) -> list[int | None] | None:
+        return None if shape.rank is None else shape.as_list()
+
+    def same(spec: Any, v: Any) -> bool:
+        return isinstance(spec, tf.TensorSpec) and tf.is_tensor(v) and v.dtype == spec.dtype and (
+            dims(v.shape) == dims(spec.shape)
+        )
+
+    specs, values = tf.nest.flatten(signature), tf.nest.flatten(tuple(args)[: len(signature)])
+    return len(specs) == len(values) and all(same(spec, v) for spec, v in zip(specs, values))
 
 
 def _generator_draws(tf: Any, prepare: Callable[..., Any], binomial: Callable[..., Any]) -> dict[str, Any]:
@@ -528,32 +567,13 @@ _patched: list[int] = [0]  # traces under way with the replacements in place
 def _stateless(tf: Any) -> Iterator[None]:
     """The replacements in place while this trace runs (and any other seeded one); other
     threads' TensorFlow calls still reach the originals (see ``_op_seed``)."""
-    from tensorflow.python.eager.polymorphic_function import polymorphic_function
-    from tensorflow.python.ops import stateful_random_ops
-
-    keras: Any = sys.modules.get(_KERAS_SEEDS)
-    function, generator = polymorphic_function.Function, stateful_random_ops.Generator
     with _PATCH:
         if _patched[0] == 0:
-            _ORIGINAL_CALL[:] = [function.__call__]
-            function.__call__ = _inlined_call(tf, function.__call__)
-            _ORIGINAL_GENERATOR.update(_prepare_key_counter=generator._prepare_key_counter, binomial=generator.binomial)
-            for n, f in _generator_draws(tf, generator._prepare_key_counter, generator.binomial).items():
-                setattr(generator, n, f)
-            places = _places(tf)
-            _ORIGINAL[:] = [(m, n, getattr(m, n)) for m, n, _ in places]
-            original = {k: f for (_, _, k), (_, _, f) in zip(places, _ORIGINAL)}
-            replaced = _stateless_forms(tf, original)
-            for m, n, k in places:
-                setattr(m, n, replaced[k])
-            if keras is not None and hasattr(keras, "draw_seed"):
-                # Keras's modules import it by name (its random functions', its image ops')
-                draw: Callable[..., Any] = keras.draw_seed
-                modules = [m for n, m in list(sys.modules.items()) if n.startswith("keras.src.")]
-                _ORIGINAL_KERAS[:] = [(m, draw) for m in modules if vars(m).get("draw_seed") is draw]
-                keras_draw = _keras_draw_seed(tf, draw)
-                for m, _ in _ORIGINAL_KERAS:
-                    m.draw_seed = keras_draw
+            try:
+                _install(tf)
+            except BaseException:
+                _uninstall()
+                raise
         _patched[0] += 1
     try:
         yield
@@ -561,23 +581,49 @@ def _stateless(tf: Any) -> Iterator[None]:
         with _PATCH:
             _patched[0] -= 1
             if _patched[0] == 0:
-                function.__call__ = _ORIGINAL_CALL.pop()
-                for n, f in _ORIGINAL_GENERATOR.items():
-                    setattr(generator, n, f)
-                for m, n, f in _ORIGINAL:
-                    setattr(m, n, f)
-                for m, f in _ORIGINAL_KERAS:
-                    m.draw_seed = f
-                _ORIGINAL_KERAS.clear()
+                _uninstall()
 
 
-_ORIGINAL: list[tuple[Any, str, Callable[..., Any]]] = []  # (module, name, the function it held)
-_ORIGINAL_CALL: list[Callable[..., Any]] = []  # tf.function's own call
-_ORIGINAL_GENERATOR: dict[str, Callable[..., Any]] = {}  # tf.random.Generator's methods that draw
+def _replace(owner: Any, name: str, value: Any) -> None:
+    _REPLACED.append((owner, name, getattr(owner, name)))
+    setattr(owner, name, value)
+
+
+def _install(tf: Any) -> None:
+    """Puts the replacements in place (see ``_stateless``), noting what each replaced."""
+    from tensorflow.python.eager.polymorphic_function import polymorphic_function
+    from tensorflow.python.ops import stateful_random_ops
+
+    generator = stateful_random_ops.Generator
+    for n, f in _generator_draws(tf, generator._prepare_key_counter, generator.binomial).items():
+        _replace(generator, n, f)
+    places = _places(tf)
+    replaced = _stateless_forms(tf, {k: getattr(m, n) for m, n, k in places})
+    for m, n, k in places:
+        _replace(m, n, replaced[k])
+    keras: Any = sys.modules.get(_KERAS_SEEDS)
+    if keras is not None and hasattr(keras, "draw_seed"):
+        # Keras's modules import it by name (its random functions', its image ops')
+        draw: Callable[..., Any] = keras.draw_seed
+        keras_draw = _keras_draw_seed(tf, draw)
+        for m in [m for n, m in list(sys.modules.items()) if n.startswith("keras.src.")]:
+            if vars(m).get("draw_seed") is draw:
+                _replace(m, "draw_seed", keras_draw)
+    function = polymorphic_function.Function
+    _replace(function, "__call__", _inlined_call(tf, function.__call__))
+
+
+def _uninstall() -> None:
+    """Puts back what ``_install`` replaced, the last first."""
+    while _REPLACED:
+        owner, name, value = _REPLACED.pop()
+        setattr(owner, name, value)
+
+
+_REPLACED: list[tuple[Any, str, Any]] = []  # (module or class, name, what it held)
 # Keras 3's seeds: its TensorFlow backend's random functions and image ops draw them through
 # this module's `draw_seed`, imported by name
 _KERAS_SEEDS = "keras.src.random.seed_generator"
-_ORIGINAL_KERAS: list[tuple[Any, Callable[..., Any]]] = []  # (module, its draw_seed)
 
 
 def _begin_seeding(seed: Any) -> None:
