@@ -6,7 +6,9 @@ batched by 64: photometric jitter as users write it (random flip, /255,
 (``tf.random.normal`` per pixel). One process, the same cores, elements per second, medians of
 ``--runs`` epochs after one warm-up, the three in turn. Then the noise function (nothing of it
 translated) with its whole graph run once per batch against per element (before), and Keras's
-RandomFlip + RandomRotation layers traced and seeded against run eagerly per element (before).
+RandomFlip + RandomRotation layers traced and seeded against run eagerly per element (before);
+the TensorFlow tutorial's ``tf.random.Generator`` seeds; and the jitter function decorated with
+``tf.function``, traced into the map's graph against left as a call of its own (before).
 
     python bench/tf_random.py [--runs 5]
 """
@@ -40,6 +42,33 @@ def noise(lib: Any, tf: Any, images: np.ndarray) -> Any:
         return tf.cast(img, tf.float32) / 255.0 + tf.random.normal(tf.shape(img), stddev=0.05)
 
     return lib.Dataset.from_tensor_slices(images).map(noisy, num_parallel_calls=lib.AUTOTUNE).batch(64)
+
+
+def generator(lib: Any, tf: Any, images: np.ndarray) -> Any:
+    """The TensorFlow tutorial's form: a ``tf.random.Generator`` hands out seeds for
+    ``tf.image``'s stateless random functions."""
+    rng = tf.random.Generator.from_seed(123, alg="philox")
+
+    def augment(img: Any) -> Any:
+        seed = rng.make_seeds(1)[:, 0]
+        img = tf.image.stateless_random_flip_left_right(img, seed)
+        img = tf.cast(img, tf.float32) / 255.0
+        return tf.image.stateless_random_brightness(img, 0.2, seed)
+
+    return lib.Dataset.from_tensor_slices(images).map(augment, num_parallel_calls=lib.AUTOTUNE).batch(64)
+
+
+def decorated(lib: Any, tf: Any, images: np.ndarray) -> Any:
+    """The jitter function decorated with ``tf.function``, as some users write it."""
+
+    @tf.function
+    def augment(img: Any) -> Any:
+        img = tf.image.random_flip_left_right(img)
+        img = tf.cast(img, tf.float32) / 255.0
+        img = tf.image.random_brightness(img, 0.2)
+        return tf.image.random_contrast(img, 0.8, 1.2)
+
+    return lib.Dataset.from_tensor_slices(images).map(augment, num_parallel_calls=lib.AUTOTUNE).batch(64)
 
 
 def keras_layers(lib: Any, tf: Any, images: np.ndarray) -> Any:
@@ -89,7 +118,11 @@ def main() -> None:
     )
     print("| function | tf.data | stoker, seeded | vs tf.data | stoker, unseeded | seeded / unseeded |")
     print("|---|---:|---:|---:|---:|---:|")
-    for name, make in (("photometric jitter", jitter), ("additive noise", noise)):
+    for name, make in (
+        ("photometric jitter", jitter),
+        ("additive noise", noise),
+        ("tf.random.Generator seeds (the tutorial's)", generator),
+    ):
         theirs = rate(lambda make=make: make(tf.data, tf, images), args.runs)
         seeded = rate(ours(make, True), args.runs)
         unseeded = rate(ours(make, False), args.runs)
@@ -123,7 +156,28 @@ def main() -> None:
         f"| Keras RandomFlip + RandomRotation | {theirs:,.0f} | {traced:,.0f} | {traced / theirs:.2f}× | "
         f"{eager:,.0f} | {traced / eager:.2f}× |"
     )
-    for name, make in (("photometric jitter", jitter), ("additive noise", noise), ("Keras layers", keras_layers)):
+    # A function decorated with tf.function: traced into the map's graph (its ops translated,
+    # its random ops seeded) against left as a call of its own (before).
+    print("\n| function | tf.data | stoker, traced into the graph | vs tf.data | left a call (before) | ratio |")
+    print("|---|---:|---:|---:|---:|---:|")
+    theirs = rate(lambda: decorated(tf.data, tf, images), args.runs)
+    inlined = rate(ours(decorated, True), args.runs)
+    _tf_function.INLINE = False
+    try:
+        called = rate(ours(decorated, True), args.runs)
+    finally:
+        _tf_function.INLINE = True
+    print(
+        f"| jitter in a @tf.function | {theirs:,.0f} | {inlined:,.0f} | {inlined / theirs:.2f}× | "
+        f"{called:,.0f} | {inlined / called:.2f}× |"
+    )
+    for name, make in (
+        ("photometric jitter", jitter),
+        ("additive noise", noise),
+        ("Generator seeds", generator),
+        ("Keras layers", keras_layers),
+        ("jitter in a @tf.function", decorated),
+    ):
         print(f"\n{name}: {make(sk.data, tf, images).explain().split('TensorFlow functions:')[-1].strip()}")
 
 

@@ -1374,6 +1374,17 @@ def test_a_random_generator_in_a_map_function_draws_from_the_element_seed() -> N
     ds = sk.data.Dataset.from_tensor_slices(images[:20]).map(lambda x: x + rng.normal([])).batch(5)
     assert "once per batch" in _notes(ds)
     assert [row.tolist() for b in ds.iterator(epoch=0) for row in b] == each
+    # A generator only the function refers to (made by a factory) lives as long as the
+    # pipeline: the graph holds its variable weakly.
+    def factory() -> Any:
+        own = tf.random.Generator.from_seed(9)
+        return lambda x: x + own.normal([])
+
+    batched = sk.data.Dataset.from_tensor_slices(images[:8]).map(factory()).batch(4)
+    import gc
+
+    gc.collect()
+    assert len(list(batched)) == 2
     # Their distributions.
     crops, normal, ints, counts = (np.array(c) for c in zip(*first))
     assert len({c.tobytes() for c in crops}) == len(crops)

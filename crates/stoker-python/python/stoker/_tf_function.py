@@ -121,6 +121,9 @@ class Traced:
     kept_native: bool = False
     # a Keras random function drew from a generator's state (see `_keras_draw_seed`)
     keras_random: bool = False
+    # the function traced, kept with its graph: the graph holds the variables it reads (a
+    # generator's state, a layer's weights) only weakly, and they may be the function's alone
+    fn: Any = None
     _random: list[str] | None = None  # see `random`
 
     def random(self) -> list[str]:
@@ -426,7 +429,7 @@ def _inlined_call(tf: Any, original: Callable[..., Any]) -> Callable[..., Any]:
             _SEEDING.inline = inline
 
     def call(self: Any, *args: Any, **kwds: Any) -> Any:
-        if not _SEEDING.inline:
+        if not _SEEDING.inline or not INLINE:
             return original(self, *args, **kwds)
         if (
             tf.executing_eagerly()  # in a `tf.init_scope()` of the trace
@@ -452,6 +455,11 @@ def _inlined_call(tf: Any, original: Callable[..., Any]) -> Callable[..., Any]:
         return fn(*args, **kwds)
 
     return call
+
+
+# tf.functions called by a traced function traced into its graph (off: left as calls, for A/B
+# measurements)
+INLINE = True
 
 
 def _as_specified(tf: Any, signature: Any, args: Any) -> bool:
@@ -714,6 +722,7 @@ def trace(
         drawn=drawn,
         kept_native=kept,
         keras_random=keras,
+        fn=fn,
     )
 
 
@@ -845,6 +854,7 @@ def scan_call(
     step.__name__ = f"{getattr(fn, '__name__', 'scan_fn')} (TensorFlow graph)"
     step._stoker_graph = True  # type: ignore[attr-defined]
     step._stoker_random = unseeded(concrete)  # type: ignore[attr-defined]
+    step._stoker_fn = fn  # type: ignore[attr-defined]  # its variables live as long as its graph
     return step
 
 
@@ -865,7 +875,7 @@ def batch_call(traced: Traced) -> Callable[[dict[str, Any]], list[tuple[str, Any
         return [t for _, t in flatten(concrete(*traced.args(dict(zip(traced.in_fields, flat)))))[1]]
 
     at: list[tuple[str, str | int]] = [(path, i) for i, (path, _) in enumerate(traced.out_values)]
-    return _rest_batched(traced.name, whole, list(traced.in_fields), at)
+    return _rest_batched(traced.name, whole, list(traced.in_fields), at, traced)
 
 
 def _vectorizable(operations: list[Any]) -> bool:
@@ -1074,6 +1084,7 @@ def dataset_call(
     call.__name__ = f"{getattr(fn, '__name__', 'dataset_fn')} (TensorFlow graph)"
     call._stoker_graph = True  # type: ignore[attr-defined]
     call._stoker_random = unseeded(concrete)  # type: ignore[attr-defined]
+    call._stoker_fn = fn  # type: ignore[attr-defined]  # its variables live as long as its graph
     return call
 
 
@@ -1855,7 +1866,7 @@ class _Translator:
             outputs += [(f, f) for f in self.traced.in_fields if f != KEEP]
         checks = [o for o in self.graph.get_operations() if o.name in self.tf_ops and not o.outputs]
         pruned = _prune(self.traced.concrete, self.tf_ops, [t for t, _ in fed], fetches, checks)
-        rest = _rest(self.traced.name, pruned, [v for _, v in fed], outputs)
+        rest = _rest(self.traced.name, pruned, [v for _, v in fed], outputs, self.traced)
         template = KEEP if self.keep_inputs else self.traced.out_template
         batched = None
         fields = [v for _, v in fed if isinstance(v, str)]
@@ -1867,7 +1878,7 @@ class _Translator:
             needed = _unique(fields + [v for _, v in outputs if isinstance(v, str)])
             batched = (
                 [*self.ops, ops.select(needed)],
-                _rest_batched(self.traced.name, pruned, [v for _, v in fed], outputs),
+                _rest_batched(self.traced.name, pruned, [v for _, v in fed], outputs, self.traced),
             )
         random = unseeded(self.traced.concrete, self.tf_ops) + self.traced.keras()
         return Translation([*self.ops, rest], template, self.done, self.why, batched, random)
@@ -1986,9 +1997,10 @@ def _tensor_name(t: Any) -> str:
 
 
 def _rest(
-    name: str, pruned: Any, fed: list[Any], outputs: list[tuple[str, str | int]]
+    name: str, pruned: Any, fed: list[Any], outputs: list[tuple[str, str | int]], traced: Traced
 ) -> Callable[[dict[str, Any]], list[tuple[str, Any]]]:
-    """The map function that runs the TensorFlow part of a partly translated function."""
+    """The map function that runs the TensorFlow part of a partly translated function (of
+    ``traced``, kept with it: see ``Traced.fn``)."""
     import tensorflow as tf
 
     constants = {i: tf.constant(v) for i, v in enumerate(fed) if not isinstance(v, str)}
@@ -2001,15 +2013,16 @@ def _rest(
         return [(p, results[v].numpy() if isinstance(v, int) else flat[v]) for p, v in outputs]
 
     call.__name__ = f"{name} (TensorFlow graph, rest)"
+    call._stoker_traced = traced  # type: ignore[attr-defined]
     return call
 
 
 def _rest_batched(
-    name: str, pruned: Any, fed: list[Any], outputs: list[tuple[str, str | int]]
+    name: str, pruned: Any, fed: list[Any], outputs: list[tuple[str, str | int]], traced: Traced
 ) -> Callable[[dict[str, Any]], list[tuple[str, Any]]]:
-    """The TensorFlow part of a partly translated function as one call per batch: its graph
-    vectorized over the batch (``tf.vectorized_map``, a loop in the graph where an op has no
-    vectorized form)."""
+    """The TensorFlow part of a partly translated function (of ``traced``, kept with it: see
+    ``Traced.fn``) as one call per batch: its graph vectorized over the batch
+    (``tf.vectorized_map``, a loop in the graph where an op has no vectorized form)."""
     import tensorflow as tf
 
     constants = {i: tf.constant(v) for i, v in enumerate(fed) if not isinstance(v, str)}
@@ -2034,6 +2047,7 @@ def _rest_batched(
         return [(p, results[v].numpy() if isinstance(v, int) else flat[v]) for p, v in outputs]
 
     call.__name__ = f"{name} (TensorFlow graph, rest, per batch)"
+    call._stoker_traced = traced  # type: ignore[attr-defined]
     return call
 
 
