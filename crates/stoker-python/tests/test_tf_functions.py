@@ -1171,6 +1171,14 @@ def test_random_ops_in_tensorflow_functions_draw_from_the_pipeline_seed() -> Non
     assert drawn == [int(v) for v in ds.iterator(epoch=0)] and len(set(drawn)) > 290
     places = np.array([[v // 10**p % 10 for p in range(6)] for v in drawn])
     assert all(len(set(places[:, p])) == 10 for p in range(6)) and abs(places.mean() - 4.5) < 0.2
+    # A tf.data dataset's function inside the function runs many times: named, not seeded.
+    def inner(x: Any) -> Any:
+        mapped = tf.data.Dataset.range(4).map(lambda i: tf.random.uniform([]))
+        return mapped.reduce(0.0, lambda a, b: a + b) + tf.random.uniform([])
+
+    with pytest.warns(RuntimeWarning, match=r"random ops \(RandomUniform\) run in TensorFlow, not seeded"):
+        ds = sk.data.Dataset.range(3).map(inner)
+    assert "its random ops (tf.random.uniform) draw from the element's seed" in _notes(ds)
     # tf.vectorized_map's body has no counter at hand: its random ops are named.
     with pytest.warns(RuntimeWarning, match=r"random ops \(RandomUniform\) run in TensorFlow, not seeded"):
         sk.data.Dataset.from_tensors(images).map(lambda b: tf.vectorized_map(lambda i: i + tf.random.uniform([]), b))
@@ -1295,7 +1303,9 @@ def test_gamma_poisson_bounding_boxes_and_tf_compat_v1_names_draw_from_the_eleme
         v1_begin, _, _ = tf.compat.v1.image.sample_distorted_bounding_box([64, 64, 3], boxes, min_object_covered=0.1)
         return {
             "gamma": tf.random.gamma([], 2.0),
+            "gammas": tf.random.gamma([3], [[1.0], [2.0]], beta=[1.0, 2.0, 4.0]),  # [3] + the parameters' shape
             "poisson": tf.random.poisson([], 3.0),
+            "poissons": tf.compat.v1.random.poisson([3.0, 30.0], [4]),
             "v1_uniform": tf.compat.v1.random_uniform([]),
             "v1_normal": tf.compat.v1.random.normal([]),
             "begin": begin,
@@ -1315,6 +1325,11 @@ def test_gamma_poisson_bounding_boxes_and_tf_compat_v1_names_draw_from_the_eleme
     assert all(np.array_equal(columns[k], np.array([e[k] for e in again])) for k in columns)
     assert not np.array_equal(columns["gamma"], np.array([e["gamma"] for e in ds.iterator(epoch=1)]))
     assert abs(columns["gamma"].mean() - 2) < 0.15 and abs(columns["poisson"].mean() - 3) < 0.15
+    # shapes as TensorFlow's; the means alpha / beta and lam
+    assert columns["gammas"].shape == (2000, 3, 2, 3) and columns["poissons"].shape == (2000, 4, 2)
+    means = columns["gammas"].mean(axis=(0, 1))
+    assert np.allclose(means, np.array([[1.0], [2.0]]) / [1.0, 2.0, 4.0], rtol=0.1)
+    assert np.allclose(columns["poissons"].mean(axis=(0, 1)), [3.0, 30.0], rtol=0.05)
     assert abs(columns["v1_uniform"].mean() - 0.5) < 0.05 and abs(columns["v1_normal"].std() - 1) < 0.1
     for k in ("begin", "v1_begin"):
         assert len({tuple(b) for b in columns[k]}) > 100  # each element its own box
@@ -1365,13 +1380,18 @@ def test_a_random_generator_in_a_map_function_draws_from_the_element_seed() -> N
     first = values(ds)
     assert first == values(ds) == values(make()) == values(make(threads=1))  # a fresh generator from the same seed
     assert first != values(make(124)) and first != values(ds, epoch=1)
+    # The generator gives each draw of a function one seed when `map` is called (so two
+    # functions using it differ), not one per element.
     rng = tf.random.Generator.from_seed(5)
-    state = rng.state.numpy().tolist()
     ds = sk.data.Dataset.from_tensor_slices(images[:20]).map(lambda x: x + rng.normal([]))
+    state = rng.state.numpy().tolist()
     each = [a.tolist() for a in ds.iterator(epoch=0)]
     assert rng.state.numpy().tolist() == state
-    # Per batch (the graph vectorized), the same values.
-    ds = sk.data.Dataset.from_tensor_slices(images[:20]).map(lambda x: x + rng.normal([])).batch(5)
+    pairs = sk.data.Dataset.range(50).map(lambda x: rng.normal([])).map(lambda a: tf.stack([a, rng.normal([])]))
+    assert all(a != b for a, b in pairs.iterator(epoch=0))
+    # Per batch (the graph vectorized), the same values (a generator from the same seed).
+    again = tf.random.Generator.from_seed(5)
+    ds = sk.data.Dataset.from_tensor_slices(images[:20]).map(lambda x: x + again.normal([])).batch(5)
     assert "once per batch" in _notes(ds)
     assert [row.tolist() for b in ds.iterator(epoch=0) for row in b] == each
     # A generator only the function refers to (made by a factory) lives as long as the

@@ -202,7 +202,8 @@ def unseeded(concrete: Any, among: set[str] | None = None) -> list[str]:
     graph = concrete.graph.as_graph_def()
     top = [n for n in graph.node if among is None or n.name in among]
     found = {n.op for n in top if n.op in _STATEFUL_RANDOM}
-    if any(n.op in _CALLS for n in top):
+    # the functions of the graph's library that these ops call (or a tf.data dataset's)
+    if any(n.op in _CALLS or "Dataset" in n.op for n in top):
         found |= {n.op for f in graph.library.function for n in f.node_def if n.op in _STATEFUL_RANDOM}
     return sorted(found)
 
@@ -259,22 +260,27 @@ def _loop_counters(tf: Any) -> list[Any] | None:
     AutoGraph's ``for`` over a tensor) whose body is being traced, innermost first (none
     outside a loop): a body is traced once for all its iterations, so its random ops take the
     element's seed folded with them. None where no counter is at hand, and the random ops
-    keep their state: in a loop's condition, or in a ``tf.vectorized_map`` 's body."""
+    keep their state: in a loop's condition, in a ``tf.vectorized_map`` 's body, or in any
+    other function the graph calls many times (a ``tf.data`` dataset's ``map`` or ``reduce``
+    inside the function)."""
     graph = tf.compat.v1.get_default_graph()
     if "loop_body" in graph.get_name_scope().split("/"):  # tf.vectorized_map's (pfor's) body
         return None
     counters = []
-    while graph is not None:
+    own = _SEEDING.seed.graph  # the traced function's graph
+    while graph is not own:
         kind = type(graph).__name__
-        if kind == "WhileCondFuncGraph":
-            return None
         if kind == "WhileBodyFuncGraph":
             # while_v2 makes the loop's counter the body's first input
             inputs = list(graph.inputs)
             if not inputs or not re.sub(r"_\d+$", "", inputs[0].name.split(":")[0]).endswith("loop_counter"):
                 return None
             counters.append(inputs[0])
+        elif kind != "CondBranchFuncGraph":  # a branch runs once where it runs
+            return None
         graph = getattr(graph, "outer_graph", None)
+        if graph is None:
+            return None
     return counters
 
 
@@ -287,13 +293,15 @@ def _given(seed: Any) -> tuple[int, ...] | None:
     return None if graph_seed is None else (int(graph_seed), int(op_seed or 0))
 
 
-def _op_seed(tf: Any, given: tuple[int, ...] | None, what: str) -> Any:
+def _op_seed(tf: Any, given: Callable[[], tuple[int, ...] | None], what: str) -> Any:
     """The seed of the random op ``what`` (``tf.random.uniform``, ...) being traced (whose
-    seeds, as TensorFlow would derive them, are ``given``: see ``_given_seed``), or None
+    seeds, as TensorFlow would derive them, ``given()`` says: see ``_given_seed``; asked only
+    here, as TensorFlow's derivation counts the ops it seeds, and other threads' calls reach
+    this), or None
     where it keeps its own state: outside a seeded trace (any other thread's TensorFlow),
     where ``_loop_counters`` has none at hand, or in a tf.image function that the translator
     reads as a native op."""
-    if _SEEDING.seed is None:
+    if _SEEDING.seed is None or tf.executing_eagerly():  # eager: in a `tf.init_scope()`
         return None
     counters = _loop_counters(tf)
     if counters is None:
@@ -302,8 +310,9 @@ def _op_seed(tf: Any, given: tuple[int, ...] | None, what: str) -> Any:
     if top in _NATIVE_RANDOM and not _SEEDING.all:
         _SEEDING.kept = True
         return None
-    if given is not None:
-        _SEEDING.given.append(given)
+    seeds = given()
+    if seeds is not None:
+        _SEEDING.given.append(seeds)
     _SEEDING.count += 1
     _SEEDING.drawn.append(what + (f" in {top}" if top else ""))
     # The k-th random op: the element's seed with k added to its second word. The stateless
@@ -316,13 +325,20 @@ def _op_seed(tf: Any, given: tuple[int, ...] | None, what: str) -> Any:
     return seed
 
 
+def _shape_of(tf: Any, shape: Any) -> Any:
+    """A shape argument (a list, a tensor) as an int32 vector."""
+    from tensorflow.python.ops import shape_util
+
+    return tf.cast(shape_util.shape_tensor(shape), tf.int32)
+
+
 def _stateless_forms(tf: Any, original: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
     """Replacements of the stateful random functions, by their key in ``_RANDOM_FUNCTIONS``:
     the stateless form where a seed is being given (``_op_seed``), else the ``original``."""
 
     def uniform(shape: Any, minval: Any = 0, maxval: Any = None, dtype: Any = tf.float32, seed: Any = None,
                 name: Any = None) -> Any:  # fmt: skip
-        k = _op_seed(tf, _given(seed), "tf.random.uniform")
+        k = _op_seed(tf, lambda: _given(seed), "tf.random.uniform")
         if k is None:
             return original["uniform"](shape, minval, maxval, dtype, seed, name)
         return tf.random.stateless_uniform(shape, k, minval=minval, maxval=maxval, dtype=dtype, name=name)
@@ -332,7 +348,7 @@ def _stateless_forms(tf: Any, original: dict[str, Callable[..., Any]]) -> dict[s
 
         def draw(shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = tf.float32, seed: Any = None,
                  name: Any = None) -> Any:  # fmt: skip
-            k = _op_seed(tf, _given(seed), f"tf.random.{kind}")
+            k = _op_seed(tf, lambda: _given(seed), f"tf.random.{kind}")
             if k is None:
                 return original[kind](shape, mean, stddev, dtype, seed, name)
             return stateless(shape, k, mean=mean, stddev=stddev, dtype=dtype, name=name)
@@ -343,13 +359,13 @@ def _stateless_forms(tf: Any, original: dict[str, Callable[..., Any]]) -> dict[s
     truncated_normal = gaussian("truncated_normal", tf.random.stateless_truncated_normal)
 
     def categorical(logits: Any, num_samples: Any, dtype: Any = None, seed: Any = None, name: Any = None) -> Any:
-        k = _op_seed(tf, _given(seed), "tf.random.categorical")
+        k = _op_seed(tf, lambda: _given(seed), "tf.random.categorical")
         if k is None:
             return original["categorical"](logits, num_samples, dtype, seed, name)
         return tf.random.stateless_categorical(logits, num_samples, k, dtype=dtype, name=name)
 
     def shuffle(value: Any, seed: Any = None, name: Any = None) -> Any:
-        k = _op_seed(tf, _given(seed), "tf.random.shuffle")
+        k = _op_seed(tf, lambda: _given(seed), "tf.random.shuffle")
         if k is None:
             return original["shuffle"](value, seed, name)
         # A uniform permutation of the first dimension: the order of uniform draws.
@@ -359,18 +375,25 @@ def _stateless_forms(tf: Any, original: dict[str, Callable[..., Any]]) -> dict[s
 
     def gamma(shape: Any, alpha: Any, beta: Any = None, dtype: Any = tf.float32, seed: Any = None,
               name: Any = None) -> Any:  # fmt: skip
-        k = _op_seed(tf, _given(seed), "tf.random.gamma")
+        k = _op_seed(tf, lambda: _given(seed), "tf.random.gamma")
         if k is None:
             return original["gamma"](shape, alpha, beta, dtype, seed, name)
-        return tf.random.stateless_gamma(shape, k, alpha, beta=beta, dtype=dtype, name=name)
+        # TensorFlow's samples have the shape `shape` then the parameters' broadcast shape;
+        # the stateless form takes the whole
+        alpha = tf.convert_to_tensor(alpha, dtype=dtype)
+        beta = tf.convert_to_tensor(1 if beta is None else beta, dtype=dtype)
+        whole = tf.concat([_shape_of(tf, shape), tf.broadcast_dynamic_shape(tf.shape(alpha), tf.shape(beta))], 0)
+        return tf.random.stateless_gamma(whole, k, alpha, beta=beta, dtype=dtype, name=name)
 
     def poisson(shape: Any, lam: Any, dtype: Any = tf.float32, seed: Any = None, name: Any = None) -> Any:
-        k = _op_seed(tf, _given(seed), "tf.random.poisson")
+        k = _op_seed(tf, lambda: _given(seed), "tf.random.poisson")
         if k is None:
             return original["poisson"](shape, lam, dtype, seed, name)
-        return tf.random.stateless_poisson(shape, k, lam, dtype=dtype, name=name)
+        lam = tf.convert_to_tensor(lam)
+        whole = tf.concat([_shape_of(tf, shape), tf.shape(lam)], 0)  # as gamma's
+        return tf.random.stateless_poisson(whole, k, lam, dtype=dtype, name=name)
 
-    def box(given: tuple[int, ...] | None, image_size: Any, bounding_boxes: Any, **kw: Any) -> Any:
+    def box(given: Callable[[], tuple[int, ...] | None], image_size: Any, bounding_boxes: Any, **kw: Any) -> Any:
         """``tf.image.sample_distorted_bounding_box``'s stateless form, or None."""
         k = _op_seed(tf, given, "tf.image.sample_distorted_bounding_box")
         if k is None:
@@ -384,7 +407,7 @@ def _stateless_forms(tf: Any, original: dict[str, Callable[..., Any]]) -> dict[s
                   area_range=area_range, max_attempts=max_attempts,
                   use_image_if_no_bounding_boxes=use_image_if_no_bounding_boxes, name=name)  # fmt: skip
         # seed=0: unseeded in TensorFlow, whatever the global seed
-        drawn = box(_given(seed) if seed else None, image_size, bounding_boxes, **kw)
+        drawn = box(lambda: _given(seed) if seed else None, image_size, bounding_boxes, **kw)
         return original["bounding_box"](image_size, bounding_boxes, seed, **kw) if drawn is None else drawn
 
     def bounding_box_v1(image_size: Any, bounding_boxes: Any, seed: Any = None, seed2: Any = None,
@@ -394,8 +417,8 @@ def _stateless_forms(tf: Any, original: dict[str, Callable[..., Any]]) -> dict[s
         kw = dict(min_object_covered=min_object_covered, aspect_ratio_range=aspect_ratio_range,
                   area_range=area_range, max_attempts=max_attempts,
                   use_image_if_no_bounding_boxes=use_image_if_no_bounding_boxes, name=name)  # fmt: skip
-        given = (int(seed or 0), int(seed2 or 0)) if seed or seed2 else None
-        drawn = box(given, image_size, bounding_boxes, **kw)
+        drawn = box(lambda: (int(seed or 0), int(seed2 or 0)) if seed or seed2 else None, image_size, bounding_boxes,
+                    **kw)  # fmt: skip
         return original["bounding_box_v1"](image_size, bounding_boxes, seed, seed2, **kw) if drawn is None else drawn
 
     made = {"uniform": uniform, "normal": normal, "truncated_normal": truncated_normal,
@@ -482,30 +505,32 @@ def _generator_draws(tf: Any, prepare: Callable[..., Any], binomial: Callable[..
     """Replacements of ``tf.random.Generator``'s methods that draw (``prepare``, its
     ``_prepare_key_counter``, which reads and advances its state for ``normal``, ``uniform``,
     ``truncated_normal``, ``uniform_full_int`` and ``make_seeds``; and ``binomial``): where a
-    seed is being given (see ``_op_seed``), the key and counter of the element's seed, the
-    generator's state left as it is; else the originals. A generator's state when it is traced
-    counts as given (one made ``from_seed`` draws the same in every run), except the global
-    generator's (``tf.random.get_global_generator()``, made from a non-deterministic state)."""
+    seed is being given (see ``_op_seed``), the key and counter of the element's seed; else
+    the originals. Each such draw takes one seed from the generator when it is traced, which
+    counts as given: one made ``from_seed`` gives the same in every run, and two functions (or
+    two draws) using one generator differ, as in TensorFlow. Its state advances by that one
+    draw, not per element. The global generator's draws (``tf.random.get_global_generator()``,
+    made from a non-deterministic state) take a drawn seed instead."""
     from tensorflow.python.ops import gen_stateless_random_ops_v2, stateful_random_ops
 
     def given(generator: Any) -> tuple[int, ...] | None:
         if generator is stateful_random_ops.global_generator:
             return None
         try:
-            with tf.init_scope():
-                return tuple(int(v) for v in generator.state.numpy())
-        except Exception:  # noqa: BLE001 - a state not readable now is not a seed given
+            with tf.init_scope():  # eager: the generator's own draw (see `_op_seed`)
+                return tuple(int(v) for v in generator.make_seeds(1).numpy().ravel())
+        except Exception:  # noqa: BLE001 - a generator that cannot draw now gives no seed
             return None
 
     def prepare_key_counter(self: Any, shape: Any) -> Any:
-        k = _op_seed(tf, given(self), "tf.random.Generator")
+        k = _op_seed(tf, lambda: given(self), "tf.random.Generator")
         if k is None:
             return prepare(self, shape)
         key, counter = gen_stateless_random_ops_v2.stateless_random_get_key_counter(k)
         return self._preprocess_key(key), counter[: stateful_random_ops._get_counter_size(self.algorithm)]
 
     def draw_binomial(self: Any, shape: Any, counts: Any, probs: Any, dtype: Any = tf.int32, name: Any = None) -> Any:
-        k = _op_seed(tf, given(self), "tf.random.Generator")
+        k = _op_seed(tf, lambda: given(self), "tf.random.Generator")
         if k is None:
             return binomial(self, shape, counts, probs, dtype, name)
         return tf.random.stateless_binomial(shape, k, counts, probs, output_dtype=dtype, name=name)
@@ -525,7 +550,7 @@ def _keras_draw_seed(tf: Any, original: Callable[..., Any]) -> Callable[..., Any
 
     def draw_seed(seed: Any) -> Any:
         constant = isinstance(seed, (int, np.integer))
-        k = None if constant else _op_seed(tf, _given(getattr(seed, "_initial_seed", None)), "keras.random")
+        k = None if constant else _op_seed(tf, lambda: _given(getattr(seed, "_initial_seed", None)), "keras.random")
         if k is not None:
             return k
         if not constant:
@@ -562,7 +587,9 @@ def _places(tf: Any) -> list[tuple[Any, str, str]]:
                 for k, (m, n) in _RANDOM_FUNCTIONS.items()}  # fmt: skip
         modules = {m.__name__: m for m in (importlib.import_module(f"tensorflow.python.ops.{m}")
                                            for m, _ in _RANDOM_FUNCTIONS.values())}  # fmt: skip
-        for m in (tf.random, tf.image, tf.compat.v1, tf.compat.v1.random, tf.compat.v1.image, *modules.values()):
+        api = (tf.random, tf.image, tf.compat.v1, tf.compat.v1.random, tf.compat.v1.image, tf.compat.v2.random,
+               tf.compat.v2.image)  # fmt: skip
+        for m in (*api, *modules.values()):
             _PLACES.extend((m, n, keys[id(v)]) for n, v in list(vars(m).items()) if id(v) in keys)
     return _PLACES
 
