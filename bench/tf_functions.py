@@ -214,35 +214,20 @@ def rate(make: Callable[[], Any], elements: int, runs: int) -> dict:
     return {"elements_per_s": elements / med, "seconds": times}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--data", default="/tmp/stoker-bench-data")
-    ap.add_argument("--out", default="bench/results/tf_functions.json")
-    ap.add_argument("--runs", type=int, default=3)
-    args = ap.parse_args()
-
-    import stoker as sk
-    import stoker.workloads
-    import tensorflow as tf
-    from stoker import _tf_function
-
-    os.makedirs(os.path.join(args.data, "bert"), exist_ok=True)
-    bert_file = os.path.join(args.data, "bert", "pretrain.tfrecord")
-    if not os.path.exists(bert_file):
-        write_bert(bert_file, tf)
+def all_cases(data: str, bert_file: str, sk: Any) -> list[tuple[str, Callable[..., Any], Any, int, Any]]:
+    """Every row's pipeline, data and hand-written ``sk.ops`` peer (the W data made by the
+    other benchmarks, under ``data``)."""
     w1_files = sorted(
-        os.path.join(args.data, "w1-ab", f)
-        for f in os.listdir(os.path.join(args.data, "w1-ab"))
-        if f.endswith(".tfrecord")
+        os.path.join(data, "w1-ab", f) for f in os.listdir(os.path.join(data, "w1-ab")) if f.endswith(".tfrecord")
     )
-    w1_n = json.load(open(os.path.join(args.data, "w1-ab", "meta.json")))["num_examples"] // 512 * 512
-    w2_dir = os.path.join(args.data, "w2-240")
+    w1_n = json.load(open(os.path.join(data, "w1-ab", "meta.json")))["num_examples"] // 512 * 512
+    w2_dir = os.path.join(data, "w2-240")
     import w2_peers
 
     w2_images = sorted(os.path.join(w2_dir, "images", f) for f in os.listdir(os.path.join(w2_dir, "images")))[:60]
     w2_labels = sorted(os.path.join(w2_dir, "labels", f) for f in os.listdir(os.path.join(w2_dir, "labels")))[:60]
     colors = w2_peers.read_colors(os.path.join(w2_dir, "class_dict.csv"))
-    paths, labels = w3_files(os.path.join(args.data, "w3-1200"), 600)
+    paths, labels = w3_files(os.path.join(data, "w3-1200"), 600)
 
     cases: list[tuple[str, Callable[..., Any], Any, int, Callable[[], Any] | None]] = [
         ("BERT input_fn", bert, [bert_file], BERT_RECORDS // 32 * 32, None),
@@ -332,6 +317,33 @@ def main() -> int:
             ),
         )
     )
+    return cases
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default="/tmp/stoker-bench-data")
+    ap.add_argument("--out", default="bench/results/tf_functions.json")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--only", help="run only the rows whose name starts with this (e.g. BERT)")
+    args = ap.parse_args()
+
+    import stoker as sk
+    import stoker.workloads
+    import tensorflow as tf
+    from stoker import _tf_function
+
+    os.makedirs(os.path.join(args.data, "bert"), exist_ok=True)
+    bert_file = os.path.join(args.data, "bert", "pretrain.tfrecord")
+    if not os.path.exists(bert_file):
+        write_bert(bert_file, tf)
+    if args.only and "BERT input_fn".startswith(args.only):  # its data is made here
+        cases: list[tuple[str, Callable[..., Any], Any, int, Callable[[], Any] | None]] = [
+            ("BERT input_fn", bert, [bert_file], BERT_RECORDS // 32 * 32, None)
+        ]
+    else:
+        cases = all_cases(args.data, bert_file, sk)
+    cases = [c for c in cases if not args.only or c[0].startswith(args.only)]
     rows = []
     for name, fn, data, n, native in cases:
         row: dict[str, Any] = {"pipeline": name, "elements": n}
