@@ -294,13 +294,12 @@ def _given(seed: Any) -> tuple[int, ...] | None:
 
 
 def _op_seed(tf: Any, given: Callable[[], tuple[int, ...] | None], what: str) -> Any:
-    """The seed of the random op ``what`` (``tf.random.uniform``, ...) being traced (whose
-    seeds, as TensorFlow would derive them, ``given()`` says: see ``_given_seed``; asked only
-    here, as TensorFlow's derivation counts the ops it seeds, and other threads' calls reach
-    this), or None
-    where it keeps its own state: outside a seeded trace (any other thread's TensorFlow),
-    where ``_loop_counters`` has none at hand, or in a tf.image function that the translator
-    reads as a native op."""
+    """The seed of the random op ``what`` (``tf.random.uniform``, ...) being traced, or None
+    where it keeps its own state: outside a seeded trace (any other thread's TensorFlow, or
+    eager code in the trace), where ``_loop_counters`` has none at hand, or in a tf.image
+    function that the translator reads as a native op. ``given()`` says the seeds TensorFlow
+    would derive for the op (see ``_given_seed``): asked only once the op is seeded, as
+    TensorFlow's derivation counts the ops it seeds."""
     if _SEEDING.seed is None or tf.executing_eagerly():  # eager: in a `tf.init_scope()`
         return None
     counters = _loop_counters(tf)
@@ -695,7 +694,7 @@ def trace(
     ``tf.random.Generator``'s draws) are traced as their stateless forms drawing from it: values
     fixed by the pipeline's seed, the epoch and the element's position, as stoker's own
     random ops. Their distributions are the same, their values not tf.data's. Where they
-    were given seeds (an op's ``seed=``, ``tf.random.set_seed``, a generator's state), the
+    were given seeds (an op's ``seed=``, ``tf.random.set_seed``, a generator's draw), the
     seed is fixed by those (``Traced.seed``), as TensorFlow's values are; else the pipeline
     draws one. In a loop's body the seed is folded with the loop's counters. Left as they
     are: random ops in a ``tf.vectorized_map`` 's body or a loop's condition, in the
