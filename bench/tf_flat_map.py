@@ -5,7 +5,9 @@ running it as Python with TensorFlow eager (how it ran before). Words of lines
 (``from_tensors(x * 2).repeat(tf.cast(x % 4 + 1, tf.int64))``), batched by 64. One process, the
 same cores, elements per second, medians of ``--runs`` runs, the three in turn. Then datasets
 made per element with a TensorFlow ``map`` of their own (``Dataset.range(x, x + 4).map(scaled)``):
-tf.data, stoker keeping the inner function's trace, stoker tracing it again per element.
+tf.data, stoker keeping the inner function's trace, stoker tracing it again per element. Last,
+the words of lines as a map and an unbatch (a flat_map of the slices of the graph's values)
+against a dataset made per element (before).
 
     python bench/tf_flat_map.py [--runs 3]
 """
@@ -96,6 +98,24 @@ def main() -> None:
     m = {k: statistics.median(v) for k, v in kept.items()}
     print(f"| flat_map: an inner TensorFlow map | {m['tf']:,.0f} | {m['kept']:,.0f} | {m['kept'] / m['tf']:.2f}× | "
           f"{m['again']:,.0f} | {m['kept'] / m['again']:.1f}× |")
+
+    # A flat_map of the slices of the graph's values: a map and an unbatch, against a dataset
+    # made per element (before).
+    print("\n| pipeline | tf.data | stoker, map and unbatch | vs tf.data | stoker, a dataset per element (before) "
+          "| ratio |")
+    print("|---|---:|---:|---:|---:|---:|")
+    sliced: dict[str, list[float]] = {"tf": [], "unbatch": [], "datasets": []}
+    for _ in range(args.runs):
+        sliced["tf"].append(rate(lambda: words(tf.data, tf).as_numpy_iterator()))
+        sliced["unbatch"].append(rate(lambda: words(sk.data, tf)))
+        _tf_function.SLICES = False  # read when flat_map is called
+        try:
+            sliced["datasets"].append(rate(lambda: words(sk.data, tf)))
+        finally:
+            _tf_function.SLICES = True
+    m = {k: statistics.median(v) for k, v in sliced.items()}
+    print(f"| flat_map: words of lines | {m['tf']:,.0f} | {m['unbatch']:,.0f} | {m['unbatch'] / m['tf']:.2f}× | "
+          f"{m['datasets']:,.0f} | {m['unbatch'] / m['datasets']:.1f}× |")
 
 
 if __name__ == "__main__":

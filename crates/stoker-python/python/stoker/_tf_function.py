@@ -1107,11 +1107,40 @@ def dataset_call(
         values = [v.numpy() for v in (out or ())]
         return build(recipe, values)
 
-    call.__name__ = f"{getattr(fn, '__name__', 'dataset_fn')} (TensorFlow graph)"
+    name = getattr(fn, "__name__", "dataset_fn")
+    call.__name__ = f"{name} (TensorFlow graph)"
     call._stoker_graph = True  # type: ignore[attr-defined]
     call._stoker_random = unseeded(concrete)  # type: ignore[attr-defined]
     call._stoker_fn = fn  # type: ignore[attr-defined]  # its variables live as long as its graph
+    (constructor, a, k), *rest = recipe._calls
+    if SLICES and constructor == "from_tensor_slices" and not rest and len(a) == 1 and not k and _slots(a[0]):
+        # `from_tensor_slices` of the graph's values, and nothing more: a flat_map of it hands
+        # out the rows of those values (see `Dataset._interleave`)
+        def slices(*element: Any) -> Any:
+            with _as_in_tf_data():
+                out = concrete(*element)
+            return fill(a[0], [v.numpy() for v in (out or ())])
+
+        slices.__name__ = f"{name} (TensorFlow graph, the tensors it slices)"
+        slices._stoker_graph = True  # type: ignore[attr-defined]
+        slices._stoker_fn = fn  # type: ignore[attr-defined]
+        call._stoker_slices = slices  # type: ignore[attr-defined]
     return call
+
+
+# A flat_map whose function slices the graph's values runs as a map and an unbatch (off: a
+# dataset made per element, for A/B measurements)
+SLICES = True
+
+
+def _slots(v: Any) -> bool:
+    """Whether ``v`` is one value of the graph, or tuples and dicts of them (the structures
+    whose slices a map and an unbatch hand out as ``from_tensor_slices`` does; a list is
+    stacked there, a tuple of components here)."""
+    if isinstance(v, _Slot):
+        return True
+    items: list[Any] = list(v.values()) if type(v) is dict else list(v) if type(v) is tuple else []
+    return bool(items) and all(_slots(x) for x in items)
 
 
 def _python_value(value: Any) -> Any:

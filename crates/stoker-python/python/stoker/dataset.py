@@ -668,7 +668,16 @@ class Dataset:
                 _max_record_bytes(kwargs.get("max_record_bytes", MAX_RECORD_BYTES)),
             )
             return Dataset(plan, "record")
-        map_func, note = self._dataset_function(bound_now(map_func), what)
+        one_at_a_time = cycle == 1 and block == 1
+        map_func, note = self._dataset_function(bound_now(map_func), what, one_at_a_time)
+        slices = getattr(map_func, "_stoker_slices", None)
+        if slices is not None and one_at_a_time:
+            # One dataset at a time of the slices of the graph's values: their rows, in order,
+            # as a map then an unbatch hand them out, without a dataset made per element.
+            mapped = self.map(slices)
+            if note is not None:
+                _note(mapped._plan, note)
+            return mapped.unbatch()
         # The structure of the datasets opened: the first one's known (its own Python
         # function may not have run when it is opened, and the pipeline opens ahead).
         opened = _Opened()
@@ -696,10 +705,13 @@ class Dataset:
         ``map_func`` that uses TensorFlow is traced as in :meth:`interleave`."""
         return self._interleave(map_func, 1, 1, None, "flat_map")
 
-    def _dataset_function(self, fn: Callable[..., Dataset], what: str) -> tuple[Callable[..., Dataset], str | None]:
+    def _dataset_function(
+        self, fn: Callable[..., Dataset], what: str, one_at_a_time: bool = False
+    ) -> tuple[Callable[..., Dataset], str | None]:
         """``fn`` (a function of this dataset's element that returns a dataset) traced where
         it uses TensorFlow (see ``_tf_function.dataset_call``), and what ``explain()`` says of
-        it; else ``fn`` itself."""
+        it (``one_at_a_time``: its datasets are read one after the other); else ``fn``
+        itself."""
         if not _tf_function.uses_tensorflow(fn):
             return fn, None
         name = f"{what} '{getattr(fn, '__name__', 'map_func')}'"
@@ -710,6 +722,11 @@ class Dataset:
         except Exception as e:  # noqa: BLE001 - not traceable: it runs as Python, as before
             return fn, f"{name}: TensorFlow function runs eagerly: tracing failed ({type(e).__name__}: {e})"
         text = f"{name}: TensorFlow ops run as its traced graph, per element; its dataset made of their values"
+        if one_at_a_time and getattr(traced, "_stoker_slices", None) is not None:
+            text = (
+                f"{name}: TensorFlow ops run as its traced graph, per element; the rows of the values it slices "
+                "(from_tensor_slices) handed out by a map and an unbatch, no dataset made per element"
+            )
         return traced, _random(text, _random_of(traced))
 
     def window(
