@@ -814,6 +814,16 @@ def test_flat_map_and_interleave_functions_are_traced_and_equal_tf_data() -> Non
         _equal(a, b)
     # Interleaved (more than one at a time): a dataset per element, as before.
     assert "handed out by a map and an unbatch" in _notes(sk.data.Dataset.range(6).flat_map(ranges(sk.data)))
+    # Values stoker's fields cannot hold, or a dict key that is no field name: a dataset per
+    # element, whose error (in the code, not the data) is raised under ignore_errors() too.
+    for wrong in (
+        lambda x: sk.data.Dataset.from_tensor_slices(tf.cast(tf.range(x), tf.uint32)),
+        lambda x: sk.data.Dataset.from_tensor_slices({"a/b": tf.range(x)}),
+    ):
+        ds = sk.data.Dataset.range(4).flat_map(wrong)
+        assert "map and an unbatch" not in _notes(ds)
+        with pytest.raises(sk.ArgumentTypeError):
+            list(ds.ignore_errors())
     ds = sk.data.Dataset.range(6).interleave(ranges(sk.data), cycle_length=2)
     assert "map and an unbatch" not in _notes(ds)
     ref = list(tf.data.Dataset.range(6).interleave(ranges(tf.data), cycle_length=2).as_numpy_iterator())

@@ -1113,7 +1113,9 @@ def dataset_call(
     call._stoker_random = unseeded(concrete)  # type: ignore[attr-defined]
     call._stoker_fn = fn  # type: ignore[attr-defined]  # its variables live as long as its graph
     (constructor, a, k), *rest = recipe._calls
-    if SLICES and constructor == "from_tensor_slices" and not rest and len(a) == 1 and not k and _slots(a[0]):
+    if SLICES and constructor == "from_tensor_slices" and not rest and len(a) == 1 and not k and _slicable(
+        a[0], concrete.outputs
+    ):
         # `from_tensor_slices` of the graph's values, and nothing more: a flat_map of it hands
         # out the rows of those values (see `Dataset._interleave`)
         def slices(*element: Any) -> Any:
@@ -1133,14 +1135,30 @@ def dataset_call(
 SLICES = True
 
 
-def _slots(v: Any) -> bool:
-    """Whether ``v`` is one value of the graph, or tuples and dicts of them (the structures
-    whose slices a map and an unbatch hand out as ``from_tensor_slices`` does; a list is
-    stacked there, a tuple of components here)."""
+def _slicable(v: Any, outputs: list[Any]) -> bool:
+    """Whether ``v`` is one of the graph's ``outputs`` (as a :class:`_Slot`), or tuples and
+    dicts of them, whose slices a map and an unbatch hand out as ``from_tensor_slices`` does
+    (a list is stacked there, a tuple of components here): each of a dtype stoker holds and
+    of rank 1 or more where known, each dict's keys field names. Else the dataset is made per
+    element, which raises those errors as ``from_tensor_slices`` does (errors in the code,
+    never skipped as bad records)."""
     if isinstance(v, _Slot):
-        return True
-    items: list[Any] = list(v.values()) if type(v) is dict else list(v) if type(v) is tuple else []
-    return bool(items) and all(_slots(x) for x in items)
+        t = outputs[v.index]
+        rank = t.shape.rank
+        return (rank is None or rank > 0) and (t.dtype.name in _HELD_DTYPES)
+    if type(v) is dict:
+        if not all(isinstance(key, str) and key and "/" not in key for key in v):
+            return False
+        items = list(v.values())
+    else:
+        items = list(v) if type(v) is tuple else []
+    return bool(items) and all(_slicable(x, outputs) for x in items)
+
+
+# The dtypes of TensorFlow's that stoker's fields hold
+_HELD_DTYPES = frozenset(
+    {"bool", "uint8", "uint16", "int8", "int16", "int32", "int64", "float16", "float32", "float64", "string"}
+)
 
 
 def _python_value(value: Any) -> Any:
