@@ -21,6 +21,7 @@ import platform
 import statistics
 import time
 from typing import Any, Callable
+from unittest import mock
 
 import numpy as np
 
@@ -104,11 +105,8 @@ def main() -> None:
 
     def ours(make: Any, seeded: bool) -> Callable[[], Any]:
         def run() -> Any:
-            _tf_function.SEED = seeded  # read when map is called
-            try:
+            with mock.patch.object(_tf_function, "SEED", seeded):  # read when map is called
                 return make(sk.data, tf, images)
-            finally:
-                _tf_function.SEED = True
 
         return run
 
@@ -136,41 +134,27 @@ def main() -> None:
     print("\n| function (seeded) | whole graph once per batch | per element (before) | per batch / per element |")
     print("|---|---:|---:|---:|")
     per_batch = rate(ours(noise, True), args.runs)
-    _tf_function.WHOLE_PER_BATCH = False
-    try:
+    with mock.patch.object(_tf_function, "WHOLE_PER_BATCH", False):
         per_element = rate(ours(noise, True), args.runs)
-    finally:
-        _tf_function.WHOLE_PER_BATCH = True
     print(f"| additive noise | {per_batch:,.0f} | {per_element:,.0f} | {per_batch / per_element:.2f}× |")
+    def against_before(label: str, make: Any, flag: str, now: str, before: str) -> None:
+        """tf.data, stoker, and stoker with ``_tf_function``'s ``flag`` off (how it ran before)."""
+        print(f"\n| function | tf.data | stoker, {now} | vs tf.data | {before} (before) | ratio |")
+        print("|---|---:|---:|---:|---:|---:|")
+        theirs = rate(lambda: make(tf.data, tf, images), args.runs)
+        ours_now = rate(ours(make, True), args.runs)
+        with mock.patch.object(_tf_function, flag, False):  # read when map is called
+            ours_before = rate(ours(make, True), args.runs)
+        print(
+            f"| {label} | {theirs:,.0f} | {ours_now:,.0f} | {ours_now / theirs:.2f}× | "
+            f"{ours_before:,.0f} | {ours_now / ours_before:.2f}× |"
+        )
+
     # Keras preprocessing layers: traced (and seeded) now, run eagerly per element before.
-    print("\n| function | tf.data | stoker, traced and seeded | vs tf.data | stoker, eager (before) | traced / eager |")
-    print("|---|---:|---:|---:|---:|---:|")
-    theirs = rate(lambda: keras_layers(tf.data, tf, images), args.runs)
-    traced = rate(ours(keras_layers, True), args.runs)
-    _tf_function.TRACE = False
-    try:
-        eager = rate(ours(keras_layers, True), args.runs)
-    finally:
-        _tf_function.TRACE = True
-    print(
-        f"| Keras RandomFlip + RandomRotation | {theirs:,.0f} | {traced:,.0f} | {traced / theirs:.2f}× | "
-        f"{eager:,.0f} | {traced / eager:.2f}× |"
-    )
+    against_before("Keras RandomFlip + RandomRotation", keras_layers, "TRACE", "traced and seeded", "stoker, eager")
     # A function decorated with tf.function: traced into the map's graph (its ops translated,
     # its random ops seeded) against left as a call of its own (before).
-    print("\n| function | tf.data | stoker, traced into the graph | vs tf.data | left a call (before) | ratio |")
-    print("|---|---:|---:|---:|---:|---:|")
-    theirs = rate(lambda: decorated(tf.data, tf, images), args.runs)
-    inlined = rate(ours(decorated, True), args.runs)
-    _tf_function.INLINE = False
-    try:
-        called = rate(ours(decorated, True), args.runs)
-    finally:
-        _tf_function.INLINE = True
-    print(
-        f"| jitter in a @tf.function | {theirs:,.0f} | {inlined:,.0f} | {inlined / theirs:.2f}× | "
-        f"{called:,.0f} | {inlined / called:.2f}× |"
-    )
+    against_before("jitter in a @tf.function", decorated, "INLINE", "traced into the graph", "left a call")
     for name, make in (
         ("photometric jitter", jitter),
         ("additive noise", noise),
