@@ -914,41 +914,53 @@ import tensorflow as tf
 
 def make():
     lines = [" ".join(f"w{i}_{j}" for j in range(i % 5 + 1)) for i in range(40)]
-    return sk.data.Dataset.from_tensor_slices(lines).shuffle(8, seed=3).interleave(
-        lambda l: sk.data.Dataset.from_tensor_slices(tf.strings.split(l)), cycle_length=3, block_length=2
-    ).batch(4)
+    ds = sk.data.Dataset.from_tensor_slices(lines).shuffle(8, seed=3)
+    words = lambda l: sk.data.Dataset.from_tensor_slices(tf.strings.split(l))
+    if sys.argv[3] == "interleave":
+        return ds.interleave(words, cycle_length=3, block_length=2).batch(4)
+    # a flat_map of slices (a map and an unbatch), two epochs
+    return ds.flat_map(words).repeat(2)
 
-path = sys.argv[1]
+def values(items):
+    return [bytes(w) if sys.argv[3] == "flat_map" else [bytes(x) for x in w] for w in items]
+
+path, at = sys.argv[1], int(sys.argv[4])
 if sys.argv[2] == "save":
+    assert ("map and an unbatch" in make().explain()) == (sys.argv[3] == "flat_map")
+    whole = values(make().iterator())
     it = make().iterator()
-    head = [[bytes(w) for w in b] for b in (next(it) for _ in range(7))]
-    whole = head + [[bytes(w) for w in b] for b in it]
-    it = make().iterator()
-    for _ in range(7):
+    for _ in range(at):
         next(it)
     pickle.dump((it.state(), whole), open(path, "wb"))
 else:
     state, whole = pickle.load(open(path, "rb"))
-    rest = [[bytes(w) for w in b] for b in make().iterator(state=state)]
+    rest = values(make().iterator(state=state))
     pickle.dump(rest, open(path + ".rest", "wb"))
 """
 
 
-def test_a_traced_interleave_resumes_in_a_new_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "how, at",
+    [("interleave", 7), ("flat_map", 7), ("flat_map", 120)],  # 120: the end of the first epoch
+)
+def test_a_traced_interleave_resumes_in_a_new_process(tmp_path: Path, how: str, at: int) -> None:
     import subprocess
-    import sys
 
     _tf()
     script = tmp_path / "resume.py"
     script.write_text(_RESUMED_INTERLEAVE)
     state = tmp_path / "state.pkl"
     for step in ("save", "load"):
-        subprocess.run([sys.executable, str(script), str(state), step], check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            [sys.executable, str(script), str(state), step, how, str(at)], check=True, capture_output=True, timeout=300
+        )
     import pickle
 
     _, whole = pickle.loads(state.read_bytes())
     rest = pickle.loads((tmp_path / "state.pkl.rest").read_bytes())
-    assert len(whole) > 7 and rest == whole[7:]
+    assert len(whole) > at and rest == whole[at:]
+    if how == "flat_map":
+        assert len(whole) == 240 and whole[:120] != whole[120:]  # 120 words an epoch, reshuffled
 
 
 def test_an_element_whose_dataset_function_raises_is_skipped_under_ignore_errors_and_named_otherwise() -> None:
@@ -1422,18 +1434,32 @@ def test_a_random_generator_in_a_map_function_draws_from_the_element_seed() -> N
     first = values(ds)
     assert first == values(ds) == values(make()) == values(make(threads=1))  # a fresh generator from the same seed
     assert first != values(make(124)) and first != values(ds, epoch=1)
-    # The generator gives each draw of a function one seed when `map` is called (so two
-    # functions using it differ), not one per element.
+    # The generator's state (with the function's code) is the draws' given seed: left as it
+    # is, by building the pipeline and by running it; two functions using it differ.
+    def shifted(generator: Any) -> Any:
+        return lambda x: x + generator.normal([])
+
     rng = tf.random.Generator.from_seed(5)
-    ds = sk.data.Dataset.from_tensor_slices(images[:20]).map(lambda x: x + rng.normal([]))
     state = rng.state.numpy().tolist()
+    ds = sk.data.Dataset.from_tensor_slices(images[:20]).map(shifted(rng))
     each = [a.tolist() for a in ds.iterator(epoch=0)]
     assert rng.state.numpy().tolist() == state
     pairs = sk.data.Dataset.range(50).map(lambda x: rng.normal([])).map(lambda a: tf.stack([a, rng.normal([])]))
     assert all(a != b for a, b in pairs.iterator(epoch=0))
+
+    # A state saved from one build resumes in another built after other builds (as a new
+    # process may build the pipeline more or fewer times first): the same rest.
+    def build(generator: Any) -> sk.Dataset:
+        return sk.data.Dataset.range(10).map(lambda x: tf.cast(x, tf.float32) + generator.normal([]))
+
+    whole = [float(v) for v in build(tf.random.Generator.from_seed(7)).iterator(epoch=0)]
+    it = build(tf.random.Generator.from_seed(7)).iterator(epoch=0)
+    head = [float(next(it)) for _ in range(4)]
+    other = tf.random.Generator.from_seed(7)
+    build(other)
+    assert head + [float(v) for v in build(other).iterator(state=it.state())] == whole
     # Per batch (the graph vectorized), the same values (a generator from the same seed).
-    again = tf.random.Generator.from_seed(5)
-    ds = sk.data.Dataset.from_tensor_slices(images[:20]).map(lambda x: x + again.normal([])).batch(5)
+    ds = sk.data.Dataset.from_tensor_slices(images[:20]).map(shifted(tf.random.Generator.from_seed(5))).batch(5)
     assert "once per batch" in _notes(ds)
     assert [row.tolist() for b in ds.iterator(epoch=0) for row in b] == each
     # A generator only the function refers to (made by a factory) lives as long as the

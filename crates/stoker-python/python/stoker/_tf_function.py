@@ -247,6 +247,8 @@ class _Seeding(threading.local):
     keras: bool = False
     # this thread traces a function handed to stoker: the tf.functions it calls are inlined
     inline: bool = False
+    # the function traced, as a number the same in every process (see `_where`)
+    where: int = 0
 
 
 _SEEDING = _Seeding()
@@ -505,10 +507,11 @@ def _generator_draws(tf: Any, prepare: Callable[..., Any], binomial: Callable[..
     ``_prepare_key_counter``, which reads and advances its state for ``normal``, ``uniform``,
     ``truncated_normal``, ``uniform_full_int`` and ``make_seeds``; and ``binomial``): where a
     seed is being given (see ``_op_seed``), the key and counter of the element's seed; else
-    the originals. Each such draw takes one seed from the generator when it is traced, which
-    counts as given: one made ``from_seed`` gives the same in every run, and two functions (or
-    two draws) using one generator differ, as in TensorFlow. Its state advances by that one
-    draw, not per element. The global generator's draws (``tf.random.get_global_generator()``,
+    the originals. The generator's state when the function is traced, with the function's
+    code (``_where``), counts as the draw's given seed: one made ``from_seed`` gives the same in
+    every run, however often the pipeline is built before (a state saved in one process
+    resumes in another), and two functions using one generator differ. The generator's state
+    is left as it is. The global generator's draws (``tf.random.get_global_generator()``,
     made from a non-deterministic state) take a drawn seed instead."""
     from tensorflow.python.ops import gen_stateless_random_ops_v2, stateful_random_ops
 
@@ -516,10 +519,11 @@ def _generator_draws(tf: Any, prepare: Callable[..., Any], binomial: Callable[..
         if generator is stateful_random_ops.global_generator:
             return None
         try:
-            with tf.init_scope():  # eager: the generator's own draw (see `_op_seed`)
-                return tuple(int(v) for v in generator.make_seeds(1).numpy().ravel())
-        except Exception:  # noqa: BLE001 - a generator that cannot draw now gives no seed
+            with tf.init_scope():
+                state = tuple(int(v) for v in generator.state.numpy())
+        except Exception:  # noqa: BLE001 - a state not readable now is not a seed given
             return None
+        return (*state, _SEEDING.where)
 
     def prepare_key_counter(self: Any, shape: Any) -> Any:
         k = _op_seed(tf, lambda: given(self), "tf.random.Generator")
@@ -660,6 +664,19 @@ _REPLACED: list[tuple[Any, str, Any]] = []  # (module or class, name, what it he
 _KERAS_SEEDS = "keras.src.random.seed_generator"
 
 
+def _where(fn: Any) -> int:
+    """``fn`` as a number the same in every process that has its code: its file, line, name
+    and bytecode (two lambdas on one line differ)."""
+    import hashlib
+
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    if code is None:  # a callable object, a partial: its type
+        key = f"{type(fn).__module__}.{type(fn).__qualname__}".encode()
+    else:
+        key = f"{code.co_filename}:{code.co_firstlineno}:{code.co_name}:".encode() + code.co_code
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
+
+
 def _begin_seeding(seed: Any) -> None:
     _SEEDING.seed, _SEEDING.count, _SEEDING.drawn, _SEEDING.given = seed, 0, [], []
     _SEEDING.kept = _SEEDING.keras = False
@@ -694,7 +711,7 @@ def trace(
     ``tf.random.Generator``'s draws) are traced as their stateless forms drawing from it: values
     fixed by the pipeline's seed, the epoch and the element's position, as stoker's own
     random ops. Their distributions are the same, their values not tf.data's. Where they
-    were given seeds (an op's ``seed=``, ``tf.random.set_seed``, a generator's draw), the
+    were given seeds (an op's ``seed=``, ``tf.random.set_seed``, a generator's state), the
     seed is fixed by those (``Traced.seed``), as TensorFlow's values are; else the pipeline
     draws one. In a loop's body the seed is folded with the loop's counters. Left as they
     are: random ops in a ``tf.vectorized_map`` 's body or a loop's condition, in the
@@ -725,16 +742,16 @@ def trace(
     # Traced with the replacements in place either way: unseeded, they call the originals,
     # and note a Keras draw from a generator's state (see `_keras_draw_seed`).
     outer = (_SEEDING.seed, _SEEDING.count, _SEEDING.drawn, _SEEDING.given, _SEEDING.all, _SEEDING.kept,
-             _SEEDING.keras, _SEEDING.inline)  # fmt: skip
+             _SEEDING.keras, _SEEDING.inline, _SEEDING.where)  # fmt: skip
     _begin_seeding(None)
-    _SEEDING.all, _SEEDING.inline = all_random, True
+    _SEEDING.all, _SEEDING.inline, _SEEDING.where = all_random, True, _where(fn)
     try:
         with _stateless(tf):
             concrete = wrapped.get_concrete_function(*args)
         seed, drawn, kept, keras = _given_seed(_SEEDING.given), list(_SEEDING.drawn), _SEEDING.kept, _SEEDING.keras
     finally:
         (_SEEDING.seed, _SEEDING.count, _SEEDING.drawn, _SEEDING.given, _SEEDING.all, _SEEDING.kept,
-         _SEEDING.keras, _SEEDING.inline) = outer  # fmt: skip
+         _SEEDING.keras, _SEEDING.inline, _SEEDING.where) = outer  # fmt: skip
     out_template, out_values = flatten(concrete.structured_outputs)
     return Traced(
         name=name,
