@@ -1476,7 +1476,8 @@ def test_a_random_generator_in_a_map_function_draws_from_the_element_seed() -> N
     # Their distributions.
     crops, normal, ints, counts = (np.array(c) for c in zip(*first))
     assert len({c.tobytes() for c in crops}) == len(crops)
-    assert abs(normal.mean()) < 0.1 and abs(normal.std() - 1) < 0.1 and len(set(normal)) == len(normal)
+    # (float32 draws: a repeat among 2,000 happens by chance a few times in a hundred)
+    assert abs(normal.mean()) < 0.1 and abs(normal.std() - 1) < 0.1 and len(set(normal)) >= len(normal) - 3
     assert set(ints) == set(range(10)) and abs(counts.mean() - 5) < 0.2
     # The global generator's state is not a given seed: the pipeline draws one.
     glob = tf.random.get_global_generator()

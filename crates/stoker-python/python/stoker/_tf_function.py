@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import re
 import sys
 import threading
@@ -665,15 +666,16 @@ _KERAS_SEEDS = "keras.src.random.seed_generator"
 
 
 def _where(fn: Any) -> int:
-    """``fn`` as a number the same in every process that has its code: its file, line, name
-    and bytecode (two lambdas on one line differ)."""
+    """``fn`` as a number the same in every process that has its code, wherever the code
+    lies: its file's name (not its directory), line, name and bytecode (two lambdas on one
+    line differ)."""
     import hashlib
 
     code = getattr(getattr(fn, "__func__", fn), "__code__", None)
     if code is None:  # a callable object, a partial: its type
         key = f"{type(fn).__module__}.{type(fn).__qualname__}".encode()
     else:
-        key = f"{code.co_filename}:{code.co_firstlineno}:{code.co_name}:".encode() + code.co_code
+        key = f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}:{code.co_name}:".encode() + code.co_code
     return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
 
 
