@@ -1303,14 +1303,17 @@ def test_random_ops_in_tensorflow_functions_draw_from_the_pipeline_seed() -> Non
     ds = _same(lambda lib: lib.Dataset.from_tensor_slices(features), lambda x: norm(x))
     assert next(iter(ds)).shape == (1, 5)
 
-    # What stoker does not seed is still named: a draw of tf.compat.v1's multinomial beside a
-    # seeded uniform, a flat_map's function (the dataset it makes per element).
-    def multinomial(x: Any) -> Any:
-        return tf.cast(tf.compat.v1.multinomial([[0.0, 0.0]], 1)[0, 0], tf.float32) + tf.random.uniform([])
+    # What stoker does not seed is still named: a draw of a candidate sampler beside a seeded
+    # uniform, a flat_map's function (the dataset it makes per element).
+    def sampled(x: Any) -> Any:
+        return tf.cast(candidates(), tf.float32) + tf.random.uniform([])
 
-    with pytest.warns(RuntimeWarning, match=r"random ops \(Multinomial\) run in TensorFlow, not seeded by stoker"):
-        ds = sk.data.Dataset.range(4).map(multinomial)
-    assert "random ops (Multinomial)" in _notes(ds) and "random ops (tf.random.uniform) draw" in _notes(ds)
+    def candidates() -> Any:
+        return tf.random.uniform_candidate_sampler([[0]], 1, 1, True, 5)[0][0]
+
+    with pytest.warns(RuntimeWarning, match=r"random ops \(UniformCandidateSampler\) run in TensorFlow, not seeded"):
+        ds = sk.data.Dataset.range(4).map(sampled)
+    assert "random ops (UniformCandidateSampler)" in _notes(ds) and "random ops (tf.random.uniform) draw" in _notes(ds)
     with pytest.warns(RuntimeWarning, match="RandomUniformInt"):
         ds = sk.data.Dataset.range(4).flat_map(lambda x: sk.data.Dataset.range(tf.random.uniform([], 1, 4, tf.int64)))
     assert "random ops (RandomUniformInt)" in _notes(ds)
@@ -1325,11 +1328,10 @@ def test_random_ops_in_tensorflow_functions_draw_from_the_pipeline_seed() -> Non
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         ds = sk.data.Dataset.range(20).flat_map(
-            lambda x: sk.data.Dataset.from_tensors(x).map(lambda y: tf.cast(y, tf.float32) + tf.cast(
-                tf.compat.v1.multinomial([[0.0, 0.0]], 1)[0, 0], tf.float32))  # fmt: skip
+            lambda x: sk.data.Dataset.from_tensors(x).map(lambda y: y + candidates())
         )
         assert len(list(ds)) == 20
-    unseeded = [w for w in said if "Multinomial" in str(w.message)]
+    unseeded = [w for w in said if "UniformCandidateSampler" in str(w.message)]
     assert len(unseeded) == 1 and issubclass(unseeded[0].category, RuntimeWarning)
 
     # A random flip it translates draws from the pipeline's seed as the native op: no
@@ -1362,6 +1364,7 @@ def test_gamma_poisson_bounding_boxes_and_tf_compat_v1_names_draw_from_the_eleme
             "poissons": tf.compat.v1.random.poisson([3.0, 30.0], [4]),
             "v1_uniform": tf.compat.v1.random_uniform([]),
             "v1_normal": tf.compat.v1.random.normal([]),
+            "v1_multinomial": tf.compat.v1.multinomial(tf.math.log([[0.25, 0.75]]), 8, output_dtype=tf.int32)[0],
             "begin": begin,
             "size": size,
             "v1_begin": v1_begin,
@@ -1371,7 +1374,8 @@ def test_gamma_poisson_bounding_boxes_and_tf_compat_v1_names_draw_from_the_eleme
         warnings.simplefilter("error")
         ds = sk.data.Dataset.range(2000).map(draws)
     notes = _notes(ds)
-    for what in ("tf.random.gamma", "tf.random.poisson", "tf.image.sample_distorted_bounding_box"):
+    for what in ("tf.random.gamma", "tf.random.poisson", "tf.image.sample_distorted_bounding_box",
+                 "tf.compat.v1.multinomial"):  # fmt: skip
         assert what in notes
     first = list(ds.iterator(epoch=0))
     columns = {k: np.array([e[k] for e in first]) for k in first[0]}
@@ -1385,6 +1389,10 @@ def test_gamma_poisson_bounding_boxes_and_tf_compat_v1_names_draw_from_the_eleme
     assert np.allclose(means, np.array([[1.0], [2.0]]) / [1.0, 2.0, 4.0], rtol=0.1)
     assert np.allclose(columns["poissons"].mean(axis=(0, 1)), [3.0, 30.0], rtol=0.05)
     assert abs(columns["v1_uniform"].mean() - 0.5) < 0.05 and abs(columns["v1_normal"].std() - 1) < 0.1
+    # multinomial: its output dtype, the categories' probabilities, each element its own draws
+    assert columns["v1_multinomial"].dtype == np.int32 and columns["v1_multinomial"].shape == (2000, 8)
+    assert abs(columns["v1_multinomial"].mean() - 0.75) < 0.02
+    assert len({tuple(m) for m in columns["v1_multinomial"]}) > 100
     for k in ("begin", "v1_begin"):
         assert len({tuple(b) for b in columns[k]}) > 100  # each element its own box
     assert (columns["begin"][:, :2] + columns["size"][:, :2] <= 64).all()

@@ -366,6 +366,12 @@ def _stateless_forms(tf: Any, original: dict[str, Callable[..., Any]]) -> dict[s
             return original["categorical"](logits, num_samples, dtype, seed, name)
         return tf.random.stateless_categorical(logits, num_samples, k, dtype=dtype, name=name)
 
+    def multinomial(logits: Any, num_samples: Any, seed: Any = None, name: Any = None, output_dtype: Any = None) -> Any:
+        k = _op_seed(tf, lambda: _given(seed), "tf.compat.v1.multinomial")
+        if k is None:
+            return original["multinomial"](logits, num_samples, seed, name, output_dtype)
+        return tf.random.stateless_categorical(logits, num_samples, k, dtype=output_dtype or tf.int64, name=name)
+
     def shuffle(value: Any, seed: Any = None, name: Any = None) -> Any:
         k = _op_seed(tf, lambda: _given(seed), "tf.random.shuffle")
         if k is None:
@@ -424,8 +430,8 @@ def _stateless_forms(tf: Any, original: dict[str, Callable[..., Any]]) -> dict[s
         return original["bounding_box_v1"](image_size, bounding_boxes, seed, seed2, **kw) if drawn is None else drawn
 
     made = {"uniform": uniform, "normal": normal, "truncated_normal": truncated_normal,
-            "categorical": categorical, "shuffle": shuffle, "gamma": gamma, "poisson": poisson,
-            "bounding_box": bounding_box, "bounding_box_v1": bounding_box_v1}  # fmt: skip
+            "categorical": categorical, "multinomial": multinomial, "shuffle": shuffle, "gamma": gamma,
+            "poisson": poisson, "bounding_box": bounding_box, "bounding_box_v1": bounding_box_v1}  # fmt: skip
     return {n: tf.autograph.experimental.do_not_convert(f) for n, f in made.items()}
 
 
@@ -573,6 +579,7 @@ _RANDOM_FUNCTIONS = {
     "normal": ("random_ops", "random_normal"),
     "truncated_normal": ("random_ops", "truncated_normal"),
     "categorical": ("random_ops", "categorical"),
+    "multinomial": ("random_ops", "multinomial"),
     "shuffle": ("random_ops", "random_shuffle"),
     "gamma": ("random_ops", "random_gamma"),
     "poisson": ("random_ops", "random_poisson_v2"),
