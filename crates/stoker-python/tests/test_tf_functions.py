@@ -1605,3 +1605,35 @@ def test_an_element_whose_group_key_function_raises_is_skipped_under_ignore_erro
     with pytest.raises(tf.errors.InvalidArgumentError) as raised:
         list(make(sk.data))
     assert "on element 2" in "".join(getattr(raised.value, "__notes__", []))
+
+
+def test_string_format_runs_per_element_before_a_batch_and_python_lists_of_bytes_stay_whole() -> None:
+    """Two of tf.data's results stoker gave otherwise: ``tf.strings.format`` mapped before a
+    ``batch`` (the vectorizer formats a whole batch as one string; also in a ``tf.cond`` 's
+    branch), and a Python list of bytes with trailing NUL bytes (NumPy's fixed-width strings
+    drop them; a serialized record may end in one)."""
+    tf = _tf()
+    words = np.array([b"a", b"bb", b"ccc", b"dddd"], dtype=object)
+    _same(lambda lib: lib.Dataset.from_tensor_slices(words), lambda x: tf.strings.format("<{}>", x), batch=3)
+
+    def branch(x: Any) -> Any:
+        return tf.cond(tf.strings.length(x) > 1, lambda: tf.strings.format("{}", x), lambda: x)
+
+    _same(lambda lib: lib.Dataset.from_tensor_slices(words), branch, batch=4)
+    raw = [b"ab\x00\x00", b"\x00", b""]
+    for data in (raw, {"k": raw}, [raw, raw[::-1]]):
+        ours = [tf.nest.map_structure(np.asarray, e) for e in sk.data.Dataset.from_tensor_slices(data)]
+        theirs = list(tf.data.Dataset.from_tensor_slices(data).as_numpy_iterator())
+        assert len(ours) == len(theirs) > 0
+        for a, b in zip(ours, theirs):
+            _equal(a, b)
+        whole = next(iter(sk.data.Dataset.from_tensors(data)))
+        _equal(whole, next(tf.data.Dataset.from_tensors(data).as_numpy_iterator()))
+    record = tf.train.Example(
+        features=tf.train.Features(feature={"v": tf.train.Feature(int64_list=tf.train.Int64List(value=[0]))})
+    ).SerializeToString()
+    assert record.endswith(b"\x00")  # the last value, 0, is a NUL byte
+    parsed = sk.data.Dataset.from_tensor_slices([record]).map(
+        lambda r: tf.io.parse_single_example(r, {"v": tf.io.FixedLenFeature([1], tf.int64)})
+    )
+    assert [e["v"].tolist() for e in parsed] == [[0]]

@@ -50,8 +50,8 @@ def dtype_name(d: Any) -> str:
 
 def as_tf_converts(value: Any) -> Any:
     """A Python number or (nested) list of them as TensorFlow converts it: ints as int32 when
-    they all fit (else int64), floats as float32, bools as bool. NumPy values and anything else
-    are returned as they are."""
+    they all fit (else int64), floats as float32, bools as bool, strings whole (as objects). NumPy
+    values and anything else are returned as they are."""
     import numpy as np
 
     if isinstance(value, (np.ndarray, np.generic, str, bytes)) or not isinstance(value, (int, float, list)):
@@ -64,4 +64,8 @@ def as_tf_converts(value: Any) -> Any:
         return a.astype(np.int32)
     if a.dtype == np.float64:
         return a.astype(np.float32)
+    if a.dtype.kind in "SU":
+        # NumPy's fixed-width strings drop trailing NUL bytes (a serialized record may end in
+        # one); TensorFlow keeps each string whole
+        return np.array(value, dtype=object)
     return a if a.dtype.kind in "biuf" else value

@@ -933,9 +933,22 @@ def batch_call(traced: Traced) -> Callable[[dict[str, Any]], list[tuple[str, Any
 def _vectorizable(operations: list[Any]) -> bool:
     """Whether a graph of ``operations`` may run vectorized over a batch as it runs per
     element: none has effects beyond its outputs (a variable's update, a table's insert, a
-    ``py_function``, a print), which the vectorizer refuses or repeats. Checks and the
-    stateful random ops (drawing for the whole batch at once) may."""
-    return all(not o._is_stateful or o.type == "Assert" or o.type in _STATEFUL_RANDOM for o in operations)
+    ``py_function``, a print), which the vectorizer refuses or repeats, and none is an op
+    whose vectorized form computes something else (``_WHOLE_BATCH``), in the graph or in the
+    functions it calls (a ``tf.cond`` 's branches, a loop's body). Checks and the stateful
+    random ops (drawing for the whole batch at once) may."""
+    if not all(not o._is_stateful or o.type == "Assert" or o.type in _STATEFUL_RANDOM for o in operations):
+        return False
+    if not operations:
+        return True
+    library = operations[0].graph.as_graph_def().library.function
+    called = {n.op for f in library for n in f.node_def}
+    return not (_WHOLE_BATCH & ({o.type for o in operations} | called))
+
+
+# Ops that the vectorizer (pfor) runs once on the whole batch, giving another result than each
+# element's: `tf.strings.format` formats the batch as one string.
+_WHOLE_BATCH = frozenset({"StringFormat"})
 
 
 def element_call(traced: Traced) -> Callable[..., Any]:
