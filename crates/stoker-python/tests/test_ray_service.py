@@ -566,7 +566,7 @@ def test_the_step_timer_and_the_reader_agree_on_the_wait(ray_cluster, monkeypatc
         monkeypatch.setattr(skr, "next_span", recorded)
         assert len(list(r)) == 30 and spans == ["stoker.ray"] * 31
         per_actor = service.stats()
-        assert sum(a["batches"]["shard:0"] for a in per_actor) == 60
+        assert sum(a["batches"][r.key] for a in per_actor) == 60
     finally:
         service.shutdown()
 
@@ -700,3 +700,135 @@ def test_a_workers_share_goes_through_a_spec_unchanged(tmp_path):
     assert got == _values(share)
     others = [_values(skr._share(_pipeline(), 3, i)) for i in (0, 2)]
     assert sorted(got + others[0] + others[1]) == list(range(240))
+
+
+def test_readers_of_one_mode_and_rank_each_get_their_own_iteration(ray_cluster):
+    """Two readers of a whole epoch each, both rank 0 (the default), read in turns: each gets
+    the whole epoch (they shared the actors' iterators, and each lost what the other took)."""
+    service = skr.serve(_pipeline(), num_workers=2, num_cpus=0.5)
+    try:
+        a, b = skr.reader(service, mode="epoch"), skr.reader(service, mode="epoch")
+        got_a, got_b = [], []
+        for x, y in zip(a, b):
+            got_a += _values([x])
+            got_b += _values([y])
+        assert sorted(got_a) == sorted(got_b) == list(range(240))
+        # A reader that goes lets go of its iterators on the actors.
+        key = a.key
+        assert all(key in s["batches"] for s in service.stats())
+        del a
+        import gc
+
+        gc.collect()
+        deadline = time.monotonic() + 10
+        while any(key in s["stages"] for s in service.stats()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(key in s["stages"] for s in service.stats())
+    finally:
+        service.shutdown()
+
+
+def test_a_state_of_another_trainer_is_refused(ray_cluster):
+    service = skr.serve(_pipeline(), num_workers=2, num_cpus=0.5)
+    try:
+        r0 = skr.reader(service, rank=0, world_size=2)
+        it0 = iter(r0)
+        next(it0)
+        state = r0.state_dict()
+        for other in (
+            skr.reader(service, rank=1, world_size=2),
+            skr.reader(service, rank=0, world_size=1),
+            skr.reader(service, rank=0, world_size=2, mode="epoch"),
+            skr.reader(service, rank=0, world_size=2, batch_size=4),
+        ):
+            with pytest.raises(sk.InvalidArgumentError, match="load_state_dict: the state is of a reader with"):
+                other.load_state_dict(state)
+        # A state saved before the reader said its mode and rank: its shards tell.
+        old = {k: v for k, v in state.items() if k not in ("mode", "rank", "world_size", "batch_size")}
+        with pytest.raises(sk.InvalidArgumentError, match=r"shards \[0\] of 2 actors"):
+            skr.reader(service, rank=1, world_size=2).load_state_dict(old)
+        same = skr.reader(service, rank=0, world_size=2)
+        same.load_state_dict(old)
+        assert _values(it0) == _values(same)
+    finally:
+        service.shutdown()
+
+
+def test_an_iteration_left_before_its_end_is_followed_by_the_next_epoch(ray_cluster):
+    """A loop of ``len(reader)`` steps never asks past the last batch: the next iteration is
+    the next epoch (another order), as a pipeline's is; ``set_epoch`` during an iteration
+    names the next one; ``len`` needs no live actor."""
+    import itertools
+
+    service = skr.serve(_pipeline(), num_workers=2, num_cpus=0.5)
+    try:
+        r = skr.reader(service)
+        n = len(r)
+        epochs = [_values(itertools.islice(r, n)) for _ in range(3)]
+        assert all(sorted(e) == list(range(240)) for e in epochs)
+        # (the last one left open: the next iteration moves on from it)
+        assert epochs[0] != epochs[1] != epochs[2] and r.epoch == 2
+        # the same epochs as a reader that ran each to its end, with set_epoch
+        full = skr.reader(service)
+        for e in range(3):
+            full.set_epoch(e)
+            assert _values(full) == epochs[e]
+        # a break at a step limit: the rest of that epoch is left, the next one comes
+        head = _values(itertools.islice(r, 5))
+        assert sorted(_values(r)) == list(range(240)) and len(head) == 40
+        assert r.epoch == 5
+        it = iter(r)
+        next(it)
+        r.set_epoch(9)
+        list(it)
+        full.set_epoch(9)
+        assert _values(r) == _values(full)
+        # len() after an actor died between epochs
+        _kill(ray_cluster, service.actor(0))
+        assert len(r) == n
+        assert sorted(_values(r)) == list(range(240))
+    finally:
+        service.shutdown()
+
+
+def test_turns_go_round_the_actors_that_have_not_ended(ray_cluster):
+    """Bad records only in actor 0's share end it early: the others go on in turn."""
+    def uneven():
+        good = sk.io.encode_png(np.full((2, 2, 3), 7, np.uint8))
+        images = np.array([b"bad" if (i % 3 == 0 and i < 40) else good for i in range(60)], dtype=object)
+        ds = sk.Dataset.from_tensor_slices({"image": images, "i": np.arange(60)})
+        return ds.map([ops.decode_image("image", channels=3)]).ignore_errors().batch(2)
+
+    service = skr.serve(uneven, num_workers=3, num_cpus=0.5)
+    try:
+        shards = [int(b["i"][0]) % 3 for b in skr.reader(service)]
+        per_actor = [[k] * shards.count(k) for k in range(3)]
+        assert shards.count(0) < shards.count(1)  # actor 0 ended first
+        assert shards == _in_turn(per_actor)  # 0 1 2 0 1 2 ... then 1 2 1 2 ...
+    finally:
+        service.shutdown()
+
+
+def test_a_dead_actor_with_no_room_for_its_successor_is_an_error_not_a_wait(ray_cluster):
+    service = skr.serve(_pipeline(), num_workers=2, num_cpus=1, start_timeout=3)
+    hog = None
+    try:
+        it = iter(skr.reader(service))
+        next(it)
+        _kill(ray_cluster, service.actor(0))
+
+        @ray_cluster.remote(num_cpus=1)
+        class Hog:
+            def ping(self) -> int:
+                return 1
+
+        hog = Hog.remote()
+        ray_cluster.get(hog.ping.remote())
+        t0 = time.monotonic()
+        with pytest.raises(sk.InvalidArgumentError, match=r"new actor .* start_timeout=3 s; the cluster has 2 CPUs"):
+            list(it)
+        assert time.monotonic() - t0 < 30
+    finally:
+        if hog is not None:
+            ray_cluster.kill(hog)
+        service.shutdown()

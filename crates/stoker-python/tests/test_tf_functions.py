@@ -1637,3 +1637,27 @@ def test_string_format_runs_per_element_before_a_batch_and_python_lists_of_bytes
         lambda r: tf.io.parse_single_example(r, {"v": tf.io.FixedLenFeature([1], tf.int64)})
     )
     assert [e["v"].tolist() for e in parsed] == [[0]]
+
+
+def test_exp_log_pow_and_float64_tanh_give_tensorflows_values() -> None:
+    """TensorFlow's exp, log and pow (and its float64 tanh) round some values otherwise than
+    stoker's native math: they run in TensorFlow, with tf.data's values to the last bit;
+    float32 tanh (Eigen's approximation, which stoker's is) stays native."""
+    tf = _tf()
+    x = np.random.default_rng(1).uniform(-3, 3, (4, 64)).astype(np.float32)
+    for fn in (tf.exp, lambda v: tf.math.log(tf.abs(v) + 0.5), lambda v: tf.pow(v, 3.0), lambda v: tf.abs(v) ** 2.5):
+        ds = _same(lambda lib: lib.Dataset.from_tensor_slices(x), fn)
+        assert "translated to native ops" not in _notes(ds)
+    ds = _same(lambda lib: lib.Dataset.from_tensor_slices(x.astype(np.float64)), tf.tanh)
+    assert "Tanh" in _notes(ds) and "float32 only" in _notes(ds)
+    ds = _same(lambda lib: lib.Dataset.from_tensor_slices(x), lambda v: tf.tanh(v) * 2.0)
+    assert "translated to native ops" in _notes(ds)
+    # tf.data's calls run Grappler's arithmetic optimizer (not its constant folding), whose
+    # rewrites change values: log(1 + x) as log1p(x), a mean's reductions; !(a <= b) as a > b
+    # (NaN: not True but False), which the translation makes too
+    _same(lambda lib: lib.Dataset.from_tensor_slices(x), lambda v: tf.math.log(1.0 + tf.abs(v)))
+    _same(lambda lib: lib.Dataset.from_tensor_slices(x), lambda v: (v - tf.reduce_mean(v)) / tf.math.reduce_std(v))
+    nans = np.where(x > 1, np.float32(np.nan), x)
+    not_le = lambda v: tf.cast(tf.logical_not(v <= 0.5), tf.float32)  # noqa: E731
+    ds = _same(lambda lib: lib.Dataset.from_tensor_slices(nans), not_le)
+    assert "translated to native ops" in _notes(ds) and "Greater" in _notes(ds)

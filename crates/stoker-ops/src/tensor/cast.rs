@@ -1,6 +1,6 @@
 //! `cast(field, dtype)`: converts a numeric tensor to another numeric dtype as `tf.cast` does:
 //! an integer to a narrower integer keeps its low bits, an integer to a float rounds once to
-//! nearest, float → int truncates toward zero (and saturates); bool is `x != 0`.
+//! nearest, float → int as TensorFlow on x86 (see `numeric::float_to_i32`); bool is `x != 0`.
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, FieldSpec, Schema};

@@ -20,7 +20,7 @@ use stoker_core::op::{Fields, Op, OpCtx};
 use stoker_core::{DType, Error, Result, Tensor};
 
 use crate::kernels::fields::{build_chunks_into, put, with_field};
-use crate::kernels::numeric::is_numeric;
+use crate::kernels::numeric::{float_to_i32, float_to_i64, float_to_narrow, is_numeric};
 use crate::kernels::spec_json::spec_json;
 
 const OP: &str = "compute";
@@ -69,8 +69,8 @@ pub enum Expr {
         a: Box<Expr>,
         b: Box<Expr>,
     },
-    /// The value as `dtype` holds it (integers truncate toward zero and saturate, bool is
-    /// `x != 0`), computed on.
+    /// The value as `dtype` holds it (integers as TensorFlow's `Cast` converts floats: see
+    /// `float_to_i32`; bool is `x != 0`), computed on.
     Cast {
         dtype: DType,
         x: Box<Expr>,
@@ -320,12 +320,12 @@ fn tanh_f32(x: f32) -> f32 {
 fn as_dtype(dtype: DType, v: f64) -> f64 {
     match dtype {
         DType::Bool => f64::from(u8::from(v != 0.0)),
-        DType::U8 => f64::from(v as u8),
-        DType::I8 => f64::from(v as i8),
-        DType::I16 => f64::from(v as i16),
-        DType::U16 => f64::from(v as u16),
-        DType::I32 => f64::from(v as i32),
-        DType::I64 => (v as i64) as f64,
+        DType::U8 => f64::from(float_to_narrow(v, u8::MIN, u8::MAX)),
+        DType::I8 => f64::from(float_to_narrow(v, i8::MIN, i8::MAX)),
+        DType::I16 => f64::from(float_to_narrow(v, i16::MIN, i16::MAX)),
+        DType::U16 => f64::from(float_to_narrow(v, u16::MIN, u16::MAX)),
+        DType::I32 => f64::from(float_to_i32(v)),
+        DType::I64 => float_to_i64(v) as f64,
         DType::F16 => f64::from(half::f16::from_f64(v)),
         DType::BF16 => f64::from(half::bf16::from_f64(v)),
         DType::F32 => f64::from(v as f32),
@@ -687,12 +687,12 @@ impl Compute {
         }
         match self.dtype {
             DType::Bool => out!(u8, |v: T| u8::from(v != T::ZERO)),
-            DType::U8 => out!(u8, |v: T| v.to_f64() as u8),
-            DType::I8 => out!(i8, |v: T| v.to_f64() as i8),
-            DType::I16 => out!(i16, |v: T| v.to_f64() as i16),
-            DType::U16 => out!(u16, |v: T| v.to_f64() as u16),
-            DType::I32 => out!(i32, |v: T| v.to_f64() as i32),
-            DType::I64 => out!(i64, |v: T| v.to_f64() as i64),
+            DType::U8 => out!(u8, |v: T| float_to_narrow(v.to_f64(), u8::MIN, u8::MAX)),
+            DType::I8 => out!(i8, |v: T| float_to_narrow(v.to_f64(), i8::MIN, i8::MAX)),
+            DType::I16 => out!(i16, |v: T| float_to_narrow(v.to_f64(), i16::MIN, i16::MAX)),
+            DType::U16 => out!(u16, |v: T| float_to_narrow(v.to_f64(), u16::MIN, u16::MAX)),
+            DType::I32 => out!(i32, |v: T| float_to_i32(v.to_f64())),
+            DType::I64 => out!(i64, |v: T| float_to_i64(v.to_f64())),
             DType::F16 => out!(half::f16, |v: T| half::f16::from_f64(v.to_f64())),
             DType::BF16 => out!(half::bf16, |v: T| half::bf16::from_f64(v.to_f64())),
             DType::F32 => out!(f32, |v: T| v.to_f64() as f32),

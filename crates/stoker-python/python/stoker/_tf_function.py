@@ -791,12 +791,13 @@ _UNOPTIMIZED = _Unoptimized()
 
 @contextlib.contextmanager
 def _as_in_tf_data() -> Iterator[None]:
-    """Graph calls give the values tf.data's calls of the function give: without the passes of
-    Grappler that a ``tf.function`` call applies to the graph and tf.data's function calls do
-    not, and that change results in the last bits of a float (constant folding makes a
-    division by a constant a multiplication by its inverse; the arithmetic and remapping
-    passes regroup and fuse ops). Its other passes stay: they change no value, and without
-    them a graph call is slower. Set for this thread's calls within, then put back."""
+    """Graph calls give the values tf.data's calls of the function give: without Grappler's
+    constant folding, which a ``tf.function`` call applies to the graph and tf.data's function
+    calls do not, and which changes results in the last bits of a float (a division by a
+    constant becomes a multiplication by its inverse). Its other passes stay, as in tf.data:
+    the arithmetic optimizer's rewrites (``pow(x, 3)`` as ``x * x * x``, ``log(1 + x)`` as
+    ``log1p(x)``, ``!(a <= b)`` as ``a > b``) change values too, and tf.data's calls make
+    them. Set for this thread's calls within, then put back."""
     from tensorflow.python.eager import context
 
     ctx = context.context()
@@ -807,7 +808,7 @@ def _as_in_tf_data() -> Iterator[None]:
         config = config_pb2.ConfigProto.FromString(before.config_proto_serialized)
         rewrites = config.graph_options.rewrite_options
         off = rewriter_config_pb2.RewriterConfig.OFF
-        rewrites.constant_folding = rewrites.arithmetic_optimization = rewrites.remapping = off
+        rewrites.constant_folding = off
         _UNOPTIMIZED.before = before
         _UNOPTIMIZED.off = context.FunctionCallOptions(executor_type=before.executor_type, config_proto=config)
     ctx.function_call_options = _UNOPTIMIZED.off
@@ -1288,9 +1289,9 @@ _EXACT_IN = {
 _UNARY: dict[str, Callable[[Any], Any]] = {
     "Neg": lambda x: -x,
     "Abs": abs,
-    "Tanh": ops.tanh,
-    "Exp": ops.exp,
-    "Log": ops.log,
+    "Tanh": ops.tanh,  # float32 only (see `_FLOAT32_ONLY`)
+    # not exp, log, pow: TensorFlow's (Eigen's) approximations round some values otherwise
+    # than stoker's; they stay in TensorFlow
     "Sqrt": ops.sqrt,
     "Square": ops.square,
     "Sign": ops.sign,
@@ -1300,6 +1301,8 @@ _UNARY: dict[str, Callable[[Any], Any]] = {
     "Relu": lambda x: ops.maximum(x, 0.0),
     "LogicalNot": lambda x: ~x,
 }
+# float32's tanh is Eigen's rational approximation, as TensorFlow's; float64's is not
+_FLOAT32_ONLY = ("Tanh",)
 _BINARY: dict[str, Callable[[Any, Any], Any]] = {
     "AddV2": lambda a, b: a + b,
     "Add": lambda a, b: a + b,
@@ -1309,7 +1312,6 @@ _BINARY: dict[str, Callable[[Any, Any], Any]] = {
     "Div": lambda a, b: a / b,
     "Maximum": ops.maximum,
     "Minimum": ops.minimum,
-    "Pow": lambda a, b: a**b,
     "Less": lambda a, b: a < b,
     "LessEqual": lambda a, b: a <= b,
     "Greater": lambda a, b: a > b,
@@ -1335,6 +1337,9 @@ _EXACT_FOLD: dict[str, Callable[..., Any]] = {
     "Square": np.square,
 }
 _COMPARISONS = ("Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual")
+# a comparison's negation, as Grappler's arithmetic optimizer writes a LogicalNot of it
+_NEGATED = {"Less": "GreaterEqual", "LessEqual": "Greater", "Greater": "LessEqual", "GreaterEqual": "Less",
+            "Equal": "NotEqual", "NotEqual": "Equal"}  # fmt: skip
 _PASS = ("Identity", "StopGradient", "Snapshot", "PreventGradient")
 # integer arithmetic that unpacks bits from bytes (see Bits), and the ops that move them
 _BIT_MATH = ("FloorDiv", "RightShift", "FloorMod", "BitwiseAnd")
@@ -1703,6 +1708,12 @@ class _Translator:
         return False
 
     def elementwise(self, op: Any) -> None:
+        compared = op.inputs[0].op if op.type == "LogicalNot" else None
+        if compared is not None and compared.type in _NEGATED and len(op.inputs[0].consumers()) == 1:
+            # tf.data's Grappler writes `!(a <= b)` as `a > b` (they differ where a or b is
+            # NaN): the comparison that the function's value is
+            negated = _NEGATED[compared.type]
+            op = types.SimpleNamespace(type=negated, name=op.name, inputs=compared.inputs, outputs=op.outputs)
         t = op.type
         dtype = self.dtype(op.outputs[0])
         operand = dtype
@@ -1720,6 +1731,8 @@ class _Translator:
                         self.bool_field(i)
         if operand not in _FLOATS and operand != "bool":
             raise Untranslatable(f"'{op.name}' ({t}) on {operand}: only float arithmetic is translated")
+        if t in _FLOAT32_ONLY and operand != "float32":
+            raise Untranslatable(f"'{op.name}' ({t}) on {operand}: rounds as TensorFlow in float32 only")
         if t in ("Sub", "RealDiv", "Div") and self.per_channel(op):
             return
         if t in _EXACT_FOLD and all(isinstance(self.values.get(i.ref()), _Const) for i in op.inputs):

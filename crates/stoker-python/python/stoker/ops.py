@@ -311,7 +311,9 @@ def signed_channels(order: Sequence[int]) -> tuple[list[int], list[int]]:
 
 
 def cast(field: str, dtype: Any, output: str | None = None) -> NativeOp:
-    """Converts to another numeric dtype (float → int truncates toward zero)."""
+    """Converts to another numeric dtype as ``tf.cast`` does on x86: float → int truncates
+    toward zero, through int32 (int64 for int64), where NaN and values out of its range
+    become its minimum, then saturates to a narrower integer's range."""
     return _out({"op": "cast", "field": field, "dtype": dtype_name(dtype)}, output)
 
 

@@ -29,7 +29,8 @@ Exactly once under failure: each batch comes with the actor's iterator state aft
 handed to the trainer. When an actor dies (killed, its node lost), the reader starts a new one
 for that shard at that state: it hands out the next batch the dead one would have, so nothing is
 lost or repeated, in the same order. ``state_dict()`` holds those states, and a reader made with
-``load_state_dict`` (a restarted trainer) goes on from them. Bad records under
+``load_state_dict`` (a restarted trainer) goes on from them (a state of another trainer, of
+other shards, is refused). Bad records under
 ``ignore_errors()`` are skipped by a successor as by the dead actor (the same elements come
 out). Each batch comes with the bad records its actor skipped in the epoch before it, read
 from the state after it (exact, however far the actor's pipeline ran ahead): those in its
@@ -47,8 +48,8 @@ batches is known and the pipeline ends in its ``batch`` (the steps after it keep
 
 A reader is what ``stoker.torch.loader(reader, device=...)`` and ``stoker.jax.iterator(reader)``
 take in place of a pipeline: they put its batches on the device, and their ``state_dict`` is the
-reader's. Each iteration of a reader is the epoch after the last one it finished, or the one
-``set_epoch`` names.
+reader's. Each iteration of a reader is the epoch after the last one it ran (to its end or
+not, as a pipeline's), or the one ``set_epoch`` names.
 
 ``service.resize(k)`` runs the pipeline on ``k`` actors from the readers' next epoch on: a
 new epoch is split anew over the new actors, every element still once across the trainers. A
@@ -70,7 +71,9 @@ import json
 import os
 import tempfile
 import time
+import uuid
 import warnings
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, Union
@@ -175,6 +178,13 @@ class _Worker:
         self.busy_s.setdefault(key, 0.0)
         return bytes(self.its[key].state())
 
+    def drop(self, key: str) -> None:
+        """Lets go of reader ``key``'s pipeline and iterator (the reader is gone)."""
+        it = self.its.pop(key, None)
+        if it is not None:
+            it.close()
+        self.pipelines.pop(key, None)
+
     def take(self, key: str, n: int) -> tuple[list[tuple[Any, bytes, _Skips]], bool, _Skips]:
         """Up to ``n`` batches, each with the state after it and the bad records skipped in
         the epoch before it (from the state: exact, and carried on from the state the
@@ -278,6 +288,7 @@ class Service:
         self._seeds: list[int] | None = None
         # Per actor: the rows of one pass of its share (see `rows`).
         self._share_rows: list[int | None] = []
+        self.cardinalities: list[int] = []
         self._warned = False
         self._start(num_workers)
 
@@ -312,6 +323,9 @@ class Service:
             for message in self._ray.get(actors[0].plan_warnings.remote()):
                 warnings.warn(message, stacklevel=4)
         self._share_rows = self._ray.get([a.rows.remote() for a in actors])
+        # Per actor: its share's cardinality (known as it starts; a reader's `len` asks no
+        # actor, which may have died since)
+        self.cardinalities = self._ray.get([a.cardinality.remote() for a in actors])
         self._ray.get([a.set_seeds.remote(self._seeds) for a in actors])
         self._actors, self.num_workers = actors, num_workers
 
@@ -331,10 +345,23 @@ class Service:
             with contextlib.suppress(Exception):
                 self._ray.kill(dead)
             actor = self._cls.remote(self._build, shard, self.num_workers)
-            self._ray.get(actor.set_seeds.remote(self._seeds))
+            self.ready(actor.set_seeds.remote(self._seeds), f"a new actor for shard {shard} in place of a dead one")
             self._actors[shard] = actor
             self.restarts += 1
         return self._actors[shard]
+
+    def ready(self, ref: Any, what: str) -> Any:
+        """``ref`` 's value, within ``start_timeout`` seconds: else an error naming ``what``, and
+        the cluster's room, not a wait without end (no CPU free for a new actor, say)."""
+        try:
+            return self._ray.get(ref, timeout=self.start_timeout)
+        except self._ray.exceptions.GetTimeoutError:
+            cpus = self._ray.cluster_resources().get("CPU", 0)
+            free = self._ray.available_resources().get("CPU", 0)
+            raise InvalidArgumentError(
+                f"stoker.ray: {what} (num_cpus={self.num_cpus}) did not start within "
+                f"start_timeout={self.start_timeout:g} s; the cluster has {cpus:g} CPUs, {free:g} free"
+            ) from None
 
     def resize(self, num_workers: int) -> None:
         """Runs the pipeline on ``num_workers`` actors from the readers' next epoch on (each
@@ -371,6 +398,15 @@ class Service:
         for a in self._actors:
             self._ray.kill(a)
         self._actors = []
+
+
+def _drop_key(service: Service, key: str) -> None:
+    """Tells the service's actors that reader ``key`` is gone (its iterators' threads and
+    buffers go too); nothing where the service or Ray has shut down."""
+    with contextlib.suppress(Exception):
+        if service._actors and service._ray.is_initialized():
+            for a in service._actors:
+                a.drop.remote(key)
 
 
 def _loaded_skips(n: Any) -> _Skips:
@@ -424,8 +460,23 @@ class Reader:
         self.service, self.rank, self.world_size, self.mode, self.prefetch = service, rank, world_size, mode, prefetch
         self.batch_size, self.drop_remainder = batch_size, bool(drop_remainder)
         self.shards = self._shards()
-        self.key = f"{mode}:{rank}"
+        if mode == "shard" and service.num_workers % world_size:
+            warnings.warn(
+                f"reader: {service.num_workers} workers over world_size={world_size} trainers: the ranks take "
+                "different numbers of shards, so different numbers of batches (under DDP every rank must take "
+                "as many steps): serve num_workers a multiple of world_size",
+                stacklevel=3,
+            )
+        # Each reader its own iterators on the actors, also where two have one mode and rank
+        # (two readers of a whole epoch each, say): a key of its own
+        self.key = f"{mode}:{rank}:{uuid.uuid4().hex}"
+        # (not at the interpreter's exit: Ray goes with it)
+        weakref.finalize(self, _drop_key, service, self.key).atexit = False
         self.epoch = 0
+        # An iteration of this reader has handed out batches and not ended (see `_iterate`);
+        # `set_epoch` was called since
+        self._open = False
+        self._epoch_given = False
         # Bad records skipped in the epochs this reader finished.
         self._skipped_earlier = 0
         # Of those, the ones below the actors' shares (every trainer counts them).
@@ -439,12 +490,16 @@ class Reader:
 
     def _shards(self) -> list[int]:
         """The shards this reader takes, of the service's current actors."""
-        shards = list(range(self.service.num_workers))
+        return self._shards_of(self.service.num_workers)
+
+    def _shards_of(self, num_workers: int) -> list[int]:
+        """The shards this reader takes of ``num_workers`` actors."""
+        shards = list(range(num_workers))
         if self.mode == "epoch":
             return shards
-        if self.service.num_workers < self.world_size:
+        if num_workers < self.world_size:
             raise InvalidArgumentError(
-                f"reader: mode='shard' needs at least one worker per trainer: {self.service.num_workers} workers "
+                f"reader: mode='shard' needs at least one worker per trainer: {num_workers} workers "
                 f"for world_size={self.world_size}"
             )
         return [i for i in shards if i % self.world_size == self.rank]
@@ -464,15 +519,16 @@ class Reader:
 
     def set_epoch(self, epoch: int) -> None:
         """Makes the next iteration epoch ``epoch`` (its reshuffles and random ops). Without
-        it, each iteration is the epoch after the last one finished."""
+        it, each iteration is the epoch after the last one it ran (finished, or left before its
+        end: as a pipeline's iterations)."""
         self.epoch = whole("set_epoch: epoch", epoch, 0)
+        self._epoch_given = True
 
     def __len__(self) -> int:
         if self.batch_size is not None:
             n, rest = divmod(self.service.rows(self._shards()), self.batch_size)
             return n + int(bool(rest) and not self.drop_remainder)
-        ray = self.service._ray
-        counts = ray.get([self.service.actor(i).cardinality.remote() for i in self._shards()])
+        counts = [self.service.cardinalities[i] for i in self._shards()]
         if any(c < 0 for c in counts):
             raise TypeError("the pipeline's length is not known before it runs (cardinality() < 0)")
         return int(sum(counts))
@@ -481,6 +537,10 @@ class Reader:
         """Where this reader stands: after the last batch handed out; after an epoch's last
         batch, the start of the next epoch."""
         return {
+            "mode": self.mode,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "batch_size": self.batch_size,
             "epoch": self.epoch,
             "workers": self._workers,
             "turn": self._turn,
@@ -494,9 +554,24 @@ class Reader:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """The next iteration goes on from ``state`` (from :meth:`state_dict`, also of a reader
-        in another process, of another service running the same pipeline)."""
+        in another process, of another service running the same pipeline), of a reader of the
+        same mode, rank, world_size and batch_size: another's is an ``InvalidArgumentError``
+        (it holds another trainer's shards)."""
+        mine: dict[str, Any] = {"mode": self.mode, "batch_size": self.batch_size}
+        if self.mode == "shard":  # (each trainer of a whole epoch reads the same)
+            mine.update(rank=self.rank, world_size=self.world_size)
+        other = {k: state[k] for k in mine if k in state and state[k] != mine[k]}
+        workers = int(state.get("workers", self.service.num_workers))
+        shards = sorted(int(i) for i in state["acked"])
+        if other or shards != self._shards_of(workers):
+            said = ", ".join(f"{k}={v!r}" for k, v in other.items()) or f"shards {shards} of {workers} actors"
+            raise InvalidArgumentError(
+                f"load_state_dict: the state is of a reader with {said}; this reader has "
+                + ", ".join(f"{k}={v!r}" for k, v in mine.items())
+                + f" (shards {self._shards_of(workers)} of {workers} actors): load each trainer's own state"
+            )
         self.epoch = int(state["epoch"])
-        self._workers = int(state.get("workers", self.service.num_workers))
+        self._workers = workers
         self._turn = int(state["turn"])
         self._acked = {int(i): (bytes.fromhex(s) if s is not None else None) for i, s in state["acked"].items()}
         self._rows = {int(i): int(state.get("rows", {}).get(i, 0)) for i in state["acked"]}
@@ -547,6 +622,12 @@ class Reader:
     def _iterate(self, span: bool) -> Iterator[Any]:
         """This epoch's batches (see :meth:`__iter__`); each wait in a profiler span with
         ``span``."""
+        if self._open and not self._restored:
+            # The last iteration was left before its end (a loop of `len(reader)` steps that
+            # did not ask past them, a `break`): this one is the next epoch (or the one
+            # `set_epoch` named), as a pipeline's next iteration is, not that epoch again
+            self._end_epoch()
+        self._open = self._epoch_given = False
         if not self._restored or not self._started():
             self._fresh()
         elif self._workers != self.service.num_workers:
@@ -563,11 +644,22 @@ class Reader:
         if self.batch_size is None:
             for i, batch, state in chunks:
                 self._settle(i, state)
+                self._open = True
                 yield self._counted(batch)
         else:
-            yield from self._rebatched(chunks, self.batch_size)
-        # The epoch is over: the next iteration (and a state saved now) is the next epoch's.
-        self.epoch += 1
+            for batch in self._rebatched(chunks, self.batch_size):
+                self._open = True
+                yield batch
+        # The epoch is over: the next iteration (and a state saved now) is the next epoch's,
+        # or the one `set_epoch` named meanwhile.
+        self._end_epoch()
+
+    def _end_epoch(self) -> None:
+        """This epoch is over (or left): the next one's start, unless ``set_epoch`` named another
+        since it began."""
+        if not self._epoch_given:
+            self.epoch += 1
+        self._open = False
         self._skipped_earlier += _epoch_skipped(self._skipped)
         self._shared_earlier += _epoch_shared(self._skipped)
         self._fresh()
@@ -609,7 +701,8 @@ class Reader:
                 try:
                     actors[i] = self.service.replace(i, actors[i], generation)
                     self._restarts += 1
-                    return bytes(ray.get(actors[i].start.remote(self.key, self.epoch, resume[i])))
+                    started = actors[i].start.remote(self.key, self.epoch, resume[i])
+                    return bytes(self.service.ready(started, f"shard {i}'s new actor"))
                 except ray.exceptions.RayActorError:
                     if attempt == _STARTS - 1:
                         raise
@@ -628,8 +721,10 @@ class Reader:
                 resume[i] = self._acked[i] = at
         self._wait_s += time.perf_counter() - t0
         while len(self._ended) < len(self.shards):
-            order = [s for s in self.shards if s not in self._ended]
-            i = order[self._turn % len(order)]
+            # the next shard in turn that has not ended (the turns go on round the others)
+            while self.shards[self._turn % len(self.shards)] in self._ended:
+                self._turn += 1
+            i = self.shards[self._turn % len(self.shards)]
             t0 = time.perf_counter()
             while not ready[i] and i not in ending:
                 while len(pending[i]) < self.prefetch:
