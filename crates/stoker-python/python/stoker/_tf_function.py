@@ -1453,6 +1453,8 @@ class _Translator:
         if isinstance(v, _Const):
             if v.value.ndim != 0:
                 raise Untranslatable(f"'{t.op.name}' is a constant array of shape {list(v.value.shape)}")
+            if not np.isfinite(v.value):  # a native expression's constants are finite numbers
+                raise Untranslatable(f"'{t.op.name}' is the constant {float(v.value)}")
             return float(v.value)
         if isinstance(v, _Lazy):
             if v.dtype != dtype and not (v.dtype == "bool" or dtype == "bool"):
@@ -2162,36 +2164,55 @@ def _rest_batched(
         lambda *batch: tf.vectorized_map(one, tuple(batch), fallback_to_while_loop=True), reduce_retracing=True
     )
 
+    # The vectorized graph failed on a batch whose every row ran alone (an op whose
+    # vectorized form cannot hold a row's values, as `tf.unique`'s of another length in each
+    # row): the batches run row by row from then on.
+    by_row = threading.Event()
+
     def call(flat: dict[str, Any]) -> list[tuple[str, Any]]:
         batch = [tf.convert_to_tensor(flat[v]) for v in fields]
-        try:
-            with _as_in_tf_data():
-                results = run(*batch)
-        except tf.errors.OpError as error:
-            _raise_row(tf, one, batch, error)
-        return [(p, results[v].numpy() if isinstance(v, int) else flat[v]) for p, v in outputs]
+        results: Any = None
+        if not by_row.is_set():
+            try:
+                with _as_in_tf_data():
+                    results = run(*batch)
+            except tf.errors.OpError as error:
+                results = _by_row(tf, one, batch, error)
+                by_row.set()
+        else:
+            results = _by_row(tf, one, batch, None)
+        return [(p, _numpy(results[v]) if isinstance(v, int) else flat[v]) for p, v in outputs]
 
     call.__name__ = f"{name} (TensorFlow graph, rest, per batch)"
     call._stoker_traced = traced  # type: ignore[attr-defined]
     return call
 
 
-def _raise_row(tf: Any, one: Callable[[Any], Any], batch: list[Any], error: Exception) -> None:
-    """Raises the error of the first row of ``batch`` that ``one`` (the function of one
-    element) fails on, noting the row, where the per-batch call failed with ``error``: the
-    vectorized graph's error names a node of its loop, not the element. ``error`` itself
-    where no row fails alone."""
+def _by_row(tf: Any, one: Callable[[Any], Any], batch: list[Any], error: Exception | None) -> tuple[Any, ...]:
+    """``one`` (the function of one element) run on each row of ``batch``, its results
+    stacked, where the per-batch call failed with ``error`` (or no longer runs). A row that
+    fails alone raises its own error, noting the row: the vectorized graph's error names a
+    node of its loop, not the element."""
     rows = int(batch[0].shape[0]) if batch else 0
+    results = []
     for r in range(rows):
         try:
             with _as_in_tf_data():
-                one(tuple(t[r] for t in batch))
+                results.append(one(tuple(t[r] for t in batch)))
         except tf.errors.OpError as e:
             if hasattr(e, "add_note"):
                 alone = "the function runs once per batch, and this is the error of that row run alone"
                 e.add_note(f"(stoker: row {r} of the batch of {rows}; {alone})")
             raise e from error
-    raise error
+    if not results:
+        if error is not None:
+            raise error
+        return ()
+    return tuple(np.stack([_numpy(row[k]) for row in results]) for k in range(len(results[0])))
+
+
+def _numpy(v: Any) -> Any:
+    return v.numpy() if hasattr(v, "numpy") else v
 
 
 def _unique(items: list[str]) -> list[str]:
