@@ -1669,3 +1669,21 @@ def test_exp_log_pow_and_float64_tanh_give_tensorflows_values() -> None:
     for fn in (lambda v: tf.minimum(v, float("inf")), lambda v: tf.where(v > 0, v, -float("inf"))):
         ds = _same(lambda lib: lib.Dataset.from_tensor_slices(x), fn, batch=2)
         assert "is the constant" in _notes(ds)
+
+
+def test_a_keras_layer_built_in_another_pipeline_gives_tensorflows_error() -> None:
+    """A Keras Normalization given its mean builds its constants in the first graph that calls
+    it; another pipeline's function then captures a tensor of that graph: TensorFlow's own
+    error, as tf.data gives (not an AttributeError of the translator)."""
+    tf = _tf()
+    keras = pytest.importorskip("keras")
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    ours, theirs = (keras.layers.Normalization(mean=[0.5, 1.0, 2.0], variance=[1.0, 4.0, 9.0]) for _ in range(2))
+    got = list(sk.data.Dataset.from_tensor_slices(x).map(lambda v: ours(v)))
+    want = list(tf.data.Dataset.from_tensor_slices(x).map(lambda v: theirs(v)).as_numpy_iterator())
+    assert all(np.array_equal(a, b) for a, b in zip(got, want)) and len(got) == 4
+    norm = keras.layers.Normalization(mean=[0.5, 1.0, 2.0], variance=[1.0, 4.0, 9.0])
+    list(tf.data.Dataset.from_tensor_slices(x).map(lambda v: norm(v)))
+    with pytest.raises(Exception, match="out of scope") as raised:
+        list(sk.data.Dataset.from_tensor_slices(x).map(lambda v: norm(v)))
+    assert not isinstance(raised.value, AttributeError)

@@ -1386,6 +1386,8 @@ class _Translator:
         for t, value in zip(traced.concrete.inputs[len(traced.in_fields) :], traced.concrete.captured_inputs):
             if t.dtype.name == "resource":
                 raise Untranslatable(f"it reads a variable ('{t.name}')")
+            if not hasattr(value, "numpy"):  # a tensor of another graph (a Keras layer's), no value here
+                raise Untranslatable(f"it captures a tensor whose value is not known when it is traced ('{t.name}')")
             self.values[t.ref()] = _Const(np.asarray(value.numpy()))
             self.captured[t.ref()] = value
         self.tf_ops: set[str] = set()  # ops left to TensorFlow
