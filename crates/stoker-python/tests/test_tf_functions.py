@@ -1687,3 +1687,26 @@ def test_a_keras_layer_built_in_another_pipeline_gives_tensorflows_error() -> No
     with pytest.raises(Exception, match="out of scope") as raised:
         list(sk.data.Dataset.from_tensor_slices(x).map(lambda v: norm(v)))
     assert not isinstance(raised.value, AttributeError)
+
+
+def test_a_sparse_or_ragged_result_is_an_error_naming_the_remedy() -> None:
+    tf = _tf()
+    records = [
+        tf.train.Example(
+            features=tf.train.Features(
+                feature={"v": tf.train.Feature(int64_list=tf.train.Int64List(value=list(range(i))))}
+            )
+        ).SerializeToString()
+        for i in range(1, 4)
+    ]
+    spec = {"v": tf.io.VarLenFeature(tf.int64)}
+    sparse = sk.data.Dataset.from_tensor_slices(records).map(lambda r: tf.io.parse_single_example(r, spec)["v"])
+    with pytest.raises(sk.InvalidArgumentError, match=r"returns a tf.SparseTensor .* tf.sparse.to_dense"):
+        list(sparse)
+    dense = sk.data.Dataset.from_tensor_slices(records).map(
+        lambda r: tf.sparse.to_dense(tf.io.parse_single_example(r, spec)["v"])
+    )
+    assert [v.tolist() for v in dense] == [[0], [0, 1], [0, 1, 2]]
+    ragged = sk.data.Dataset.from_tensor_slices(records).map(lambda r: tf.ragged.constant([[1], [2, 3]]))
+    with pytest.raises(sk.InvalidArgumentError, match=r"tf.RaggedTensor of rows of different lengths.*to_tensor"):
+        list(ragged)

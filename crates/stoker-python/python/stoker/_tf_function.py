@@ -38,6 +38,7 @@ from ._dtypes import as_tf_converts
 from ._expr import Expr
 from ._structure import Dynamic, Template, flatten, pack
 from ._tf_bits import Bits
+from .errors import InvalidArgumentError
 
 # ----------------------------------------------------------------------------- detection
 
@@ -826,7 +827,7 @@ def graph_call(traced: Traced, out: Dynamic) -> Callable[[dict[str, Any]], list[
         with _as_in_tf_data():
             template, pairs = flatten(concrete(*traced.args(flat)))
         out.template = template
-        return [(n, v.numpy() if hasattr(v, "numpy") else _python_value(v)) for n, v in pairs]
+        return [(n, _returned(traced.name, v)) for n, v in pairs]
 
     call.__name__ = f"{traced.name} (TensorFlow graph)"
     call._stoker_random = traced.random()  # type: ignore[attr-defined]
@@ -1204,6 +1205,25 @@ _HELD_DTYPES = frozenset(
 def _python_value(value: Any) -> Any:
     """A constant a function returned, as tf.data makes it a tensor (a Python int is int32)."""
     return np.asarray(as_tf_converts(value))
+
+
+def _returned(name: str, value: Any) -> Any:
+    """What a graph call returned, as NumPy values: an error naming the remedy for a sparse
+    tensor or a ragged one of rows of other lengths (an element's fields are dense arrays)."""
+    kind = type(value).__name__
+    if kind == "SparseTensor":
+        raise InvalidArgumentError(
+            f"{name}: the function returns a tf.SparseTensor (a VarLenFeature's, say); stoker's elements hold "
+            "dense arrays: return tf.sparse.to_dense(x), or x.values"
+        )
+    out = value.numpy() if hasattr(value, "numpy") else _python_value(value)
+    if kind == "RaggedTensor" and isinstance(out, np.ndarray) and out.dtype == object and out.size:
+        if isinstance(out.flat[0], np.ndarray):
+            raise InvalidArgumentError(
+                f"{name}: the function returns a tf.RaggedTensor of rows of different lengths; stoker's elements "
+                "hold dense arrays: return x.to_tensor() (padded), or x.flat_values with x.row_lengths()"
+            )
+    return out
 
 
 # ----------------------------------------------------------------------------- translation
