@@ -779,10 +779,26 @@ def test_an_iteration_left_before_its_end_is_followed_by_the_next_epoch(ray_clus
         assert r.epoch == 5
         it = iter(r)
         next(it)
-        r.set_epoch(9)
-        list(it)
+        r.set_epoch(9)  # the next iteration's: this one goes on with its own
+        assert sorted(_values([next(it)]) + _values(it)) != list(range(240))  # (one batch was taken before)
         full.set_epoch(9)
-        assert _values(r) == _values(full)
+        nine = _values(full)
+        assert _values(r) == nine and r.epoch == 10
+        # set_epoch before an iteration under way has its first batch
+        it = iter(r)
+        r.set_epoch(9)
+        assert _values(it) == _values(full.__iter__()) != nine  # that one ran epoch 10 (full: 10 too)
+        assert _values(r) == nine
+        # a state saved after set_epoch: the restored reader goes on to that epoch too
+        it = iter(r)
+        next(it)
+        r.set_epoch(7)
+        state = r.state_dict()
+        restored = skr.reader(service)
+        restored.load_state_dict(state)
+        full.set_epoch(7)
+        seven = _values(full)
+        assert _values(r) == _values(restored) == seven
         # len() after an actor died between epochs
         _kill(ray_cluster, service.actor(0))
         assert len(r) == n
@@ -831,4 +847,36 @@ def test_a_dead_actor_with_no_room_for_its_successor_is_an_error_not_a_wait(ray_
     finally:
         if hog is not None:
             ray_cluster.kill(hog)
+        service.shutdown()
+
+
+def test_an_error_in_an_iteration_goes_on_and_a_copy_reads_on_its_own(ray_cluster):
+    """An iteration that raised (a fetch that timed out, Ctrl-C) is followed by the rest of its
+    epoch; a copy of a reader (pickled) has iterators of its own, which the original's going
+    does not take away."""
+    import copy
+    import gc
+
+    service = skr.serve(_pipeline(), num_workers=2, num_cpus=0.5)
+    try:
+        for size in (None, 12):
+            r = skr.reader(service, batch_size=size)
+            it = r._iterate(span=False)
+            first = _values([next(it), next(it)])
+            with pytest.raises(RuntimeError, match="interrupted"):
+                it.throw(RuntimeError("interrupted"))
+            rest = _values(r)
+            assert sorted(first + rest) == list(range(240)), size
+            full = skr.reader(service, batch_size=size)
+            assert first + rest == _values(full)
+        r = skr.reader(service, mode="epoch")
+        twin = copy.copy(r)
+        assert twin.key != r.key
+        it = iter(twin)
+        head = _values([next(it)])
+        del r
+        gc.collect()
+        time.sleep(0.5)
+        assert sorted(head + _values(it)) == list(range(240))
+    finally:
         service.shutdown()

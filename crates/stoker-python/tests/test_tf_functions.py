@@ -1624,6 +1624,8 @@ def test_string_format_runs_per_element_before_a_batch_and_python_lists_of_bytes
     # lengths): the batches run row by row.
     ints = np.random.default_rng(7).integers(0, 6, (12, 10)).astype(np.int32)
     _same(lambda lib: lib.Dataset.from_tensor_slices(ints), lambda x: tf.shape(tf.unique(x).y)[0], batch=4)
+    count = lambda x: tf.strings.join([tf.strings.as_string(tf.size(tf.unique(x).y)), "\x00"])  # noqa: E731
+    _same(lambda lib: lib.Dataset.from_tensor_slices(ints), count, batch=4)  # strings stacked whole
     raw = [b"ab\x00\x00", b"\x00", b""]
     for data in (raw, {"k": raw}, [raw, raw[::-1]]):
         ours = [tf.nest.map_structure(np.asarray, e) for e in sk.data.Dataset.from_tensor_slices(data)]
@@ -1665,6 +1667,10 @@ def test_exp_log_pow_and_float64_tanh_give_tensorflows_values() -> None:
     not_le = lambda v: tf.cast(tf.logical_not(v <= 0.5), tf.float32)  # noqa: E731
     ds = _same(lambda lib: lib.Dataset.from_tensor_slices(nans), not_le)
     assert "translated to native ops" in _notes(ds) and "Greater" in _notes(ds)
+    # not where the comparison is read twice (written twice: Grappler merges the two first)
+    twice = lambda v: not_le(v) + tf.cast(v <= 0.5, tf.float32) * 2.0  # noqa: E731
+    ds = _same(lambda lib: lib.Dataset.from_tensor_slices(nans), twice)
+    assert "translated to native ops" in _notes(ds) and "LogicalNot" in _notes(ds)
     # a constant infinity (native expressions hold finite numbers) keeps its op in TensorFlow
     for fn in (lambda v: tf.minimum(v, float("inf")), lambda v: tf.where(v > 0, v, -float("inf"))):
         ds = _same(lambda lib: lib.Dataset.from_tensor_slices(x), fn, batch=2)

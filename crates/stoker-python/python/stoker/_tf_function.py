@@ -1731,9 +1731,28 @@ class _Translator:
                     return True
         return False
 
+    def consumers(self, op: Any) -> int:
+        """The ops that read ``op`` 's output or that of an op Grappler merges with it (the same
+        op on the same inputs, constants of one value counting as the same)."""
+        from tensorflow.python.framework import tensor_util
+
+        def same(a: Any, b: Any) -> bool:
+            if a is b:
+                return True
+            if a.op.type != "Const" or b.op.type != "Const" or a.dtype != b.dtype:
+                return False
+            x, y = (tensor_util.MakeNdarray(t.op.get_attr("value")) for t in (a, b))
+            return x.shape == y.shape and np.array_equal(x, y)
+
+        twins = [
+            o for o in self.graph.get_operations()
+            if o.type == op.type and len(o.inputs) == len(op.inputs) and all(map(same, o.inputs, op.inputs))
+        ]  # fmt: skip
+        return sum(len(o.outputs[0].consumers()) for o in twins)
+
     def elementwise(self, op: Any) -> None:
         compared = op.inputs[0].op if op.type == "LogicalNot" else None
-        if compared is not None and compared.type in _NEGATED and len(op.inputs[0].consumers()) == 1:
+        if compared is not None and compared.type in _NEGATED and self.consumers(compared) == 1:
             # tf.data's Grappler writes `!(a <= b)` as `a > b` (they differ where a or b is
             # NaN): the comparison that the function's value is
             negated = _NEGATED[compared.type]
@@ -2230,7 +2249,17 @@ def _by_row(tf: Any, one: Callable[[Any], Any], batch: list[Any], error: Excepti
         if error is not None:
             raise error
         return ()
-    return tuple(np.stack([_numpy(row[k]) for row in results]) for k in range(len(results[0])))
+    return tuple(_stacked([_numpy(row[k]) for row in results]) for k in range(len(results[0])))
+
+
+def _stacked(rows: list[Any]) -> Any:
+    """Rows stacked into one array; strings as objects (NumPy's fixed-width strings drop
+    trailing NUL bytes)."""
+    if rows and isinstance(rows[0], (bytes, str)):
+        out = np.empty(len(rows), dtype=object)
+        out[:] = rows
+        return out
+    return np.stack(rows)
 
 
 def _numpy(v: Any) -> Any:

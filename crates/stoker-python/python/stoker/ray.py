@@ -183,7 +183,8 @@ class _Worker:
         it = self.its.pop(key, None)
         if it is not None:
             it.close()
-        self.pipelines.pop(key, None)
+        for held in (self.pipelines, self.handed_out, self.busy_s):
+            held.pop(key, None)
 
     def take(self, key: str, n: int) -> tuple[list[tuple[Any, bytes, _Skips]], bool, _Skips]:
         """Up to ``n`` batches, each with the state after it and the bad records skipped in
@@ -371,7 +372,7 @@ class Service:
         # The old actors go first: the new ones may need their CPUs.
         for a in self._actors:
             self._ray.kill(a)
-        self._actors, self.num_workers = [], 0
+        self._actors, self.num_workers, self.cardinalities = [], 0, []
         self.generation += 1
         self._start(num_workers)
 
@@ -467,16 +468,13 @@ class Reader:
                 "as many steps): serve num_workers a multiple of world_size",
                 stacklevel=3,
             )
-        # Each reader its own iterators on the actors, also where two have one mode and rank
-        # (two readers of a whole epoch each, say): a key of its own
-        self.key = f"{mode}:{rank}:{uuid.uuid4().hex}"
-        # (not at the interpreter's exit: Ray goes with it)
-        weakref.finalize(self, _drop_key, service, self.key).atexit = False
+        self._new_key()
         self.epoch = 0
-        # An iteration of this reader has handed out batches and not ended (see `_iterate`);
-        # `set_epoch` was called since
+        # The epoch `set_epoch` named for the next iteration (None: the one after the last)
+        self._next_epoch: int | None = None
+        # An iteration of this reader has handed out batches and neither ended nor failed
+        # (see `_iterate`)
         self._open = False
-        self._epoch_given = False
         # Bad records skipped in the epochs this reader finished.
         self._skipped_earlier = 0
         # Of those, the ones below the actors' shares (every trainer counts them).
@@ -487,6 +485,18 @@ class Reader:
         self._batches = 0
         self._bytes = 0
         self._restarts = 0
+
+    def _new_key(self) -> None:
+        """Each reader its own iterators on the actors, also where two have one mode and rank
+        (two readers of a whole epoch each, say), and a copy of one (pickled, say): a key of
+        its own, whose iterators the actors let go of when the reader goes (not at the
+        interpreter's exit: Ray goes with it)."""
+        self.key = f"{self.mode}:{self.rank}:{uuid.uuid4().hex}"
+        weakref.finalize(self, _drop_key, self.service, self.key).atexit = False
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._new_key()
 
     def _shards(self) -> list[int]:
         """The shards this reader takes, of the service's current actors."""
@@ -518,11 +528,11 @@ class Reader:
         self._turn = 0
 
     def set_epoch(self, epoch: int) -> None:
-        """Makes the next iteration epoch ``epoch`` (its reshuffles and random ops). Without
-        it, each iteration is the epoch after the last one it ran (finished, or left before its
-        end: as a pipeline's iterations)."""
-        self.epoch = whole("set_epoch: epoch", epoch, 0)
-        self._epoch_given = True
+        """Makes the next iteration epoch ``epoch`` (its reshuffles and random ops); an
+        iteration under way goes on with its own. Without it, each iteration is the epoch after
+        the last one it ran (finished, or left before its end: as a pipeline's iterations); a
+        state loaded inside an epoch goes on with that epoch where ``epoch`` is it."""
+        self._next_epoch = whole("set_epoch: epoch", epoch, 0)
 
     def __len__(self) -> int:
         if self.batch_size is not None:
@@ -542,6 +552,7 @@ class Reader:
             "world_size": self.world_size,
             "batch_size": self.batch_size,
             "epoch": self.epoch,
+            "next_epoch": self._next_epoch,
             "workers": self._workers,
             "turn": self._turn,
             "acked": {str(i): (s.hex() if s is not None else None) for i, s in self._acked.items()},
@@ -571,6 +582,9 @@ class Reader:
                 + f" (shards {self._shards_of(workers)} of {workers} actors): load each trainer's own state"
             )
         self.epoch = int(state["epoch"])
+        given = state.get("next_epoch")
+        self._next_epoch = None if given is None else int(given)
+        self._open = False
         self._workers = workers
         self._turn = int(state["turn"])
         self._acked = {int(i): (bytes.fromhex(s) if s is not None else None) for i, s in state["acked"].items()}
@@ -624,10 +638,15 @@ class Reader:
         ``span``."""
         if self._open and not self._restored:
             # The last iteration was left before its end (a loop of `len(reader)` steps that
-            # did not ask past them, a `break`): this one is the next epoch (or the one
-            # `set_epoch` named), as a pipeline's next iteration is, not that epoch again
+            # did not ask past them, a `break`): this one is the next epoch, as a pipeline's
+            # next iteration is, not that epoch again
             self._end_epoch()
-        self._open = self._epoch_given = False
+        given, self._next_epoch = self._next_epoch, None
+        if given is not None and given != self.epoch:
+            if self._restored and self._started():
+                self._leave_epoch()  # a state inside another epoch: that epoch is left
+            self.epoch, self._restored = given, False
+        self._open = False
         if not self._restored or not self._started():
             self._fresh()
         elif self._workers != self.service.num_workers:
@@ -641,24 +660,30 @@ class Reader:
 
     def _epoch_batches(self) -> Iterator[Any]:
         chunks = self._chunks()
-        if self.batch_size is None:
-            for i, batch, state in chunks:
-                self._settle(i, state)
+        batches = chunks if self.batch_size is None else self._rebatched(chunks, self.batch_size)
+        try:
+            for i, batch, state in batches:
+                if i >= 0:
+                    self._settle(i, state)
                 self._open = True
                 yield self._counted(batch)
-        else:
-            for batch in self._rebatched(chunks, self.batch_size):
-                self._open = True
-                yield batch
-        # The epoch is over: the next iteration (and a state saved now) is the next epoch's,
-        # or the one `set_epoch` named meanwhile.
+        except GeneratorExit:
+            raise  # left by the loop: see `_iterate`
+        except BaseException:
+            # An error (Ctrl-C, a fetch that timed out): the next iteration goes on after the
+            # last batch handed out, as from a state saved then
+            self._open, self._restored = False, self._started()
+            raise
+        # The epoch is over: the next iteration (and a state saved now) is the next epoch's.
         self._end_epoch()
 
     def _end_epoch(self) -> None:
-        """This epoch is over (or left): the next one's start, unless ``set_epoch`` named another
-        since it began."""
-        if not self._epoch_given:
-            self.epoch += 1
+        """This epoch is over (or left): the next one's start."""
+        self.epoch += 1
+        self._leave_epoch()
+
+    def _leave_epoch(self) -> None:
+        """The positions of this epoch are dropped; its bad records counted."""
         self._open = False
         self._skipped_earlier += _epoch_skipped(self._skipped)
         self._shared_earlier += _epoch_shared(self._skipped)
@@ -701,8 +726,9 @@ class Reader:
                 try:
                     actors[i] = self.service.replace(i, actors[i], generation)
                     self._restarts += 1
-                    started = actors[i].start.remote(self.key, self.epoch, resume[i])
-                    return bytes(self.service.ready(started, f"shard {i}'s new actor"))
+                    # (no time limit: a restore may run the stream up to its state; the new
+                    # actor's coming up has one, in `replace`)
+                    return bytes(ray.get(actors[i].start.remote(self.key, self.epoch, resume[i])))
                 except ray.exceptions.RayActorError:
                     if attempt == _STARTS - 1:
                         raise
@@ -760,28 +786,47 @@ class Reader:
                 drop[i] = 0
             yield i, item, state
 
-    def _rebatched(self, chunks: Iterator[tuple[int, Any, bytes]], size: int) -> Iterator[Any]:
+    def _rebatched(self, chunks: Iterator[tuple[int, Any, bytes]], size: int) -> Iterator[tuple[int, Any, bytes]]:
         """The rows of the service's items, in turn, cut into batches of ``size``; the last
         one shorter, or dropped with ``drop_remainder``. A state saved between them holds, per
         shard, the state after its last item used up and the rows taken from the next."""
         parts: list[Any] = []
         have = 0
-        for i, item, state in chunks:
-            n, at = _length(item), 0
-            while at < n:
-                k = min(size - have, n - at)
-                parts.append(_rows(item, at, at + k))
-                at += k
-                have += k
-                if at == n:
-                    self._settle(i, state)
-                else:
-                    self._rows[i] += k
-                if have == size:
-                    yield self._counted(_concat(parts))
-                    parts, have = [], 0
+        # What the rows in `parts` use up, settled once their batch is handed out (a state
+        # saved then, or an error before, goes on after the rows handed out): per piece, its
+        # shard, the state after its item where it ends the item, and its rows.
+        # The turns move on as items are used up (the next item is the next shard's).
+        used: list[tuple[int, bytes | None, int]] = []
+        try:
+            for i, item, state in chunks:
+                n, at = _length(item), 0
+                while at < n:
+                    k = min(size - have, n - at)
+                    parts.append(_rows(item, at, at + k))
+                    at += k
+                    have += k
+                    used.append((i, state if at == n else None, k))
+                    if at == n:
+                        self._turn += 1
+                    if have == size:
+                        self._use(used)
+                        batch = _concat(parts)
+                        parts, have, used = [], 0, []
+                        yield -1, batch, b""
+        except BaseException:
+            # the rows not handed out are the next iteration's: their items' turns again
+            self._turn -= sum(1 for _, state, _ in used if state is not None)
+            raise
+        self._use(used)  # the rows of a last short batch, or those dropped with drop_remainder
         if parts and not self.drop_remainder:
-            yield self._counted(_concat(parts))
+            yield -1, _concat(parts), b""
+
+    def _use(self, used: list[tuple[int, bytes | None, int]]) -> None:
+        for i, state, k in used:
+            if state is not None:
+                self._acked[i], self._rows[i] = state, 0
+            else:
+                self._rows[i] += k
 
 
 def _spanned(batches: Iterator[Any]) -> Iterator[Any]:
