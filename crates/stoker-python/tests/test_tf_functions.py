@@ -1233,8 +1233,9 @@ def test_random_ops_in_tensorflow_functions_draw_from_the_pipeline_seed() -> Non
     with pytest.warns(RuntimeWarning, match=r"random ops \(RandomUniform\) run in TensorFlow, not seeded"):
         ds = sk.data.Dataset.range(3).map(inner)
     assert "its random ops (tf.random.uniform) draw from the element's seed" in _notes(ds)
-    # tf.vectorized_map's body has no counter at hand: its random ops are named.
-    with pytest.warns(RuntimeWarning, match=r"random ops \(RandomUniform\) run in TensorFlow, not seeded"):
+    # tf.vectorized_map's body: seeded with its index (see below), nothing named.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
         sk.data.Dataset.from_tensors(images).map(lambda b: tf.vectorized_map(lambda i: i + tf.random.uniform([]), b))
 
     # A tf.function it calls is traced into its graph: seeded too. One compiled by XLA stays a
@@ -1278,8 +1279,11 @@ def test_random_ops_in_tensorflow_functions_draw_from_the_pipeline_seed() -> Non
         ds = sk.data.Dataset.from_tensors(photos).map(lambda b: tf.map_fn(lambda x: flip(x, training=True), b))
     flipped = [bool(np.array_equal(a, p[:, ::-1])) for a, p in zip(next(iter(ds)), photos)]
     assert 8 < sum(flipped) < 32
-    with pytest.warns(RuntimeWarning, match=r"keras.random \(a SeedGenerator\)"):
-        sk.data.Dataset.from_tensors(photos).map(lambda b: tf.vectorized_map(lambda x: flip(x, training=True), b))
+    with warnings.catch_warnings():  # in a vectorized_map's body too
+        warnings.simplefilter("error", RuntimeWarning)
+        ds = sk.data.Dataset.from_tensors(photos).map(lambda b: tf.vectorized_map(lambda x: flip(x, training=True), b))
+    flipped = [bool(np.array_equal(a, p[:, ::-1])) for a, p in zip(next(iter(ds)), photos)]
+    assert 8 < sum(flipped) < 32
 
     def twice(layer: Any) -> list[Any]:  # two datasets, each its seed (drawn, unless given)
         return [
@@ -1302,6 +1306,21 @@ def test_random_ops_in_tensorflow_functions_draw_from_the_pipeline_seed() -> Non
     norm.adapt(features)
     ds = _same(lambda lib: lib.Dataset.from_tensor_slices(features), lambda x: norm(x))
     assert next(iter(ds)).shape == (1, 5)
+
+    # A tf.vectorized_map's body: each row its own draws (the seed folded with the body's
+    # index), the same per element and per batch, and in every run.
+    def rows(v: Any) -> Any:
+        return tf.vectorized_map(lambda row: row + tf.random.uniform([], seed=3), v)
+
+    zeros = np.zeros((6, 5), np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        per_element = sk.data.Dataset.from_tensor_slices(zeros).map(rows)
+    drawn = [e.tolist() for e in per_element.iterator(epoch=0)]
+    assert drawn == [e.tolist() for e in per_element.iterator(epoch=0)] and len({v for e in drawn for v in e}) == 30
+    assert "tf.random.uniform in loop_body) draw from the element's seed" in _notes(per_element)
+    batched = sk.data.Dataset.from_tensor_slices(zeros).map(rows).batch(3)
+    assert [r.tolist() for b in batched.iterator(epoch=0) for r in b] == drawn
 
     # What stoker does not seed is still named: a draw of a candidate sampler beside a seeded
     # uniform, a flat_map's function (the dataset it makes per element).

@@ -263,14 +263,24 @@ def _loop_counters(tf: Any) -> list[Any] | None:
     """The iteration counters of the ``tf.while_loop`` s (``tf.map_fn``, ``tf.scan``,
     AutoGraph's ``for`` over a tensor) whose body is being traced, innermost first (none
     outside a loop): a body is traced once for all its iterations, so its random ops take the
-    element's seed folded with them. None where no counter is at hand, and the random ops
-    keep their state: in a loop's condition, in a ``tf.vectorized_map`` 's body, or in any
-    other function the graph calls many times (a ``tf.data`` dataset's ``map`` or ``reduce``
-    inside the function)."""
+    element's seed folded with them; so are the indices of the ``tf.vectorized_map`` s whose
+    body is being traced in the function's graph. None where no counter is at hand, and the
+    random ops keep their state: in a loop's condition, or in any other function the graph
+    calls many times (a ``tf.data`` dataset's ``map`` or ``reduce`` inside the function)."""
     graph = tf.compat.v1.get_default_graph()
-    if "loop_body" in graph.get_name_scope().split("/"):  # tf.vectorized_map's (pfor's) body
-        return None
     counters = []
+    # A vectorized_map's (pfor's) body is traced in the graph, under a `loop_body` name scope
+    # whose first op is the iteration's index (a PlaceholderWithDefault the vectorizer feeds).
+    scopes = graph.get_name_scope().split("/")
+    for j in reversed(range(len(scopes))):
+        if re.fullmatch(r"loop_body(_\d+)?", scopes[j]):
+            try:
+                index = graph.get_operation_by_name("/".join(scopes[: j + 1]) + "/PlaceholderWithDefault")
+            except KeyError:
+                return None
+            if index.type != "PlaceholderWithDefault" or index.outputs[0].dtype != tf.int32:
+                return None
+            counters.append(index.outputs[0])
     own = _SEEDING.seed.graph  # the traced function's graph
     while graph is not own:
         kind = type(graph).__name__
@@ -723,8 +733,9 @@ def trace(
     random ops. Their distributions are the same, their values not tf.data's. Where they
     were given seeds (an op's ``seed=``, ``tf.random.set_seed``, a generator's state), the
     seed is fixed by those (``Traced.seed``), as TensorFlow's values are; else the pipeline
-    draws one. In a loop's body the seed is folded with the loop's counters. Left as they
-    are: random ops in a ``tf.vectorized_map`` 's body or a loop's condition, in the
+    draws one. In a loop's body the seed is folded with the loop's counters (in a
+    ``tf.vectorized_map`` 's body, with its index). Left as they are: random ops in a loop's
+    condition, in the
     ``tf.function`` s it calls that are not inlined (see ``_inlined_call``), and, unless
     ``all_random``, in the ``tf.image`` random crops and flips the translator reads as native
     ops. The ``tf.function`` s it calls (and ``fn``, if one) are traced into its graph."""
