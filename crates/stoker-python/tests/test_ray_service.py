@@ -6,9 +6,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import warnings
 
@@ -287,9 +289,16 @@ def test_a_state_saved_at_an_epoch_s_end_goes_on_in_a_new_process(ray_cluster, t
         after_loop = r.state_dict()  # saved once the loop ended
         want1 = _values(skr._share(_pipeline(), 2, 0).iterator(epoch=1))
         assert _values(epoch0) == _values(skr._share(_pipeline(), 2, 0))
+        # saved inside an epoch, after set_epoch named the next one
+        named = skr.reader(service, rank=0, world_size=2)
+        it = iter(named)
+        first = _values([next(it)])
+        named.set_epoch(7)
+        after_set_epoch = named.state_dict()
+        want7 = _values(skr._share(_pipeline(), 2, 0).iterator(epoch=7))
     finally:
         service.shutdown()
-    (tmp_path / "states.json").write_text(json.dumps([at_last_batch, after_loop]))
+    (tmp_path / "states.json").write_text(json.dumps([at_last_batch, after_loop, after_set_epoch]))
     # A new trainer process, a new service: each state gives the next iteration where it stands.
     child = _trainer_process(ray_cluster, """
 def pipeline():
@@ -305,12 +314,15 @@ print(json.dumps(out))
 """, str(tmp_path / "states.json"))
     out, err = child.communicate(timeout=300)
     assert child.returncode == 0, err
-    at_last, after = json.loads(out.strip().splitlines()[-1])
+    at_last, after, named_next = json.loads(out.strip().splitlines()[-1])
     # After the loop: the next epoch's start. At the last batch: the rest of epoch 0 (nothing),
     # then epoch 1. Epoch 1 is its own (the shuffle reshuffles before the shard), not epoch 0's.
     assert after[0] == want1
     assert at_last == [[], want1]
     assert want1 != _values(epoch0)
+    # After set_epoch(7): the rest of epoch 0, then epoch 7.
+    assert named_next == [_values(epoch0)[len(first):], want7]
+    assert want7 not in (want1, _values(epoch0))
 
 
 def test_ctrl_c_ends_a_trainer_waiting_on_the_service(ray_cluster):
@@ -789,16 +801,24 @@ def test_an_iteration_left_before_its_end_is_followed_by_the_next_epoch(ray_clus
         r.set_epoch(9)
         assert _values(it) == _values(full.__iter__()) != nine  # that one ran epoch 10 (full: 10 too)
         assert _values(r) == nine
-        # a state saved after set_epoch: the restored reader goes on to that epoch too
+        # a state saved after set_epoch, inside an iteration: the restored reader goes on with
+        # that iteration, then that epoch; the reader itself left its iteration
         it = iter(r)
-        next(it)
+        first = _values([next(it)])
+        full.set_epoch(r.epoch)
+        rest = _values(full)[len(first):]
         r.set_epoch(7)
         state = r.state_dict()
         restored = skr.reader(service)
         restored.load_state_dict(state)
         full.set_epoch(7)
         seven = _values(full)
-        assert _values(r) == _values(restored) == seven
+        assert _values(r) == seven
+        assert _values(restored) == rest and _values(restored) == seven
+        # set_epoch after the load names the next iteration, and leaves the saved one
+        restored.load_state_dict(state)
+        restored.set_epoch(7)
+        assert _values(restored) == seven
         # len() after an actor died between epochs
         _kill(ray_cluster, service.actor(0))
         assert len(r) == n
@@ -840,10 +860,21 @@ def test_a_dead_actor_with_no_room_for_its_successor_is_an_error_not_a_wait(ray_
 
         hog = Hog.remote()
         ray_cluster.get(hog.ping.remote())
-        t0 = time.monotonic()
-        with pytest.raises(sk.InvalidArgumentError, match=r"new actor .* start_timeout=3 s; the cluster has 2 CPUs"):
-            list(it)
-        assert time.monotonic() - t0 < 30
+        # On a thread, so that a wait without end fails the test instead of hanging it.
+        raised: list[BaseException] = []
+
+        def rest() -> None:
+            try:
+                list(it)
+            except BaseException as e:  # noqa: BLE001 - examined below
+                raised.append(e)
+
+        worker = threading.Thread(target=rest, daemon=True)
+        worker.start()
+        worker.join(60)
+        assert not worker.is_alive(), "the reader waited for a successor with no CPU free"
+        assert len(raised) == 1 and isinstance(raised[0], sk.InvalidArgumentError), raised
+        assert re.search(r"new actor .* start_timeout=3 s; the cluster has 2 CPUs", str(raised[0]))
     finally:
         if hog is not None:
             ray_cluster.kill(hog)

@@ -303,12 +303,9 @@ class Service:
         if len(done) < len(ready):
             for a in actors:
                 self._ray.kill(a)
-            cpus = self._ray.cluster_resources().get("CPU", 0)
-            free = self._ray.available_resources().get("CPU", 0)
-            raise InvalidArgumentError(
-                f"serve: {len(ready) - len(done)} of num_workers={num_workers} actors (num_cpus={self.num_cpus} "
-                f"each) did not start within start_timeout={self.start_timeout:g} s; the cluster has {cpus:g} CPUs, "
-                f"{free:g} free: fewer workers, a smaller num_cpus, or more nodes"
+            raise self._not_started(
+                f"serve: {len(ready) - len(done)} of num_workers={num_workers} actors (num_cpus={self.num_cpus} each)",
+                ": fewer workers, a smaller num_cpus, or more nodes",
             )
         self._ray.get(done)  # an actor whose pipeline failed to build raises its error here
         # A step given no seed (a shuffle, a random op) draws one in each actor: each would
@@ -357,12 +354,16 @@ class Service:
         try:
             return self._ray.get(ref, timeout=self.start_timeout)
         except self._ray.exceptions.GetTimeoutError:
-            cpus = self._ray.cluster_resources().get("CPU", 0)
-            free = self._ray.available_resources().get("CPU", 0)
-            raise InvalidArgumentError(
-                f"stoker.ray: {what} (num_cpus={self.num_cpus}) did not start within "
-                f"start_timeout={self.start_timeout:g} s; the cluster has {cpus:g} CPUs, {free:g} free"
-            ) from None
+            raise self._not_started(f"stoker.ray: {what} (num_cpus={self.num_cpus})") from None
+
+    def _not_started(self, who: str, remedy: str = "") -> InvalidArgumentError:
+        """The error for actors (``who``) that did not start in time, with the cluster's room."""
+        cpus = self._ray.cluster_resources().get("CPU", 0)
+        free = self._ray.available_resources().get("CPU", 0)
+        return InvalidArgumentError(
+            f"{who} did not start within start_timeout={self.start_timeout:g} s; "
+            f"the cluster has {cpus:g} CPUs, {free:g} free{remedy}"
+        )
 
     def resize(self, num_workers: int) -> None:
         """Runs the pipeline on ``num_workers`` actors from the readers' next epoch on (each
@@ -472,6 +473,7 @@ class Reader:
         self.epoch = 0
         # The epoch `set_epoch` named for the next iteration (None: the one after the last)
         self._next_epoch: int | None = None
+        self._next_after_restored = False
         # An iteration of this reader has handed out batches and neither ended nor failed
         # (see `_iterate`)
         self._open = False
@@ -531,8 +533,10 @@ class Reader:
         """Makes the next iteration epoch ``epoch`` (its reshuffles and random ops); an
         iteration under way goes on with its own. Without it, each iteration is the epoch after
         the last one it ran (finished, or left before its end: as a pipeline's iterations); a
-        state loaded inside an epoch goes on with that epoch where ``epoch`` is it."""
+        state loaded inside an epoch goes on with that epoch where ``epoch`` is it. A state saved
+        after it keeps it: loaded, the saved iteration goes on, then epoch ``epoch`` comes."""
         self._next_epoch = whole("set_epoch: epoch", epoch, 0)
+        self._next_after_restored = False
 
     def __len__(self) -> int:
         if self.batch_size is not None:
@@ -584,6 +588,8 @@ class Reader:
         self.epoch = int(state["epoch"])
         given = state.get("next_epoch")
         self._next_epoch = None if given is None else int(given)
+        # Named by set_epoch before the state was saved: the epoch after the one it stands in
+        self._next_after_restored = given is not None
         self._open = False
         self._workers = workers
         self._turn = int(state["turn"])
@@ -641,7 +647,12 @@ class Reader:
             # did not ask past them, a `break`): this one is the next epoch, as a pipeline's
             # next iteration is, not that epoch again
             self._end_epoch()
-        given, self._next_epoch = self._next_epoch, None
+        goes_on = self._restored and self._started()
+        if goes_on and self._next_after_restored:
+            given = None  # the saved iteration goes on first; its named successor after it
+        else:
+            given, self._next_epoch = self._next_epoch, None
+        self._next_after_restored = False
         if given is not None and given != self.epoch:
             if self._restored and self._started():
                 self._leave_epoch()  # a state inside another epoch: that epoch is left
