@@ -906,15 +906,12 @@ def scan_call(
             got = [t.dtype.name for _, t in mismatch]
             raise TypeError(f"scan_func: the new state's dtypes {got} are not the initial state's")
 
-    def numpy(v: Any) -> Any:
-        return v.numpy() if hasattr(v, "numpy") else _python_value(v)
-
     def step(state: Any, x: Any) -> Any:
         with _as_in_tf_data():
             new_state, output = concrete(state, x)
         if not with_output:
-            return tf.nest.map_structure(numpy, new_state)
-        return tf.nest.map_structure(numpy, new_state), tf.nest.map_structure(numpy, output)
+            return tf.nest.map_structure(_numpy, new_state)
+        return tf.nest.map_structure(_numpy, new_state), tf.nest.map_structure(_numpy, output)
 
     step.__name__ = f"{getattr(fn, '__name__', 'scan_fn')} (TensorFlow graph)"
     step._stoker_graph = True  # type: ignore[attr-defined]
@@ -971,12 +968,9 @@ def element_call(traced: Traced) -> Callable[..., Any]:
 
     concrete = traced.concrete
 
-    def numpy(v: Any) -> Any:
-        return v.numpy() if hasattr(v, "numpy") else _python_value(v)
-
     def call(*args: Any) -> Any:
         with _as_in_tf_data():
-            return tf.nest.map_structure(numpy, concrete(*args))
+            return tf.nest.map_structure(_numpy, concrete(*args))
 
     call.__name__ = f"{traced.name} (TensorFlow graph)"
     call._stoker_graph = True  # type: ignore[attr-defined]
@@ -2274,7 +2268,8 @@ def _stacked(rows: list[Any]) -> Any:
 
 
 def _numpy(v: Any) -> Any:
-    return v.numpy() if hasattr(v, "numpy") else v
+    """A value a graph call returned as NumPy's (a Python constant as tf.data makes it)."""
+    return v.numpy() if hasattr(v, "numpy") else _python_value(v)
 
 
 def _unique(items: list[str]) -> list[str]:
