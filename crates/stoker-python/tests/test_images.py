@@ -375,6 +375,38 @@ def test_color_jitter_matches_tf_adjust_ops(golden, key, kwargs):
     np.testing.assert_allclose(got, g[key], atol=2e-6)
 
 
+def test_color_jitter_computes_as_tensorflow_s_kernels_also_outside_0_1():
+    """Each adjustment gives TensorFlow's own values bit for bit (its mean's order of sums,
+    its hue through the value range), also for values outside [0, 1], as a brightness change
+    leaves them."""
+    tf = pytest.importorskip("tensorflow")
+    rng = np.random.default_rng(3)
+    images = (rng.random((6, 9, 13, 3), dtype=np.float32) * 1.6 - 0.3).astype(np.float32)
+    images[0, :2] = 0.5  # grey pixels: no hue
+    images[1, 0, 0] = [0.2, 0.2, 0.7]  # two channels equal
+    steps = [
+        ("brightness", (-0.15, -0.15), tf.image.adjust_brightness),
+        ("contrast", (1.7, 1.7), tf.image.adjust_contrast),
+        ("saturation", (0.4, 0.4), tf.image.adjust_saturation),
+        ("hue", (0.35, 0.35), tf.image.adjust_hue),
+        ("hue", (-0.45, -0.45), tf.image.adjust_hue),
+    ]
+    for name, bounds, adjust in steps:
+        got = np.stack(list(sk.Dataset.from_tensor_slices(images).map(sk.ops.color_jitter("value", **{name: bounds}))))
+        want = np.stack([adjust(tf.constant(x), bounds[0]).numpy() for x in images])
+        np.testing.assert_array_equal(got, want, err_msg=f"{name} {bounds}")
+    # all four, in their order
+    op = sk.ops.color_jitter("value", **{name: bounds for name, bounds, _ in steps[:4]})
+    got = np.stack(list(sk.Dataset.from_tensor_slices(images).map(op)))
+    want = []
+    for x in images:
+        y = tf.constant(x)
+        for name, bounds, adjust in steps[:4]:
+            y = adjust(y, bounds[0])
+        want.append(y.numpy())
+    np.testing.assert_array_equal(got, np.stack(want))
+
+
 def test_color_jitter_draws_uniformly_per_element_and_reproducibly():
     flat = np.full((2000, 2, 2, 3), 0.5, np.float32)
 

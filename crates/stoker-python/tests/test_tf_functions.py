@@ -317,6 +317,44 @@ def test_python_constants_returned_are_tensors_as_in_tf_data() -> None:
     assert "partly translated" in _notes(ds) and "the constant 7 → compute" in _notes(ds)
 
 
+def test_random_colour_functions_run_as_native_color_jitter() -> None:
+    """``tf.image.random_brightness`` / ``_contrast`` / ``_saturation`` / ``_hue`` on float32
+    images are native ``color_jitter`` s (stoker's draws; each adjustment computes as
+    TensorFlow's kernel, see test_images): draws are per element, the same per element and per
+    batch, and another epoch's are others. Where the image is not float32 (a conversion in the
+    function) they run in TensorFlow, seeded."""
+    tf = _tf()
+    rng = np.random.default_rng(5)
+    images = rng.random((12, 7, 9, 3), dtype=np.float32)
+
+    def jitter(img: Any) -> Any:
+        img = tf.image.random_brightness(img, 0.2)
+        img = tf.image.random_contrast(img, 0.5, 1.5)
+        img = tf.image.random_saturation(img, 0.5, 1.5)
+        return tf.image.random_hue(img, 0.1)
+
+    ds = sk.data.Dataset.from_tensor_slices(images).map(jitter)
+    for kind in ("brightness", "contrast", "saturation", "hue"):
+        assert f"tf.image.random_{kind} → color_jitter({kind}) (stoker's draws)" in _notes(ds)
+    assert "translated to native ops" in _notes(ds) and "the rest" not in _notes(ds)
+    per_element = np.stack(list(ds.iterator(epoch=0)))
+    per_batch = np.concatenate(list(ds.batch(5).iterator(epoch=0)))
+    np.testing.assert_array_equal(per_element, per_batch)
+    np.testing.assert_array_equal(per_element, np.stack(list(ds.iterator(epoch=0))))
+    assert not np.array_equal(per_element, np.stack(list(ds.iterator(epoch=1))))
+    # each element its own brightness shift: the images' means move by different amounts
+    brightened = np.stack(list(sk.data.Dataset.from_tensor_slices(images).map(
+        lambda i: tf.image.random_brightness(i, 0.2)).iterator(epoch=0)))  # fmt: skip
+    shifts = (brightened - images).mean(axis=(1, 2, 3))
+    assert np.abs(shifts).max() <= 0.2 + 1e-6 and len(np.unique(shifts.round(5))) == len(images)
+
+    # uint8 images: adjust_brightness converts them, which the native op does not: TensorFlow
+    as_uint8 = (images * 255).astype(np.uint8)
+    ds = _same(lambda lib: lib.Dataset.from_tensor_slices(as_uint8), lambda i: tf.image.random_brightness(i, 0.0))
+    assert "runs as its traced graph" in _notes(ds)
+    assert "(tf.random.uniform in random_brightness) draw from the element's seed" in _notes(ds)
+
+
 def test_random_flip_is_native_seeded_and_flips_or_keeps(images: list[str]) -> None:
     tf = _tf()
 
@@ -1180,13 +1218,13 @@ def test_random_ops_in_tensorflow_functions_draw_from_the_pipeline_seed() -> Non
     assert taken == [int(v) for v in kept.iterator(epoch=0)] and 150 < len(taken) < 250 and taken == sorted(set(taken))
     assert "draw from the element's seed" in _notes(kept)
 
-    # A flip whose input TensorFlow computes (a brightness change) is not translated: its
-    # random op is seeded too, as the brightness's.
+    # A flip whose input TensorFlow computes (a random scaling) is not translated: its
+    # random op is seeded too, as the scaling's.
     images = np.zeros((6, 4, 4, 1), np.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ds = sk.data.Dataset.from_tensor_slices(images).map(
-            lambda i: tf.image.random_flip_left_right(tf.image.random_brightness(i, 0.5))
+            lambda i: tf.image.random_flip_left_right(i * tf.random.uniform([], 0.5, 1.5))
         )
     assert "tf.random.uniform in random_flip_left_right" in _notes(ds)
     assert [a.tolist() for a in ds.iterator(epoch=0)] == [a.tolist() for a in ds.iterator(epoch=0)]

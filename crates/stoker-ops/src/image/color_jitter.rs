@@ -4,12 +4,15 @@
 //! factor drawn uniformly from its range, in that fixed order:
 //!
 //! - brightness: `x + delta`;
-//! - contrast: `(x - mean_c) * factor + mean_c`, `mean_c` the channel's mean over the image;
+//! - contrast: `mean_c + factor * (x - mean_c)`, `mean_c` the channel's mean over the image;
 //! - saturation: in HSV, `s = clip(s * factor, 0, 1)` (RGB only);
-//! - hue: in HSV, `h = (h + delta) mod 1` (RGB only).
+//! - hue: `h = (h + delta) mod 1`, through the pixel's hue and value range (RGB only), which
+//!   also holds for values outside [0, 1].
 //!
-//! Like TensorFlow, nothing is clipped to [0, 1] afterwards. Factors come from (seed, epoch,
-//! element position), as for every random op, so the result does not depend on threads.
+//! Each step computes as TensorFlow's CPU kernel does (the order of the sums of the mean,
+//! the constants' precision), so that a draw gives TensorFlow's values. Like TensorFlow,
+//! nothing is clipped to [0, 1] afterwards. Factors come from (seed, epoch, element
+//! position), as for every random op, so the result does not depend on threads.
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::{Element, Schema};
@@ -18,7 +21,6 @@ use stoker_core::op::{Fields, Op, OpCtx};
 use stoker_core::{DType, Error, Result, Seed};
 
 use crate::image::random_flip::unit;
-use crate::kernels::channels;
 use crate::kernels::fields::{build, input_spec, out_name, put, with_field};
 use crate::kernels::spec_json::spec_json;
 
@@ -151,21 +153,20 @@ impl Op for ColorJitter {
         let draw = self.draw(ctx);
         let out = build::<f32>(DType::F32, t.shape().to_vec(), |out| {
             let delta = draw.brightness.unwrap_or(0.0);
-            match draw.contrast {
-                // TF's adjust_contrast of the brightened image, fused into one pass: the mean
-                // of `x + delta` is `mean(x) + delta`.
-                Some(factor) => {
-                    let means: Vec<f32> =
-                        channels::means(src, c).iter().map(|m| m + delta).collect();
-                    let factors = vec![factor; c];
-                    channels::map2(src, out, &means, &factors, |x, m, f| {
-                        ((x + delta) - m) * f + m
-                    });
+            out.iter_mut().zip(src).for_each(|(d, s)| *d = s + delta);
+            if let Some(factor) = draw.contrast {
+                let means = tf_channel_means(out, c);
+                for px in out.chunks_exact_mut(c) {
+                    for (v, m) in px.iter_mut().zip(&means) {
+                        *v = m + factor * (*v - m);
+                    }
                 }
-                None => out.iter_mut().zip(src).for_each(|(d, s)| *d = s + delta),
             }
-            if draw.saturation.is_some() || draw.hue.is_some() {
-                adjust_hsv(out, draw.saturation.unwrap_or(1.0), draw.hue.unwrap_or(0.0));
+            if let Some(factor) = draw.saturation {
+                out.chunks_exact_mut(3).for_each(|px| adjust_saturation(px, factor));
+            }
+            if let Some(delta) = draw.hue {
+                out.chunks_exact_mut(3).for_each(|px| adjust_hue(px, delta));
             }
             Ok(())
         })?;
@@ -181,48 +182,92 @@ impl Op for ColorJitter {
     }
 }
 
-/// Saturation scale and hue shift through HSV, as TensorFlow's kernels compute it.
-fn adjust_hsv(pixels: &mut [f32], saturation: f32, hue: f32) {
-    for px in pixels.chunks_exact_mut(3) {
-        let (h, s, v) = rgb_to_hsv(px[0], px[1], px[2]);
-        let s = (s * saturation).clamp(0.0, 1.0);
-        let mut h = (h + hue) % 1.0;
-        if h < 0.0 {
-            h += 1.0;
-        }
-        let (r, g, b) = hsv_to_rgb(h, s, v);
-        px.copy_from_slice(&[r, g, b]);
+/// Per channel, the mean over an image of `channels`-wide pixels, summed as TensorFlow's
+/// `AdjustContrastv2` CPU kernel sums: the plane folded in halves (the second half's pixels
+/// added to the first's) until one pixel is left, then scaled by `1 / pixels`.
+fn tf_channel_means(plane: &[f32], channels: usize) -> Vec<f32> {
+    let c = channels.max(1);
+    let pixels = plane.len() / c;
+    if pixels == 0 {
+        return vec![0.0; c];
+    }
+    let right = pixels / 2;
+    let left = pixels - right;
+    let mut sums: Vec<f32> = plane[left * c..(left + right) * c]
+        .iter()
+        .zip(&plane[..right * c])
+        .map(|(b, a)| b + a)
+        .collect();
+    sums.extend_from_slice(&plane[right * c..left * c]); // the middle pixel of an odd count
+    let mut remaining = left;
+    while remaining > 1 {
+        let right = remaining / 2;
+        let left = remaining - right;
+        let (head, tail) = sums.split_at_mut(left * c);
+        head[..right * c]
+            .iter_mut()
+            .zip(&tail[..right * c])
+            .for_each(|(a, b)| *a += b);
+        remaining = left;
+    }
+    let scale = 1.0f32 / pixels as f32;
+    sums[..c].iter().map(|s| s * scale).collect()
+}
+
+/// C++'s `std::max` and `std::min` (the first argument where the comparison is false, as
+/// with a NaN), which TensorFlow's colour kernels use.
+fn cmax(a: f32, b: f32) -> f32 {
+    if a < b {
+        b
+    } else {
+        a
     }
 }
 
-/// RGB → (hue in [0, 1), saturation, value).
-fn rgb_to_hsv(r: f32, g: f32, b: f32) -> (f32, f32, f32) {
-    let v = r.max(g).max(b);
-    let range = v - r.min(g).min(b);
-    let s = if v > 0.0 { range / v } else { 0.0 };
-    if range <= 0.0 {
-        return (0.0, s, v);
+fn cmin(a: f32, b: f32) -> f32 {
+    if b < a {
+        b
+    } else {
+        a
     }
-    let norm = 1.0 / (6.0 * range);
+}
+
+/// `AdjustSaturation` on one RGB pixel: through HSV, `s` scaled and clipped to [0, 1].
+fn adjust_saturation(px: &mut [f32], factor: f32) {
+    let (r, g, b) = (px[0], px[1], px[2]);
+    let v = cmax(r, cmax(g, b));
+    let range = v - cmin(r, cmin(g, b));
+    let s = if v > 0.0 { range / v } else { 0.0 };
+    let norm = 1.0f32 / (6.0 * range);
+    // TensorFlow adds these thirds as doubles.
     let mut h = if r == v {
         norm * (g - b)
     } else if g == v {
-        norm * (b - r) + 2.0 / 6.0
+        (f64::from(norm * (b - r)) + 2.0 / 6.0) as f32
     } else {
-        norm * (r - g) + 4.0 / 6.0
+        (f64::from(norm * (r - g)) + 4.0 / 6.0) as f32
     };
+    if range <= 0.0 {
+        h = 0.0;
+    }
     if h < 0.0 {
         h += 1.0;
     }
-    (h, s, v)
-}
-
-fn hsv_to_rgb(h: f32, s: f32, v: f32) -> (f32, f32, f32) {
+    let s = cmin(1.0, cmax(0.0, s * factor));
     let c = s * v;
     let m = v - c;
     let dh = h * 6.0;
-    let x = c * (1.0 - ((dh % 2.0) - 1.0).abs());
-    let (r, g, b) = match dh as i32 {
+    let mut fmodu = dh;
+    if fmodu.is_finite() {
+        while fmodu <= 0.0 {
+            fmodu += 2.0;
+        }
+        while fmodu >= 2.0 {
+            fmodu -= 2.0;
+        }
+    }
+    let x = c * (1.0 - (fmodu - 1.0).abs());
+    let (rr, gg, bb) = match dh as i32 {
         0 => (c, x, 0.0),
         1 => (x, c, 0.0),
         2 => (0.0, c, x),
@@ -231,7 +276,57 @@ fn hsv_to_rgb(h: f32, s: f32, v: f32) -> (f32, f32, f32) {
         5 => (c, 0.0, x),
         _ => (0.0, 0.0, 0.0),
     };
-    (r + m, g + m, b + m)
+    px.copy_from_slice(&[rr + m, gg + m, bb + m]);
+}
+
+/// `AdjustHue` on one RGB pixel: its hue (in [0, 6)) and value range, the hue turned by
+/// `delta` of a full turn, the pixel rebuilt from them.
+fn adjust_hue(px: &mut [f32], delta: f32) {
+    let (r, g, b) = (px[0], px[1], px[2]);
+    let (max, mid, min, category) = if r < g {
+        if b < r {
+            (g, r, b, 1)
+        } else if b > g {
+            (b, g, r, 3)
+        } else {
+            (g, b, r, 2)
+        }
+    } else if b < g {
+        (r, g, b, 0)
+    } else if b > r {
+        (b, r, g, 4)
+    } else {
+        (r, b, g, 5)
+    };
+    let mut h = 0.0f32;
+    if max != min {
+        let ratio = (mid - min) / (max - min);
+        h = category as f32 + if category % 2 == 0 { ratio } else { 1.0 - ratio };
+    }
+    h += delta * 6.0;
+    if h.is_finite() {
+        while h < 0.0 {
+            h += 6.0;
+        }
+        while h >= 6.0 {
+            h -= 6.0;
+        }
+    }
+    let category = h as i32;
+    let mut ratio = h - category as f32;
+    if category % 2 != 0 {
+        ratio = 1.0 - ratio;
+    }
+    let mid = min + ratio * (max - min);
+    let rgb = match category {
+        0 => [max, mid, min],
+        1 => [mid, max, min],
+        2 => [min, max, mid],
+        3 => [min, mid, max],
+        4 => [mid, min, max],
+        _ => [max, min, mid],
+    };
+    px.copy_from_slice(&rgb);
 }
 
 #[cfg(test)]
@@ -239,17 +334,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hsv_round_trip() {
+    fn a_zero_turn_of_hue_and_a_unit_saturation_keep_the_pixel() {
         for rgb in [
             [0.2f32, 0.5, 0.9],
             [1.0, 0.0, 0.0],
             [0.3, 0.3, 0.3],
             [0.9, 0.8, 0.1],
+            [-0.2, 0.4, 1.3],
         ] {
-            let (h, s, v) = rgb_to_hsv(rgb[0], rgb[1], rgb[2]);
-            let (r, g, b) = hsv_to_rgb(h, s, v);
-            for (a, b) in [r, g, b].iter().zip(rgb) {
-                assert!((a - b).abs() < 1e-6, "{rgb:?} -> {:?}", (r, g, b));
+            let mut px = rgb;
+            adjust_hue(&mut px, 0.0);
+            for (a, b) in px.iter().zip(rgb) {
+                assert!((a - b).abs() < 1e-6, "{rgb:?} -> {px:?}");
+            }
+            let mut px = rgb;
+            adjust_saturation(&mut px, 1.0);
+            if rgb.iter().all(|v| *v >= 0.0) {
+                for (a, b) in px.iter().zip(rgb) {
+                    assert!((a - b).abs() < 1e-6, "{rgb:?} -> {px:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn channel_means_fold_any_pixel_count() {
+        for pixels in [1usize, 2, 3, 5, 8, 17] {
+            let plane: Vec<f32> = (0..pixels * 3).map(|i| i as f32).collect();
+            let means = tf_channel_means(&plane, 3);
+            for (k, m) in means.iter().enumerate() {
+                let want = (0..pixels).map(|p| (p * 3 + k) as f32).sum::<f32>() / pixels as f32;
+                assert!((m - want).abs() < 1e-4, "{pixels} pixels, channel {k}: {m} vs {want}");
             }
         }
     }

@@ -256,7 +256,24 @@ class _Seeding(threading.local):
 _SEEDING = _Seeding()
 # tf.image functions read as one native op that draws from the pipeline's seed (see `_SCOPES`):
 # their random ops are left as they are, for the translator to find (at the top level)
-_NATIVE_RANDOM = ("random_crop", "random_flip_left_right", "random_flip_up_down")
+_NATIVE_RANDOM = (
+    "random_crop",
+    "random_flip_left_right",
+    "random_flip_up_down",
+    "random_brightness",
+    "random_contrast",
+    "random_saturation",
+    "random_hue",
+)
+# tf.image's random colour functions: the op each adjusts with, and `ops.color_jitter`'s
+# argument of the same meaning. TensorFlow gives them no name scope: a seeded trace puts
+# each in one of its name (see `_stateless_forms`), for the translator to read.
+_COLOR_SCOPES = {
+    "random_brightness": ("AddV2", "brightness"),
+    "random_contrast": ("AdjustContrastv2", "contrast"),
+    "random_saturation": ("AdjustSaturation", "saturation"),
+    "random_hue": ("AdjustHue", "hue"),
+}
 
 
 def _loop_counters(tf: Any) -> list[Any] | None:
@@ -440,9 +457,19 @@ def _stateless_forms(tf: Any, original: dict[str, Callable[..., Any]]) -> dict[s
                     **kw)  # fmt: skip
         return original["bounding_box_v1"](image_size, bounding_boxes, seed, seed2, **kw) if drawn is None else drawn
 
+    def scoped(kind: str) -> Callable[..., Any]:
+        """A tf.image random colour function in a name scope of its name (see ``_COLOR_SCOPES``)."""
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with tf.name_scope(kind):
+                return original[kind](*args, **kwargs)
+
+        return call
+
     made = {"uniform": uniform, "normal": normal, "truncated_normal": truncated_normal,
             "categorical": categorical, "multinomial": multinomial, "shuffle": shuffle, "gamma": gamma,
-            "poisson": poisson, "bounding_box": bounding_box, "bounding_box_v1": bounding_box_v1}  # fmt: skip
+            "poisson": poisson, "bounding_box": bounding_box, "bounding_box_v1": bounding_box_v1,
+            **{kind: scoped(kind) for kind in _COLOR_SCOPES}}  # fmt: skip
     return {n: tf.autograph.experimental.do_not_convert(f) for n, f in made.items()}
 
 
@@ -596,6 +623,7 @@ _RANDOM_FUNCTIONS = {
     "poisson": ("random_ops", "random_poisson_v2"),
     "bounding_box": ("image_ops_impl", "sample_distorted_bounding_box_v2"),
     "bounding_box_v1": ("image_ops_impl", "sample_distorted_bounding_box"),
+    **{kind: ("image_ops_impl", kind) for kind in _COLOR_SCOPES},
 }
 _PLACES: list[tuple[Any, str, str]] = []  # (module, name, key): where each is held
 
@@ -1380,6 +1408,7 @@ _SCOPES = (
     "random_flip_up_down",
     "flip_left_right",
     "flip_up_down",
+    *_COLOR_SCOPES,
 )
 
 
@@ -1871,6 +1900,7 @@ class _Translator:
             return
         if src.shape.rank != 3:
             raise Untranslatable(f"'{scope}' on a tensor of rank {src.shape.rank} (natively: one image [H, W, C])")
+        color = _color_range(scope, kind, members, src, out) if kind in _COLOR_SCOPES else None
         v = self.value(src)
         if kind == "resize_image_with_crop_or_pad" and isinstance(v, _Lazy) and self.crop_first(v, src, names):
             return
@@ -1894,6 +1924,10 @@ class _Translator:
                 "tf.image.random_crop",
                 "random_crop (stoker's draws)",
             )
+        elif color is not None:
+            what = _COLOR_SCOPES[kind][1]
+            jitter = ops.color_jitter(field_in, seed=_seed_of(members), output=name, **{what: color})
+            self.emit(jitter, f"tf.image.{kind}", f"color_jitter({what}) (stoker's draws)")
         elif kind.startswith("random_"):
             seed = _seed_of(members)
             flip = ops.random_flip_left_right if kind == "random_flip_left_right" else ops.random_flip_up_down
@@ -2340,6 +2374,32 @@ def _static(op: Any) -> list[np.ndarray] | None:
 
     values = [tf.get_static_value(o) for o in op.outputs]
     return None if any(v is None for v in values) else [np.asarray(v) for v in values]
+
+
+def _color_range(scope: str, kind: str, members: list[Any], src: Any, out: Any) -> tuple[float, float]:
+    """The range a tf.image random colour function (``kind``, in ``scope``) draws its factor
+    from: its ``random_uniform`` 's constant bounds. Only where it is that draw of a scalar
+    and the adjustment of a float32 image (else another input, a conversion of the image's
+    dtype, or a hue or saturation of other than RGB: ``Untranslatable``)."""
+    adjust = _COLOR_SCOPES[kind][0]
+    kinds = {o.type for o in members}
+    consts = [o for o in members if o.type == "Const" and "/random_uniform" in o.name]
+    bounds = {o.name.split("/")[-1]: _const_value(o) for o in consts}
+    draws = [o for o in members if o.type == "RandomUniform"]
+    rgb = kind in ("random_saturation", "random_hue")
+    if (
+        not kinds <= {"Const", "RandomUniform", "Sub", "Mul", "AddV2", "Identity", adjust}
+        or len(draws) != 1
+        or not {"shape", "min", "max"} <= set(bounds)
+        or bounds["shape"].size != 0
+        or (src.dtype.name, out.dtype.name, draws[0].get_attr("dtype").name) != ("float32",) * 3
+        or (rgb and src.shape[2] != 3)
+    ):
+        raise Untranslatable(
+            f"'{scope}' of {src.dtype.name} images with {src.shape[2]} channels, by {', '.join(sorted(kinds))} "
+            "(natively: a float32 image's, its factor's bounds constants, RGB for hue and saturation)"
+        )
+    return float(bounds["min"]), float(bounds["max"])
 
 
 def _seed_of(members: list[Any]) -> int | None:
