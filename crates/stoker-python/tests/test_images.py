@@ -401,7 +401,7 @@ def test_color_jitter_computes_as_tensorflow_s_kernels_also_outside_0_1():
     want = []
     for x in images:
         y = tf.constant(x)
-        for name, bounds, adjust in steps[:4]:
+        for _, bounds, adjust in steps[:4]:
             y = adjust(y, bounds[0])
         want.append(y.numpy())
     np.testing.assert_array_equal(got, np.stack(want))

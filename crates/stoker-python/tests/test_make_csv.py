@@ -89,6 +89,32 @@ def test_gzip_and_several_files_and_epochs(tmp_path: Path) -> None:
         _same(a, b)
 
 
+def test_a_list_of_files_reads_in_tensorflow_s_order_and_headers_must_agree(tmp_path: Path) -> None:
+    """A list of patterns (one matching nothing) reads its files sorted, as TensorFlow does
+    without shuffle; files whose headers name other columns are an error, not columns named
+    after the first file's; quotes are read as the reader is told, in the inference too."""
+    tf = pytest.importorskip("tensorflow")
+    b = _write(tmp_path, "b.csv", ["x", "1", "2"])
+    a = _write(tmp_path, "a.csv", ["x", "3", "4"])
+    args = {"batch_size": 4, "num_epochs": 1, "shuffle": False}
+    for pattern in ([b, a], [str(tmp_path / "b*"), str(tmp_path / "none*"), str(tmp_path / "a*")]):
+        ours = _batches(sk.data.experimental.make_csv_dataset(pattern, **args))
+        theirs = _batches(tf.data.experimental.make_csv_dataset(pattern, **args))
+        assert ours[0]["x"].tolist() == theirs[0]["x"].tolist() == [3, 4, 1, 2]
+    c = _write(tmp_path, "c.csv", ["x,z", "5,6"])
+    d = _write(tmp_path, "d.csv", ["x,y", "7,8"])
+    with pytest.raises(sk.InvalidArgumentError, match="same column names"):
+        sk.data.experimental.make_csv_dataset([d, c], **args)
+    with pytest.raises(ValueError, match="same column names"):
+        tf.data.experimental.make_csv_dataset([d, c], **args)
+    quoted = _write(tmp_path, "q.csv", ['"a",b', '"1",2', '"3",4'])
+    args = {**args, "use_quote_delim": False}
+    ours = _batches(sk.data.experimental.make_csv_dataset(quoted, **args))
+    theirs = _batches(tf.data.experimental.make_csv_dataset(quoted, **args))
+    _same(ours[0], dict(theirs[0]))
+    assert list(ours[0]) == ['"a"', "b"] and ours[0]['"a"'].tolist() == [b'"1"', b'"3"']
+
+
 def test_shuffled_endless_batches_hold_the_same_rows(tmp_path: Path) -> None:
     path = _write(tmp_path, "titanic.csv", ROWS)
     ds = sk.data.experimental.make_csv_dataset(path, batch_size=5, label_name="survived", shuffle_seed=3)
@@ -108,6 +134,8 @@ def test_wrong_arguments_name_themselves(tmp_path: Path) -> None:
         sk.data.experimental.make_csv_dataset(path, 2, select_columns=["nope"])
     with pytest.raises(sk.MissingFileError):
         sk.data.experimental.make_csv_dataset(str(tmp_path / "none*.csv"), 2)
+    with pytest.raises(sk.InvalidArgumentError, match="select_columns names column 'fare' twice"):
+        sk.data.experimental.make_csv_dataset(path, 2, select_columns=["fare", "fare"])
 
 
 def test_a_file_that_does_not_decode_is_named(tmp_path: Path) -> None:

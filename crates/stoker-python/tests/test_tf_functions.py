@@ -317,6 +317,38 @@ def test_python_constants_returned_are_tensors_as_in_tf_data() -> None:
     assert "partly translated" in _notes(ds) and "the constant 7 → compute" in _notes(ds)
 
 
+def test_a_list_s_dtype_is_tensorflow_s_its_first_value_s() -> None:
+    """A Python list converts as TensorFlow converts it: a NumPy float, an array or a tensor
+    first keeps its dtype (float64: ``list(np.array([0.1, 1e300]))`` is not narrowed to
+    float32's inf); Python numbers and NumPy integers as Python's (int32 where they fit)."""
+    tf = _tf()
+    cases = [
+        list(np.array([0.1, 1e300])),
+        [np.float64(2), 0.1],
+        [0.1, np.float64(2)],
+        [np.float32(1), np.float64(2)],
+        [1, np.float64(2)],
+        [np.int64(1), 5],
+        [np.int64(2**40), np.int64(1)],
+        [np.uint8(1), np.uint8(2)],
+        [np.float16(1)],
+        [np.array([1.5, 2.0]), np.array([3.0, 4.0])],
+        [np.array([1, 2]), np.array([3, 4])],
+        [[np.float64(1)], [np.float64(2)]],
+        [tf.constant(0.1, tf.float64), tf.constant(2.5, tf.float64)],
+        [True, np.bool_(False)],
+    ]
+    for value in cases:
+        theirs = list(tf.data.Dataset.from_tensor_slices(value).as_numpy_iterator())
+        ours = list(sk.data.Dataset.from_tensor_slices(value))
+        assert len(ours) == len(theirs), value
+        for a, b in zip(ours, theirs):
+            assert np.asarray(a).dtype == np.asarray(b).dtype and np.array_equal(a, b), (value, a, b)
+        (whole,) = list(sk.data.Dataset.from_tensors(value))
+        (want,) = list(tf.data.Dataset.from_tensors(value).as_numpy_iterator())
+        assert whole.dtype == want.dtype and np.array_equal(whole, want), value
+
+
 def test_random_colour_functions_run_as_native_color_jitter() -> None:
     """``tf.image.random_brightness`` / ``_contrast`` / ``_saturation`` / ``_hue`` on float32
     images are native ``color_jitter`` s (stoker's draws; each adjustment computes as

@@ -50,18 +50,30 @@ def dtype_name(d: Any) -> str:
 
 def as_tf_converts(value: Any) -> Any:
     """A Python number or (nested) list of them as TensorFlow converts it: ints as int32 when
-    they all fit (else int64), floats as float32, bools as bool, strings whole (as objects). NumPy
-    values and anything else are returned as they are."""
+    they all fit (else int64), floats as float32, bools as bool, strings whole (as objects); a
+    list whose first value is a NumPy array, a tensor or a NumPy float in that one's dtype.
+    NumPy values and anything else are returned as they are."""
     import numpy as np
 
     if isinstance(value, (np.ndarray, np.generic, str, bytes)) or not isinstance(value, (int, float, list)):
         return value
+    # TensorFlow takes a list's dtype from its first value: an array's (or a tensor's), or a
+    # NumPy float's, is kept (float64 too); NumPy integers count as Python ints
+    first = value
+    while isinstance(first, list) and first:
+        first = first[0]
+    kept = getattr(first, "dtype", None)
+    if isinstance(first, np.generic) and not isinstance(first, np.floating):
+        kept = None
     try:
-        a = np.asarray(value)
-    except ValueError:  # ragged lists: the engine says what is wrong
+        a = np.asarray(value) if kept is None else np.asarray(value, dtype=_numpy_dtype(kept))
+    except (ValueError, TypeError):  # ragged lists: the engine says what is wrong
         return value
-    if a.dtype == np.int64 and (a.size == 0 or (a.min() >= -(2**31) and a.max() < 2**31)):
-        return a.astype(np.int32)
+    if kept is not None and a.dtype.kind in "biuf":
+        return a
+    if a.dtype.kind in "iu":  # Python ints and NumPy integer scalars
+        fits = a.size == 0 or (a.min() >= -(2**31) and a.max() < 2**31)
+        return a.astype(np.int32 if fits else np.int64)
     if a.dtype == np.float64:
         return a.astype(np.float32)
     if a.dtype.kind in "SU":
@@ -69,3 +81,8 @@ def as_tf_converts(value: Any) -> Any:
         # one); TensorFlow keeps each string whole
         return np.array(value, dtype=object)
     return a if a.dtype.kind in "biuf" else value
+
+
+def _numpy_dtype(d: Any) -> Any:
+    """A NumPy dtype, or a TensorFlow one (a tensor's), as NumPy's."""
+    return getattr(d, "as_numpy_dtype", d)

@@ -14,7 +14,7 @@ import gzip
 import io
 import itertools
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,14 +36,12 @@ def _files(file_pattern: Any) -> list[str]:
         if isinstance(file_pattern, (str, bytes)) or hasattr(file_pattern, "__fspath__")
         else list(file_pattern)
     )
-    files: list[str] = []
-    for p in patterns:
-        p = p.decode() if isinstance(p, bytes) else str(p)
-        found = sorted(glob.glob(p))
-        if not found:
-            raise MissingFileError(2, "make_csv_dataset: no file matches the pattern", p)
-        files.extend(found)
-    return files
+    names = [p.decode() if isinstance(p, bytes) else str(p) for p in patterns]
+    files = [f for p in names for f in glob.glob(p)]
+    if not files:
+        raise MissingFileError(2, "make_csv_dataset: no file matches the pattern", ", ".join(names))
+    # in one sorted order, as TensorFlow's (which reads them so where it does not shuffle them)
+    return sorted(files)
 
 
 def _valid(value: str, k: int) -> bool:
@@ -74,14 +72,11 @@ def _infer(
     header: bool,
     rows: int,
     na_value: str,
-    delim: str,
-    compression_type: str | None,
-    encoding: str,
+    read: Callable[[str], Iterator[list[str]]],
 ) -> list[str]:
-    """Each column's type from the first ``rows`` records of the files (after each header)."""
-    records = (
-        r for f in files for r in itertools.islice(_records(f, delim, compression_type, encoding), int(header), None)
-    )
+    """Each column's type from the first ``rows`` records (``read`` from each of the files,
+    after its header)."""
+    records = (r for f in files for r in itertools.islice(read(f), int(header), None))
     kinds = [-1] * n_columns
     for record in itertools.islice(records, rows):
         for c, value in enumerate(record[:n_columns]):
@@ -89,8 +84,11 @@ def _infer(
     return [_ORDER[k] if k >= 0 else "string" for k in kinds]  # a column seen empty: string, as TF
 
 
-def _records(path: str, delim: str, compression_type: str | None, encoding: str) -> Iterator[list[str]]:
-    """The records of a CSV file, read as they are needed (Python's csv reader); a file that
+def _records(
+    path: str, delim: str, compression_type: str | None, encoding: str, quoted: bool = True
+) -> Iterator[list[str]]:
+    """The records of a CSV file, read as they are needed (Python's csv reader; quotes as
+    quotes unless not ``quoted``, as TensorFlow reads them for its inference); a file that
     does not decode is an error naming it."""
     kind = (compression_type or "").upper()
     try:
@@ -102,7 +100,7 @@ def _records(path: str, delim: str, compression_type: str | None, encoding: str)
         else:
             text = open(path, encoding=encoding, newline="")  # noqa: SIM115 - closed below
         with text:
-            yield from csv.reader(text, delimiter=delim)
+            yield from csv.reader(text, delimiter=delim, quoting=csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE)
     except (UnicodeDecodeError, csv.Error, OSError, EOFError, zlib.error) as e:
         raise InvalidArgumentError(f"make_csv_dataset: {path}: {e}") from None
 
@@ -144,13 +142,25 @@ def make_csv_dataset(
     del num_parallel_reads, sloppy
     size = whole("make_csv_dataset: batch_size", batch_size, 1)
     files = _files(file_pattern)
+
+    def records(path: str) -> Iterator[list[str]]:
+        return _records(path, field_delim, compression_type, encoding, bool(use_quote_delim))
+
     if column_names is None:
         if not header:
             raise InvalidArgumentError("make_csv_dataset: give column_names when the files have no header")
-        first = next(iter(_records(files[0], field_delim, compression_type, encoding)), None)
-        if not first:
-            raise InvalidArgumentError(f"make_csv_dataset: {files[0]} has no header line")
-        column_names = first
+        heads = {}
+        for f in files:
+            heads[f] = next(iter(records(f)), None)
+            if not heads[f]:
+                raise InvalidArgumentError(f"make_csv_dataset: {f} has no header line")
+        column_names = heads[files[0]]
+        other = next((f for f in files if heads[f] != column_names), None)
+        if other is not None:
+            raise InvalidArgumentError(
+                f"make_csv_dataset: the files' headers name other columns: {files[0]} {column_names}, "
+                f"{other} {heads[other]}; all input CSV files should have the same column names"
+            )
     names = [str(n) for n in column_names]
     if len(set(names)) != len(names):
         raise InvalidArgumentError(f"make_csv_dataset: column names are not unique: {names}")
@@ -161,14 +171,14 @@ def make_csv_dataset(
             index = names.index(c) if isinstance(c, str) and c in names else c
             if not isinstance(index, int) or not 0 <= index < len(names):
                 raise InvalidArgumentError(f"make_csv_dataset: select_columns: no column {c!r} in {names}")
+            if index in picked:
+                raise InvalidArgumentError(f"make_csv_dataset: select_columns names column {c!r} twice")
             picked.add(index)
         cols = sorted(picked)
     if label_name is not None and label_name not in [names[c] for c in cols]:
         raise InvalidArgumentError(f"make_csv_dataset: label_name {label_name!r} is not one of the columns")
     if column_defaults is None:
-        kinds = _infer(
-            files, len(names), header, num_rows_for_inference, na_value, field_delim, compression_type, encoding
-        )
+        kinds = _infer(files, len(names), header, num_rows_for_inference, na_value, records)
         defaults: list[Any] = [_Inferred(kinds[c]) for c in cols]
     else:
         given = list(column_defaults)
