@@ -269,6 +269,26 @@ def test_padded_batch_matches_tf(golden):
         list(ds().padded_batch(2, padded_shapes={"seq": [2], "img": [None, None, 2]}))
 
 
+def test_padding_values_are_exact_and_a_value_the_dtype_does_not_hold_is_an_error():
+    """An int64 padding value beyond 2^53 is written exactly; one the field's dtype does not
+    hold (a fraction for an integer, 300 or -1 for uint8) is an error, as in tf.data, not a
+    silent conversion; None in a structure is the default padding."""
+    def seqs(dtype):
+        return sk.Dataset.range(1, 4).map(lambda x: np.full(int(x), x, dtype))
+
+    big = 2**53 + 1
+    (first, _) = list(seqs(np.int64).padded_batch(2, padding_values=big))
+    assert first.tolist() == [[1, big], [2, 2]]
+    (first, _) = list(seqs(np.int64).padded_batch(2, padding_values=-(2**63) + 1))
+    assert first[0, 1] == -(2**63) + 1
+    for dtype, value in ((np.int32, 1.5), (np.uint8, 300), (np.uint8, -1), (np.bool_, 2), (np.float32, 1e300)):
+        with pytest.raises(sk.InvalidArgumentError, match=f"padding value .* is not a {np.dtype(dtype).name} value"):
+            list(seqs(dtype).padded_batch(3, padding_values=value))
+    pairs = sk.Dataset.range(1, 4).map(lambda x: (np.full(int(x), x), np.full(int(x), x, np.float32)))
+    a, b = next(iter(pairs.padded_batch(3, padding_values=(None, -1.0))))
+    assert a.tolist()[0] == [1, 0, 0] and b.tolist()[0] == [1.0, -1.0, -1.0]
+
+
 def test_padded_batch_spec_round_trip(tmp_path, chess_files):
     # A native pipeline (so it can be saved) padded to a fixed length with a fill value.
     parse = sk.ops.parse_example({"d": sk.FixedLenFeature([], sk.string)})

@@ -95,6 +95,14 @@ def test_bad_elements_and_arguments_are_named():
     with pytest.raises(TypeError, match="'i' could not be converted to int64"):
         list(sk.Dataset.from_generator(not_a_number, output_signature=SIG))
 
+    for number in (3, np.int32(7)):  # a number for a string: an error, as TensorFlow's (not bytes(n))
+
+        def number_for_text(n=number):
+            yield {"i": 1, "v": [1.0], "s": n}
+
+        with pytest.raises(TypeError, match="'s' could not be converted to string: a string component takes str"):
+            list(sk.Dataset.from_generator(number_for_text, output_signature=SIG))
+
     def raises():
         yield {"i": 1, "v": [1.0], "s": "a"}
         raise KeyError("from the generator")

@@ -349,6 +349,18 @@ def test_a_list_s_dtype_is_tensorflow_s_its_first_value_s() -> None:
         assert whole.dtype == want.dtype and np.array_equal(whole, want), value
 
 
+def test_native_sign_is_tensorflow_s_bit_for_bit() -> None:
+    """``tf.sign`` translated to the native op: +0 for -0 (TensorFlow's), NaN for NaN."""
+    tf = _tf()
+    values = np.array([-0.0, 0.0, -2.0, 3.5, np.nan, -np.inf], np.float32)
+    ds = sk.data.Dataset.from_tensor_slices(values).map(lambda x: tf.sign(x) * 1.0)
+    assert "translated to native ops" in _notes(ds)
+    ours = np.array(list(ds), np.float32)
+    theirs = np.array(list(tf.data.Dataset.from_tensor_slices(values).map(lambda x: tf.sign(x) * 1.0)
+                           .as_numpy_iterator()), np.float32)  # fmt: skip
+    assert ours.tobytes() == theirs.tobytes(), (ours, theirs)
+
+
 def test_random_colour_functions_run_as_native_color_jitter() -> None:
     """``tf.image.random_brightness`` / ``_contrast`` / ``_saturation`` / ``_hue`` on float32
     images are native ``color_jitter`` s (stoker's draws; each adjustment computes as
@@ -804,6 +816,15 @@ def test_scan_functions_are_traced_and_run_as_graphs_equal_to_tf_data() -> None:
     for a, b in zip(grown, want):
         _equal(a, b)
     assert len(grown) == 12
+
+    # A Python number as the initial state is a tensor as tf.data makes it (int32, float32),
+    # also for a plain Python function: its outputs have tf.data's dtypes
+    for initial, fn in ((0, lambda s, x: (s + 1, s)), (0.5, lambda s, x: (s * 2, s)), ((1, {"f": 2.5}), None)):
+        fn = fn or (lambda s, x: ((s[0] + 1, {"f": s[1]["f"] * 2}), s))
+        ours = list(make(sk.data).take(3).scan(initial, fn))
+        theirs = list(make(tf.data).take(3).scan(initial, fn).as_numpy_iterator())
+        for a, b in zip(ours, theirs):
+            _equal(a, b)
 
 
 def test_key_and_length_functions_are_traced_and_equal_tf_data() -> None:

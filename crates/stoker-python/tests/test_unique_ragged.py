@@ -80,13 +80,18 @@ def test_rejection_resample_follows_the_target_distribution(initial: Any) -> Non
 
 def test_rejection_resample_has_tf_data_s_structure_and_resumes() -> None:
     tf = pytest.importorskip("tensorflow")
-    ours = _imbalanced().rejection_resample(lambda e: e["label"], [0.5, 0.5], seed=1)
-    theirs = tf.data.Dataset.from_tensor_slices(
+    source = tf.data.Dataset.from_tensor_slices(
         {"x": np.arange(4000), "label": (np.arange(4000) % 10 == 0).astype(np.int64)}
-    ).rejection_resample(lambda e: tf.cast(e["label"], tf.int32), [0.5, 0.5], seed=1)
-    a, b = ours.element_spec, theirs.element_spec
-    tf.nest.assert_same_structure(a, b)
-    assert [s.dtype for s in tf.nest.flatten(a)] == [s.dtype.name for s in tf.nest.flatten(b)]
+    )
+    # the class in class_func's dtype: int64 as the label, a Python int's int32
+    for mine, tfs in ((lambda e: e["label"], lambda e: e["label"]),
+                      (lambda e: int(e["label"]), lambda e: tf.cast(e["label"], tf.int32))):  # fmt: skip
+        ours = _imbalanced().rejection_resample(mine, [0.5, 0.5], seed=1)
+        theirs = source.rejection_resample(tfs, [0.5, 0.5], seed=1)
+        a, b = ours.element_spec, theirs.element_spec
+        tf.nest.assert_same_structure(a, b)
+        assert [s.dtype for s in tf.nest.flatten(a)] == [s.dtype.name for s in tf.nest.flatten(b)]
+        assert next(iter(ours))[0].dtype == a[0].dtype
     it = iter(ours)
     for _ in range(50):
         next(it)

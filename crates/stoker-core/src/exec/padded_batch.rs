@@ -26,11 +26,34 @@ pub struct Padding {
     pub shapes: BTreeMap<String, Vec<Option<usize>>>,
     /// Per field, the value written where there is no data.
     #[serde(default)]
-    pub values: BTreeMap<String, f64>,
+    pub values: BTreeMap<String, PadValue>,
     /// The value for the numeric fields `values` does not name (0 if not given): one number
     /// for every field, where the fields are known only when a Python function has run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default: Option<f64>,
+    pub default: Option<PadValue>,
+}
+
+/// A padding value: a whole number kept exact (an int64 beyond 2^53 too), or a float.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PadValue {
+    Int(i64),
+    Float(f64),
+}
+
+impl From<f64> for PadValue {
+    fn from(v: f64) -> Self {
+        PadValue::Float(v)
+    }
+}
+
+impl std::fmt::Display for PadValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PadValue::Int(i) => write!(f, "{i}"),
+            PadValue::Float(v) => write!(f, "{v}"),
+        }
+    }
 }
 
 impl Padding {
@@ -155,7 +178,16 @@ pub fn stack_padded(elements: &[Element], padding: &Padding) -> Result<Element> 
         let target = padding.target(name, &shapes)?;
         let value = (padding.values.get(&**name).copied())
             .or(padding.default)
-            .unwrap_or(0.0);
+            .unwrap_or(PadValue::Int(0));
+        // A value the dtype does not hold is an error, as tf.data's, not a silent conversion.
+        let fill = encode(dtype, value).ok_or_else(|| {
+            Error::invalid(
+                OP,
+                format!(
+                    "field '{name}': the padding value {value} is not a {dtype} value; give one of the field's dtype"
+                ),
+            )
+        })?;
         for (i, e) in padded.iter_mut().enumerate() {
             let t = &e.tensors[f];
             if t.dtype() != dtype {
@@ -168,22 +200,21 @@ pub fn stack_padded(elements: &[Element], padding: &Padding) -> Result<Element> 
                 ));
             }
             if t.shape() != target.as_slice() {
-                e.tensors[f] = pad(t, &target, value)?;
+                e.tensors[f] = pad(t, &target, &fill)?;
             }
         }
     }
     stack(&padded, &batch_pool())
 }
 
-/// `t` placed at the origin of a `target`-shaped tensor filled with `value`.
-fn pad(t: &Tensor, target: &[usize], value: f64) -> Result<Tensor> {
+/// `t` placed at the origin of a `target`-shaped tensor filled with `fill` (one value's bytes).
+fn pad(t: &Tensor, target: &[usize], fill: &[u8]) -> Result<Tensor> {
     let size = t.dtype().size().unwrap_or(1);
     let raw = t
         .raw()
         .ok_or_else(|| Error::internal("padding a tensor without dense data"))?;
     let mut storage: Storage = shared_pool().take(target.iter().product::<usize>() * size);
     let out = storage.as_bytes_mut();
-    let fill = encode(t.dtype(), value);
     for chunk in out.chunks_exact_mut(size) {
         chunk.copy_from_slice(&fill[..size]);
     }
@@ -212,22 +243,46 @@ fn pad(t: &Tensor, target: &[usize], value: f64) -> Result<Tensor> {
     Tensor::from_storage(t.dtype(), target.to_vec(), storage)
 }
 
-/// `value` as one element of `dtype`, little-endian.
-fn encode(dtype: DType, value: f64) -> Vec<u8> {
-    match dtype {
-        DType::Bool => vec![u8::from(value != 0.0)],
-        DType::U8 => vec![value as u8],
-        DType::U16 => (value as u16).to_le_bytes().to_vec(),
-        DType::I8 => (value as i8).to_le_bytes().to_vec(),
-        DType::I16 => (value as i16).to_le_bytes().to_vec(),
-        DType::I32 => (value as i32).to_le_bytes().to_vec(),
-        DType::I64 => (value as i64).to_le_bytes().to_vec(),
-        DType::F16 => half::f16::from_f64(value).to_le_bytes().to_vec(),
-        DType::BF16 => half::bf16::from_f64(value).to_le_bytes().to_vec(),
-        DType::F32 => (value as f32).to_le_bytes().to_vec(),
-        DType::F64 => value.to_le_bytes().to_vec(),
+/// `value` as one element of `dtype`, little-endian; None where `dtype` does not hold it
+/// exactly (a fraction or an out-of-range number for an integer; a finite number beyond a
+/// float's range).
+fn encode(dtype: DType, value: PadValue) -> Option<Vec<u8>> {
+    let int = match value {
+        PadValue::Int(i) => Some(i),
+        PadValue::Float(v) if v.fract() == 0.0 && v.abs() < 9.3e18 => Some(v as i64),
+        PadValue::Float(_) => None,
+    };
+    let float = match value {
+        PadValue::Int(i) => i as f64,
+        PadValue::Float(v) => v,
+    };
+    let bytes = match dtype {
+        DType::Bool => match int? {
+            0 | 1 => vec![int? as u8],
+            _ => return None,
+        },
+        DType::U8 => u8::try_from(int?).ok()?.to_le_bytes().to_vec(),
+        DType::U16 => u16::try_from(int?).ok()?.to_le_bytes().to_vec(),
+        DType::I8 => i8::try_from(int?).ok()?.to_le_bytes().to_vec(),
+        DType::I16 => i16::try_from(int?).ok()?.to_le_bytes().to_vec(),
+        DType::I32 => i32::try_from(int?).ok()?.to_le_bytes().to_vec(),
+        DType::I64 => int?.to_le_bytes().to_vec(),
+        DType::F16 => narrow(float, half::f16::from_f64(float).to_f64())
+            .then(|| half::f16::from_f64(float).to_le_bytes().to_vec())?,
+        DType::BF16 => narrow(float, half::bf16::from_f64(float).to_f64())
+            .then(|| half::bf16::from_f64(float).to_le_bytes().to_vec())?,
+        DType::F32 => {
+            narrow(float, f64::from(float as f32)).then(|| (float as f32).to_le_bytes().to_vec())?
+        }
+        DType::F64 => float.to_le_bytes().to_vec(),
         DType::Bytes => vec![0],
-    }
+    };
+    Some(bytes)
+}
+
+/// Whether a float narrowed to `narrowed` stayed in range (an infinity only from one).
+fn narrow(value: f64, narrowed: f64) -> bool {
+    narrowed.is_finite() || !value.is_finite()
 }
 
 #[cfg(test)]
@@ -248,7 +303,7 @@ mod tests {
     fn pads_to_the_largest_shape_with_the_value() {
         let st = Arc::new(StageStats::new("pb", "pb"));
         let padding = Padding {
-            values: [("x".to_string(), -1.0)].into(),
+            values: [("x".to_string(), PadValue::Float(-1.0))].into(),
             ..Padding::default()
         };
         let input = VecIter::boxed(vec![element(1, 3, 0), element(2, 1, 10)]);
@@ -277,5 +332,32 @@ mod tests {
                 .contains("larger than the padded size 3"),
             "{too_big}"
         );
+    }
+
+    #[test]
+    fn a_padding_value_the_dtype_does_not_hold_is_refused() {
+        let big = (1i64 << 53) + 1;
+        assert_eq!(
+            encode(DType::I64, PadValue::Int(big)),
+            Some(big.to_le_bytes().to_vec())
+        );
+        assert_eq!(
+            encode(DType::I32, PadValue::Float(-7.0)),
+            Some((-7i32).to_le_bytes().to_vec())
+        );
+        assert_eq!(encode(DType::I32, PadValue::Float(1.5)), None);
+        assert_eq!(encode(DType::U8, PadValue::Int(300)), None);
+        assert_eq!(encode(DType::U8, PadValue::Int(-1)), None);
+        assert_eq!(encode(DType::Bool, PadValue::Int(2)), None);
+        assert_eq!(encode(DType::F32, PadValue::Float(1e300)), None);
+        assert_eq!(
+            encode(DType::F32, PadValue::Float(f64::NEG_INFINITY)),
+            Some(f32::NEG_INFINITY.to_le_bytes().to_vec())
+        );
+        assert_eq!(encode(DType::F16, PadValue::Int(70_000)), None);
+        let spec: Padding =
+            serde_json::from_str(r#"{"values": {"x": 9007199254740993, "y": 0.5}}"#).unwrap();
+        assert_eq!(spec.values["x"], PadValue::Int(big));
+        assert_eq!(spec.values["y"], PadValue::Float(0.5));
     }
 }

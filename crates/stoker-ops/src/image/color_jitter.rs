@@ -163,7 +163,8 @@ impl Op for ColorJitter {
                 }
             }
             if let Some(factor) = draw.saturation {
-                out.chunks_exact_mut(3).for_each(|px| adjust_saturation(px, factor));
+                out.chunks_exact_mut(3)
+                    .for_each(|px| adjust_saturation(px, factor));
             }
             if let Some(delta) = draw.hue {
                 out.chunks_exact_mut(3).for_each(|px| adjust_hue(px, delta));
@@ -301,7 +302,12 @@ fn adjust_hue(px: &mut [f32], delta: f32) {
     let mut h = 0.0f32;
     if max != min {
         let ratio = (mid - min) / (max - min);
-        h = category as f32 + if category % 2 == 0 { ratio } else { 1.0 - ratio };
+        h = category as f32
+            + if category % 2 == 0 {
+                ratio
+            } else {
+                1.0 - ratio
+            };
     }
     h += delta * 6.0;
     if h.is_finite() {
@@ -364,7 +370,10 @@ mod tests {
             let means = tf_channel_means(&plane, 3);
             for (k, m) in means.iter().enumerate() {
                 let want = (0..pixels).map(|p| (p * 3 + k) as f32).sum::<f32>() / pixels as f32;
-                assert!((m - want).abs() < 1e-4, "{pixels} pixels, channel {k}: {m} vs {want}");
+                assert!(
+                    (m - want).abs() < 1e-4,
+                    "{pixels} pixels, channel {k}: {m} vs {want}"
+                );
             }
         }
     }

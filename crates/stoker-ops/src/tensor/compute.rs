@@ -219,7 +219,7 @@ macro_rules! real_common {
     };
 }
 
-/// `sign` as TensorFlow's: -1, 0 or 1, and NaN for NaN.
+/// `sign` as TensorFlow's: -1, 0 or 1 (+0 for -0), and NaN for NaN.
 macro_rules! unary_common {
     ($f:expr, $x:expr, $t:ty, $tanh:expr) => {
         match $f {
@@ -230,8 +230,10 @@ macro_rules! unary_common {
                     1.0
                 } else if $x < 0.0 {
                     -1.0
+                } else if $x.is_nan() {
+                    $x
                 } else {
-                    $x * 0.0
+                    0.0
                 }
             }
             Unary::Tanh => $tanh($x),

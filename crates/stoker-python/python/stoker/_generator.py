@@ -101,12 +101,21 @@ def _leaves(value: Any, template: Template, where: str) -> list[Any]:
     return [x for v, t in zip(value, template) for x in _leaves(v, t, where)]
 
 
+def _text(s: Any) -> bytes:
+    """A string component's value: text or bytes, as TensorFlow takes them (a number is an
+    error there, not the zero bytes ``bytes(n)`` makes)."""
+    if isinstance(s, str):
+        return s.encode()
+    if isinstance(s, (bytes, bytearray, memoryview)):
+        return bytes(s)
+    raise TypeError(f"a string component takes str or bytes, got {type(s).__name__} {s!r}")
+
+
 def _convert(value: Any, name: str, dtype: str, shape: list[int | None], where: str) -> np.ndarray:
     try:
         if dtype == "string":
             arr = np.asarray(value, dtype=object)
-            arr = np.vectorize(lambda s: s.encode() if isinstance(s, str) else bytes(s), otypes=[object])(arr) \
-                if arr.size else arr
+            arr = np.vectorize(_text, otypes=[object])(arr) if arr.size else arr
         else:
             arr = np.asarray(value, dtype=_numpy_dtype(dtype), order="C")
     except (TypeError, ValueError) as e:

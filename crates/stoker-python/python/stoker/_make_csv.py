@@ -149,11 +149,12 @@ def make_csv_dataset(
     if column_names is None:
         if not header:
             raise InvalidArgumentError("make_csv_dataset: give column_names when the files have no header")
-        heads = {}
+        heads: dict[str, list[str]] = {}
         for f in files:
-            heads[f] = next(iter(records(f)), None)
-            if not heads[f]:
+            head = next(iter(records(f)), None)
+            if not head:
                 raise InvalidArgumentError(f"make_csv_dataset: {f} has no header line")
+            heads[f] = head
         column_names = heads[files[0]]
         other = next((f for f in files if heads[f] != column_names), None)
         if other is not None:

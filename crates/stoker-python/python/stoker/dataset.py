@@ -605,18 +605,18 @@ class Dataset:
         shapes: dict[str, list[int | None]] = {}
         if padded_shapes is not None:
             shapes = _padded_shapes(_known(self, learn=True), padded_shapes)
-        values: dict[str, float] = {}
-        default: float | None = None
+        values: dict[str, int | float] = {}
+        default: int | float | None = None
         if isinstance(padding_values, (int, float, np.integer, np.floating)):
             # One number for every numeric field (also those a Python function makes).
-            default = float(padding_values)
+            default = _pad_value(padding_values)
         elif padding_values is not None:
             for name, v in flatten(padding_values)[1]:
                 # A string field's padding value (tf.data takes one for every component): string
-                # fields are not padded, so it is not used.
-                if isinstance(v, (str, bytes, np.str_, np.bytes_)):
+                # fields are not padded, so it is not used. None: the default, as in tf.data.
+                if v is None or isinstance(v, (str, bytes, np.str_, np.bytes_)):
                     continue
-                values[name] = float(v)
+                values[name] = _pad_value(v)
         padding = json.dumps({"shapes": shapes, "values": values, "default": default})
         padded = Dataset(self._plan.padded_batch(size, bool(drop_remainder), padding), self._structure)
         return padded._batched(self, size, drop_remainder)
@@ -760,6 +760,8 @@ class Dataset:
             raise InvalidArgumentError(f"scan: scan_func must be callable, got {type(scan_func).__name__}")
         import copy
 
+        # As tf.data converts it: a Python int int32, a float float32 (a nested state leaf by leaf)
+        initial_state = _converted_state(initial_state)
         note = None
         if _tf_function.uses_tensorflow(scan_func):
             scan_func, note = self._scan_tensorflow(initial_state, scan_func)
@@ -1065,7 +1067,8 @@ class Dataset:
         ``target_dist``, by keeping each element of class ``c`` with probability
         ``(target[c] / initial[c]) / max(target / initial)``. ``initial_dist`` is the input's
         class distribution; without it, the counts so far (the estimate tf.data makes too).
-        The class is ``class_func(element)``, an int32 in ``[0, len(target_dist))``. The
+        The class is ``class_func(element)``, an integer in ``[0, len(target_dist))`` (handed
+        out in its dtype, a Python int as int32). The
         draws come from ``seed`` (each pass draws the same; ``None``: new ones each pass);
         they are Python's, so a restore runs the pass again up to the saved position."""
         target = _distribution("target_dist", target_dist)
@@ -1080,14 +1083,18 @@ class Dataset:
         def draw(state: dict[str, Any], element: Any) -> tuple[dict[str, Any], Any]:
             if state["rng"] is None:
                 state["rng"] = np.random.default_rng(seed)
-            c = int(np.asarray(class_func(*element) if isinstance(element, tuple) else class_func(element)))
+            given = class_func(*element) if isinstance(element, tuple) else class_func(element)
+            given = np.asarray(as_tf_converts(given))
+            c = int(given)
             if not 0 <= c < classes:
                 raise InvalidArgumentError(f"rejection_resample: class_func gave {c}, outside [0, {classes})")
             state["counts"][c] += 1
             dist = initial if initial is not None else state["counts"] / state["counts"].sum()
             ratio = np.divide(target, dist, out=np.zeros(classes), where=dist > 0)
             keep = state["rng"].random() < ratio[c] / ratio.max()
-            return state, (np.int32(c), element, np.bool_(keep))
+            # the class in class_func's dtype, as tf.data hands it out
+            kind = given.dtype if given.dtype.kind in "iu" else np.dtype(np.int32)
+            return state, (kind.type(c), element, np.bool_(keep))
 
         marked = self.scan({"rng": None, "counts": np.zeros(classes)}, draw)
         kept = marked.filter(lambda c, element, keep: bool(keep))
@@ -2296,6 +2303,26 @@ def _dtype_of(value: Any) -> str:
     """The stoker dtype a Python function's result field becomes."""
     kind = np.asarray(value).dtype
     return "string" if kind.kind in "SUO" else kind.name
+
+
+def _pad_value(v: Any) -> int | float:
+    """A padding value as the engine takes it: a whole number exact (an int64 beyond 2^53
+    too), else a float. The engine refuses one the field's dtype does not hold."""
+    a = np.asarray(v.numpy() if hasattr(v, "numpy") else v)
+    if a.size != 1:
+        raise InvalidArgumentError(f"padded_batch: a padding value must be one number, got {v!r}")
+    return int(a.item()) if a.dtype.kind in "biu" else float(a.item())
+
+
+def _converted_state(state: Any) -> Any:
+    """A ``scan`` state's Python numbers (in its dicts and tuples) as tf.data makes them
+    tensors (see ``as_tf_converts``); other values (a list a Python function appends to) as
+    they are."""
+    if isinstance(state, dict):
+        return type(state)((k, _converted_state(v)) for k, v in state.items())
+    if isinstance(state, tuple) and not hasattr(state, "_fields"):
+        return tuple(_converted_state(v) for v in state)
+    return as_tf_converts(state) if isinstance(state, (int, float)) else state
 
 
 def _adapter(

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use stoker_core::element::Schema;
-use stoker_core::exec::padded_batch::{PaddedBatchIter, Padding};
+use stoker_core::exec::padded_batch::{PadValue, PaddedBatchIter, Padding};
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
 use stoker_core::{DType, Error, Result, StageStats};
@@ -34,10 +34,10 @@ pub struct Spec {
     #[serde(default)]
     padded_shapes: BTreeMap<String, Vec<Option<usize>>>,
     #[serde(default)]
-    padding_values: BTreeMap<String, f64>,
+    padding_values: BTreeMap<String, PadValue>,
     /// The padding value of the fields `padding_values` does not name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    padding_value: Option<f64>,
+    padding_value: Option<PadValue>,
 }
 
 impl Plan {
