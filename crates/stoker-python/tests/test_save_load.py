@@ -87,6 +87,30 @@ def test_a_snapshot_is_read_by_a_later_run_of_the_same_pipeline(tmp_path: Path) 
     assert len([f for f in os.listdir(snap) if f.endswith(".snapshot")]) == 2
 
 
+def test_a_snapshot_tells_python_functions_apart_by_their_code_and_captures(tmp_path: Path) -> None:
+    """Two lambdas (both ``<lambda>``), or one function capturing another value, are other
+    pipelines: each computes its own elements, as tf.data's graph fingerprint tells them apart."""
+
+    def snap(ds: sk.Dataset) -> list[int]:
+        return [int(v) for v in ds.snapshot(str(tmp_path))]
+
+    assert snap(sk.Dataset.range(3).map(lambda x: x + 100)) == [100, 101, 102]
+    assert snap(sk.Dataset.range(3).map(lambda x: x * 5)) == [0, 5, 10]
+    for k in (2, 3):
+        assert snap(sk.Dataset.range(3).map(lambda x: x * k)) == [0, k, 2 * k]  # noqa: B023
+    offsets = np.array([7, 8])
+    assert snap(sk.Dataset.range(2).map(lambda x: x + offsets[x])) == [7, 9]
+    offsets = np.array([1, 1])
+    assert snap(sk.Dataset.range(2).map(lambda x: x + offsets[x])) == [1, 2]
+    assert snap(sk.Dataset.range(6).filter(lambda x: x % 2 == 0)) == [0, 2, 4]
+    assert snap(sk.Dataset.range(6).filter(lambda x: x % 3 == 0)) == [0, 3]
+    files = [f for f in os.listdir(tmp_path) if f.endswith(".snapshot")]
+    assert len(files) == 8
+    # the same pipeline again reads its file
+    assert snap(sk.Dataset.range(3).map(lambda x: x * 5)) == [0, 5, 10]
+    assert len([f for f in os.listdir(tmp_path) if f.endswith(".snapshot")]) == 8
+
+
 def test_load_checks_a_given_element_spec(tmp_path: Path) -> None:
     tf = pytest.importorskip("tensorflow")
     ds = sk.Dataset.from_tensor_slices({"x": np.arange(4, dtype=np.int32), "y": np.zeros(4, np.float32)})

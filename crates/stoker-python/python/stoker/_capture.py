@@ -83,3 +83,97 @@ def bound_now(fn: F) -> F:
     copy.__doc__ = fn.__doc__
     copy.__dict__.update(fn.__dict__)
     return copy  # type: ignore[return-value]
+
+
+def code_key(*fns: Any) -> str:
+    """A name for functions that changes with what they compute: their code (with the
+    functions and lambdas inside it), defaults, and the values of the closure variables and
+    module globals they read, the functions among them followed a few levels down. The same
+    in every run of the same code and values (objects without a value of their own count by
+    their type). ``snapshot`` tells pipelines apart by it, as tf.data by its graph."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=8)
+    seen: set[int] = set()
+    for fn in fns:
+        _feed(h, fn, 3, seen)
+    return h.hexdigest()
+
+
+# Containers longer than this count by their length and first items: a key is made for every
+# function handed to a dataset, and must stay cheap.
+_ITEMS = 1000
+
+
+def _feed(h: Any, value: Any, depth: int, seen: set[int]) -> None:
+    """Adds ``value`` to the hash ``h`` (see ``code_key``); a value that cannot be read
+    counts by its type."""
+    try:
+        _feed_value(h, value, depth, seen)
+    except Exception:  # noqa: BLE001 - an object whose attributes raise: its type only
+        h.update(f"unread:{type(value).__qualname__}".encode() + b"\0")
+
+
+def _feed_value(h: Any, value: Any, depth: int, seen: set[int]) -> None:
+    import itertools
+
+    import numpy as np
+
+    def text(s: str) -> None:
+        h.update(s.encode("utf-8", "replace") + b"\0")
+
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        text(f"{type(value).__name__}:{value!r}")
+        return
+    if isinstance(value, np.ndarray) or isinstance(value, np.generic) or type(value).__name__ == "EagerTensor":
+        a = np.asarray(value)
+        text(f"array:{a.dtype}:{a.shape}")
+        h.update(a.tobytes() if a.dtype != object else repr(a.tolist()).encode())
+        return
+    if id(value) in seen or depth < 0:
+        text(f"seen:{type(value).__qualname__}")
+        return
+    seen.add(id(value))
+    if isinstance(value, functools.partial):
+        for part in (value.func, value.args, value.keywords):
+            _feed(h, part, depth, seen)
+    elif isinstance(value, types.MethodType):
+        text(f"method:{type(value.__self__).__qualname__}")
+        _feed(h, value.__func__, depth, seen)
+    elif isinstance(value, types.FunctionType):
+        for code in _codes(value.__code__):
+            text(f"code:{code.co_name}")
+            h.update(code.co_code)
+            for c in code.co_consts:
+                if not isinstance(c, types.CodeType):
+                    _feed(h, c, 0, seen)
+            text(repr(code.co_names))
+        _feed(h, (value.__defaults__, value.__kwdefaults__), depth, seen)
+        for cell in value.__closure__ or ():
+            try:
+                _feed(h, cell.cell_contents, depth - 1, seen)
+            except ValueError:  # not bound yet
+                text("unbound")
+        read = {i.argval for c in _codes(value.__code__) for i in dis.get_instructions(c) if i.opname == "LOAD_GLOBAL"}
+        for name in sorted(read):
+            if name in value.__globals__:
+                text(f"global:{name}")
+                _feed(h, value.__globals__[name], depth - 1, seen)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        text(f"{type(value).__name__}:{len(value)}")
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) and len(value) <= _ITEMS else value
+        for v in itertools.islice(items, _ITEMS):
+            _feed(h, v, depth, seen)
+    elif isinstance(value, dict):
+        text(f"dict:{len(value)}")
+        for k, v in itertools.islice(value.items(), _ITEMS):
+            _feed(h, k, depth, seen)
+            _feed(h, v, depth, seen)
+    elif isinstance(value, types.ModuleType):
+        text(f"module:{value.__name__}")
+    else:
+        # An object: its type, and its attributes' values where it has them
+        text(f"object:{type(value).__module__}.{type(value).__qualname__}")
+        attributes = getattr(value, "__dict__", None)
+        if isinstance(attributes, dict) and depth > 0:
+            _feed(h, attributes, depth - 1, seen)

@@ -129,11 +129,14 @@ def load(path: str, element_spec: Any = None, compression: Any = None) -> Datase
 
 def fingerprint(ds: Dataset) -> str:
     """A name for ``ds``'s pipeline: of its spec, or where it has Python functions (no spec),
-    of its description (the functions by name)."""
+    of its description and of what its functions compute (their code and the values they
+    capture, see ``_capture.code_key``)."""
+    from .dataset import function_keys
+
     try:
         text = json.dumps(ds.spec(), sort_keys=True)
     except Exception:  # noqa: BLE001 - a Python function: no spec
-        text = ds.explain().split("thread budget")[0]
+        text = ds.explain().split("thread budget")[0] + "\n".join(function_keys(ds._plan))
     return f"{zlib.crc32(text.encode()):08x}"
 
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, NamedTuple, Union
 import numpy as np
 
 from . import _generator, _stoker, _tf_function
-from ._capture import bound_now
+from ._capture import bound_now, code_key
 from ._check import path as _path
 from ._check import whole as _whole
 from ._dtypes import DType, as_tf_converts, dtype_name
@@ -260,7 +260,7 @@ class Dataset:
         template, fields = _generator.signature_fields(output_signature)
         start = _generator.runs(generator, tuple(args or ()), template, fields)
         name = getattr(generator, "__name__", type(generator).__name__)
-        return Dataset(_stoker.Plan.from_generator(start, name, fields), template)
+        return _keyed(Dataset(_stoker.Plan.from_generator(start, name, fields), template), generator, args)
 
     @staticmethod
     def from_npz(path: PathLike) -> Dataset:
@@ -489,10 +489,10 @@ class Dataset:
         if not callable(map_func):
             raise ArgumentTypeError("map takes stoker.ops native ops (or a list of them) or a Python function")
         if _tf_function.uses_tensorflow(map_func):
-            return self._map_tensorflow(map_func, npc, det)
+            return _keyed(self._map_tensorflow(map_func, npc, det), map_func)
         out = Dynamic()
         adapter = _adapter(bound_now(map_func), self._structure, out)
-        return Dataset(self._plan.map([adapter], npc, det), out)
+        return _keyed(Dataset(self._plan.map([adapter], npc, det), out), map_func)
 
     def _map_tensorflow(self, fn: Callable[..., Any], npc: int | None, det: bool | None) -> Dataset:
         """A function that uses TensorFlow, traced now as tf.data traces it: as native ops
@@ -577,6 +577,8 @@ class Dataset:
             plan = deferred.source._plan.map(deferred.native, npc, det).step(step).map([deferred.rest], npc, det)
             _note(plan, deferred.note)
             _PER_BATCH_RESTS[plan.id()] = deferred.name
+            if self._plan.id() in _FUNCTION_KEYS:  # the function's map is not among its inputs
+                _FUNCTION_KEYS[plan.id()] = _FUNCTION_KEYS[self._plan.id()]
             out = Dynamic()
             out.template = deferred.template
             return Dataset(plan, out)._batched(self, size, drop_remainder)
@@ -642,7 +644,8 @@ class Dataset:
         ``map_func`` that uses TensorFlow is traced as tf.data traces it: its ops run as its
         graph, once per element, and the dataset it returns is made from their values; one
         that cannot be traced runs as Python, and ``explain()`` says why."""
-        return self._interleave(map_func, cycle_length, block_length, num_parallel_calls, "interleave")
+        opened = self._interleave(map_func, cycle_length, block_length, num_parallel_calls, "interleave")
+        return _keyed(opened, map_func)
 
     def _interleave(
         self,
@@ -703,7 +706,7 @@ class Dataset:
         """Maps each element to a dataset and hands out their elements, one dataset after the
         other (tf.data's ``flat_map``: an ``interleave`` with ``cycle_length=1``); a
         ``map_func`` that uses TensorFlow is traced as in :meth:`interleave`."""
-        return self._interleave(map_func, 1, 1, None, "flat_map")
+        return _keyed(self._interleave(map_func, 1, 1, None, "flat_map"), map_func)
 
     def _dataset_function(
         self, fn: Callable[..., Dataset], what: str, one_at_a_time: bool = False
@@ -788,7 +791,7 @@ class Dataset:
         plan = self._plan.scan(init, step)
         if note is not None:
             _note(plan, note)
-        return Dataset(plan, out)
+        return _keyed(Dataset(plan, out), scan_func, initial_state)
 
     def _traced_schema(self) -> list[tuple[str, str, list[int | None]]]:
         """The fields a traced function's signature gives: the plan's, else those of a run
@@ -885,7 +888,7 @@ class Dataset:
         plan = self._plan.group_by_window(key, size, reduce)
         if note is not None:
             _note(plan, note)
-        return Dataset(plan, out)
+        return _keyed(Dataset(plan, out), key_func, reduce_func, window_size_func)
 
     def bucket_by_sequence_length(
         self,
@@ -988,8 +991,8 @@ class Dataset:
         TensorFlow is traced as ``map``'s functions are (it must give a scalar bool): computed
         by native ops where its ops have them, else by its traced graph, never eagerly."""
         if _tf_function.uses_tensorflow(predicate):
-            return self._filter_tensorflow(predicate)
-        return Dataset(self._plan.filter(self._test(predicate)), self._structure)
+            return _keyed(self._filter_tensorflow(predicate), predicate)
+        return _keyed(Dataset(self._plan.filter(self._test(predicate)), self._structure), predicate)
 
     def _filter_tensorflow(self, predicate: Callable[..., Any]) -> Dataset:
         name = getattr(predicate, "__name__", "predicate")
@@ -1128,7 +1131,7 @@ class Dataset:
     def take_while(self, predicate: Callable[..., Any]) -> Dataset:
         """The elements up to the first for which the Python ``predicate`` is false (tf.data's
         ``take_while``); the input is not read past it, so it ends an endless dataset."""
-        return Dataset(self._plan.take_while(self._test(predicate)), self._structure)
+        return _keyed(Dataset(self._plan.take_while(self._test(predicate)), self._structure), predicate)
 
     def _test(self, predicate: Callable[..., Any]) -> Callable[[dict[str, Any]], Any]:
         """``predicate`` called on elements packed in this dataset's structure."""
@@ -1783,6 +1786,28 @@ class _PerBatch(NamedTuple):
     parallel: tuple[int | None, bool | None]
     note: str
     template: Template
+
+
+# the Python functions each plan runs itself, by its id: `_capture.code_key` of them (see
+# `_keyed`; `snapshot` tells pipelines apart by them)
+_FUNCTION_KEYS: dict[int, str] = {}
+
+
+def _keyed(ds: Dataset, *fns: Any) -> Dataset:
+    """``ds``, whose plan runs the Python functions ``fns``, noted so (see ``_FUNCTION_KEYS``)."""
+    _FUNCTION_KEYS[ds._plan.id()] = code_key(*fns)
+    return ds
+
+
+def function_keys(plan: Any) -> list[str]:
+    """The keys of the Python functions ``plan`` and its inputs run (see ``_keyed``)."""
+    keys, stack = [], [plan]
+    while stack:
+        p = stack.pop()
+        if p.id() in _FUNCTION_KEYS:
+            keys.append(_FUNCTION_KEYS[p.id()])
+        stack.extend(p.inputs())
+    return keys
 
 
 # the maps whose TensorFlow rest may run once per batch, by id
