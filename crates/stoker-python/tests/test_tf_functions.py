@@ -349,6 +349,36 @@ def test_a_list_s_dtype_is_tensorflow_s_its_first_value_s() -> None:
         assert whole.dtype == want.dtype and np.array_equal(whole, want), value
 
 
+def test_stateless_crops_pads_and_lists_of_traced_scalars_equal_tf_data() -> None:
+    """``tf.image.stateless_random_crop`` (in a ``random_crop`` scope) follows its seed, as in
+    tf.data (an image and its mask cropped alike), not stoker's draws; ``tf.pad`` with
+    ``constant_values`` before a batch pads with them (TensorFlow's vectorized form pads with
+    0: it runs per element); a dataset made in a function from a list of its scalars keeps
+    their dtype."""
+    tf = _tf()
+    images = np.arange(4 * 8 * 9, dtype=np.int32).reshape(4, 8, 9, 1)
+
+    def crops(x: Any) -> Any:
+        return (tf.image.stateless_random_crop(x, [3, 3, 1], seed=[3, 4]),
+                tf.image.stateless_random_crop(x * 10, [3, 3, 1], seed=[3, 4]))  # fmt: skip
+
+    ds = _same(lambda lib: lib.Dataset.from_tensor_slices(images), crops)
+    assert "draws from the seed it is given" in _notes(ds)
+    padded = _same(
+        lambda lib: lib.Dataset.from_tensor_slices(np.arange(6, dtype=np.float32).reshape(3, 2)),
+        lambda x: tf.pad(x, [[1, 1]], constant_values=-7.0),
+        batch=2,
+    )
+    assert list(padded)[0].tolist()[0] == [-7.0, 0.0, 1.0, -7.0]
+    for cast in (tf.int64, tf.uint8, tf.float32):
+        def pair(lib: Any, cast: Any = cast) -> Any:
+            return lambda v: lib.Dataset.from_tensor_slices([tf.cast(v, cast), tf.cast(v + 1, cast)])
+
+        theirs = list(tf.data.Dataset.range(1, 3).flat_map(pair(tf.data)).as_numpy_iterator())
+        ours = list(sk.data.Dataset.range(1, 3).flat_map(pair(sk.data)))
+        assert [(np.asarray(e).dtype, e.tolist()) for e in ours] == [(e.dtype, e.tolist()) for e in theirs]
+
+
 def test_native_sign_is_tensorflow_s_bit_for_bit() -> None:
     """``tf.sign`` translated to the native op: +0 for -0 (TensorFlow's), NaN for NaN."""
     tf = _tf()

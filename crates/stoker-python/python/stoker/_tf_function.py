@@ -984,9 +984,9 @@ def _vectorizable(operations: list[Any]) -> bool:
     return not (_WHOLE_BATCH & ({o.type for o in operations} | called))
 
 
-# Ops that the vectorizer (pfor) runs once on the whole batch, giving another result than each
-# element's: `tf.strings.format` formats the batch as one string.
-_WHOLE_BATCH = frozenset({"StringFormat"})
+# Ops whose vectorized form (pfor's) gives another result than each element's: `tf.strings.format`
+# formats the batch as one string; `tf.pad` 's vectorized form pads with 0, not `constant_values`.
+_WHOLE_BATCH = frozenset({"StringFormat", "PadV2"})
 
 
 def element_call(traced: Traced) -> Callable[..., Any]:
@@ -1178,7 +1178,9 @@ def dataset_call(
     def call(*element: Any) -> Any:
         with _as_in_tf_data():
             out = concrete(*element)
-        values = [v.numpy() for v in (out or ())]
+        # a scalar as a 0-d array: a tensor, whose dtype a list of them keeps (a NumPy
+        # integer scalar converts as a Python int)
+        values = [np.asarray(v) if isinstance(v, np.generic) else v for v in (t.numpy() for t in (out or ()))]
         return build(recipe, values)
 
     name = getattr(fn, "__name__", "dataset_fn")
@@ -1900,6 +1902,10 @@ class _Translator:
             return
         if src.shape.rank != 3:
             raise Untranslatable(f"'{scope}' on a tensor of rank {src.shape.rank} (natively: one image [H, W, C])")
+        if kind.startswith("random_") and not any(o.type in ("RandomUniform", "RandomUniformInt") for o in members):
+            # `tf.image.stateless_random_crop` (in a scope of that name), or one seeded for the
+            # element: its draws follow the seed it was given, which the native op's do not
+            raise Untranslatable(f"'{scope}' draws from the seed it is given (stateless): in TensorFlow")
         color = _color_range(scope, kind, members, src, out) if kind in _COLOR_SCOPES else None
         v = self.value(src)
         if kind == "resize_image_with_crop_or_pad" and isinstance(v, _Lazy) and self.crop_first(v, src, names):
