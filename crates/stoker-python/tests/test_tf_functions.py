@@ -379,6 +379,25 @@ def test_stateless_crops_pads_and_lists_of_traced_scalars_equal_tf_data() -> Non
         assert [(np.asarray(e).dtype, e.tolist()) for e in ours] == [(e.dtype, e.tolist()) for e in theirs]
 
 
+def test_slices_past_the_end_are_cut_as_tensorflow_s() -> None:
+    """A strided slice whose bounds pass the axis's end (``x[:10]`` of a shorter ``x``, also
+    one whose length is known only at run time, ``x[5:2]``, ``x[-10:]``) is cut as
+    TensorFlow cuts it, natively; a one-hot of depth 0 runs in TensorFlow."""
+    tf = _tf()
+    grid = np.arange(21, dtype=np.int32).reshape(3, 7)
+    for bounds in ((-10, None), (None, -10), (5, 2), (10, None), (2, 50)):
+        def cut(x: Any, bounds: Any = bounds) -> Any:
+            return tf.identity(x)[bounds[0] : bounds[1]]
+
+        ds = _same(lambda lib: lib.Dataset.from_tensor_slices(grid), cut)
+        assert "translated to native ops" in _notes(ds), bounds
+    records = [b"abc", b"abcdefghijkl", b""]
+    ds = _same(lambda lib: lib.Dataset.from_tensor_slices(records), lambda r: tf.io.decode_raw(r, tf.uint8)[1:10])
+    assert "translated to native ops" in _notes(ds)
+    ds = _same(lambda lib: lib.Dataset.from_tensor_slices(np.array([0, 1])), lambda x: tf.one_hot(x, 0))
+    assert "one_hot of depth 0" in _notes(ds)
+
+
 def test_native_sign_is_tensorflow_s_bit_for_bit() -> None:
     """``tf.sign`` translated to the native op: +0 for -0 (TensorFlow's), NaN for NaN."""
     tf = _tf()

@@ -2548,7 +2548,9 @@ def _reshape(tr: _Translator, op: Any) -> None:
     tr.values[op.outputs[0].ref()] = _Field(name)
 
 
-def _slices(tr: _Translator, op: Any, bounds: list[tuple[int, int]]) -> None:
+def _slices(tr: _Translator, op: Any, bounds: list[tuple[int, int]], cut: bool = False) -> None:
+    """``op`` as a native slice per axis of ``bounds``; with ``cut``, bounds past the end of
+    an axis whose length is known only at run time are cut to it then (a strided slice's)."""
     src = op.inputs[0]
     rank = src.shape.rank
     current = tr.materialize(src)
@@ -2558,7 +2560,7 @@ def _slices(tr: _Translator, op: Any, bounds: list[tuple[int, int]]) -> None:
         if b == 0 and dim is not None and e == dim:
             continue
         out = name or tr.fresh()
-        tr.ops.append(ops.slice(current, b, e, axis=axis - rank, output=out))
+        tr.ops.append(ops.slice(current, b, e, axis=axis - rank, output=out, clamp=cut and dim is None))
         current = name = out
     tr.done.append(f"{op.type} → slice")
     tr.values[op.outputs[0].ref()] = _Field(current)
@@ -2607,10 +2609,12 @@ def _strided_slice(tr: _Translator, op: Any) -> None:
         e = dim if em >> axis & 1 else end[axis]
         if (b < 0 or e is None or e < 0) and dim is None:
             raise Untranslatable(f"'{op.name}': negative or open bounds on an axis of unknown length")
-        b = b + dim if b < 0 else b
-        e = e + dim if e < 0 else e
-        bounds.append((b, e if dim is None else min(e, dim)))
-    _slices(tr, op, bounds)
+        if dim is not None:
+            # as Python's slices and TensorFlow's: cut to the axis, empty where they cross
+            b = min(max(b + dim if b < 0 else b, 0), dim)
+            e = max(min(max(e + dim if e < 0 else e, 0), dim), b)
+        bounds.append((b, e))
+    _slices(tr, op, bounds, cut=True)
 
 
 def _channels_reversed(tr: _Translator, op: Any, src: Any) -> bool:
@@ -2877,6 +2881,8 @@ def _one_hot(tr: _Translator, op: Any) -> None:
     on, off = float(_const_input(tr, op, 2, "on_value")), float(_const_input(tr, op, 3, "off_value"))
     if (on, off) != (1.0, 0.0) or int(_attr(op, "axis", -1)) != -1 or op.outputs[0].dtype.name != "float32":
         raise Untranslatable(f"'{op.name}': one_hot with on/off values, an axis or a dtype other than float32")
+    if depth < 1:
+        raise Untranslatable(f"'{op.name}': one_hot of depth {depth} (natively: at least 1)")
     src = tr.materialize(op.inputs[0])
     name = tr.dest(op.inputs[0], op)
     tr.emit(ops.one_hot(src, depth, output=name), "OneHot", "one_hot")

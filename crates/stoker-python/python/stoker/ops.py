@@ -350,9 +350,16 @@ def rescale(
     return _out(spec, output)
 
 
-def slice(field: str, start: int, stop: int, axis: int = -1, output: str | None = None) -> NativeOp:  # noqa: A001
-    """``x[..., start:stop]`` on ``axis`` (negative axes count from the end)."""
-    return _out({"op": "slice", "field": field, "start": int(start), "stop": int(stop), "axis": int(axis)}, output)
+def slice(  # noqa: A001
+    field: str, start: int, stop: int, axis: int = -1, output: str | None = None, clamp: bool = False
+) -> NativeOp:
+    """``x[..., start:stop]`` on ``axis`` (negative axes count from the end). Bounds past the
+    axis's end are an error, or with ``clamp`` cut to it, as Python's slices (``x[:512]`` of
+    a shorter ``x`` is all of it)."""
+    spec: dict[str, Any] = {"op": "slice", "field": field, "start": int(start), "stop": int(stop), "axis": int(axis)}
+    if clamp:
+        spec["clamp"] = True
+    return _out(spec, output)
 
 
 def unflatten(field: str, shape: Sequence[int], axis: int = -1, output: str | None = None) -> NativeOp:
