@@ -216,7 +216,7 @@ def random_caveat(random: list[str]) -> str:
     return (
         f"its random ops ({', '.join(random)}) run in TensorFlow, not seeded by stoker: an element's values "
         "differ between runs, workers and ranks, and after a resume (stoker.ops' random ops, and tf.image's "
-        "random crops and flips where translated, draw from the pipeline's seed)"
+        "random crops, flips and colour changes where translated, draw from the pipeline's seed)"
     )
 
 
@@ -765,7 +765,7 @@ def trace(
     ``tf.vectorized_map`` 's body, with its index). Left as they are: random ops in a loop's
     condition, in the
     ``tf.function`` s it calls that are not inlined (see ``_inlined_call``), and, unless
-    ``all_random``, in the ``tf.image`` random crops and flips the translator reads as native
+    ``all_random``, in the ``tf.image`` random crops, flips and colour changes the translator reads as native
     ops. The ``tf.function`` s it calls (and ``fn``, if one) are traced into its graph."""
     import tensorflow as tf
 

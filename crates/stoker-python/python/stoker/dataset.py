@@ -1750,7 +1750,7 @@ def _seeded(
     seed (see ``_tf_function.trace``) where its TensorFlow part has random ops with a state of
     their own and that trace seeds some: ``(traced, translation, the op writing the seed
     field, what explain() says of them)``; else as they are, with no op. Where the tf.image
-    random crops and flips left to the translator stay in TensorFlow (their input computed
+    random crops, flips and colour changes left to the translator stay in TensorFlow (their input computed
     there), traced once more with those seeded too."""
     if not _unseeded(traced, translation) or not _tf_function.SEED:
         return traced, translation, [], ""
