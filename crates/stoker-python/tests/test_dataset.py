@@ -287,6 +287,13 @@ def test_padding_values_are_exact_and_a_value_the_dtype_does_not_hold_is_an_erro
     pairs = sk.Dataset.range(1, 4).map(lambda x: (np.full(int(x), x), np.full(int(x), x, np.float32)))
     a, b = next(iter(pairs.padded_batch(3, padding_values=(None, -1.0))))
     assert a.tolist()[0] == [1, 0, 0] and b.tolist()[0] == [1.0, -1.0, -1.0]
+    # one value for every field: checked only where a field is padded (a scalar uint8 is not)
+    mixed = sk.Dataset.range(1, 4).map(lambda x: (np.full(int(x), x, np.float32), np.uint8(x), np.bool_(x > 1)))
+    floats, small, flags = next(iter(mixed.padded_batch(3, padding_values=-1)))
+    assert floats.tolist()[0] == [1.0, -1.0, -1.0] and small.tolist() == [1, 2, 3] and flags.dtype == np.bool_
+    for value in (float("nan"), float("inf"), -np.inf):
+        (padded, _) = list(seqs(np.float32).padded_batch(2, padding_values=value))
+        assert np.array_equal(padded[0, 1:], np.array([value], np.float32), equal_nan=True)
 
 
 def test_padded_batch_spec_round_trip(tmp_path, chess_files):

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -104,11 +105,26 @@ def test_a_snapshot_tells_python_functions_apart_by_their_code_and_captures(tmp_
     assert snap(sk.Dataset.range(2).map(lambda x: x + offsets[x])) == [1, 2]
     assert snap(sk.Dataset.range(6).filter(lambda x: x % 2 == 0)) == [0, 2, 4]
     assert snap(sk.Dataset.range(6).filter(lambda x: x % 3 == 0)) == [0, 3]
+
+    class Scale:  # a bound method: its object's values count too
+        def __init__(self, k: int) -> None:
+            self.k = k
+
+        def __call__(self, x: Any) -> Any:
+            return x * self.k
+
+        def apply(self, x: Any) -> Any:
+            return x * self.k
+
+    assert snap(sk.Dataset.range(3).map(Scale(2).apply)) == [0, 2, 4]
+    assert snap(sk.Dataset.range(3).map(Scale(3).apply)) == [0, 3, 6]
+    assert snap(sk.Dataset.range(3).map(Scale(4))) == [0, 4, 8]
+    assert snap(sk.Dataset.range(3).map(Scale(5))) == [0, 5, 10]
     files = [f for f in os.listdir(tmp_path) if f.endswith(".snapshot")]
-    assert len(files) == 8
+    assert len(files) == 12
     # the same pipeline again reads its file
     assert snap(sk.Dataset.range(3).map(lambda x: x * 5)) == [0, 5, 10]
-    assert len([f for f in os.listdir(tmp_path) if f.endswith(".snapshot")]) == 8
+    assert len([f for f in os.listdir(tmp_path) if f.endswith(".snapshot")]) == 12
 
 
 def test_load_checks_a_given_element_spec(tmp_path: Path) -> None:

@@ -866,15 +866,6 @@ def test_scan_functions_are_traced_and_run_as_graphs_equal_to_tf_data() -> None:
         _equal(a, b)
     assert len(grown) == 12
 
-    # A Python number as the initial state is a tensor as tf.data makes it (int32, float32),
-    # also for a plain Python function: its outputs have tf.data's dtypes
-    for initial, fn in ((0, lambda s, x: (s + 1, s)), (0.5, lambda s, x: (s * 2, s)), ((1, {"f": 2.5}), None)):
-        fn = fn or (lambda s, x: ((s[0] + 1, {"f": s[1]["f"] * 2}), s))
-        ours = list(make(sk.data).take(3).scan(initial, fn))
-        theirs = list(make(tf.data).take(3).scan(initial, fn).as_numpy_iterator())
-        for a, b in zip(ours, theirs):
-            _equal(a, b)
-
 
 def test_key_and_length_functions_are_traced_and_equal_tf_data() -> None:
     tf = _tf()

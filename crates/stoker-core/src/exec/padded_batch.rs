@@ -33,17 +33,35 @@ pub struct Padding {
     pub default: Option<PadValue>,
 }
 
-/// A padding value: a whole number kept exact (an int64 beyond 2^53 too), or a float.
+/// A padding value: a whole number kept exact (an int64 beyond 2^53 too), a float, or a
+/// non-finite float by name (JSON has no NaN or infinity).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum PadValue {
     Int(i64),
     Float(f64),
+    NonFinite(NonFinite),
 }
 
-impl From<f64> for PadValue {
-    fn from(v: f64) -> Self {
-        PadValue::Float(v)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NonFinite {
+    #[serde(rename = "nan")]
+    Nan,
+    #[serde(rename = "inf")]
+    Inf,
+    #[serde(rename = "-inf")]
+    NegInf,
+}
+
+impl PadValue {
+    fn as_f64(self) -> f64 {
+        match self {
+            PadValue::Int(i) => i as f64,
+            PadValue::Float(v) => v,
+            PadValue::NonFinite(NonFinite::Nan) => f64::NAN,
+            PadValue::NonFinite(NonFinite::Inf) => f64::INFINITY,
+            PadValue::NonFinite(NonFinite::NegInf) => f64::NEG_INFINITY,
+        }
     }
 }
 
@@ -51,7 +69,7 @@ impl std::fmt::Display for PadValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             PadValue::Int(i) => write!(f, "{i}"),
-            PadValue::Float(v) => write!(f, "{v}"),
+            other => write!(f, "{}", other.as_f64()),
         }
     }
 }
@@ -179,15 +197,18 @@ pub fn stack_padded(elements: &[Element], padding: &Padding) -> Result<Element> 
         let value = (padding.values.get(&**name).copied())
             .or(padding.default)
             .unwrap_or(PadValue::Int(0));
-        // A value the dtype does not hold is an error, as tf.data's, not a silent conversion.
-        let fill = encode(dtype, value).ok_or_else(|| {
-            Error::invalid(
-                OP,
-                format!(
-                    "field '{name}': the padding value {value} is not a {dtype} value; give one of the field's dtype"
-                ),
-            )
-        })?;
+        // A value the dtype does not hold is an error where it is written, not a silent
+        // conversion (tf.data refuses it whether or not a field needs padding).
+        let fill = || {
+            encode(dtype, value).ok_or_else(|| {
+                Error::invalid(
+                    OP,
+                    format!(
+                        "field '{name}': the padding value {value} is not a {dtype} value; give one of the field's dtype"
+                    ),
+                )
+            })
+        };
         for (i, e) in padded.iter_mut().enumerate() {
             let t = &e.tensors[f];
             if t.dtype() != dtype {
@@ -200,7 +221,7 @@ pub fn stack_padded(elements: &[Element], padding: &Padding) -> Result<Element> 
                 ));
             }
             if t.shape() != target.as_slice() {
-                e.tensors[f] = pad(t, &target, &fill)?;
+                e.tensors[f] = pad(t, &target, &fill()?)?;
             }
         }
     }
@@ -250,12 +271,9 @@ fn encode(dtype: DType, value: PadValue) -> Option<Vec<u8>> {
     let int = match value {
         PadValue::Int(i) => Some(i),
         PadValue::Float(v) if v.fract() == 0.0 && v.abs() < 9.3e18 => Some(v as i64),
-        PadValue::Float(_) => None,
+        PadValue::Float(_) | PadValue::NonFinite(_) => None,
     };
-    let float = match value {
-        PadValue::Int(i) => i as f64,
-        PadValue::Float(v) => v,
-    };
+    let float = value.as_f64();
     let bytes = match dtype {
         DType::Bool => match int? {
             0 | 1 => vec![int? as u8],
@@ -355,9 +373,19 @@ mod tests {
             Some(f32::NEG_INFINITY.to_le_bytes().to_vec())
         );
         assert_eq!(encode(DType::F16, PadValue::Int(70_000)), None);
+        assert_eq!(
+            encode(DType::F32, PadValue::NonFinite(NonFinite::Nan)).map(|b| b.len()),
+            Some(4)
+        );
+        assert_eq!(
+            encode(DType::I32, PadValue::NonFinite(NonFinite::Inf)),
+            None
+        );
         let spec: Padding =
-            serde_json::from_str(r#"{"values": {"x": 9007199254740993, "y": 0.5}}"#).unwrap();
+            serde_json::from_str(r#"{"values": {"x": 9007199254740993, "y": 0.5, "z": "-inf"}}"#)
+                .unwrap();
         assert_eq!(spec.values["x"], PadValue::Int(big));
         assert_eq!(spec.values["y"], PadValue::Float(0.5));
+        assert_eq!(spec.values["z"], PadValue::NonFinite(NonFinite::NegInf));
     }
 }

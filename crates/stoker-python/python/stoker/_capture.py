@@ -125,10 +125,10 @@ def _feed_value(h: Any, value: Any, depth: int, seen: set[int]) -> None:
     if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
         text(f"{type(value).__name__}:{value!r}")
         return
-    if isinstance(value, np.ndarray) or isinstance(value, np.generic) or type(value).__name__ == "EagerTensor":
-        a = np.asarray(value)
-        text(f"array:{a.dtype}:{a.shape}")
-        h.update(a.tobytes() if a.dtype != object else repr(a.tolist()).encode())
+    if isinstance(value, (np.ndarray, np.generic)) or (
+        hasattr(value, "__array__") and not isinstance(value, (dict, list, tuple, type))
+    ):
+        _feed_array(h, np.asarray(value), depth, seen)
         return
     if id(value) in seen or depth < 0:
         text(f"seen:{type(value).__qualname__}")
@@ -140,6 +140,7 @@ def _feed_value(h: Any, value: Any, depth: int, seen: set[int]) -> None:
     elif isinstance(value, types.MethodType):
         text(f"method:{type(value.__self__).__qualname__}")
         _feed(h, value.__func__, depth, seen)
+        _feed(h, value.__self__, depth - 1, seen)
     elif isinstance(value, types.FunctionType):
         for code in _codes(value.__code__):
             text(f"code:{code.co_name}")
@@ -177,3 +178,36 @@ def _feed_value(h: Any, value: Any, depth: int, seen: set[int]) -> None:
         attributes = getattr(value, "__dict__", None)
         if isinstance(attributes, dict) and depth > 0:
             _feed(h, attributes, depth - 1, seen)
+
+
+# Arrays larger than this count by their shape, dtype and a sample of their bytes: read whole,
+# a key would cost a pass over them each time a function captures them.
+_WHOLE_BYTES = 256 << 20
+
+
+def _feed_array(h: Any, a: Any, depth: int, seen: set[int]) -> None:
+    """An array's dtype, shape and values; a memory-mapped file's name and modification time
+    (not its bytes); an object array's items as values."""
+    import os
+
+    import numpy as np
+
+    h.update(f"array:{a.dtype}:{a.shape}".encode() + b"\0")
+    if a.dtype == object:
+        _feed(h, a.ravel().tolist(), depth, seen)
+        return
+    base = a
+    while isinstance(base, np.ndarray) and not isinstance(base, np.memmap) and base.base is not None:
+        base = base.base
+    name = getattr(base, "filename", None)
+    if isinstance(base, np.memmap) and name:
+        stat = os.stat(name)
+        start = a.__array_interface__["data"][0] - np.asarray(base).__array_interface__["data"][0]
+        h.update(f"memmap:{name}:{stat.st_size}:{stat.st_mtime_ns}:{start}:{a.strides}".encode())
+        return
+    flat = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    if flat.nbytes <= _WHOLE_BYTES:
+        h.update(flat.data)
+    else:
+        step = flat.nbytes // (_WHOLE_BYTES // 4096)
+        h.update(np.ascontiguousarray(flat[::step]).data)

@@ -600,15 +600,17 @@ class Dataset:
         a vector of that size; ``None`` or -1 in a dimension, or ``None`` for the whole shape,
         means "the batch's largest"). ``padding_values`` (default 0) is one number for every
         field or a number per field in the element's structure (a string field's, e.g. ``b""``,
-        is accepted, as tf.data takes one for every component). A fixed padded size smaller
+        is accepted, as tf.data takes one for every component; ``None`` is the default). A
+        value a padded field's dtype does not hold exactly (1.5 or 300 for uint8) is an error
+        where it would be written, not a conversion; int64 values are exact. A fixed padded size smaller
         than an element raises; string fields are not padded (scalar strings, as tf.data's
         ``padded_shapes`` of ``[]`` for them)."""
         size = _whole("padded_batch: batch_size", batch_size, 1)
         shapes: dict[str, list[int | None]] = {}
         if padded_shapes is not None:
             shapes = _padded_shapes(_known(self, learn=True), padded_shapes)
-        values: dict[str, int | float] = {}
-        default: int | float | None = None
+        values: dict[str, int | float | str] = {}
+        default: int | float | str | None = None
         if isinstance(padding_values, (int, float, np.integer, np.floating)):
             # One number for every numeric field (also those a Python function makes).
             default = _pad_value(padding_values)
@@ -763,8 +765,6 @@ class Dataset:
             raise InvalidArgumentError(f"scan: scan_func must be callable, got {type(scan_func).__name__}")
         import copy
 
-        # As tf.data converts it: a Python int int32, a float float32 (a nested state leaf by leaf)
-        initial_state = _converted_state(initial_state)
         note = None
         if _tf_function.uses_tensorflow(scan_func):
             scan_func, note = self._scan_tensorflow(initial_state, scan_func)
@@ -2330,24 +2330,17 @@ def _dtype_of(value: Any) -> str:
     return "string" if kind.kind in "SUO" else kind.name
 
 
-def _pad_value(v: Any) -> int | float:
+def _pad_value(v: Any) -> int | float | str:
     """A padding value as the engine takes it: a whole number exact (an int64 beyond 2^53
-    too), else a float. The engine refuses one the field's dtype does not hold."""
+    too), a float, or NaN and the infinities by name (JSON has none). The engine refuses one
+    the field's dtype does not hold."""
     a = np.asarray(v.numpy() if hasattr(v, "numpy") else v)
     if a.size != 1:
         raise InvalidArgumentError(f"padded_batch: a padding value must be one number, got {v!r}")
-    return int(a.item()) if a.dtype.kind in "biu" else float(a.item())
-
-
-def _converted_state(state: Any) -> Any:
-    """A ``scan`` state's Python numbers (in its dicts and tuples) as tf.data makes them
-    tensors (see ``as_tf_converts``); other values (a list a Python function appends to) as
-    they are."""
-    if isinstance(state, dict):
-        return type(state)((k, _converted_state(v)) for k, v in state.items())
-    if isinstance(state, tuple) and not hasattr(state, "_fields"):
-        return tuple(_converted_state(v) for v in state)
-    return as_tf_converts(state) if isinstance(state, (int, float)) else state
+    if a.dtype.kind in "biu":
+        return int(a.item())
+    x = float(a.item())
+    return x if np.isfinite(x) else ("nan" if np.isnan(x) else "inf" if x > 0 else "-inf")
 
 
 def _adapter(
