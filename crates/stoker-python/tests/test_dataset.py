@@ -79,6 +79,14 @@ def test_zip():
     assert [(int(p), int(q["x"])) for p, q in got] == [(0, 0), (1, 10), (2, 20)]
     got = list(sk.Dataset.zip({"left": a, "right": b}))
     assert int(got[2]["right"]["x"]) == 20 and int(got[2]["left"]) == 2
+    # nested tuples and dicts of datasets: nested elements, as in tf.data
+    c = sk.Dataset.range(20, 30)
+    got = list(sk.Dataset.zip((a, (b, c))))
+    assert [(int(p), int(q["x"]), int(r)) for p, (q, r) in got] == [(0, 0, 20), (1, 10, 21), (2, 20, 22)]
+    got = list(sk.Dataset.zip({"left": a, "right": {"b": b, "c": c}}))
+    assert int(got[1]["right"]["c"]) == 21 and int(got[1]["right"]["b"]["x"]) == 10
+    with pytest.raises(sk.InvalidArgumentError, match="zip: takes datasets"):
+        sk.Dataset.zip((a, [b, c]))
 
 
 def test_shuffle_seed_reproducible_and_reshuffled():

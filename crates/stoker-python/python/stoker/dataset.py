@@ -336,6 +336,11 @@ class Dataset:
         else:
             parts = list(datasets)
             prefixes = [f"{i}/" for i in range(len(parts))]
+        # a nested tuple or dict of datasets zips into a nested element, as in tf.data
+        parts = [Dataset.zip(p) if isinstance(p, (tuple, dict)) else p for p in parts]
+        if not all(isinstance(p, Dataset) for p in parts):
+            kinds = ", ".join(type(p).__name__ for p in parts if not isinstance(p, Dataset))
+            raise InvalidArgumentError(f"zip: takes datasets (in tuples or dicts), got {kinds}")
 
         def derive() -> Template | None:
             templates = [_known_or_none(d) for d in parts]
