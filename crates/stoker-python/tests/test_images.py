@@ -375,6 +375,72 @@ def test_color_jitter_matches_tf_adjust_ops(golden, key, kwargs):
     np.testing.assert_allclose(got, g[key], atol=2e-6)
 
 
+def _png(rows: np.ndarray, color: int, depth: int, palette: bytes = b"", trns: bytes = b"") -> bytes:
+    """A PNG of ``rows`` (samples, or palette indices) of colour type ``color`` at ``depth``
+    bits, written here so that every kind TensorFlow reads differently can be made: palettes
+    of 4 bits, 1-bit grey, tRNS chunks."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    h, w = rows.shape[:2]
+    flat = rows.reshape(h, -1)
+    if depth < 8:
+        raw = [np.packbits(np.unpackbits(r.astype(np.uint8)[:, None], axis=1)[:, 8 - depth :].ravel()) for r in flat]
+    else:
+        raw = [r.astype(">u2" if depth == 16 else np.uint8).tobytes() for r in flat]
+    data = b"".join(b"\0" + bytes(r) for r in raw)
+    out = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, depth, color, 0, 0, 0))
+    if palette:
+        out += chunk(b"PLTE", palette)
+    if trns:
+        out += chunk(b"tRNS", trns)
+    return out + chunk(b"IDAT", zlib.compress(data)) + chunk(b"IEND", b"")
+
+
+def test_png_channels_are_tensorflow_s_for_every_kind_of_png():
+    """decode_image of PNGs TensorFlow's libpng set-up reads its own way, bit for bit against
+    tf.io.decode_png for channels 0, 1, 3, 4 and uint8/uint16: a tRNS chunk (an alpha channel
+    for a palette, none for grey or RGB at channels 0), the alpha made up for a PNG without one
+    (``2**bit_depth - 1``: 15 for a 4-bit palette), grey from colour by libpng's integer
+    weights (also from 16-bit samples)."""
+    tf = pytest.importorskip("tensorflow")
+    rng = np.random.default_rng(7)
+    rgb = rng.integers(0, 256, (6, 9, 3))
+    rgb[0, :3] = 77
+    grey = rng.integers(0, 256, (6, 9))
+    grey[0, :2] = 5
+    palette = rng.integers(0, 256, 16 * 3).astype(np.uint8).tobytes()
+    index = rng.integers(0, 16, (6, 9))
+    pngs = {
+        "rgb": _png(rgb, 2, 8),
+        "rgb+trns": _png(rgb, 2, 8, trns=bytes([0, 77, 0, 77, 0, 77])),
+        "grey+trns": _png(grey, 0, 8, trns=bytes([0, 5])),
+        "grey 1-bit": _png(grey > 128, 0, 1),
+        "rgba": _png(rng.integers(0, 256, (6, 9, 4)), 6, 8),
+        "grey+alpha": _png(rng.integers(0, 256, (6, 9, 2)), 4, 8),
+        "palette 4-bit": _png(index, 3, 4, palette=palette),
+        "palette+trns": _png(index, 3, 4, palette=palette, trns=bytes(range(0, 160, 10))),
+        "rgb 16-bit": _png(rng.integers(0, 65536, (6, 9, 3)), 2, 16),
+        "rgba 16-bit": _png(rng.integers(0, 65536, (6, 9, 4)), 6, 16),
+    }
+    for name, data in pngs.items():
+        for channels in (0, 1, 3, 4):
+            for dtype in ("uint8", "uint16"):
+                want = tf.io.decode_png(data, channels=channels, dtype=dtype).numpy()
+                op = sk.ops.decode_image("value", channels=channels, dtype=dtype)
+                got = next(iter(sk.Dataset.from_tensor_slices(np.array([data], dtype=object)).map(op)))
+                assert got.dtype == want.dtype and got.shape == want.shape, (name, channels, dtype, got.shape)
+                np.testing.assert_array_equal(got, want, err_msg=f"{name}, channels={channels}, {dtype}")
+            # the decode fused with a crop decodes only its top rows: the same channels
+            want = tf.image.resize_with_crop_or_pad(tf.io.decode_png(data, channels=channels), 4, 5).numpy()
+            ops = [sk.ops.decode_image("value", channels=channels), sk.ops.resize_with_crop_or_pad("value", 4, 5)]
+            fused = sk.Dataset.from_tensor_slices(np.array([data], dtype=object)).map(ops)
+            np.testing.assert_array_equal(next(iter(fused)), want, err_msg=f"{name}, channels={channels}, fused")
+
+
 def test_color_jitter_computes_as_tensorflow_s_kernels_also_outside_0_1():
     """Each adjustment gives TensorFlow's own values bit for bit (its mean's order of sums,
     its hue through the value range), also for values outside [0, 1], as a brightness change

@@ -86,7 +86,42 @@ fn format_name(data: &[u8]) -> &'static str {
     }
 }
 
-fn decode_png(data: &[u8], max_pixels: u64) -> Result<Decoded, String> {
+/// What a PNG stores, before the decoder expands it: what TensorFlow's `decode_png` decides
+/// its channels by (see [`tf_png_channels`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PngSource {
+    indexed: bool,
+    color: bool,
+    alpha: bool,
+    trns: bool,
+    depth: u8,
+}
+
+impl PngSource {
+    /// An 8-bit grey, grey + alpha, RGB or RGBA PNG without tRNS (what `Png8` takes).
+    fn plain(channels: usize) -> PngSource {
+        PngSource {
+            indexed: false,
+            color: channels >= 3,
+            alpha: channels % 2 == 0,
+            trns: false,
+            depth: 8,
+        }
+    }
+
+    fn of(info: &png::Info<'_>) -> PngSource {
+        use png::ColorType as C;
+        PngSource {
+            indexed: info.color_type == C::Indexed,
+            color: matches!(info.color_type, C::Rgb | C::Rgba | C::Indexed),
+            alpha: matches!(info.color_type, C::GrayscaleAlpha | C::Rgba),
+            trns: info.trns.is_some(),
+            depth: info.bit_depth as u8,
+        }
+    }
+}
+
+fn decode_png(data: &[u8], max_pixels: u64) -> Result<(Decoded, PngSource), String> {
     decode_png_depth(data, max_pixels, false, None)
 }
 
@@ -100,7 +135,7 @@ fn decode_png_depth(
     max_pixels: u64,
     keep_16: bool,
     rows: Option<usize>,
-) -> Result<Decoded, String> {
+) -> Result<(Decoded, PngSource), String> {
     // Check the claimed size before the decoder sees the file.
     let size = png_size(data);
     if let Some((w, h)) = size {
@@ -124,6 +159,7 @@ fn decode_png_depth(
         png::Transformations::EXPAND | png::Transformations::STRIP_16
     });
     let mut reader = decoder.read_info().map_err(|e| format!("PNG: {e}"))?;
+    let source = PngSource::of(reader.info());
     let (width, height) = (reader.info().width as usize, reader.info().height as usize);
     check_size(width, height, max_pixels)?;
     let (color, depth) = reader.output_color_type();
@@ -177,12 +213,73 @@ fn decode_png_depth(
             s.copy_from_slice(&v.to_ne_bytes());
         }
     }
-    Ok(Decoded {
-        height,
-        width,
-        channels,
-        pixels,
-    })
+    Ok((
+        Decoded {
+            height,
+            width,
+            channels,
+            pixels,
+        },
+        source,
+    ))
+}
+
+/// An 8-bit PNG's pixels, as the png crate expands them (a palette to RGB, a tRNS chunk to an
+/// alpha channel), with the `wanted` channels TensorFlow's `decode_png` gives (libpng as its
+/// `png_io.cc` sets it up):
+/// - `wanted` 0: a palette's 3 channels (4 with tRNS), else the channels the PNG stores (a
+///   tRNS chunk of a grey or RGB PNG is not an alpha channel);
+/// - alpha from the PNG's alpha or tRNS, else `2^bit_depth - 1` (libpng's filler: 15 for a
+///   4-bit palette);
+/// - grey from colour by libpng's integer weights for TensorFlow's 0.299 and 0.587, truncated
+///   (`(9797 r + 19234 g + 3737 b) >> 15`; a grey pixel stays as it is).
+pub(crate) fn tf_png_channels(img: Decoded, source: &PngSource, wanted: usize) -> Decoded {
+    let target = match wanted {
+        0 if source.indexed => 3 + usize::from(source.trns),
+        0 => (if source.color { 3 } else { 1 }) + usize::from(source.alpha),
+        w => w,
+    };
+    let has = img.channels;
+    let keeps_alpha = source.alpha || source.trns;
+    if target == has && (keeps_alpha || has % 2 == 1) {
+        return img;
+    }
+    let filler = ((1u32 << source.depth) - 1) as u8;
+    let n = img.height * img.width;
+    let mut out = shared_pool().take(n * target);
+    for (d, s) in out
+        .as_bytes_mut()
+        .chunks_exact_mut(target)
+        .zip(img.pixels.as_bytes().chunks_exact(has))
+    {
+        let (rgb, alpha) = match *s {
+            [g] => ([g, g, g], None),
+            [g, a] => ([g, g, g], Some(a)),
+            [r, g, b] => ([r, g, b], None),
+            [r, g, b, a] => ([r, g, b], Some(a)),
+            _ => ([0, 0, 0], None),
+        };
+        let alpha = alpha.filter(|_| keeps_alpha).unwrap_or(filler);
+        let grey = || {
+            let [r, g, b] = rgb;
+            if r == g && r == b {
+                r
+            } else {
+                ((9797 * u32::from(r) + 19234 * u32::from(g) + 3737 * u32::from(b)) >> 15) as u8
+            }
+        };
+        match target {
+            1 => d[0] = grey(),
+            2 => d.copy_from_slice(&[grey(), alpha]),
+            3 => d.copy_from_slice(&rgb),
+            _ => d.copy_from_slice(&[rgb[0], rgb[1], rgb[2], alpha]),
+        }
+    }
+    Decoded {
+        channels: target,
+        pixels: out,
+        ..img
+    }
 }
 
 /// The top `rows` rows of a non-interlaced PNG, read row by row.
@@ -230,12 +327,7 @@ fn convert16(img: Decoded, wanted: usize) -> Decoded {
             _ => ([0, 0, 0], u16::MAX),
         };
         match wanted {
-            1 if img.channels > 2 => {
-                let y = 0.2989 * f32::from(rgb[0])
-                    + 0.587 * f32::from(rgb[1])
-                    + 0.114 * f32::from(rgb[2]);
-                d[0] = y.round().clamp(0.0, 65535.0) as u16;
-            }
+            1 if img.channels > 2 => d[0] = grey16(rgb),
             1 => d[0] = rgb[0],
             3 => d.copy_from_slice(&rgb),
             _ => {
@@ -249,6 +341,38 @@ fn convert16(img: Decoded, wanted: usize) -> Decoded {
         pixels: out,
         ..img
     }
+}
+
+/// libpng's grey of a 16-bit RGB pixel, for TensorFlow's weights 0.299 and 0.587: integer
+/// weights in 1/32768 (9797, 19234 and the rest, 3737), the sum rounded (its 8-bit form
+/// truncates); a grey pixel as it is.
+fn grey16([r, g, b]: [u16; 3]) -> u16 {
+    if r == g && r == b {
+        r
+    } else {
+        ((9797 * u32::from(r) + 19234 * u32::from(g) + 3737 * u32::from(b) + 16384) >> 15) as u16
+    }
+}
+
+/// A 16-bit colour PNG asked for one 8-bit channel: libpng makes the grey of the 16-bit
+/// samples, then keeps its high byte (TensorFlow's order); `rows` as [`decode_png_depth`]'s.
+fn png16_grey(data: &[u8], max_pixels: u64, rows: Option<usize>) -> Result<Decoded, String> {
+    let (img, _) = decode_png_depth(data, max_pixels, true, rows)?;
+    let grey = convert16(img, 1);
+    let mut out = shared_pool().take(grey.height * grey.width);
+    let src: &[u16] = bytemuck::cast_slice(grey.pixels.as_bytes());
+    for (d, s) in out.as_bytes_mut().iter_mut().zip(src) {
+        *d = (s >> 8) as u8;
+    }
+    Ok(Decoded {
+        pixels: out,
+        ..grey
+    })
+}
+
+/// Whether a PNG is 16-bit colour (RGB or RGBA) and one channel is asked for.
+fn is_png16_colour_to_grey(data: &[u8], channels: u8) -> bool {
+    channels == 1 && is_png16(data) && matches!(data.get(25), Some(2 | 6))
 }
 
 /// 8-bit pixels as 16-bit ones, each multiplied by `factor`.
@@ -329,19 +453,27 @@ impl DecodeImage {
                 channels: png.channels,
                 pixels,
             };
-            return Ok(convert(img, usize::from(self.channels)));
+            let source = PngSource::plain(png.channels);
+            return Ok(tf_png_channels(img, &source, usize::from(self.channels)));
         }
-        let img = decode_png_depth(data, self.max_pixels, false, Some(rows))?;
-        Ok(convert(img, usize::from(self.channels)))
+        if is_png16_colour_to_grey(data, self.channels) {
+            return png16_grey(data, self.max_pixels, Some(rows));
+        }
+        let (img, source) = decode_png_depth(data, self.max_pixels, false, Some(rows))?;
+        Ok(tf_png_channels(img, &source, usize::from(self.channels)))
     }
 
     pub(crate) fn decode(&self, data: &[u8]) -> Result<Decoded, String> {
         let img = if is_png(data) {
-            // Decoded as stored, then converted (as the png crate's path converts).
-            match Png8::open(data, 0, self.max_pixels)? {
-                Some(png) => png.decode()?,
-                None => decode_png(data, self.max_pixels)?,
+            if is_png16_colour_to_grey(data, self.channels) {
+                return png16_grey(data, self.max_pixels, None);
             }
+            // Decoded as stored, then given TensorFlow's channels
+            let (img, source) = match Png8::open(data, 0, self.max_pixels)? {
+                Some(png) => (png.decode()?, PngSource::plain(png.channels)),
+                None => decode_png(data, self.max_pixels)?,
+            };
+            return Ok(tf_png_channels(img, &source, usize::from(self.channels)));
         } else if data.starts_with(&[0xFF, 0xD8, 0xFF]) {
             crate::codecs::jpeg::decode(data, self.channels, self.max_pixels, 8, self.dct_method)?
         } else if crate::codecs::gif::is_gif(data) {
@@ -363,7 +495,7 @@ impl DecodeImage {
             return self.decode(data);
         }
         if is_png16(data) {
-            let img = decode_png_depth(data, self.max_pixels, true, None)?;
+            let (img, _) = decode_png_depth(data, self.max_pixels, true, None)?;
             return Ok(convert16(img, usize::from(self.channels)));
         }
         let factor = if data.starts_with(PNG_MAGIC) {
@@ -626,11 +758,11 @@ mod tests {
         let rgb: Vec<u8> = (0..w * h * 3).map(|v| (v * 7 % 251) as u8).collect();
         let file = png_bytes(w, h, png::ColorType::Rgb, png::BitDepth::Eight, &rgb);
         let max = default_max_pixels();
-        let top = decode_png_depth(&file, max, false, Some(4)).unwrap();
+        let (top, _) = decode_png_depth(&file, max, false, Some(4)).unwrap();
         assert_eq!((top.height, top.width, top.channels), (4, 5, 3));
         assert_eq!(top.pixels.as_bytes(), &rgb[..4 * 5 * 3]);
         // Asking for every row (or more) is the whole decode.
-        let whole = decode_png_depth(&file, max, false, Some(20)).unwrap();
+        let (whole, _) = decode_png_depth(&file, max, false, Some(20)).unwrap();
         assert_eq!(whole.pixels.as_bytes(), &rgb[..]);
 
         assert!(png_chunks_intact(&file).is_ok());
