@@ -398,6 +398,16 @@ def test_slices_past_the_end_are_cut_as_tensorflow_s() -> None:
     assert "one_hot of depth 0" in _notes(ds)
 
 
+def test_a_list_inside_the_returned_structure_is_one_tensor_as_in_tf_data() -> None:
+    """``return x, [a, b]`` (or ``{"a": [x, x]}``): the list is stacked into one tensor, as
+    tf.data converts it; a list at the top is a tuple of components."""
+    tf = _tf()
+    for fn in (lambda v: (tf.identity(v), [v, v * 2]), lambda v: (tf.identity(v), [1, 2]),
+               lambda v: {"a": [tf.identity(v), v]}, lambda v: [tf.identity(v), v + 1]):  # fmt: skip
+        _same(lambda lib: lib.Dataset.range(3), fn)
+        _same(lambda lib: lib.Dataset.range(3), fn, batch=2)
+
+
 def test_native_sign_is_tensorflow_s_bit_for_bit() -> None:
     """``tf.sign`` translated to the native op: +0 for -0 (TensorFlow's), NaN for NaN."""
     tf = _tf()

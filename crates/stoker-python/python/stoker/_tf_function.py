@@ -781,7 +781,7 @@ def trace(
             begin(a[-1])
             a = a[:-1]
         result = fn(*a)
-        return tuple(result) if isinstance(result, list) else result
+        return _lists_packed(tf, tuple(result) if isinstance(result, list) else result)
 
     wrapped = tf.function(call, autograph=True)
     in_fields = [str(f) for f in tf.nest.flatten(fields)]
@@ -1235,6 +1235,18 @@ def _slicable(v: Any, outputs: list[Any]) -> bool:
 _HELD_DTYPES = frozenset(
     {"bool", "uint8", "uint16", "int8", "int16", "int32", "int64", "float16", "float32", "float64", "string"}
 )
+
+
+def _lists_packed(tf: Any, value: Any) -> Any:
+    """A function's result with the lists inside its tuples and dicts made tensors, as
+    tf.data makes them (``return x, [a, b]``: a stacked tensor, not a structure)."""
+    if isinstance(value, list):
+        return tf.convert_to_tensor(value)
+    if isinstance(value, dict):
+        return {k: _lists_packed(tf, v) for k, v in value.items()}
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_lists_packed(tf, v) for v in value)
+    return value
 
 
 def _python_value(value: Any) -> Any:
