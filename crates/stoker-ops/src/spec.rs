@@ -30,6 +30,7 @@ use crate::tensor::bit_planes::BitPlanes;
 use crate::tensor::cast::Cast;
 use crate::tensor::compute::Compute;
 use crate::tensor::element_seed::ElementSeed;
+use crate::tensor::ensure_shape::EnsureShape;
 use crate::tensor::gather_channels::GatherChannels;
 use crate::tensor::layout::ChangeLayout;
 use crate::tensor::normalize::Normalize;
@@ -76,6 +77,7 @@ pub enum OpSpec {
     Select(Select),
     Slice(Slice),
     Unflatten(Unflatten),
+    EnsureShape(EnsureShape),
 }
 
 impl OpSpec {
@@ -129,6 +131,7 @@ impl OpSpec {
             OpSpec::Select(o) => Arc::new(o),
             OpSpec::Slice(o) => Arc::new(o),
             OpSpec::Unflatten(o) => Arc::new(o),
+            OpSpec::EnsureShape(o) => Arc::new(o),
         })
     }
 }
@@ -255,6 +258,7 @@ mod tests {
             json!({"op": "resize_bilinear", "field": "image", "height": 2, "width": 3,
                    "align_corners": true, "half_pixel_centers": false, "output": "small"}),
             json!({"op": "unflatten", "field": "x", "shape": [4], "axis": 1, "output": "y"}),
+            json!({"op": "ensure_shape", "field": "x", "shape": [2, null]}),
         ]
     }
 
@@ -294,6 +298,7 @@ mod tests {
             OpSpec::Select(o) => o,
             OpSpec::Slice(o) => o,
             OpSpec::Unflatten(o) => o,
+            OpSpec::EnsureShape(o) => o,
         }
     }
 
@@ -312,7 +317,7 @@ mod tests {
             assert_eq!(OpSpec::of(&built), Some(spec));
         }
         // One per variant: a new variant fails `op` above until it is listed in `examples`.
-        assert_eq!(variants.len(), 33);
+        assert_eq!(variants.len(), 34);
     }
 
     /// The fusions recognise an op (`Known::of`) exactly when the registry reads its spec as

@@ -128,6 +128,14 @@ pub fn py_to_tensor(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Tensor> {
     // `asarray(order="C")` keeps 0-d arrays 0-d (`ascontiguousarray` would make them 1-d).
     let mut arr = np.call_method("asarray", (obj,), Some(&c_order))?;
     let kind = arr.getattr("dtype")?.getattr("kind")?.extract::<String>()?;
+    if matches!(kind.as_str(), "S" | "U") && !obj.is_instance(&np.getattr("ndarray")?)? {
+        // NumPy's fixed-width strings drop trailing NUL bytes (a serialized record may end in
+        // one): Python strings are taken whole, as objects.
+        let objects = pyo3::types::PyDict::new(py);
+        objects.set_item("dtype", py.import("builtins")?.getattr("object")?)?;
+        arr = np.call_method("asarray", (obj,), Some(&objects))?;
+        return strings_to_tensor(&arr, what);
+    }
     if matches!(kind.as_str(), "O" | "S" | "U") {
         return strings_to_tensor(&arr, what);
     }

@@ -200,3 +200,51 @@ def test_decode_csv_refuses_what_tensorflow_refuses(delim, quote):
         except sk.InvalidRecordError:
             got.append(None)
     assert got == want
+
+
+@pytest.mark.parametrize("compression", [None, "GZIP", "ZLIB"])
+def test_an_empty_file_with_a_header_to_skip_is_an_error_as_in_tf(tmp_path, compression):
+    """tf.data's CsvDataset(header=True) cannot read an empty file's header and raises; a
+    file of only a header gives no records, in both."""
+    import gzip
+    import zlib
+
+    tf = pytest.importorskip("tensorflow")
+    pack = {None: lambda b: b, "GZIP": gzip.compress, "ZLIB": zlib.compress}[compression]
+    empty, header_only = tmp_path / "empty.csv", tmp_path / "header.csv"
+    empty.write_bytes(pack(b""))
+    header_only.write_bytes(pack(b"a,b\n"))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="header"):
+        list(tf.data.experimental.CsvDataset(str(empty), [0, 0], compression_type=compression, header=True))
+    with pytest.raises(sk.InvalidArgumentError, match=r"empty\.csv is empty"):
+        list(sk.data.experimental.CsvDataset(str(empty), [0, 0], compression_type=compression, header=True))
+    for lib in (tf.data, sk.data):
+        read = lib.experimental.CsvDataset(str(header_only), [0, 0], compression_type=compression, header=True)
+        assert list(read) == []
+        assert list(lib.experimental.CsvDataset(str(empty), [0, 0], compression_type=compression)) == []
+
+
+def test_defaults_equal_to_a_dtype_s_enum_value_are_that_dtype_as_in_tf(tmp_path):
+    """tf.data's CSV readers test each default with `in (tf.float32, ...)`, which takes 1
+    (also 1.0 and True) for float32, 2 for float64, 3 for int32, 9 for int64, and the
+    strings naming them ("int32", "float", "double"): required columns of those dtypes, not
+    defaults."""
+    tf = pytest.importorskip("tensorflow")
+    full, gaps = tmp_path / "full.csv", tmp_path / "gaps.csv"
+    full.write_text("5,6,7,8\n")
+    gaps.write_text(",6,7,8\n")
+    for defaults in ([1, 3, 2, 9], [1.0, True, 0, 5], [np.int64(3), 0.5, 4, 9.0], ["int32", "float", "x", "double"]):
+        ours = [
+            tuple((np.asarray(a).dtype.name, np.asarray(a).item()) for a in r)
+            for r in sk.data.experimental.CsvDataset(str(full), defaults)
+        ]
+        theirs = [
+            tuple((np.asarray(a).dtype.name, np.asarray(a).item()) for a in r)
+            for r in tf.data.experimental.CsvDataset(str(full), defaults).as_numpy_iterator()
+        ]
+        assert ours == theirs, defaults
+        if defaults[0] in (1, 2, 3, 9, "int32"):  # a required first column
+            with pytest.raises(tf.errors.InvalidArgumentError, match="required"):
+                list(tf.data.experimental.CsvDataset(str(gaps), defaults))
+            with pytest.raises(sk.InvalidRecordError, match="no default"):
+                list(sk.data.experimental.CsvDataset(str(gaps), defaults))

@@ -324,3 +324,41 @@ def test_padded_batch_spec_round_trip(tmp_path, chess_files):
         assert len(got) == len(want)
         for a, b in zip(got, want):
             np.testing.assert_array_equal(a, b)  # a loaded spec's one field comes back bare
+
+
+def test_strings_are_padded_as_tf_data_pads_them():
+    """String fields are padded like numbers: with b"" (or the string given), to the batch's
+    longest or to padded_shapes (a fixed shape was ignored: silently narrower batches); the
+    element_spec after the batch has tf.data's dimensions (the batch size where every batch
+    has it, the fixed padded sizes)."""
+    tf = pytest.importorskip("tensorflow")
+
+    def pipelines(m):
+        words = m.Dataset.range(4).map(lambda x: tf.strings.split(tf.strings.reduce_join(tf.fill([x + 1], "ab "))))
+        return [
+            words.padded_batch(3),
+            words.padded_batch(2, padded_shapes=[5], padding_values="-", drop_remainder=True),
+            m.Dataset.from_tensor_slices([["a", "b"], ["c", "d"]])
+            .map(lambda x: x[:1])
+            .padded_batch(2, padded_shapes=[2]),
+            m.Dataset.range(3)
+            .map(lambda x: (tf.fill([x, 2 - x], "s"), tf.fill([x], x)))
+            .padded_batch(3, padded_shapes=([3, 2], [4]), padding_values=("z", tf.constant(-1, tf.int64))),
+            # one scalar tensor for every field
+            m.Dataset.range(3)
+            .map(lambda x: (tf.fill([x], x), tf.fill([x], x * 2)))
+            .padded_batch(2, padding_values=tf.constant(-1, tf.int64)),
+        ]
+
+    for ours, theirs in zip(pipelines(sk.data), pipelines(tf.data)):
+        got = [tf.nest.map_structure(lambda v: np.asarray(v).tolist(), e) for e in ours]
+        want = [tf.nest.map_structure(lambda v: np.asarray(v).tolist(), e) for e in theirs.as_numpy_iterator()]
+        assert got == want
+        spec_ours = [tuple(s.shape) for s in tf.nest.flatten(ours.element_spec)]
+        spec_theirs = [tuple(s.shape) for s in tf.nest.flatten(theirs.element_spec)]
+        assert spec_ours == spec_theirs
+    with pytest.raises(sk.InvalidArgumentError, match="padding value 0 is not a string value"):
+        list(sk.Dataset.from_tensor_slices([["a"], ["b"]]).map(lambda x: x[:1]).padded_batch(2, [2], 0))
+    # a padding value for no field (known only once the function has run) is an error
+    with pytest.raises(sk.InvalidArgumentError, match="no field 'b' to pad"):
+        list(sk.Dataset.range(3).map(lambda x: {"a": np.full(int(x), x)}).padded_batch(2, padding_values={"b": 1}))

@@ -66,6 +66,17 @@ CASES = {
         lambda: sk.Dataset.range(8).filter(lambda e: e % 2 == 1),
         lambda tf: tf.data.Dataset.range(8).filter(lambda e: e % 2 == 1),
     ),
+    "unique": (
+        lambda x: x.unique(),
+        lambda: sk.Dataset.from_tensor_slices([3, 1, 3, 2, 1, 5]),
+        lambda tf: tf.data.Dataset.from_tensor_slices([3, 1, 3, 2, 1, 5]),
+    ),
+    # a buffer of one keeps the order: the elements of each repetition, in turn
+    "shuffle_and_repeat": (
+        lambda x: x.shuffle_and_repeat(1, count=3, seed=4),
+        lambda: sk.Dataset.range(4),
+        lambda tf: tf.data.Dataset.range(4),
+    ),
 }
 
 
@@ -190,3 +201,137 @@ def test_element_spec_reads_as_tf_data_specs() -> None:
     assert shapes == {"image": (2, 4, 3), "label": (2,)}
     assert not sk.TensorSpec([None, 3], sk.float32).shape.is_fully_defined()
     assert sk.TensorSpec([None, 3]).shape.num_elements() is None
+
+
+def test_the_deprecated_and_helper_forms_real_code_spells() -> None:
+    """parallel_interleave, Counter, dense_to_ragged_batch, from_list, at, get_structure,
+    range(output_type=), batch(num_parallel_calls=): tf.data's elements."""
+    tf = pytest.importorskip("tensorflow")
+    import itertools
+
+    interleaved = []
+    for mod in (sk.data, tf.data):
+        opened = mod.Dataset.range(4).apply(
+            mod.experimental.parallel_interleave(
+                lambda e, m=mod: m.Dataset.range(e * 10, e * 10 + e + 1), cycle_length=2, block_length=2
+            )
+        )
+        interleaved.append([int(x) for x in opened.as_numpy_iterator()])
+    assert interleaved[0] == interleaved[1]
+
+    counted = [
+        [np.asarray(x).tolist() for x in itertools.islice(mod.experimental.Counter(5, -3).as_numpy_iterator(), 4)]
+        for mod in (sk.data, tf.data)
+    ]
+    assert counted[0] == counted[1] == [5, 2, -1, -4]
+    assert int(sk.data.Dataset.counter(dtype="int32").cardinality()) == int(tf.data.Dataset.counter().cardinality())
+    assert next(iter(sk.data.Dataset.counter(2, dtype=sk.int32))).dtype == np.int32
+
+    ranged = [(str(np.asarray(x).dtype), int(x)) for x in sk.Dataset.range(2, 5, output_type=tf.int32)]
+    theirs = [(x.dtype.name, int(x)) for x in tf.data.Dataset.range(2, 5, output_type=tf.int32).as_numpy_iterator()]
+    assert ranged == theirs
+
+    got, want = _both(
+        sk.Dataset.range(5).batch(2, num_parallel_calls=sk.AUTOTUNE, deterministic=True),
+        tf.data.Dataset.range(5).batch(2, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True),
+    )
+    assert got == want
+
+    # ragged batches: stoker's (values padded, row lengths), TF's RaggedTensor of them
+    ours = list(
+        sk.Dataset.range(4).map(lambda x: np.arange(int(x))).apply(sk.data.experimental.dense_to_ragged_batch(3))
+    )
+    theirs = list(
+        tf.data.Dataset.range(4)
+        .map(lambda x: tf.range(x))
+        .apply(tf.data.experimental.dense_to_ragged_batch(3))
+    )
+    assert len(ours) == len(theirs) == 2
+    for (values, lengths), ragged in zip(ours, theirs):
+        made = tf.RaggedTensor.from_tensor(values, lengths=lengths)
+        assert made.to_list() == ragged.to_list()
+
+    elements = [{"a": 1, "b": (np.float64(0.5), "x")}, {"a": 2, "b": (np.float64(1.5), "yz")}]
+    got, want = _both(sk.data.experimental.from_list(elements), tf.data.experimental.from_list(elements))
+    assert got == want
+    assert sk.data.experimental.from_list(elements).element_spec["a"].dtype == "int32"
+
+    assert int(sk.data.experimental.at(sk.Dataset.range(10, 20), 3)) == 13
+    with pytest.raises(sk.InvalidArgumentError, match="past the end"):
+        sk.data.experimental.at(sk.Dataset.range(3), 3)
+    spec = sk.data.experimental.get_structure(sk.Dataset.range(3).batch(2, drop_remainder=True))
+    assert tuple(spec.shape) == (2,) and spec.dtype == "int64"
+
+
+def test_distribute_options_and_auto_shard_policy_are_accepted() -> None:
+    tf = pytest.importorskip("tensorflow")
+    for name in ("OFF", "AUTO", "FILE", "DATA", "HINT"):
+        assert int(getattr(sk.data.experimental.AutoShardPolicy, name)) == int(
+            getattr(tf.data.experimental.AutoShardPolicy, name)
+        )
+    assert sk.data.experimental.SHARD_HINT == tf.data.experimental.SHARD_HINT
+    for mod in (sk.data, tf.data):
+        options = mod.Options()
+        options.experimental_distribute.auto_shard_policy = mod.experimental.AutoShardPolicy.DATA
+        options.experimental_slack = True
+        ds = mod.Dataset.range(3).with_options(options)
+        assert [int(x) for x in ds.as_numpy_iterator()] == [0, 1, 2]
+    # a tf.data.Options with a shard policy is taken as well
+    theirs = tf.data.Options()
+    theirs.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    assert [int(x) for x in sk.Dataset.range(2).with_options(theirs)] == [0, 1]
+
+
+def test_save_load_snapshot_and_tfrecord_writer_of_experimental(tmp_path: Any) -> None:
+    tf = pytest.importorskip("tensorflow")
+    x = sk.data.experimental
+    x.save(sk.Dataset.range(4).map(lambda v: (v, v * 2)), str(tmp_path / "saved"))
+    assert [_plain(e) for e in x.load(str(tmp_path / "saved"))] == [[i, 2 * i] for i in range(4)]
+    snap = sk.Dataset.range(3).apply(x.snapshot(str(tmp_path / "snap")))
+    assert [int(e) for e in snap] == [int(e) for e in snap] == [0, 1, 2]
+    records = [b"one", b"", b"three\x00"]
+    x.TFRecordWriter(str(tmp_path / "r.tfrecord"), "GZIP").write(sk.Dataset.from_tensor_slices(records))
+    read = tf.data.TFRecordDataset(str(tmp_path / "r.tfrecord"), compression_type="GZIP")
+    assert list(read.as_numpy_iterator()) == records
+    with pytest.raises(sk.InvalidArgumentError, match="scalar strings"):
+        x.TFRecordWriter(str(tmp_path / "n.tfrecord")).write(sk.Dataset.range(2))
+
+
+def test_parse_example_dataset_parses_as_tensorflow() -> None:
+    tf = pytest.importorskip("tensorflow")
+    records = [
+        tf.train.Example(
+            features=tf.train.Features(
+                feature={
+                    "id": tf.train.Feature(int64_list=tf.train.Int64List(value=[i])),
+                    "w": tf.train.Feature(float_list=tf.train.FloatList(value=[i / 2, -i])),
+                }
+            )
+        ).SerializeToString()
+        for i in range(5)
+    ]
+    features = {"id": tf.io.FixedLenFeature([], tf.int64), "w": tf.io.FixedLenFeature([2], tf.float32)}
+    ours = sk.Dataset.from_tensor_slices(records).batch(2).apply(sk.data.experimental.parse_example_dataset(features))
+    theirs = tf.data.Dataset.from_tensor_slices(records).batch(2).apply(
+        tf.data.experimental.parse_example_dataset(features)
+    )
+    got, want = _both(ours, theirs)
+    assert got == want and len(got) == 3
+
+
+def test_counter_counts_from_anywhere_and_stands_still_with_step_0() -> None:
+    import itertools
+
+    tf = pytest.importorskip("tensorflow")
+    for start, step in ((2**62, 1), (2**63 - 3, 1), (-(2**63) + 2, -1), (7, 0)):
+        ours = [int(x) for x in itertools.islice(sk.data.experimental.Counter(start, step), 2)]
+        theirs = [int(x) for x in itertools.islice(tf.data.experimental.Counter(start, step).as_numpy_iterator(), 2)]
+        assert ours == theirs, (start, step)
+    assert sk.data.experimental.Counter(7, 0).cardinality() == sk.data.INFINITE_CARDINALITY
+
+
+def test_load_waits_as_it_may_for_a_complete_save(tmp_path: Any) -> None:
+    sk.Dataset.range(3).save(str(tmp_path / "s"))
+    assert [int(x) for x in sk.Dataset.load(str(tmp_path / "s"), wait=True)] == [0, 1, 2]
+    options = sk.data.Options()
+    assert options.experimental_distribute.auto_shard_policy == sk.data.experimental.AutoShardPolicy.AUTO

@@ -42,3 +42,32 @@ def test_filter_on_a_string_keeps_what_tf_data_keeps() -> None:
     ours = [bytes(x) for x in sk.Dataset.from_tensor_slices(WORDS).filter(lambda s: s == "yes")]
     theirs = list(tf.data.Dataset.from_tensor_slices(list(WORDS)).filter(lambda s: s == "yes").as_numpy_iterator())
     assert ours == theirs == [b"yes", b"yes"]
+
+
+def test_a_string_a_function_returns_keeps_its_trailing_nul_bytes() -> None:
+    """A string ending in NUL bytes (a serialized record or tensor may) is handed on whole,
+    as tf.data does: NumPy's fixed-width strings would drop them."""
+    tf = pytest.importorskip("tensorflow")
+    pipelines = [
+        lambda m: m.Dataset.from_tensor_slices([b"ab\x00", b"\x00"]).map(lambda x: x),
+        lambda m: m.Dataset.from_tensor_slices([b"ab"]).map(lambda x: tf.strings.join([x, "\x00"])),
+        lambda m: m.Dataset.from_tensor_slices([b"Hab\x00\x00"])
+        .map(lambda r: tf.strings.substr(r, 1, 99))
+        .map(lambda s: tf.io.decode_raw(s, tf.uint8)),
+        lambda m: m.Dataset.from_tensor_slices(np.array([[1, 0]], np.int32))
+        .map(tf.io.serialize_tensor)
+        .map(lambda s: tf.io.parse_tensor(s, tf.int32)),
+        lambda m: m.Dataset.from_tensor_slices([b"a", b"a\x00"]).unique(),
+        lambda m: m.Dataset.from_tensor_slices(["a b", "c"])
+        .map(tf.strings.split)
+        .padded_batch(2, padding_values="\x00"),
+        lambda m: m.Dataset.range(2).map(lambda x: (x, "z\x00")),
+    ]
+
+    def whole(v: Any) -> Any:  # bytes as they are (np.asarray would drop their NULs too)
+        return v if isinstance(v, bytes) else np.asarray(v).tolist()
+
+    for make in pipelines:
+        ours = [tf.nest.map_structure(whole, e) for e in make(sk.data)]
+        theirs = [tf.nest.map_structure(whole, e) for e in make(tf.data).as_numpy_iterator()]
+        assert ours == theirs

@@ -318,11 +318,22 @@ def test_python_constants_returned_are_tensors_as_in_tf_data() -> None:
 
 
 def test_a_list_s_dtype_is_tensorflow_s_its_first_value_s() -> None:
-    """A Python list converts as TensorFlow converts it: a NumPy float, an array or a tensor
-    first keeps its dtype (float64: ``list(np.array([0.1, 1e300]))`` is not narrowed to
-    float32's inf); Python numbers and NumPy integers as Python's (int32 where they fit)."""
+    """A Python list converts as tf.data converts it: arrays (or tensors) of one dtype keep
+    it; else the first scalar decides, looked for inside arrays too (a 0-d array is its
+    scalar): a NumPy float keeps its width (float64: ``list(np.array([0.1, 1e300]))`` is not
+    narrowed to float32's inf), Python numbers and NumPy integers as Python's (int32 where
+    they fit); a value that type cannot hold is an error, not an infinity or a wrap."""
     tf = _tf()
     cases = [
+        [np.array(1, np.int64), 2],
+        [np.array(1, np.uint8), np.array(2, np.uint8)],
+        [np.array([1], np.int64), [2]],
+        [np.array([1], np.int32), np.array([2**40], np.int64)],
+        [np.array([1.5], np.float32), np.array([2], np.int64)],
+        [1, 2.5, 2**70],
+        [[np.array([1], np.int64)], [np.array([2], np.int64)]],
+        [[1, 2], [np.array(3, np.int64), 4]],
+        [1.5, tf.constant(2.0, tf.float64)],
         list(np.array([0.1, 1e300])),
         [np.float64(2), 0.1],
         [0.1, np.float64(2)],
@@ -347,6 +358,21 @@ def test_a_list_s_dtype_is_tensorflow_s_its_first_value_s() -> None:
         (whole,) = list(sk.data.Dataset.from_tensors(value))
         (want,) = list(tf.data.Dataset.from_tensors(value).as_numpy_iterator())
         assert whole.dtype == want.dtype and np.array_equal(whole, want), value
+    for bad in (
+        [np.float32(1), 1e300],
+        [1.0, 1e300],
+        [np.array([1], np.float32), [1e300]],
+        [np.float16(1), 70000.0],
+        [True, 2],
+        [1, 2**70],
+        [np.int64(1), 2**64 - 1],
+        [np.uint64(2**63), np.int64(1)],
+        [tf.constant(1.0), tf.constant(1e300, tf.float64)],
+    ):
+        with pytest.raises((ValueError, tf.errors.InvalidArgumentError)):
+            tf.data.Dataset.from_tensor_slices(bad)
+        with pytest.raises(sk.InvalidArgumentError, match="Can't convert (Python sequence|a list of tensors)"):
+            sk.data.Dataset.from_tensor_slices(bad)
 
 
 def test_stateless_crops_pads_and_lists_of_traced_scalars_equal_tf_data() -> None:
@@ -1876,3 +1902,117 @@ def test_a_sparse_or_ragged_result_is_an_error_naming_the_remedy() -> None:
     ragged = sk.data.Dataset.from_tensor_slices(records).map(lambda r: tf.ragged.constant([[1], [2, 3]]))
     with pytest.raises(sk.InvalidArgumentError, match=r"tf.RaggedTensor of rows of different lengths.*to_tensor"):
         list(ragged)
+
+
+Pair = __import__("collections").namedtuple("Pair", "a b")
+
+
+def test_a_namedtuple_stays_one_and_is_one_argument_as_in_tf_data(tmp_path: Path) -> None:
+    """A namedtuple element (returned by a TensorFlow or a Python function, sliced, zipped,
+    declared by a generator) is handed out as that namedtuple and passed to the next function
+    as one argument (tf.data unpacks only plain tuples); its element_spec is one too, and a
+    save keeps it (loaded, a namedtuple of the same name and fields)."""
+    tf = _tf()
+
+    def both(make: Any) -> tuple[list[Any], list[Any]]:
+        ours = list(make(sk.data))
+        theirs = list(make(tf.data).as_numpy_iterator())
+        def kinds(elements: list[Any]) -> list[str]:
+            return [type(e).__name__ if isinstance(e, tuple) else "value" for e in elements]
+
+        assert kinds(ours) == kinds(theirs), (ours, theirs)
+        return ours, theirs
+
+    def gen() -> Any:
+        for i in range(3):
+            yield Pair(np.int64(i), np.float32(i / 2))
+
+    signature = Pair(tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32))
+    pipelines = [
+        lambda m: m.Dataset.range(4).map(lambda x: Pair(x, tf.cast(x, tf.float32) * 2)),
+        lambda m: m.Dataset.range(4).map(lambda x: Pair(x, x + 1)).map(lambda p: p.a * 10 + p.b),
+        lambda m: m.Dataset.from_tensor_slices(Pair(np.arange(3), np.arange(3.0))).filter(lambda p: p.a > 0),
+        lambda m: m.Dataset.zip(Pair(m.Dataset.range(3), m.Dataset.range(5, 8))).map(lambda p: p.b - p.a),
+        lambda m: m.Dataset.from_tensor_slices(np.arange(12.0).reshape(3, 4))
+        .map(lambda x: tf.math.top_k(x, 2))
+        .map(lambda r: r.indices),
+        lambda m: m.Dataset.from_generator(gen, output_signature=signature),
+        lambda m: m.Dataset.range(5).map(lambda x: Pair(tf.fill([x], x), x)).padded_batch(2),
+    ]
+    for make in pipelines:
+        ours, theirs = both(make)
+        assert tf.nest.map_structure(lambda v: np.asarray(v).tolist(), ours) == tf.nest.map_structure(
+            lambda v: np.asarray(v).tolist(), theirs
+        )
+    spec = sk.data.Dataset.range(2).map(lambda x: Pair(x, tf.cast(x, tf.float32))).element_spec
+    assert type(spec) is Pair and spec.b.dtype == "float32"
+    saved = str(tmp_path / "saved")
+    sk.data.Dataset.range(3).map(lambda x: Pair(x, x * 2)).save(saved)
+    loaded = sk.data.Dataset.load(saved)
+    assert type(loaded.element_spec).__name__ == "Pair" and loaded.element_spec._fields == ("a", "b")
+    assert [int(p.b) for p in loaded] == [0, 2, 4]
+
+
+def test_a_graph_s_static_shapes_are_the_spec_s_and_are_checked_as_tf_data_checks_them() -> None:
+    """Where a function runs as its traced graph, element_spec has the graph's static
+    dimensions (also through a batch and the steps after it: what Keras builds its layers
+    from); an element that does not have them (a py_function's result, against its
+    set_shape; a Reshape TensorFlow's optimizer dropped) is an error, as tf.data's
+    iterator makes it, not an element of another shape."""
+    tf = _tf()
+    pipelines = [
+        lambda m: m.Dataset.range(4).map(lambda x: tf.stack([x, x, x])),
+        lambda m: m.Dataset.from_tensor_slices(["a", "b"]).map(lambda s: s == tf.constant(["a", "b", "c"])),
+        lambda m: m.Dataset.range(4).map(lambda x: tf.stack([x, x, x])).batch(2, drop_remainder=True).prefetch(1),
+        lambda m: m.Dataset.range(6).map(lambda x: tf.fill([2], x)).shuffle(3).take(4).batch(2, drop_remainder=True),
+    ]
+    for make in pipelines:
+        ours, theirs = make(sk.data).element_spec, make(tf.data).element_spec
+        assert tuple(ours.shape) == tuple(theirs.shape), (ours, theirs)
+
+    def loader(x: Any) -> Any:
+        y = tf.py_function(lambda s: np.array([len(s.numpy())]), [x], tf.int64)
+        y.set_shape([])
+        return y
+
+    def raw(x: Any) -> Any:
+        v = tf.io.decode_raw(x, tf.int64)
+        v.set_shape([2])
+        return v
+
+    wrong = [
+        lambda m: m.Dataset.from_tensor_slices(["ab", "c"]).map(loader),
+        lambda m: m.Dataset.from_tensor_slices([b"\x01" * 24]).map(
+            lambda x: tf.reshape(tf.io.decode_raw(x, tf.int64), [2])
+        ),
+        lambda m: m.Dataset.from_tensor_slices([b"\x01" * 16, b"\x02" * 24]).map(raw),
+        lambda m: m.Dataset.from_tensor_slices([b"\x01" * 16, b"\x02" * 24]).map(
+            lambda x: tf.ensure_shape(tf.io.decode_raw(x, tf.int64), [2])
+        ),
+    ]
+    for make in wrong:
+        with pytest.raises(tf.errors.InvalidArgumentError, match="Incompatible shapes|Shape of tensor"):
+            list(make(tf.data).as_numpy_iterator())
+        with pytest.raises(sk.InvalidArgumentError, match="incompatible shapes|cannot become"):
+            list(make(sk.data))
+    # where the native ops run the function, its static shape is their spec too
+    checked = sk.data.Dataset.from_tensor_slices([b"\x01" * 16]).map(raw)
+    assert "ensure_shape" in checked.explain() and tuple(checked.element_spec.shape) == (2,)
+
+
+def test_namedtuples_made_in_a_flat_map_s_function_and_declared_by_output_types() -> None:
+    tf = _tf()
+
+    def pairs(m: Any) -> Any:
+        return m.Dataset.range(3).flat_map(lambda x: m.Dataset.from_tensor_slices(Pair(tf.range(x), tf.range(x) * 2)))
+
+    ours, theirs = list(pairs(sk.data)), list(pairs(tf.data).as_numpy_iterator())
+    assert all(type(p) is Pair for p in ours) and [tuple(map(int, p)) for p in ours] == [tuple(p) for p in theirs]
+
+    def gen() -> Any:
+        yield Pair(np.int64(1), np.float32(2))
+
+    made = sk.data.Dataset.from_generator(gen, output_types=Pair(tf.int64, tf.float32), output_shapes=Pair([], []))
+    (element,) = list(made)
+    assert type(element) is Pair and element.b.dtype == np.float32
+    assert type(sk.data.experimental.get_structure(iter(made))) is Pair

@@ -367,8 +367,10 @@ def test_csv_record_defaults_take_stoker_and_tf_dtypes_as_required_columns(tf_sa
 def test_stoker_dtypes_are_dtypes_and_strings_stay_defaults(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text(",\n")
-    # A string is a default value (TensorFlow's semantics), sk.string a required column.
-    assert [tuple(bytes(v) for v in r) for r in sk.CsvDataset(str(path), ["int32", "x"])] == [(b"int32", b"x")]
-    with pytest.raises(sk.InvalidRecordError, match="t.csv"):
-        list(sk.CsvDataset(str(path), [sk.string, "x"]))
+    # A string is a default value, sk.string a required column; as in tf.data's readers, a
+    # string naming a CSV dtype is that dtype ("half" does not name one: a default).
+    assert [tuple(bytes(v) for v in r) for r in sk.CsvDataset(str(path), ["half", "x"])] == [(b"half", b"x")]
+    for required in (sk.string, "int32", "double"):
+        with pytest.raises(sk.InvalidRecordError, match="t.csv"):
+            list(sk.CsvDataset(str(path), [required, "x"]))
     assert sk.int32 == "int32" and sk.int32.name == "int32" and np.dtype(sk.float32) == np.float32

@@ -83,6 +83,10 @@ def test_read_only_arrays_are_copied_and_structures_kept():
     # A single-field dataset gives single tensors.
     single = next(iter(skt.loader(sk.Dataset.range(5).batch(2))))
     assert isinstance(single, torch.Tensor) and single.tolist() == [0, 1]
+    # A namedtuple stays one.
+    pair = __import__("collections").namedtuple("Pair", "a b")
+    got = next(iter(skt.loader(sk.Dataset.from_tensor_slices(pair(np.arange(4), np.arange(4.0))).batch(2))))
+    assert type(got) is pair and isinstance(got.a, torch.Tensor) and got.b.tolist() == [0.0, 1.0]
 
 
 def test_len_is_the_number_of_batches_when_the_pipeline_knows_it():

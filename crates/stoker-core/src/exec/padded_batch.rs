@@ -1,11 +1,14 @@
 //! `padded_batch(n, padded_shapes, padding_values, drop_remainder)`: like `batch`, but each
-//! numeric field is padded (at the end of every axis) to a common shape first — the largest
-//! in the batch, or the shape the user fixed — as `tf.data.Dataset.padded_batch` does.
+//! field is padded (at the end of every axis) to a common shape first — the largest in the
+//! batch, or the shape the user fixed — as `tf.data.Dataset.padded_batch` does: numbers with
+//! a number (0 unless given), strings with a string (empty unless given).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+
+use bytes::Bytes;
 
 use crate::dtype::DType;
 use crate::element::Element;
@@ -27,20 +30,22 @@ pub struct Padding {
     /// Per field, the value written where there is no data.
     #[serde(default)]
     pub values: BTreeMap<String, PadValue>,
-    /// The value for the numeric fields `values` does not name (0 if not given): one number
-    /// for every field, where the fields are known only when a Python function has run.
+    /// The value for the fields `values` does not name (0, or an empty string, if not given):
+    /// one value for every field, where the fields are known only when a Python function has
+    /// run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<PadValue>,
 }
 
-/// A padding value: a whole number kept exact (an int64 beyond 2^53 too), a float, or a
-/// non-finite float by name (JSON has no NaN or infinity).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+/// A padding value: a whole number kept exact (an int64 beyond 2^53 too), a float, a
+/// non-finite float by name (JSON has no NaN or infinity), or a string's bytes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum PadValue {
     Int(i64),
     Float(f64),
     NonFinite(NonFinite),
+    Bytes { bytes: Vec<u8> },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,14 +59,16 @@ pub enum NonFinite {
 }
 
 impl PadValue {
-    fn as_f64(self) -> f64 {
-        match self {
-            PadValue::Int(i) => i as f64,
-            PadValue::Float(v) => v,
+    /// The number; `None` for a string.
+    fn as_f64(&self) -> Option<f64> {
+        Some(match self {
+            PadValue::Int(i) => *i as f64,
+            PadValue::Float(v) => *v,
             PadValue::NonFinite(NonFinite::Nan) => f64::NAN,
             PadValue::NonFinite(NonFinite::Inf) => f64::INFINITY,
             PadValue::NonFinite(NonFinite::NegInf) => f64::NEG_INFINITY,
-        }
+            PadValue::Bytes { .. } => return None,
+        })
     }
 }
 
@@ -69,7 +76,8 @@ impl std::fmt::Display for PadValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             PadValue::Int(i) => write!(f, "{i}"),
-            other => write!(f, "{}", other.as_f64()),
+            PadValue::Bytes { bytes } => write!(f, "{:?}", String::from_utf8_lossy(bytes)),
+            other => write!(f, "{}", other.as_f64().unwrap_or(f64::NAN)),
         }
     }
 }
@@ -173,34 +181,46 @@ impl ElementIter for PaddedBatchIter {
     }
 }
 
-/// Pads every element's numeric fields to their common shape, then stacks them.
+/// Pads every element's fields to their common shape, then stacks them.
 pub fn stack_padded(elements: &[Element], padding: &Padding) -> Result<Element> {
     let Some(first) = elements.first() else {
         return Err(Error::internal("padded batch of no elements"));
     };
+    // Named where the fields were known only at run time (after a Python function): checked
+    // here, as the plan checks them where it knows the fields.
+    if let Some(name) = (padding.shapes.keys().chain(padding.values.keys()))
+        .find(|n| !first.names.iter().any(|f| &**f == n.as_str()))
+    {
+        return Err(Error::invalid(
+            OP,
+            format!(
+                "no field '{name}' to pad (the element's fields: {})",
+                first
+                    .names
+                    .iter()
+                    .map(|n| &**n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
     let mut padded: Vec<Element> = elements.to_vec();
     for (f, name) in first.names.iter().enumerate() {
         let dtype = first.tensors[f].dtype();
         let shapes: Vec<&[usize]> = elements.iter().map(|e| e.tensors[f].shape()).collect();
-        if dtype == DType::Bytes {
-            if shapes.iter().any(|s| *s != shapes[0]) {
-                return Err(Error::invalid(
-                    OP,
-                    format!(
-                        "field '{name}': string fields are not padded; their shapes must match"
-                    ),
-                ));
-            }
-            continue;
-        }
         let target = padding.target(name, &shapes)?;
-        let value = (padding.values.get(&**name).copied())
-            .or(padding.default)
-            .unwrap_or(PadValue::Int(0));
+        let strings = dtype == DType::Bytes;
+        let value = (padding.values.get(&**name).or(padding.default.as_ref()))
+            .cloned()
+            .unwrap_or(if strings {
+                PadValue::Bytes { bytes: Vec::new() }
+            } else {
+                PadValue::Int(0)
+            });
         // A value the dtype does not hold is an error where it is written, not a silent
         // conversion (tf.data refuses it whether or not a field needs padding).
         let fill = || {
-            encode(dtype, value).ok_or_else(|| {
+            encode(dtype, &value).ok_or_else(|| {
                 Error::invalid(
                     OP,
                     format!(
@@ -221,11 +241,53 @@ pub fn stack_padded(elements: &[Element], padding: &Padding) -> Result<Element> 
                 ));
             }
             if t.shape() != target.as_slice() {
-                e.tensors[f] = pad(t, &target, &fill()?)?;
+                e.tensors[f] = if strings {
+                    pad_strings(t, &target, &Bytes::from(fill()?))?
+                } else {
+                    pad(t, &target, &fill()?)?
+                };
             }
         }
     }
     stack(&padded, &batch_pool())
+}
+
+/// The destination index of each row (along the last axis) of a `shape`-shaped tensor
+/// placed at the origin of a `target`-shaped one, in elements.
+fn row_starts(shape: &[usize], target: &[usize]) -> impl Iterator<Item = usize> {
+    let rank = shape.len();
+    let rows: usize = shape[..rank.saturating_sub(1)].iter().product();
+    let lead: Vec<usize> = shape[..rank.saturating_sub(1)].to_vec();
+    let dims = target.to_vec();
+    let mut index = vec![0usize; lead.len()];
+    (0..rows).map(move |_| {
+        let mut offset = 0;
+        for (d, &i) in index.iter().enumerate() {
+            offset = offset * dims[d] + i;
+        }
+        // Next row index (odometer over all but the last axis).
+        for d in (0..index.len()).rev() {
+            index[d] += 1;
+            if index[d] < lead[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+        offset * dims.last().copied().unwrap_or(1)
+    })
+}
+
+/// A string tensor placed at the origin of a `target`-shaped one filled with `fill`.
+fn pad_strings(t: &Tensor, target: &[usize], fill: &Bytes) -> Result<Tensor> {
+    let data = t
+        .bytes_data()
+        .ok_or_else(|| Error::internal("padding a string tensor without strings"))?;
+    let mut values = vec![fill.clone(); target.iter().product::<usize>()];
+    let row = t.shape().last().copied().unwrap_or(1);
+    for (r, dst) in row_starts(t.shape(), target).enumerate() {
+        values[dst..dst + row].clone_from_slice(&data.values[r * row..(r + 1) * row]);
+    }
+    Tensor::from_bytes(target.to_vec(), values, Vec::new())
 }
 
 /// `t` placed at the origin of a `target`-shaped tensor filled with `fill` (one value's bytes).
@@ -240,26 +302,9 @@ fn pad(t: &Tensor, target: &[usize], fill: &[u8]) -> Result<Tensor> {
         chunk.copy_from_slice(&fill[..size]);
     }
     // Copy the source row by row (rows along the last axis).
-    let (shape, rank) = (t.shape(), t.shape().len());
-    let row = shape.last().copied().unwrap_or(1) * size;
-    let rows: usize = shape[..rank.saturating_sub(1)].iter().product();
-    let mut index = vec![0usize; rank.saturating_sub(1)];
-    for r in 0..rows {
-        // Destination offset of this row: its index in the padded shape.
-        let mut offset = 0;
-        for (d, &i) in index.iter().enumerate() {
-            offset = offset * target[d] + i;
-        }
-        let dst = offset * target.last().copied().unwrap_or(1) * size;
-        out[dst..dst + row].copy_from_slice(&raw[r * row..(r + 1) * row]);
-        // Next row index (odometer over all but the last axis).
-        for d in (0..index.len()).rev() {
-            index[d] += 1;
-            if index[d] < shape[d] {
-                break;
-            }
-            index[d] = 0;
-        }
+    let row = t.shape().last().copied().unwrap_or(1) * size;
+    for (r, dst) in row_starts(t.shape(), target).enumerate() {
+        out[dst * size..dst * size + row].copy_from_slice(&raw[r * row..(r + 1) * row]);
     }
     Tensor::from_storage(t.dtype(), target.to_vec(), storage)
 }
@@ -267,13 +312,16 @@ fn pad(t: &Tensor, target: &[usize], fill: &[u8]) -> Result<Tensor> {
 /// `value` as one element of `dtype`, little-endian; None where `dtype` does not hold it
 /// exactly (a fraction or an out-of-range number for an integer; a finite number beyond a
 /// float's range).
-fn encode(dtype: DType, value: PadValue) -> Option<Vec<u8>> {
-    let int = match value {
+fn encode(dtype: DType, value: &PadValue) -> Option<Vec<u8>> {
+    if let PadValue::Bytes { bytes } = value {
+        return (dtype == DType::Bytes).then(|| bytes.clone());
+    }
+    let int = match *value {
         PadValue::Int(i) => Some(i),
         PadValue::Float(v) if v.fract() == 0.0 && v.abs() < 9.3e18 => Some(v as i64),
-        PadValue::Float(_) | PadValue::NonFinite(_) => None,
+        PadValue::Float(_) | PadValue::NonFinite(_) | PadValue::Bytes { .. } => None,
     };
-    let float = value.as_f64();
+    let float = value.as_f64()?;
     let bytes = match dtype {
         DType::Bool => match int? {
             0 | 1 => vec![int? as u8],
@@ -293,7 +341,7 @@ fn encode(dtype: DType, value: PadValue) -> Option<Vec<u8>> {
             narrow(float, f64::from(float as f32)).then(|| (float as f32).to_le_bytes().to_vec())?
         }
         DType::F64 => float.to_le_bytes().to_vec(),
-        DType::Bytes => vec![0],
+        DType::Bytes => return None,
     };
     Some(bytes)
 }
@@ -353,32 +401,69 @@ mod tests {
     }
 
     #[test]
+    fn strings_are_padded_with_a_string() {
+        let words = |v: &[&str]| -> Element {
+            let values = v.iter().map(|w| Bytes::from(w.to_string())).collect();
+            Element::new(
+                names(&["w"]),
+                vec![Tensor::from_bytes(vec![v.len()], values, Vec::new()).unwrap()],
+            )
+        };
+        let text = |b: &Element| -> Vec<String> {
+            let data = b.tensors[0].bytes_data().unwrap();
+            data.values
+                .iter()
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+                .collect()
+        };
+        let batch = [words(&["a"]), words(&["b", "c"])];
+        let b = stack_padded(&batch, &Padding::default()).unwrap();
+        assert_eq!(b.tensors[0].shape(), &[2, 2]);
+        assert_eq!(text(&b), ["a", "", "b", "c"]);
+        let padding = Padding {
+            shapes: [("w".to_string(), vec![Some(3)])].into(),
+            default: Some(PadValue::Bytes {
+                bytes: b"-".to_vec(),
+            }),
+            ..Padding::default()
+        };
+        let b = stack_padded(&batch, &padding).unwrap();
+        assert_eq!(text(&b), ["a", "-", "-", "b", "c", "-"]);
+        let number = Padding {
+            default: Some(PadValue::Int(0)),
+            ..Padding::default()
+        };
+        let e = stack_padded(&batch, &number).unwrap_err().to_string();
+        assert!(e.contains("is not a string value"), "{e}");
+    }
+
+    #[test]
     fn a_padding_value_the_dtype_does_not_hold_is_refused() {
         let big = (1i64 << 53) + 1;
         assert_eq!(
-            encode(DType::I64, PadValue::Int(big)),
+            encode(DType::I64, &PadValue::Int(big)),
             Some(big.to_le_bytes().to_vec())
         );
         assert_eq!(
-            encode(DType::I32, PadValue::Float(-7.0)),
+            encode(DType::I32, &PadValue::Float(-7.0)),
             Some((-7i32).to_le_bytes().to_vec())
         );
-        assert_eq!(encode(DType::I32, PadValue::Float(1.5)), None);
-        assert_eq!(encode(DType::U8, PadValue::Int(300)), None);
-        assert_eq!(encode(DType::U8, PadValue::Int(-1)), None);
-        assert_eq!(encode(DType::Bool, PadValue::Int(2)), None);
-        assert_eq!(encode(DType::F32, PadValue::Float(1e300)), None);
+        assert_eq!(encode(DType::I32, &PadValue::Float(1.5)), None);
+        assert_eq!(encode(DType::U8, &PadValue::Int(300)), None);
+        assert_eq!(encode(DType::U8, &PadValue::Int(-1)), None);
+        assert_eq!(encode(DType::Bool, &PadValue::Int(2)), None);
+        assert_eq!(encode(DType::F32, &PadValue::Float(1e300)), None);
         assert_eq!(
-            encode(DType::F32, PadValue::Float(f64::NEG_INFINITY)),
+            encode(DType::F32, &PadValue::Float(f64::NEG_INFINITY)),
             Some(f32::NEG_INFINITY.to_le_bytes().to_vec())
         );
-        assert_eq!(encode(DType::F16, PadValue::Int(70_000)), None);
+        assert_eq!(encode(DType::F16, &PadValue::Int(70_000)), None);
         assert_eq!(
-            encode(DType::F32, PadValue::NonFinite(NonFinite::Nan)).map(|b| b.len()),
+            encode(DType::F32, &PadValue::NonFinite(NonFinite::Nan)).map(|b| b.len()),
             Some(4)
         );
         assert_eq!(
-            encode(DType::I32, PadValue::NonFinite(NonFinite::Inf)),
+            encode(DType::I32, &PadValue::NonFinite(NonFinite::Inf)),
             None
         );
         let spec: Padding =

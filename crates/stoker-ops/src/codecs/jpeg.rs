@@ -223,6 +223,15 @@ pub fn header(data: &[u8]) -> Result<(usize, usize, bool), String> {
     imp::header(data)
 }
 
+/// TensorFlow's JPEG decoder gives 0, 1 or 3 channels and fails on 4 (whatever the op's
+/// name): a pipeline that asks for RGBA from a JPEG fails here as it does there.
+fn refuse_four(wanted: u8) -> Result<(), String> {
+    if wanted == 4 {
+        return Err("JPEG does not support 4 channels (as in TensorFlow): decode it to 3".into());
+    }
+    Ok(())
+}
+
 /// Decodes to `wanted` channels (0: as stored; grey files decode to grey and are converted by
 /// the caller), scaled by `scale_eighths / 8` in the DCT domain when the backend can.
 pub(crate) fn decode(
@@ -232,6 +241,7 @@ pub(crate) fn decode(
     scale_eighths: u8,
     dct: DctMethod,
 ) -> Result<Decoded, String> {
+    refuse_four(wanted)?;
     let (width, height, grey) = header(data)?;
     check_size(width, height, max_pixels)?;
     check_stream(data)?;
@@ -247,7 +257,6 @@ pub(crate) fn decode(
     }
     let channels = match (wanted, grey) {
         (_, true) | (1, _) => 1,
-        (4, _) => 4,
         _ => 3,
     };
     imp::decode(
@@ -269,7 +278,7 @@ fn cmyk(data: &[u8]) -> Option<bool> {
 /// A CMYK or YCCK JPEG decoded as TensorFlow's `decode_jpeg` does: libjpeg's CMYK samples
 /// turned into RGB by `r = k c / 255` (Adobe's inverted inks) or `r = (255 - k)(255 - c) /
 /// 255`, in integers; to one channel it cannot be (libjpeg converts CMYK to nothing but CMYK,
-/// and TensorFlow fails the same way), to four the alpha is 255.
+/// and TensorFlow fails the same way).
 fn decode_cmyk(
     data: &[u8],
     wanted: u8,
@@ -286,7 +295,7 @@ fn decode_cmyk(
         );
     }
     let ink = imp::decode_cmyk(data, [width, height], k, dct)?;
-    let channels = if wanted == 4 { 4 } else { 3 };
+    let channels = 3;
     let mut pixels = stoker_core::storage::shared_pool().take(ink.height * ink.width * channels);
     let src = ink.pixels.as_bytes().chunks_exact(4);
     for (d, s) in pixels.as_bytes_mut().chunks_exact_mut(channels).zip(src) {
@@ -298,9 +307,6 @@ fn decode_cmyk(
         };
         for (o, v) in d.iter_mut().zip(rgb) {
             *o = v as u8;
-        }
-        if channels == 4 {
-            d[3] = 255;
         }
     }
     Ok(Decoded {
@@ -323,6 +329,7 @@ pub(crate) fn decode_region(
     bx: [usize; 4],
     dct: DctMethod,
 ) -> Result<(Decoded, [f64; 4]), String> {
+    refuse_four(wanted)?;
     let (width, height, grey) = header(data)?;
     check_size(width, height, max_pixels)?;
     check_stream(data)?;
@@ -346,7 +353,6 @@ pub(crate) fn decode_region(
     }
     let channels = match (wanted, grey) {
         (_, true) | (1, _) => 1,
-        (4, _) => 4,
         _ => 3,
     };
     imp::decode_region(
@@ -1014,13 +1020,8 @@ mod cmyk_tests {
                     diff as f64 / got.len() as f64
                 );
             }
-            let rgba = decode(file, 4, 1 << 20, 8, F).unwrap();
-            assert!(rgba
-                .pixels
-                .as_bytes()
-                .chunks_exact(4)
-                .zip(got.chunks_exact(3))
-                .all(|(a, b)| a[..3] == *b && a[3] == 255));
+            let e = decode(file, 4, 1 << 20, 8, F).map(|_| ()).unwrap_err();
+            assert!(e.contains("4 channels"), "{e}");
             let e = decode(file, 1, 1 << 20, 8, F).map(|_| ()).unwrap_err();
             assert!(e.contains("CMYK") && e.contains("1 channel"), "{e}");
             // A region decode (the fused crops) gives the whole image's pixels.

@@ -6,8 +6,8 @@
 //!   `expand_animations=False`; channels 0 or 3); a BMP by TensorFlow's reader (`codecs::bmp`;
 //!   channels 0, 3 or 4).
 //! - `channels=0` keeps what the file stores (grey 1, grey+alpha 2, RGB 3, RGBA 4; palette PNGs
-//!   are expanded); 1, 3 or 4 converts (grey is replicated, alpha dropped or set to 255, colour
-//!   to grey by ITU-R 601 luma).
+//!   are expanded); 1, 3 or 4 converts (grey is replicated, alpha dropped or made up, colour
+//!   to grey as TensorFlow's decoders do). A JPEG refuses 4, as in TensorFlow.
 //! - `dtype="uint8"` (default): 16-bit PNG samples are reduced to their high byte.
 //!   `dtype="uint16"`, as `tf.io.decode_image(dtype=tf.uint16)`: 16-bit PNGs keep their
 //!   samples; 8-bit PNGs are widened by 257 (libpng's expansion, 255 → 65535) and JPEGs by 256

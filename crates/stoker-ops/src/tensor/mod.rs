@@ -4,6 +4,7 @@ pub mod bit_planes;
 pub mod cast;
 pub mod compute;
 pub mod element_seed;
+pub mod ensure_shape;
 pub mod gather_channels;
 pub mod layout;
 pub mod normalize;

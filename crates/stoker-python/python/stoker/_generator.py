@@ -9,7 +9,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ._dtypes import dtype_name
-from ._structure import Template, flatten
+from ._structure import Template, flatten, like
 from .errors import ArgumentTypeError, InvalidArgumentError
 
 # Optional, not `int | None`: a module-level alias is evaluated at import, and Python 3.9 has no
@@ -33,7 +33,9 @@ def _wrap(sig: Any) -> Any:
         return _Leaf(sig)
     if isinstance(sig, Mapping):
         return {k: _wrap(v) for k, v in sig.items()}
-    if isinstance(sig, (tuple, list)):
+    if isinstance(sig, tuple):
+        return like(sig, [_wrap(v) for v in sig])
+    if isinstance(sig, list):
         return tuple(_wrap(v) for v in sig)
     raise InvalidArgumentError(
         "from_generator: output_signature must be a TensorSpec (tf.TensorSpec or one with .dtype and "
@@ -74,7 +76,8 @@ def signature_from_types(output_types: Any, output_shapes: Any) -> Any:
         if isinstance(types, Mapping):
             return {k: pair(v, shapes[k] if shapes is not None else None) for k, v in types.items()}
         if isinstance(types, (tuple, list)):
-            return tuple(pair(t, shapes[i] if shapes is not None else None) for i, t in enumerate(types))
+            parts = [pair(t, shapes[i] if shapes is not None else None) for i, t in enumerate(types)]
+            return like(types, parts) if isinstance(types, tuple) else tuple(parts)
         if shapes is None:
             raise InvalidArgumentError(
                 "from_generator: without output_shapes the shapes are unknown; give output_signature, or "

@@ -10,6 +10,7 @@ pipeline reads what an earlier run wrote, and a changed one writes anew.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import zlib
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._dtypes import dtype_name
-from ._structure import Dynamic, Template, flatten
+from ._structure import Dynamic, Template, flatten, is_namedtuple
 from .errors import InvalidArgumentError, MissingFileError
 
 if TYPE_CHECKING:
@@ -46,6 +47,10 @@ def _encode(t: Template) -> Any:
         return t
     if isinstance(t, dict):
         return {"dict": [[k, _encode(v)] for k, v in t.items()]}
+    if is_namedtuple(t):
+        # By its name and fields, as tf.data saves one: loaded, a namedtuple of that shape.
+        fields = list(t._fields)  # type: ignore[attr-defined]
+        return {"namedtuple": type(t).__name__, "fields": fields, "tuple": [_encode(v) for v in t]}
     return {"tuple": [_encode(v) for v in t]}
 
 
@@ -54,7 +59,10 @@ def _decode(j: Any) -> Template:
         return j
     if "dict" in j:
         return {k: _decode(v) for k, v in j["dict"]}
-    return tuple(_decode(v) for v in j["tuple"])
+    parts = [_decode(v) for v in j["tuple"]]
+    if "namedtuple" in j:
+        return collections.namedtuple(j["namedtuple"], j["fields"])(*parts)  # type: ignore[misc]
+    return tuple(parts)
 
 
 def save(ds: Dataset, path: str, compression: Any = None) -> None:

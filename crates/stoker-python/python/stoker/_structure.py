@@ -14,6 +14,26 @@ from .errors import ArgumentTypeError
 Template = Union[str, dict[str, "Template"], tuple["Template", ...]]
 
 
+def is_namedtuple(value: Any) -> bool:
+    return isinstance(value, tuple) and hasattr(type(value), "_fields")
+
+
+def like(original: tuple[Any, ...], parts: Any) -> tuple[Any, ...]:
+    """``parts`` as a tuple of ``original``'s kind: a namedtuple stays one (as in tf.nest)."""
+    return type(original)(*parts) if is_namedtuple(original) else tuple(parts)
+
+
+def apply(fn: Callable[..., Any], element: Any) -> Any:
+    """``fn`` called on an element as tf.data calls it: a plain tuple is unpacked into
+    arguments, a namedtuple (or anything else) is one argument."""
+    return fn(*element) if type(element) is tuple else fn(element)
+
+
+def as_args(element: Any) -> tuple[Any, ...]:
+    """The positional arguments ``apply`` passes for ``element``."""
+    return element if type(element) is tuple else (element,)
+
+
 def flatten(value: Any, prefix: str = "") -> tuple[Template, list[tuple[str, Any]]]:
     """Splits a structure into its template and its ``(name, leaf)`` pairs."""
     if isinstance(value, dict):
@@ -33,7 +53,7 @@ def flatten(value: Any, prefix: str = "") -> tuple[Template, list[tuple[str, Any
             t, sub = flatten(v, f"{prefix}{i}/")
             parts.append(t)
             items.extend(sub)
-        return tuple(parts), items
+        return like(value, parts), items
     name = prefix[:-1] if prefix else "value"
     return name, [(name, value)]
 
@@ -51,7 +71,7 @@ def pack(template: Template, by_name: dict[str, Any]) -> Any:
         return by_name[template]
     if isinstance(template, dict):
         return {k: pack(t, by_name) for k, t in template.items()}
-    return tuple(pack(t, by_name) for t in template)
+    return like(template, [pack(t, by_name) for t in template])
 
 
 def prefixed(template: Template, prefix: str) -> Template:
@@ -59,7 +79,7 @@ def prefixed(template: Template, prefix: str) -> Template:
         return prefix + template
     if isinstance(template, dict):
         return {k: prefixed(t, prefix) for k, t in template.items()}
-    return tuple(prefixed(t, prefix) for t in template)
+    return like(template, [prefixed(t, prefix) for t in template])
 
 
 def after_native_ops(template: Template, names: Sequence[str]) -> Template:

@@ -36,7 +36,7 @@ import numpy as np
 from . import ops
 from ._dtypes import as_tf_converts
 from ._expr import Expr
-from ._structure import Dynamic, Template, flatten, pack
+from ._structure import Dynamic, Template, as_args, flatten, is_namedtuple, like, pack
 from ._tf_bits import Bits
 from .errors import InvalidArgumentError
 
@@ -140,8 +140,7 @@ class Traced:
 
     def args(self, flat: dict[str, Any]) -> tuple[Any, ...]:
         """The concrete function's arguments for the element ``flat``."""
-        args = pack(self.in_template, flat)
-        args = args if isinstance(args, tuple) else (args,)
+        args = as_args(pack(self.in_template, flat))
         return (*args, flat[self.seed_field]) if self.seed_field is not None else args
 
 
@@ -770,8 +769,7 @@ def trace(
     import tensorflow as tf
 
     by_name = {n: tf.TensorSpec(shape, _tf_dtype(tf, d), name=None) for n, d, shape in schema}
-    args = pack(template, by_name)
-    args = args if isinstance(args, tuple) else (args,)
+    args = as_args(pack(template, by_name))
     fields = pack(template, {n: n for n, _, _ in schema})
     name = getattr(fn, "__name__", "map_fn")
     begin = tf.autograph.experimental.do_not_convert(_begin_seeding)
@@ -859,14 +857,19 @@ def _as_in_tf_data() -> Iterator[None]:
 
 
 def graph_call(traced: Traced, out: Dynamic) -> Callable[[dict[str, Any]], list[tuple[str, Any]]]:
-    """The traced graph as a Python map function: one TensorFlow call per element."""
+    """The traced graph as a Python map function: one TensorFlow call per element, its
+    results checked against the graph's static shapes."""
     concrete = traced.concrete
+    shapes = [getattr(t, "shape", None) for _, t in flatten(concrete.structured_outputs)[1]]
 
     def call(flat: dict[str, Any]) -> list[tuple[str, Any]]:
         with _as_in_tf_data():
             template, pairs = flatten(concrete(*traced.args(flat)))
         out.template = template
-        return [(n, _returned(traced.name, v)) for n, v in pairs]
+        values = [(n, _returned(traced.name, v)) for n, v in pairs]
+        for i, ((_, v), shape) in enumerate(zip(values, shapes)):
+            _check_shape(traced.name, i, v, shape)
+        return values
 
     call.__name__ = f"{traced.name} (TensorFlow graph)"
     call._stoker_random = traced.random()  # type: ignore[attr-defined]
@@ -965,7 +968,7 @@ def batch_call(traced: Traced) -> Callable[[dict[str, Any]], list[tuple[str, Any
         return [t for _, t in flatten(concrete(*traced.args(dict(zip(traced.in_fields, flat)))))[1]]
 
     at: list[tuple[str, str | int]] = [(path, i) for i, (path, _) in enumerate(traced.out_values)]
-    return _rest_batched(traced.name, whole, list(traced.in_fields), at, traced)
+    return _rest_batched(traced.name, whole, list(traced.in_fields), at, traced, [t.shape for t in outputs])
 
 
 def _vectorizable(operations: list[Any]) -> bool:
@@ -1086,12 +1089,14 @@ class _Recorder:
             return _Slot(len(self.outputs) - 1)
         if self.tf.is_tensor(v):
             raise TypeError(f"a {type(v).__name__} is handed to a dataset (only dense tensors are)")
-        if type(v) in (list, tuple):
-            return type(v)(self._slots(x) for x in v)
+        if type(v) is list:
+            return [self._slots(x) for x in v]
+        if type(v) is tuple or is_namedtuple(v):
+            return like(v, [self._slots(x) for x in v])
         if type(v) is dict:
             return {k: self._slots(x) for k, x in v.items()}
         if self._holds_symbolic(v):
-            # A namedtuple, a dict subclass, a function that captured a tensor of the graph:
+            # A dict subclass, a function that captured a tensor of the graph:
             # the tensor would be read after the trace, where it has no value.
             raise TypeError(f"a {type(v).__name__} holding a tensor of the traced graph is handed to a dataset")
         return v
@@ -1152,9 +1157,7 @@ def dataset_call(
     args = pack(template, by_name)
     wrapped = tf.function(record, autograph=True)
     with recorder.constructors():
-        concrete = (
-            wrapped.get_concrete_function(*args) if isinstance(args, tuple) else wrapped.get_concrete_function(args)
-        )
+        concrete = wrapped.get_concrete_function(*as_args(args))
     recipe = made[-1]
 
     def fill(v: Any, values: list[Any]) -> Any:
@@ -1162,8 +1165,10 @@ def dataset_call(
             return values[v.index]
         if isinstance(v, _Made):
             return build(v, values)
-        if type(v) in (list, tuple):
-            return type(v)(fill(x, values) for x in v)
+        if type(v) is list:
+            return [fill(x, values) for x in v]
+        if type(v) is tuple or is_namedtuple(v):
+            return like(v, [fill(x, values) for x in v])
         if type(v) is dict:
             return {k: fill(x, values) for k, x in v.items()}
         return v
@@ -1227,7 +1232,7 @@ def _slicable(v: Any, outputs: list[Any]) -> bool:
             return False
         items = list(v.values())
     else:
-        items = list(v) if type(v) is tuple else []
+        items = list(v) if type(v) is tuple or is_namedtuple(v) else []
     return bool(items) and all(_slicable(x, outputs) for x in items)
 
 
@@ -1244,14 +1249,33 @@ def _lists_packed(tf: Any, value: Any) -> Any:
         return tf.convert_to_tensor(value)
     if isinstance(value, dict):
         return {k: _lists_packed(tf, v) for k, v in value.items()}
-    if isinstance(value, tuple) and not hasattr(value, "_fields"):
-        return tuple(_lists_packed(tf, v) for v in value)
+    if isinstance(value, tuple):
+        return like(value, [_lists_packed(tf, v) for v in value])
     return value
 
 
 def _python_value(value: Any) -> Any:
-    """A constant a function returned, as tf.data makes it a tensor (a Python int is int32)."""
-    return np.asarray(as_tf_converts(value))
+    """A constant a function returned, as tf.data makes it a tensor (a Python int is int32; a
+    string whole, not as NumPy's fixed-width strings, which drop trailing NULs)."""
+    converted = as_tf_converts(value)
+    return np.array(converted, dtype=object) if isinstance(converted, (str, bytes)) else np.asarray(converted)
+
+
+def _check_shape(name: str, component: int, value: Any, shape: Any, batched: bool = False) -> None:
+    """``value`` checked against the static ``shape`` the traced graph gives its output (where
+    known; after ``set_shape`` too), as tf.data's iterator checks each component: TensorFlow's
+    optimizer may drop an op whose output shape it takes as given (a ``Reshape``), and a
+    ``py_function`` 's result is what it returns. ``batched``: ``value`` has a batch axis first."""
+    dims = getattr(shape, "rank", None) is not None and shape.as_list()
+    if dims is False or dims is None:
+        return
+    got = list(np.shape(value))[1:] if batched else list(np.shape(value))
+    if len(got) != len(dims) or any(d is not None and d != g for d, g in zip(dims, got)):
+        want = "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
+        raise InvalidArgumentError(
+            f"{name}: incompatible shapes at component {component}: expected {want} but got {got} "
+            "(the function's static shape, from its ops or set_shape, as tf.data checks it)"
+        )
 
 
 def _returned(name: str, value: Any) -> Any:
@@ -2091,7 +2115,8 @@ class _Translator:
             outputs += [(f, f) for f in self.traced.in_fields if f != KEEP]
         checks = [o for o in self.graph.get_operations() if o.name in self.tf_ops and not o.outputs]
         pruned = _prune(self.traced.concrete, self.tf_ops, [t for t, _ in fed], fetches, checks)
-        rest = _rest(self.traced.name, pruned, [v for _, v in fed], outputs, self.traced)
+        shapes = [t.shape for t in fetches]
+        rest = _rest(self.traced.name, pruned, [v for _, v in fed], outputs, shapes, self.traced)
         template = KEEP if self.keep_inputs else self.traced.out_template
         batched = None
         fields = [v for _, v in fed if isinstance(v, str)]
@@ -2103,7 +2128,7 @@ class _Translator:
             needed = _unique(fields + [v for _, v in outputs if isinstance(v, str)])
             batched = (
                 [*self.ops, ops.select(needed)],
-                _rest_batched(self.traced.name, pruned, [v for _, v in fed], outputs, self.traced),
+                _rest_batched(self.traced.name, pruned, [v for _, v in fed], outputs, self.traced, shapes),
             )
         random = unseeded(self.traced.concrete, self.tf_ops) + self.traced.keras()
         return Translation([*self.ops, rest], template, self.done, self.why, batched, random)
@@ -2222,10 +2247,15 @@ def _tensor_name(t: Any) -> str:
 
 
 def _rest(
-    name: str, pruned: Any, fed: list[Any], outputs: list[tuple[str, str | int]], traced: Traced
+    name: str,
+    pruned: Any,
+    fed: list[Any],
+    outputs: list[tuple[str, str | int]],
+    shapes: list[Any],
+    traced: Traced,
 ) -> Callable[[dict[str, Any]], list[tuple[str, Any]]]:
     """The map function that runs the TensorFlow part of a partly translated function (of
-    ``traced``, kept with it: see ``Traced.fn``)."""
+    ``traced``, kept with it: see ``Traced.fn``); ``shapes``: the static shape of each fetch."""
     import tensorflow as tf
 
     constants = {i: tf.constant(v) for i, v in enumerate(fed) if not isinstance(v, str)}
@@ -2235,7 +2265,11 @@ def _rest(
         with _as_in_tf_data():
             results = pruned(*args)
         results = results if isinstance(results, (list, tuple)) else [results]
-        return [(p, results[v].numpy() if isinstance(v, int) else flat[v]) for p, v in outputs]
+        values = [(p, results[v].numpy() if isinstance(v, int) else flat[v]) for p, v in outputs]
+        for c, ((_, value), (_, v)) in enumerate(zip(values, outputs)):
+            if isinstance(v, int):
+                _check_shape(name, c, value, shapes[v])
+        return values
 
     call.__name__ = f"{name} (TensorFlow graph, rest)"
     call._stoker_traced = traced  # type: ignore[attr-defined]
@@ -2243,7 +2277,12 @@ def _rest(
 
 
 def _rest_batched(
-    name: str, pruned: Any, fed: list[Any], outputs: list[tuple[str, str | int]], traced: Traced
+    name: str,
+    pruned: Any,
+    fed: list[Any],
+    outputs: list[tuple[str, str | int]],
+    traced: Traced,
+    shapes: list[Any] | None = None,
 ) -> Callable[[dict[str, Any]], list[tuple[str, Any]]]:
     """The TensorFlow part of a partly translated function (of ``traced``, kept with it: see
     ``Traced.fn``) as one call per batch: its graph vectorized over the batch
@@ -2279,7 +2318,11 @@ def _rest_batched(
                 by_row.set()
         else:
             results = _by_row(tf, one, batch, None)
-        return [(p, _numpy(results[v]) if isinstance(v, int) else flat[v]) for p, v in outputs]
+        values = [(p, _numpy(results[v]) if isinstance(v, int) else flat[v]) for p, v in outputs]
+        for c, ((_, value), (_, v)) in enumerate(zip(values, outputs)):
+            if isinstance(v, int) and shapes is not None:
+                _check_shape(name, c, value, shapes[v], batched=True)
+        return values
 
     call.__name__ = f"{name} (TensorFlow graph, rest, per batch)"
     call._stoker_traced = traced  # type: ignore[attr-defined]
@@ -2333,7 +2376,7 @@ def _retemplate(template: Template, by_path: dict[str, str]) -> Template:
         return by_path[template]
     if isinstance(template, dict):
         return {k: _retemplate(v, by_path) for k, v in template.items()}
-    return tuple(_retemplate(v, by_path) for v in template)
+    return like(template, [_retemplate(v, by_path) for v in template])
 
 
 def _renamed(spec: Any, renames: dict[str, str]) -> Any:
@@ -2539,6 +2582,14 @@ def _read_file(tr: _Translator, op: Any) -> None:
     tr.values[op.outputs[0].ref()] = _Field(name)
 
 
+def _ensure_shape(tr: _Translator, op: Any) -> None:
+    dims = _dims(_attr(op, "shape"))
+    name = tr.materialize(op.inputs[0])
+    if dims is not None:
+        tr.emit(ops.ensure_shape(name, dims), "EnsureShape", "ensure_shape")
+    tr.values[op.outputs[0].ref()] = _Field(name)
+
+
 def _reshape(tr: _Translator, op: Any) -> None:
     dtype = op.outputs[0].dtype.name
     shape = [int(d) for d in _const_input(tr, op, 1, "shape").ravel()]
@@ -2547,7 +2598,8 @@ def _reshape(tr: _Translator, op: Any) -> None:
     if isinstance(const, _Const):
         tr.values[op.outputs[0].ref()] = _Const(const.value.reshape(shape))
         return
-    if src.shape.rank == 1 and src.shape[0] is not None and -1 not in shape:
+    if src.shape.rank == 1 and -1 not in shape:
+        # (of a length known only at run time too: unflatten refuses another, as Reshape does)
         name = tr.fresh()
         tr.emit(ops.unflatten(tr.materialize(src), shape, axis=0, output=name), "Reshape", "unflatten")
         tr.values[op.outputs[0].ref()] = _Field(name)
@@ -2909,6 +2961,7 @@ _HANDLERS: dict[str, Callable[[_Translator, Any], None]] = {
     "DecodeRaw": _decode_raw,
     "ReadFile": _read_file,
     "Reshape": _reshape,
+    "EnsureShape": _ensure_shape,
     "Slice": _slice,
     "StridedSlice": _strided_slice,
     "Transpose": _transpose,

@@ -14,6 +14,7 @@ from .dataset import (
     Options,
     TextLineDataset,
     TFRecordDataset,
+    ThreadingOptions,
 )
 
 INFINITE_CARDINALITY = INFINITE
@@ -28,5 +29,6 @@ __all__ = [
     "Options",
     "TFRecordDataset",
     "TextLineDataset",
+    "ThreadingOptions",
     "experimental",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import enum
 import functools
 import json
 import os
@@ -28,9 +29,11 @@ from ._structure import (
     Template,
     Windows,
     after_native_ops,
+    apply,
     flatten,
     known_template,
     leaves,
+    like,
     pack_element,
     prefixed,
 )
@@ -38,6 +41,7 @@ from .diagnosis import Diagnosis
 from .errors import ArgumentTypeError, InvalidArgumentError, MissingFileError
 from .ops import NativeOp
 from .ops import element_seed as _element_seed
+from .ops import ensure_shape as _ensure_shape_op
 from .ops import select as _select
 from .timing import StepReport
 
@@ -165,8 +169,21 @@ class Dataset:
         # With `_rows`: whether a short batch can only be the pass's last element (not after
         # a step that reorders or repeats the batches).
         self._short_at_end = False
+        # A batch whose element spec the engine cannot tell (after a Python function): its
+        # input, the batch size (None where the last batch may be short) and the fixed
+        # padded shapes, to make it from the input's as tf.data does.
+        self._batch_of: tuple[Dataset, int | None, dict[str, list[int | None]]] | None = None
+        # A dataset whose elements have this one's spec (this one's step keeps them as they
+        # are: a shuffle, a take, a filter), to read it from where the engine cannot tell it.
+        self._spec_of: Dataset | None = None
+        # The static shapes a TensorFlow graph gives the fields it makes, by field (None
+        # where TensorFlow does not know a dimension).
+        self._static: dict[str, list[int | None]] = {}
 
-    def _batched(self, source: Dataset, size: int, drop_remainder: bool) -> Dataset:
+    def _batched(
+        self, source: Dataset, size: int, drop_remainder: bool, shapes: dict[str, list[int | None]] | None = None
+    ) -> Dataset:
+        self._batch_of = (source, size if drop_remainder else None, shapes or {})
         n = source.cardinality()
         if drop_remainder or n == INFINITE:
             self._rows = (size, 0)
@@ -175,10 +192,13 @@ class Dataset:
         self._short_at_end = True
         return self
 
-    def _rows_of(self, source: Dataset, kept: bool = True, order: bool = True) -> Dataset:
+    def _rows_of(self, source: Dataset, kept: bool = True, order: bool = True, same: bool = True) -> Dataset:
         """This dataset with ``source``'s batch rows: where ``kept``, or where every batch of
         ``source`` is whole (a step that picks some of the batches keeps that). ``order``:
-        the step keeps the batches' order, once each."""
+        the step keeps the batches' order, once each. ``same``: the step hands out
+        ``source``'s elements as they are (its spec too)."""
+        if same:
+            self._spec_of = source
         if source._rows is not None and (kept or source._rows[1] == 0):
             self._rows = source._rows
             self._short_at_end = source._short_at_end and order
@@ -186,8 +206,10 @@ class Dataset:
 
     # ---------------------------------------------------------------- sources
     @staticmethod
-    def range(*args: int) -> Dataset:
-        """``range(stop)``, ``range(start, stop)`` or ``range(start, stop, step)`` as int64."""
+    def range(*args: int, output_type: Any = "int64", name: str | None = None) -> Dataset:
+        """``range(stop)``, ``range(start, stop)`` or ``range(start, stop, step)``, as int64
+        or ``output_type`` (a numeric dtype; values it does not hold wrap, as TF's cast)."""
+        del name
         if len(args) == 1:
             start, stop, step = 0, args[0], 1
         elif len(args) == 2:
@@ -203,9 +225,36 @@ class Dataset:
             except (TypeError, ValueError):
                 raise ArgumentTypeError(f"range: {name} must be an integer, got {v!r}") from None
 
-        return Dataset(
+        ds = Dataset(
             _stoker.Plan.range(integer("start", start), integer("stop", stop), integer("step", step)), "value"
         )
+        return ds._as_type("range", output_type)
+
+    @staticmethod
+    def counter(start: int = 0, step: int = 1, dtype: Any = "int64", name: str | None = None) -> Dataset:
+        """``start, start + step, ...`` without end (as tf.data's ``counter``; its cardinality
+        is ``INFINITE``), as int64 or ``dtype``."""
+        del name
+        first = _whole("counter: start", start, -(2**63))
+        by = _whole("counter: step", step, -(2**63))
+        if by == 0:
+            return Dataset.from_tensors(np.int64(first)).repeat()._as_type("counter", dtype)
+        # A range to int64's end (as far as TF's counter counts before it overflows), repeated
+        # so that its cardinality is infinite, as TF's.
+        end = 2**63 - 1 if by > 0 else -(2**63)
+        ds = Dataset(_stoker.Plan.range(first, end, by), "value").repeat()
+        return ds._as_type("counter", dtype)
+
+    def _as_type(self, op: str, dtype: Any) -> Dataset:
+        """This int64 dataset as ``dtype`` (a native cast)."""
+        name = dtype_name(dtype)
+        if name == "int64":
+            return self
+        if name not in ("int8", "int16", "int32", "uint8", "uint16", "float16", "float32", "float64"):
+            raise InvalidArgumentError(f"{op}: the output dtype must be a numeric dtype, got {dtype!r}")
+        from .ops import cast
+
+        return self.map(cast("value", name))
 
     @staticmethod
     def from_tensor_slices(tensors: Any) -> Dataset:
@@ -347,7 +396,7 @@ class Dataset:
             if any(t is None for t in templates):
                 return None
             each = [prefixed(t, p) for t, p in zip(templates, prefixes)]  # type: ignore[arg-type]
-            return dict(zip(keys, each)) if keys is not None else tuple(each)
+            return dict(zip(keys, each)) if keys is not None else like(datasets, each)  # type: ignore[arg-type]
 
         plan = _stoker.Plan.zip([d._plan for d in parts], prefixes)
         return Dataset(plan, _lazy(derive))
@@ -452,6 +501,9 @@ class Dataset:
         map_func: NativeOp | Sequence[NativeOp] | Callable[..., Any],
         num_parallel_calls: int | None = None,
         deterministic: bool | None = None,
+        synchronous: bool | None = None,
+        use_unbounded_threadpool: bool = False,
+        name: str | None = None,
     ) -> Dataset:
         """Applies native ops (``stoker.ops``; a list runs as one stage) or a Python function.
 
@@ -467,13 +519,17 @@ class Dataset:
         variables and the module globals it reads) have when ``map`` is called, so that
         ``ds.map(lambda x: f(x, i))`` in a loop keeps each turn's ``i``; objects are not
         copied (a list's later changes are seen). The same holds for the functions of
+        ``filter``, ``interleave``, ``flat_map``, ``scan``, ``group_by_window`` and
+        ``bucket_by_sequence_length``.
 
         A function that uses TensorFlow is traced when ``map`` is called, as tf.data traces
         it, and runs as native ops where each of its ops has one, else partly or wholly as its
         traced graph (see the README's "TensorFlow functions in map" and ``explain()``).
-        ``filter``, ``interleave``, ``flat_map``, ``scan``, ``group_by_window`` and
-        ``bucket_by_sequence_length``.
+
+        ``synchronous`` and ``use_unbounded_threadpool`` (tf.data's) are accepted: stoker's
+        threads are its budget's (``with_options(threads=...)``).
         """
+        del synchronous, use_unbounded_threadpool, name
         det = None if deterministic is None else bool(deterministic)
         npc = _parallel_calls("map", num_parallel_calls)
         if isinstance(map_func, NativeOp) or (
@@ -490,7 +546,7 @@ class Dataset:
                 structure = Dynamic()
             else:
                 structure = after_native_ops(_known(self), [n for n, _, _ in schema])
-            return Dataset(plan, structure)._rows_of(self, order=det is not False)
+            return Dataset(plan, structure)._rows_of(self, order=det is not False, same=False)
         if not callable(map_func):
             raise ArgumentTypeError("map takes stoker.ops native ops (or a list of them) or a Python function")
         if _tf_function.uses_tensorflow(map_func):
@@ -511,6 +567,15 @@ class Dataset:
             _note(plan, f"map '{name}': TensorFlow function runs eagerly: tracing failed ({traced})")
             return Dataset(plan, out)
         traced, translation, seeding, seeds_note = _seeded(fn, known, schema, False, traced, translation)
+        static = {
+            path: t.shape.as_list()
+            for path, t in traced.out_values
+            if getattr(getattr(t, "shape", None), "rank", None) is not None
+        }
+
+        def shaped(ds: Dataset) -> Dataset:
+            ds._static = static
+            return ds
         if isinstance(translation, _tf_function.Untranslatable):
             why = translation
             out = Dynamic()
@@ -521,13 +586,13 @@ class Dataset:
             _note(plan, text)
             per_batch = _tf_function.batch_call(traced)
             if per_batch is None:
-                return Dataset(plan, out)
+                return shaped(Dataset(plan, out))
             # Where a batch follows: the graph once per batch, on the batched inputs.
             fields = _select(traced.in_fields).spec
             every = f"map '{name}': TensorFlow function runs as its traced graph, once per batch (vectorized): {why}"
             note = every + text[len(each) :]
             deferred = _PerBatch(name, self, [*seeding, fields], per_batch, (npc, det), note, traced.out_template)
-            return self._deferred(plan, out, deferred)
+            return shaped(self._deferred(plan, out, deferred))
         specs = [*seeding, *(o.spec if isinstance(o, NativeOp) else o for o in translation.ops)]
         done = ", ".join(translation.done) or "nothing"
         if translation.rest is not None:
@@ -550,14 +615,20 @@ class Dataset:
                     + text[len(each) :],
                     translation.template,
                 )
-                return self._deferred(plan, out, deferred)
-            return Dataset(plan, out)
-        plan = self._plan.map(specs[:-1], npc, det)  # without the last op, a `select`, if it keeps all
+                return shaped(self._deferred(plan, out, deferred))
+            return shaped(Dataset(plan, out))
+        used = specs[:-1]  # without the last op, a `select`, if it keeps all
+        plan = self._plan.map(used, npc, det)
         schema = plan.schema()
         if schema is None or sorted(n for n, _, _ in schema) != sorted(leaves(translation.template)):
-            plan = self._plan.map(specs, npc, det)
+            used = specs
+            plan = self._plan.map(used, npc, det)
+            schema = plan.schema()
+        checks = _shape_checks(translation.template, static, schema)
+        if checks:
+            plan = self._plan.map([*used, *checks], npc, det)
         _note(plan, f"map '{name}': TensorFlow function translated to native ops: {done}")
-        return Dataset(plan, translation.template)._rows_of(self, order=det is not False)
+        return Dataset(plan, translation.template)._rows_of(self, order=det is not False, same=False)
 
     @staticmethod
     def _deferred(plan: Any, out: Dynamic, deferred: _PerBatch) -> Dataset:
@@ -568,9 +639,20 @@ class Dataset:
         weakref.finalize(mapped, _PER_BATCH.pop, plan.id(), None)
         return mapped
 
-    def batch(self, batch_size: int, drop_remainder: bool = False) -> Dataset:
+    def batch(
+        self,
+        batch_size: int,
+        drop_remainder: bool = False,
+        num_parallel_calls: int | None = None,
+        deterministic: bool | None = None,
+        name: str | None = None,
+    ) -> Dataset:
         """Stacks ``batch_size`` consecutive elements; the last batch may be smaller unless
-        ``drop_remainder``. Written straight into pooled buffers."""
+        ``drop_remainder``. Written straight into pooled buffers. ``num_parallel_calls`` and
+        ``deterministic`` (tf.data's parallel copy into the batch) are accepted: stoker's
+        batches are written by the stage that makes their elements, and keep their order."""
+        del deterministic, name
+        _parallel_calls("batch", num_parallel_calls)
         size = _whole("batch: batch_size", batch_size, 1)
         step = {"step": "batch", "batch_size": size, "drop_remainder": bool(drop_remainder)}
         deferred = _PER_BATCH.get(self._plan.id())
@@ -598,37 +680,37 @@ class Dataset:
         drop_remainder: bool = False,
     ) -> Dataset:
         """Like :meth:`batch` for elements of different shapes, as ``tf.data``'s
-        ``padded_batch``: every numeric field is padded at the end of each axis to the largest
+        ``padded_batch``: every field is padded at the end of each axis to the largest
         size in the batch, or to ``padded_shapes`` (in the element's structure, as tf.data
         matches it: a dict of shapes for dict elements, a tuple of shapes for tuple elements,
         one shape for single values; a shape is a list or tuple of dimensions, or one int for
         a vector of that size; ``None`` or -1 in a dimension, or ``None`` for the whole shape,
-        means "the batch's largest"). ``padding_values`` (default 0) is one number for every
-        field or a number per field in the element's structure (a string field's, e.g. ``b""``,
-        is accepted, as tf.data takes one for every component; ``None`` is the default). A
-        value a padded field's dtype does not hold exactly (1.5 or 300 for uint8) is an error
-        where it would be written, not a conversion; int64 values are exact. A fixed padded size smaller
-        than an element raises; string fields are not padded (scalar strings, as tf.data's
-        ``padded_shapes`` of ``[]`` for them)."""
+        means "the batch's largest"). Numbers are padded with 0 and strings with ``b""``
+        unless ``padding_values`` says otherwise: one value for every field, or a value per
+        field in the element's structure (``None`` is the default). A value a padded field's
+        dtype does not hold exactly (1.5 or 300 for uint8, a string for a number, a number for
+        a string) is an error where it would be written (tf.data refuses it for every field,
+        padded or not), not a conversion; int64 values are exact. A fixed padded size smaller
+        than an element raises."""
         size = _whole("padded_batch: batch_size", batch_size, 1)
         shapes: dict[str, list[int | None]] = {}
         if padded_shapes is not None:
             shapes = _padded_shapes(_known(self, learn=True), padded_shapes)
-        values: dict[str, int | float | str] = {}
-        default: int | float | str | None = None
-        if isinstance(padding_values, (int, float, np.integer, np.floating)):
-            # One number for every numeric field (also those a Python function makes).
+        values: dict[str, Any] = {}
+        default: Any = None
+        if isinstance(padding_values, (int, float, str, bytes, np.generic)) or (
+            (isinstance(padding_values, np.ndarray) or hasattr(padding_values, "numpy"))
+            and np.ndim(padding_values) == 0
+        ):
+            # One value for every field of its kind (also those a Python function makes).
             default = _pad_value(padding_values)
         elif padding_values is not None:
             for name, v in flatten(padding_values)[1]:
-                # A string field's padding value (tf.data takes one for every component): string
-                # fields are not padded, so it is not used. None: the default, as in tf.data.
-                if v is None or isinstance(v, (str, bytes, np.str_, np.bytes_)):
-                    continue
-                values[name] = _pad_value(v)
+                if v is not None:  # None: the default, as in tf.data
+                    values[name] = _pad_value(v)
         padding = json.dumps({"shapes": shapes, "values": values, "default": default})
         padded = Dataset(self._plan.padded_batch(size, bool(drop_remainder), padding), self._structure)
-        return padded._batched(self, size, drop_remainder)
+        return padded._batched(self, size, drop_remainder, shapes)
 
     def unbatch(self) -> Dataset:
         """Splits each element along its first dimension into that many elements, as
@@ -697,7 +779,7 @@ class Dataset:
         def open_dataset(flat: dict[str, Any]) -> Any:
             args = pack_element(structure, list(flat), list(flat.values()))
             with _inner():
-                ds = map_func(*args) if isinstance(args, tuple) else map_func(args)
+                ds = apply(map_func, args)
             if not isinstance(ds, Dataset):
                 raise ArgumentTypeError(f"interleave's function must return a stoker.Dataset, got {type(ds).__name__}")
             opened.add(ds)
@@ -747,8 +829,9 @@ class Dataset:
         ``drop_remainder``). As in tf.data, each component of a window is a dataset of its
         elements (a dict of them for dict elements), for the usual
         ``ds.window(n, shift).flat_map(lambda w: w.batch(n))``. The engine makes each window
-        as one element (its elements stacked), which the functions of ``flat_map``,
-        ``interleave``, ``map`` and ``filter`` then see as datasets. Its resume state is the
+        as one element (its elements stacked, so they must have one shape: tf.data's may
+        differ), which the functions of ``flat_map``, ``interleave``, ``map`` and ``filter``
+        then see as datasets. Its resume state is the
         input's state where the next window starts."""
         n = _whole("window: size", size, 1)
         sh = n if shift is None else _whole("window: shift", shift, 1)
@@ -872,7 +955,7 @@ class Dataset:
 
         def key(flat: dict[str, Any]) -> int:
             args = pack_element(structure, list(flat), list(flat.values()))
-            k = key_func(*args) if isinstance(args, tuple) else key_func(args)
+            k = apply(key_func, args)
             if np.ndim(k) != 0 or not np.issubdtype(np.asarray(k).dtype, np.integer):
                 raise ArgumentTypeError(f"group_by_window: key_func must return an integer scalar, got {k!r}")
             return int(k)
@@ -997,7 +1080,9 @@ class Dataset:
         by native ops where its ops have them, else by its traced graph, never eagerly."""
         if _tf_function.uses_tensorflow(predicate):
             return _keyed(self._filter_tensorflow(predicate), predicate)
-        return _keyed(Dataset(self._plan.filter(self._test(predicate)), self._structure), predicate)
+        kept = Dataset(self._plan.filter(self._test(predicate)), self._structure)
+        kept._spec_of = self
+        return _keyed(kept, predicate)
 
     def _filter_tensorflow(self, predicate: Callable[..., Any]) -> Dataset:
         name = getattr(predicate, "__name__", "predicate")
@@ -1091,7 +1176,7 @@ class Dataset:
         def draw(state: dict[str, Any], element: Any) -> tuple[dict[str, Any], Any]:
             if state["rng"] is None:
                 state["rng"] = np.random.default_rng(seed)
-            given = class_func(*element) if isinstance(element, tuple) else class_func(element)
+            given = apply(class_func, element)
             given = np.asarray(as_tf_converts(given))
             c = int(given)
             if not 0 <= c < classes:
@@ -1145,7 +1230,7 @@ class Dataset:
 
         def test(flat: dict[str, Any]) -> Any:
             args = pack_element(structure, list(flat), texts(list(flat.values())))
-            return predicate(*args) if isinstance(args, tuple) else predicate(args)
+            return apply(predicate, args)
 
         test.__name__ = getattr(predicate, "__name__", "predicate")
         return test
@@ -1206,12 +1291,18 @@ class Dataset:
 
     @staticmethod
     def load(
-        path: PathLike, element_spec: Any = None, compression: str | None = None, reader_func: Any = None
+        path: PathLike,
+        element_spec: Any = None,
+        compression: str | None = None,
+        reader_func: Any = None,
+        wait: bool = False,
     ) -> Dataset:
         """The elements :meth:`save` wrote to ``path``, with their structure and their count
         (``len()`` works), as tf.data's ``load``. ``element_spec``, if given, must match the
-        saved fields; ``reader_func`` is accepted and not used (one file)."""
-        del reader_func
+        saved fields; ``reader_func`` is accepted and not used (one file), and so is ``wait``
+        (tf.data's wait for a ``distributed_save`` still being written: stoker's ``save`` is
+        complete when it returns, and a missing or incomplete one is an error)."""
+        del reader_func, wait
         from . import _saved
 
         return _saved.load(_path(path), element_spec, compression)
@@ -1220,8 +1311,8 @@ class Dataset:
         self, path: PathLike, compression: str | None = None, reader_func: Any = None, shard_func: Any = None
     ) -> Dataset:
         """tf.data's ``snapshot``: the first complete pass writes the elements under ``path``
-        in a file named after this pipeline (its spec, or with Python functions its
-        description: a change inside a Python function is not seen, so delete the file);
+        in a file named after this pipeline (its spec; with Python functions, their names and
+        a key of their code and of the values they capture);
         later passes, in this process or a later one running the same pipeline, read it
         instead of running the pipeline. A pass cut short writes nothing (see ``cache``)."""
         del reader_func, shard_func
@@ -1363,9 +1454,11 @@ class Dataset:
         # batch may hand it out early where order is not kept.
         return out._rows_of(self, out.cardinality() == self.cardinality(), order=det is not False)
 
-    def ignore_errors(self) -> Dataset:
+    def ignore_errors(self, log_warning: bool = False, name: str | None = None) -> Dataset:
         """Skips bad records (``with_options(on_bad_record="skip")``); they are counted in
-        ``stats()``."""
+        ``stats()`` with the last reason (``log_warning`` is accepted: nothing is lost
+        unseen either way)."""
+        del log_warning, name
         return self.with_options(on_bad_record="skip")
 
     # -------------------------------------------------------------------- run
@@ -1445,14 +1538,48 @@ class Dataset:
 
     def _element_spec(self, learn: bool) -> Any:
         schema = self._plan.schema()
+        if schema is None and self._batch_of is not None:
+            return self._batched_spec(learn)
+        if schema is None and self._spec_of is not None:
+            return self._spec_of._element_spec(learn)
         if schema is None:
             first = self._first_element() if learn else self._first
             if not first:
                 return None
-            schema = [(n, dtype, [None] * rank) for n, (dtype, rank) in first.items()]
+            schema = [(n, dtype, self._dims(n, rank)) for n, (dtype, rank) in first.items()]
         specs = {n: TensorSpec(tuple(s), d, n) for n, d, s in schema}
         structure = known_template(self._structure)
         if structure is None:
+            return specs
+        return pack_element(structure, list(specs), list(specs.values()))
+
+    def _dims(self, name: str, rank: int) -> list[int | None]:
+        """A field's dimensions where only its rank was learned: those its TensorFlow graph
+        gives it statically, else ``None``."""
+        static = self._static.get(name)
+        return list(static) if static is not None and len(static) == rank else [None] * rank
+
+    def _batched_spec(self, learn: bool) -> Any:
+        """The spec of a batch of the input's elements, as tf.data's: the batch size first
+        where every batch has it (``drop_remainder``), the fixed padded sizes, else the
+        input's dimensions."""
+        assert self._batch_of is not None
+        source, rows, fixed = self._batch_of
+        each = source._element_spec(learn)
+        if each is None:
+            return None
+        _, pairs = flatten(each)
+        specs = {
+            n: TensorSpec(
+                (rows, *(f if f is not None else d for f, d in zip(fixed.get(n, [None] * len(t.shape)), t.shape))),
+                t.dtype,
+                n,
+            )
+            for n, t in pairs
+            if isinstance(t, TensorSpec)
+        }
+        structure = known_template(self._structure)
+        if structure is None or len(specs) != len(pairs):
             return specs
         return pack_element(structure, list(specs), list(specs.values()))
 
@@ -1829,7 +1956,7 @@ def tf_signature(spec: Any) -> Any:
         return tf.TensorSpec(spec.shape, tf.string if spec.dtype == "string" else tf.as_dtype(spec.dtype))
     if isinstance(spec, dict):
         return {k: tf_signature(v) for k, v in spec.items()}
-    return tuple(tf_signature(v) for v in spec)
+    return like(spec, [tf_signature(v) for v in spec])
 
 
 def _parallel_calls(op: str, value: int | None, name: str = "num_parallel_calls") -> int | None:
@@ -1961,6 +2088,11 @@ class DatasetIterator(Iterator[Any]):
                 "parent saved)"
             )
 
+    @property
+    def element_spec(self) -> Any:
+        """The dataset's :attr:`Dataset.element_spec` (as a tf.data iterator has it)."""
+        return self._dataset.element_spec
+
     def __iter__(self) -> DatasetIterator:
         return self
 
@@ -2080,6 +2212,34 @@ class OptimizationOptions(_Settings):
     map_fusion: bool | None
 
 
+class AutoShardPolicy(enum.IntEnum):
+    """tf.data's auto-shard policies, for ``Options().experimental_distribute``. stoker
+    shards where it is told to (``shard()``, the rank and world size its PyTorch, JAX and Ray
+    bridges take, moved towards the files by its planner): the policy is accepted and changes
+    nothing."""
+
+    OFF = -1
+    AUTO = 0
+    FILE = 1
+    DATA = 2
+    HINT = 3
+
+
+class DistributeOptions(_Settings):
+    """tf.data's ``experimental_distribute`` options: ``auto_shard_policy`` (default
+    ``AUTO``, as TF's) and ``num_devices`` are accepted and change nothing. stoker shards
+    where it is told to (``shard()``, the rank and world size of its PyTorch, JAX and Ray
+    bridges)."""
+
+    _names = ("auto_shard_policy", "num_devices")
+    auto_shard_policy: Any
+    num_devices: int | None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.auto_shard_policy = AutoShardPolicy.AUTO
+
+
 _PASSES = ("fuse_decode_crop", "fuse_pixels", "fuse_maps", "map_after_batch", "map_and_batch")
 
 
@@ -2087,15 +2247,33 @@ class Options(_Settings):
     """tf.data's ``Options``, where they apply: ``deterministic`` (parallel maps that do not
     say keep their order unless ``False``), ``threading`` (:class:`ThreadingOptions`),
     ``experimental_optimization`` (:class:`OptimizationOptions`), and stoker's
-    ``on_bad_record`` (``"raise"``/``"skip"``). Setting a name it does not have is an
-    ``AttributeError``, as in tf.data. Use with ``ds.with_options(options)``."""
+    ``on_bad_record`` (``"raise"``/``"skip"``). tf.data's other names are accepted and change
+    nothing: ``experimental_distribute`` (:class:`DistributeOptions`), ``experimental_slack``,
+    ``experimental_external_state_policy``, ``experimental_warm_start``,
+    ``experimental_symbolic_checkpoint``, ``dataset_name``, ``framework_type``. Setting a name
+    it does not have is an ``AttributeError``, as in tf.data. Use with
+    ``ds.with_options(options)``."""
 
-    _names = ("deterministic", "threading", "autotune", "experimental_optimization", "on_bad_record")
+    _names = (
+        "deterministic",
+        "threading",
+        "autotune",
+        "experimental_optimization",
+        "on_bad_record",
+        "experimental_distribute",
+        "experimental_slack",
+        "experimental_external_state_policy",
+        "experimental_warm_start",
+        "experimental_symbolic_checkpoint",
+        "dataset_name",
+        "framework_type",
+    )
     deterministic: bool | None
     threading: ThreadingOptions
     autotune: AutotuneOptions
     experimental_optimization: OptimizationOptions
     on_bad_record: str | None
+    experimental_distribute: DistributeOptions
 
     # tf.data's deprecated names that TF still accepts, and the name each stands for.
     _aliases = {"experimental_deterministic": "deterministic", "experimental_threading": "threading"}
@@ -2105,6 +2283,7 @@ class Options(_Settings):
         self.threading = ThreadingOptions()
         self.autotune = AutotuneOptions()
         self.experimental_optimization = OptimizationOptions()
+        self.experimental_distribute = DistributeOptions()
 
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(self._aliases.get(name, name), value)
@@ -2188,7 +2367,7 @@ def _unknown_dims(ds: Dataset) -> Any:
             return [None] * len(spec.shape)
         if isinstance(spec, dict):
             return {k: walk(v) for k, v in spec.items()}
-        return tuple(walk(v) for v in spec)
+        return like(spec, [walk(v) for v in spec])
 
     return walk(ds.element_spec)
 
@@ -2293,6 +2472,23 @@ def _known(ds: Dataset, learn: bool = False) -> Template:
     return s
 
 
+def _shape_checks(template: Template, static: dict[str, list[int | None]], schema: Any) -> list[dict[str, Any]]:
+    """``ensure_shape`` ops for the fields of a translated function whose static shape in
+    TensorFlow's graph (a ``set_shape`` among its sources) names sizes the native ops do not
+    fix: tf.data checks each element against it, and so does stoker."""
+    native = {n: s for n, _, s in schema} if schema is not None else {}
+    checks = []
+    for path, field in flatten(template)[1]:
+        dims = static.get(path)
+        if not isinstance(field, str) or dims is None or all(d is None for d in dims):
+            continue
+        have = native.get(field)
+        if have is not None and len(have) == len(dims) and all(d is None or h == d for d, h in zip(dims, have)):
+            continue
+        checks.append(_ensure_shape_op(field, dims).spec)
+    return checks
+
+
 def _distribution(name: str, values: Sequence[float]) -> np.ndarray:
     """A class distribution: non-negative, summing to 1."""
     d = np.asarray(values, dtype=np.float64).reshape(-1)
@@ -2307,7 +2503,7 @@ def _nested(template: Template, by_name: dict[str, Any]) -> Any:
         return by_name[template]
     if isinstance(template, dict):
         return {k: _nested(v, by_name) for k, v in template.items()}
-    return tuple(_nested(v, by_name) for v in template)
+    return like(template, [_nested(v, by_name) for v in template])
 
 
 def _normalized(t: Template) -> Any:
@@ -2335,13 +2531,21 @@ def _dtype_of(value: Any) -> str:
     return "string" if kind.kind in "SUO" else kind.name
 
 
-def _pad_value(v: Any) -> int | float | str:
+def _pad_value(v: Any) -> int | float | str | dict[str, list[int]]:
     """A padding value as the engine takes it: a whole number exact (an int64 beyond 2^53
-    too), a float, or NaN and the infinities by name (JSON has none). The engine refuses one
-    the field's dtype does not hold."""
-    a = np.asarray(v.numpy() if hasattr(v, "numpy") else v)
+    too), a float, NaN and the infinities by name (JSON has none), or a string's bytes (a
+    ``str`` in UTF-8). The engine refuses one the field's dtype does not hold."""
+    v = v.numpy() if hasattr(v, "numpy") else v
+    if isinstance(v, (str, bytes)):  # whole: NumPy's fixed-width strings drop trailing NULs
+        return {"bytes": list(v.encode() if isinstance(v, str) else v)}
+    a = np.asarray(v)
     if a.size != 1:
-        raise InvalidArgumentError(f"padded_batch: a padding value must be one number, got {v!r}")
+        raise InvalidArgumentError(f"padded_batch: a padding value must be one value, got {v!r}")
+    if a.dtype.kind in "SUO":
+        text = a.item()
+        if not isinstance(text, (str, bytes)):
+            raise InvalidArgumentError(f"padded_batch: a padding value must be a number or a string, got {v!r}")
+        return {"bytes": list(text.encode() if isinstance(text, str) else text)}
     if a.dtype.kind in "biu":
         return int(a.item())
     x = float(a.item())
@@ -2353,7 +2557,7 @@ def _adapter(
 ) -> Callable[[dict[str, Any]], list[tuple[str, Any]]]:
     def call(flat: dict[str, Any]) -> list[tuple[str, Any]]:
         args = pack_element(structure, list(flat), texts(list(flat.values())))
-        result = fn(*args) if isinstance(args, tuple) else fn(args)
+        result = apply(fn, args)
         if isinstance(result, list):
             # tf.data takes a returned list as a tuple of components (`decode_csv` returns
             # one), not as one tensor to stack; lists deeper in the result are stacked.
@@ -2430,7 +2634,11 @@ def CsvDataset(
     """The records of CSV files as tuples of columns, as tf.data's
     ``experimental.CsvDataset``: the records of each file (its first skipped with ``header``)
     decoded by :func:`stoker.ops.decode_csv` natively (``record_defaults``, ``field_delim``,
-    ``use_quote_delim``, ``na_value`` as there). A record ends at a line break (``\\n``,
+    ``use_quote_delim``, ``na_value`` as there; but a default equal to TensorFlow's enum value
+    of a CSV dtype, ``1``, ``1.0``, ``True`` (float32), ``2`` (float64), ``3`` (int32), ``7``
+    (string) or ``9`` (int64), or a string naming one (``"int32"``, ``"float"``, ``"double"``,
+    ``"string"``, ...), is that dtype, a required column, as tf.data's readers take it).
+    With ``header``, an empty file is an error, as in tf.data. A record ends at a line break (``\\n``,
     ``\\r\\n`` or ``\\r``) outside a quoted field, as in TensorFlow: a quoted field may hold
     line breaks, kept as they are; a file that ends inside a quoted field is an error (under
     ``ignore_errors()``, a counted skip). ``select_cols`` or ``exclude_cols`` (not both) pick
@@ -2441,7 +2649,7 @@ def CsvDataset(
     del buffer_size
     from .ops import decode_csv
 
-    defaults = list(record_defaults)
+    defaults = [_csv_dtype_code(d) for d in record_defaults]
     if select_cols is not None and exclude_cols is not None:
         raise InvalidArgumentError("CsvDataset: give select_cols or exclude_cols, not both")
     cols = list(select_cols) if select_cols is not None else None
@@ -2457,13 +2665,67 @@ def CsvDataset(
 
     if header:
         lines = Dataset.from_tensor_slices(np.array(paths, dtype=object)).flat_map(
-            lambda f: records([_path(f)]).skip(1)
+            lambda f: records([_with_header(_path(f), compression)]).skip(1)
         )
     else:
         lines = records(paths)
     names = [str(i) for i in range(len(defaults))]
     ds = lines.map(decode_csv("line", defaults, names, field_delim, use_quote_delim, na_value, cols))
     return Dataset(ds._plan, tuple(names))
+
+
+# What tf.data's CSV readers take for a CSV dtype: they test a default with `x in (tf.float32,
+# ...)`, which compares a number to a DType by its enum value and a string by its name.
+_CSV_DTYPE_CODES = {1: "float32", 2: "float64", 3: "int32", 7: "string", 9: "int64"}
+_CSV_DTYPE_NAMES = {
+    "float32": "float32",
+    "float": "float32",
+    "float64": "float64",
+    "double": "float64",
+    "int32": "int32",
+    "int64": "int64",
+    "string": "string",
+}
+
+
+def _csv_dtype_code(d: Any) -> Any:
+    """A record default as tf.data's CSV readers read it: a number equal to the enum value of
+    a CSV dtype (``1``, ``1.0``, ``True``: float32; ``3``: int32; ...), or a ``str`` naming
+    one (``"int32"``, ``"float"``, ``"double"``, ``"string"``, ...), is that dtype, a required
+    column, as in TensorFlow; anything else is as given."""
+    if isinstance(d, (bool, int, float, np.bool_, np.integer, np.floating)) and not isinstance(d, DType):
+        code = float(d)
+        if code.is_integer() and int(code) in _CSV_DTYPE_CODES:
+            return DType(_CSV_DTYPE_CODES[int(code)])
+    if isinstance(d, str) and not isinstance(d, DType) and d in _CSV_DTYPE_NAMES:
+        return DType(_CSV_DTYPE_NAMES[d])
+    return d
+
+
+def _with_header(path: str, compression: str) -> str:
+    """``path``, checked to hold a header line: an empty file (once decompressed) has none,
+    an error as in tf.data (rather than a file of no records)."""
+    import gzip
+    import zlib
+
+    kind = compression.upper()
+    try:
+        with open(path, "rb") as f:
+            if kind == "GZIP":
+                with gzip.GzipFile(fileobj=f) as g:
+                    empty = not g.read(1)
+            elif kind == "ZLIB":
+                d = zlib.decompressobj()
+                empty = True
+                while empty and (chunk := f.read(1 << 16)):
+                    empty = not d.decompress(chunk, 1)
+            else:
+                empty = not f.read(1)
+    except (OSError, EOFError, zlib.error):
+        empty = False  # missing or damaged: the reader names the file and the damage
+    if empty:
+        raise InvalidArgumentError(f"CsvDataset: {path} is empty: header=True needs a header line to skip")
+    return path
 
 
 def FixedLengthRecordDataset(

@@ -206,7 +206,7 @@ def decode_image(
     """PNG, JPEG, GIF or BMP bytes → ``[H, W, C]`` (format sniffed, like ``tf.io.decode_image``).
 
     As TensorFlow decodes them: a CMYK (or YCCK) JPEG becomes RGB by TensorFlow's own formula
-    (``channels`` 0, 3 or 4; not 1, which TensorFlow refuses too); a GIF gives its first frame,
+    (``channels`` 0 or 3; not 1, which TensorFlow refuses too); a GIF gives its first frame,
     ``[H, W, 3]``, as ``tf.io.decode_image(..., expand_animations=False)`` (``channels`` 0 or
     3; the canvas is TensorFlow's: as large as the largest frame); a BMP (8, 24 or 32 bits,
     uncompressed) is read as TensorFlow reads it (``channels`` 0, 3 or 4; an 8-bit BMP gives
@@ -214,7 +214,8 @@ def decode_image(
     ``expand_animations=True`` (TensorFlow's default, a GIF's frames as ``[frames, H, W, 3]``)
     is refused: stoker's decode gives one image.
 
-    ``channels=0`` keeps what the file stores; 1, 3 or 4 converts. ``dtype="uint8"`` (16-bit
+    ``channels=0`` keeps what the file stores; 1, 3 or 4 converts (a JPEG refuses 4, as
+    TensorFlow's decoder does: no alpha is made up for it). ``dtype="uint8"`` (16-bit
     PNG samples keep their high byte) or ``"uint16"`` (as ``tf.io.decode_image(dtype=tf.uint16)``:
     16-bit PNG samples as stored, 8-bit PNG × 257, JPEG × 256). A header claiming more than
     ``max_pixels`` pixels, or more than the file's image data can hold, is refused before
@@ -365,6 +366,14 @@ def slice(  # noqa: A001
 def unflatten(field: str, shape: Sequence[int], axis: int = -1, output: str | None = None) -> NativeOp:
     """Splits one axis into ``shape`` (like ``torch.Tensor.unflatten``), without copying."""
     return _out({"op": "unflatten", "field": field, "shape": [int(d) for d in shape], "axis": int(axis)}, output)
+
+
+def ensure_shape(field: str, shape: Sequence[int | None]) -> NativeOp:
+    """Checks that every element's ``field`` has ``shape`` (``None``: any size there), as
+    ``tf.ensure_shape``: an element of another shape is an ``InvalidArgumentError`` naming
+    both; the dataset's spec takes the sizes ``shape`` names. Nothing is copied."""
+    dims = [None if d is None else whole(f"ensure_shape: shape[{i}]", d, 0) for i, d in enumerate(shape)]
+    return NativeOp({"op": "ensure_shape", "field": field, "shape": dims})
 
 
 def resize_with_crop_or_pad(field: str, height: int, width: int, output: str | None = None) -> NativeOp:
@@ -702,6 +711,7 @@ __all__ = [
     "rescale",
     "slice",
     "unflatten",
+    "ensure_shape",
     "resize_with_crop_or_pad",
     "center_crop",
     "resize",

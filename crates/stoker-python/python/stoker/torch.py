@@ -70,7 +70,7 @@ from ._check import whole
 from ._device_images import DeviceImages, ShareTuner
 from ._feed import Feed, check_shard
 from ._profile import next_span
-from ._structure import known_template, pack
+from ._structure import known_template, like, pack
 from .dataset import Dataset, DatasetIterator
 from .errors import InternalError, InvalidArgumentError
 
@@ -91,8 +91,10 @@ def to_torch(element: Any) -> Any:
     share its memory; read-only arrays are copied; strings stay NumPy arrays."""
     if isinstance(element, dict):
         return {k: to_torch(v) for k, v in element.items()}
-    if isinstance(element, (tuple, list)):
-        return type(element)(to_torch(v) for v in element)
+    if isinstance(element, list):
+        return [to_torch(v) for v in element]
+    if isinstance(element, tuple):
+        return like(element, [to_torch(v) for v in element])
     if isinstance(element, np.ndarray):
         if element.dtype == object:
             return element
@@ -115,8 +117,10 @@ def _leaves(element: Any) -> list[Any]:
 def _rebuild(element: Any, leaves: Iterator[Any]) -> Any:
     if isinstance(element, dict):
         return {k: _rebuild(v, leaves) for k, v in element.items()}
-    if isinstance(element, (tuple, list)):
-        return type(element)(_rebuild(v, leaves) for v in element)
+    if isinstance(element, list):
+        return [_rebuild(v, leaves) for v in element]
+    if isinstance(element, tuple):
+        return like(element, [_rebuild(v, leaves) for v in element])
     return next(leaves)
 
 

@@ -9,7 +9,7 @@ use stoker_core::element::Schema;
 use stoker_core::exec::padded_batch::{PadValue, PaddedBatchIter, Padding};
 use stoker_core::exec::{BoxIter, State};
 use stoker_core::stats::Metered;
-use stoker_core::{DType, Error, Result, StageStats};
+use stoker_core::{Error, Result, StageStats};
 
 use super::batch::{batch_label, batched};
 use super::common::{input_at, same};
@@ -118,7 +118,7 @@ impl DatasetOp for PaddedBatch {
             drop_remainder: self.drop_remainder,
             padded_shapes: self.padding.shapes.clone(),
             padding_values: self.padding.values.clone(),
-            padding_value: self.padding.default,
+            padding_value: self.padding.default.clone(),
         }))
     }
 
@@ -137,7 +137,7 @@ impl DatasetOp for PaddedBatch {
 }
 
 /// The schema after `padded_batch`'s padding (before the batch axis): fixed padded sizes
-/// replace the fields' sizes; string fields must already have fixed shapes.
+/// replace the fields' sizes.
 fn pad_schema(schema: &mut Schema, padding: &Padding) -> Result<()> {
     const STEP: &str = PaddedBatch::KIND;
     for name in padding.shapes.keys().chain(padding.values.keys()) {
@@ -150,12 +150,6 @@ fn pad_schema(schema: &mut Schema, padding: &Padding) -> Result<()> {
         let Some(fixed) = padding.shapes.get(&f.name) else {
             continue;
         };
-        if f.dtype == DType::Bytes {
-            return Err(Error::schema(
-                STEP,
-                format!("field '{}' holds strings, which are not padded", f.name),
-            ));
-        }
         if !schema.dynamic && fixed.len() != f.shape.len() {
             return Err(Error::schema(
                 STEP,

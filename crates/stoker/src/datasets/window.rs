@@ -202,6 +202,7 @@ impl ElementIter for WindowIter {
             .take(self.size)
             .map(|(_, e)| e.clone())
             .collect();
+        same_shapes(&rows)?;
         let window = stack(&rows, &batch_pool())?;
         let popped = self.shift.min(self.buffer.len());
         self.buffer.drain(..popped);
@@ -219,4 +220,29 @@ impl ElementIter for WindowIter {
         let skip = if self.buffer.is_empty() { self.skip } else { 0 };
         Ok(State::new(vec![skip], vec![at]))
     }
+}
+
+/// The engine makes a window as one element of its elements stacked: they must have one
+/// shape per field (tf.data's windows may differ; said here rather than as a batch's error).
+fn same_shapes(rows: &[Element]) -> Result<()> {
+    let Some(first) = rows.first() else {
+        return Ok(());
+    };
+    for (i, row) in rows.iter().enumerate().skip(1) {
+        for ((name, a), b) in first.names.iter().zip(&first.tensors).zip(&row.tensors) {
+            if a.shape() != b.shape() {
+                return Err(Error::invalid(
+                    "window",
+                    format!(
+                        "field '{name}': element {i} of a window has shape {:?} but the first has {:?}; \
+                         stoker makes a window as its elements stacked, so they must have one shape \
+                         (pad or resize them first, or batch with padded_batch instead)",
+                        b.shape(),
+                        a.shape()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
