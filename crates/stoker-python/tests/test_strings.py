@@ -71,3 +71,18 @@ def test_a_string_a_function_returns_keeps_its_trailing_nul_bytes() -> None:
         ours = [tf.nest.map_structure(whole, e) for e in make(sk.data)]
         theirs = [tf.nest.map_structure(whole, e) for e in make(tf.data).as_numpy_iterator()]
         assert ours == theirs
+
+
+def test_a_string_joins_a_str_as_a_tf_string_does() -> None:
+    tf = pytest.importorskip("tensorflow")
+    words = ["a", "bé"]
+    ours = list(sk.data.Dataset.from_tensor_slices(words).map(lambda x: "pre_" + x + "_s"))
+    theirs = list(tf.data.Dataset.from_tensor_slices(words).map(lambda x: "pre_" + x + "_s").as_numpy_iterator())
+    assert ours == theirs == [b"pre_a_s", "pre_bé_s".encode()]
+    assert list(sk.Dataset.from_tensor_slices(words).map(lambda x: x + b"!" + "_s")) == [b"a!_s", "bé!_s".encode()]
+    # with an array of strings, elementwise; with a tensor, the tensor's own join
+    (joined,) = list(sk.Dataset.from_tensor_slices(["a"]).map(lambda x: x + np.array([b"x", b"yy"])))
+    assert joined.tolist() == [b"ax", b"ayy"]
+    seen = []
+    list(sk.Dataset.from_tensor_slices(["a"]).map(lambda x: seen.append((x + tf.constant("c")).numpy()) or x))
+    assert seen == [b"ac"]

@@ -102,3 +102,14 @@ def test_text_sources_save_and_load(tmp_path, golden):
     fx = sk.FixedLengthRecordDataset(str(golden / "text" / "records.bin"), 8, 3, 2)
     fx.save_spec(tmp_path / "f.toml")
     assert hexes(sk.Dataset.load_spec(tmp_path / "f.toml")) == hexes(fx)
+
+
+def test_file_names_may_come_as_a_string_tensor_as_in_tf_data(tmp_path):
+    tf = pytest.importorskip("tensorflow")
+    files = [tmp_path / "a.txt", tmp_path / "b.txt"]
+    files[0].write_text("x\ny\n")
+    files[1].write_text("z\n")
+    names = tf.constant([str(f) for f in files])
+    want = list(tf.data.TextLineDataset(names).as_numpy_iterator())
+    assert list(sk.data.TextLineDataset(names)) == want == [b"x", b"y", b"z"]
+    assert list(sk.data.TextLineDataset(names[1])) == [b"z"]

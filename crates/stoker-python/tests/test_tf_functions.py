@@ -1995,6 +1995,21 @@ def test_a_graph_s_static_shapes_are_the_spec_s_and_are_checked_as_tf_data_check
             list(make(tf.data).as_numpy_iterator())
         with pytest.raises(sk.InvalidArgumentError, match="incompatible shapes|cannot become"):
             list(make(sk.data))
+    # a native part's output too, beside a rest left to TensorFlow (per element and per batch)
+    small, big = (tf.io.encode_png(np.zeros((n, n, 3), np.uint8)).numpy() for n in (8, 16))
+
+    def decoded(x: Any) -> Any:
+        img = tf.io.decode_png(x, channels=3)
+        img.set_shape([8, 8, 3])
+        return img, tf.math.lgamma(tf.cast(tf.strings.length(x), tf.float32))
+
+    for batch in (None, 1):
+        for m in (tf.data, sk.data):
+            ds = m.Dataset.from_tensor_slices(np.array([small, big], dtype=object)).map(decoded)
+            ds = ds if batch is None else ds.batch(batch)
+            errors = (tf.errors.InvalidArgumentError, sk.InvalidArgumentError)
+            with pytest.raises(errors, match="(?i)incompatible shapes"):
+                list(ds)
     # where the native ops run the function, its static shape is their spec too
     checked = sk.data.Dataset.from_tensor_slices([b"\x01" * 16]).map(raw)
     assert "ensure_shape" in checked.explain() and tuple(checked.element_spec.shape) == (2,)

@@ -34,6 +34,34 @@ class Text(bytes):
 
     __hash__ = bytes.__hash__
 
+    def __add__(self, other: Any) -> Any:
+        """Joined with a ``str`` (as UTF-8) or bytes, as ``x + "_s"`` joins a ``tf.string``;
+        anything else (an array, a tensor) answers with its own ``__radd__``."""
+        if isinstance(other, str):
+            return Text(bytes(self) + other.encode())
+        if isinstance(other, (bytes, bytearray, memoryview)):
+            return Text(bytes(self) + bytes(other))
+        if isinstance(other, np.ndarray) and other.dtype.kind in "SUO":  # elementwise
+            return _joined(lambda v: self + v, other)
+        return NotImplemented
+
+    def __radd__(self, other: Any) -> Any:
+        if isinstance(other, str):
+            return Text(other.encode() + bytes(self))
+        if isinstance(other, (bytes, bytearray, memoryview)):
+            return Text(bytes(other) + bytes(self))
+        if isinstance(other, np.ndarray) and other.dtype.kind in "SUO":
+            return _joined(lambda v: v + self, other)
+        return NotImplemented
+
+
+def _joined(join: Any, strings: np.ndarray) -> np.ndarray:
+    """``join`` of each of ``strings`` (as :class:`Text`), as an object array of their shape."""
+    out = np.empty(strings.shape, dtype=object)
+    for i, v in np.ndenumerate(strings):
+        out[i] = join(Text(v.encode() if isinstance(v, str) else bytes(v)))
+    return out
+
 
 _as_text = np.frompyfunc(Text, 1, 1)
 

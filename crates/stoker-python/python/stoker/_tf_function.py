@@ -968,7 +968,7 @@ def batch_call(traced: Traced) -> Callable[[dict[str, Any]], list[tuple[str, Any
         return [t for _, t in flatten(concrete(*traced.args(dict(zip(traced.in_fields, flat)))))[1]]
 
     at: list[tuple[str, str | int]] = [(path, i) for i, (path, _) in enumerate(traced.out_values)]
-    return _rest_batched(traced.name, whole, list(traced.in_fields), at, traced, [t.shape for t in outputs])
+    return _rest_batched(traced.name, whole, list(traced.in_fields), at, traced, _static_shapes(traced))
 
 
 def _vectorizable(operations: list[Any]) -> bool:
@@ -2115,7 +2115,7 @@ class _Translator:
             outputs += [(f, f) for f in self.traced.in_fields if f != KEEP]
         checks = [o for o in self.graph.get_operations() if o.name in self.tf_ops and not o.outputs]
         pruned = _prune(self.traced.concrete, self.tf_ops, [t for t, _ in fed], fetches, checks)
-        shapes = [t.shape for t in fetches]
+        shapes = {} if self.keep_inputs else _static_shapes(self.traced)
         rest = _rest(self.traced.name, pruned, [v for _, v in fed], outputs, shapes, self.traced)
         template = KEEP if self.keep_inputs else self.traced.out_template
         batched = None
@@ -2246,16 +2246,22 @@ def _tensor_name(t: Any) -> str:
     return name[:-2] if name.endswith(":0") else name
 
 
+def _static_shapes(traced: Traced) -> dict[str, Any]:
+    """The static shape the traced graph gives each output, by its path."""
+    return {path: t.shape for path, t in traced.out_values if _is_tensor(t)}
+
+
 def _rest(
     name: str,
     pruned: Any,
     fed: list[Any],
     outputs: list[tuple[str, str | int]],
-    shapes: list[Any],
+    shapes: dict[str, Any],
     traced: Traced,
 ) -> Callable[[dict[str, Any]], list[tuple[str, Any]]]:
     """The map function that runs the TensorFlow part of a partly translated function (of
-    ``traced``, kept with it: see ``Traced.fn``); ``shapes``: the static shape of each fetch."""
+    ``traced``, kept with it: see ``Traced.fn``); ``shapes``: the static shape of each output
+    by its path, which every output is checked against (a native one too)."""
     import tensorflow as tf
 
     constants = {i: tf.constant(v) for i, v in enumerate(fed) if not isinstance(v, str)}
@@ -2266,9 +2272,9 @@ def _rest(
             results = pruned(*args)
         results = results if isinstance(results, (list, tuple)) else [results]
         values = [(p, results[v].numpy() if isinstance(v, int) else flat[v]) for p, v in outputs]
-        for c, ((_, value), (_, v)) in enumerate(zip(values, outputs)):
-            if isinstance(v, int):
-                _check_shape(name, c, value, shapes[v])
+        for c, (p, value) in enumerate(values):
+            if p in shapes:
+                _check_shape(name, c, value, shapes[p])
         return values
 
     call.__name__ = f"{name} (TensorFlow graph, rest)"
@@ -2282,7 +2288,7 @@ def _rest_batched(
     fed: list[Any],
     outputs: list[tuple[str, str | int]],
     traced: Traced,
-    shapes: list[Any] | None = None,
+    shapes: dict[str, Any] | None = None,
 ) -> Callable[[dict[str, Any]], list[tuple[str, Any]]]:
     """The TensorFlow part of a partly translated function (of ``traced``, kept with it: see
     ``Traced.fn``) as one call per batch: its graph vectorized over the batch
@@ -2319,9 +2325,9 @@ def _rest_batched(
         else:
             results = _by_row(tf, one, batch, None)
         values = [(p, _numpy(results[v]) if isinstance(v, int) else flat[v]) for p, v in outputs]
-        for c, ((_, value), (_, v)) in enumerate(zip(values, outputs)):
-            if isinstance(v, int) and shapes is not None:
-                _check_shape(name, c, value, shapes[v], batched=True)
+        for c, (p, value) in enumerate(values):
+            if shapes and p in shapes:
+                _check_shape(name, c, value, shapes[p], batched=True)
         return values
 
     call.__name__ = f"{name} (TensorFlow graph, rest, per batch)"

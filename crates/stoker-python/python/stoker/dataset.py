@@ -132,6 +132,8 @@ class TensorSpec:
 
 
 def _paths(filenames: PathLike | Sequence[PathLike]) -> list[str]:
+    if type(filenames).__module__.startswith("tensorflow") and hasattr(filenames, "numpy"):
+        filenames = filenames.numpy()  # a string tensor of file names, as tf.data takes one
     if isinstance(filenames, (str, bytes, os.PathLike)) or (isinstance(filenames, np.ndarray) and filenames.ndim == 0):
         return [_path(filenames)]
     return [_path(f) for f in filenames]
